@@ -1,0 +1,199 @@
+//! The broker: start-up, the state every handler shares, and shutdown.
+//!
+//! Start-up reads `meta.properties` (cluster id, node id), replays the
+//! metadata log, registers this broker, and opens every hosted log —
+//! skipping tail recovery when the previous run left the clean-shutdown
+//! marker, which is removed before any write so that a crash from here on
+//! is recovered next time.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use rand::RngCore;
+
+use tarn_protocol::Uuid;
+
+use crate::config::BrokerConfig;
+use crate::metadata::{FileMetadataLog, MetadataLogError, MetadataRecord, MetadataStore};
+use crate::replica_manager::ReplicaManager;
+
+pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
+/// Producer ids are taken from the metadata log in blocks of this size.
+const PRODUCER_ID_BLOCK: i64 = 1000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum BrokerError {
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Metadata(#[from] MetadataLogError),
+    #[error(transparent)]
+    Storage(#[from] tarn_storage::StorageError),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> BrokerError {
+    let context = context.into();
+    move |source| BrokerError::Io { context, source }
+}
+
+/// What `tarn serve` was asked to run.
+#[derive(Debug, Clone)]
+pub struct BrokerOptions {
+    pub data_dir: PathBuf,
+    pub node_id: i32,
+    pub advertised_host: String,
+    pub advertised_port: i32,
+    pub config: BrokerConfig,
+}
+
+pub struct Broker {
+    pub config: BrokerConfig,
+    pub node_id: i32,
+    pub cluster_id: String,
+    pub data_dir: PathBuf,
+    pub metadata: MetadataStore,
+    pub replicas: ReplicaManager,
+    /// The producer ids this broker may hand out: [next, end).
+    producer_ids: Mutex<(i64, i64)>,
+}
+
+pub fn random_uuid() -> Uuid {
+    let mut bytes = [0u8; 16];
+    loop {
+        rand::thread_rng().fill_bytes(&mut bytes);
+        // Kafka reserves the all-zero id and ids whose base64 starts with '-'.
+        if bytes != [0; 16] && bytes[0] & 0xfc != 0xf8 {
+            return Uuid(bytes);
+        }
+    }
+}
+
+/// Reads or creates `meta.properties` (Kafka's file) and returns the cluster id.
+fn load_meta_properties(data_dir: &Path, node_id: i32) -> Result<String, BrokerError> {
+    let path = data_dir.join("meta.properties");
+    match std::fs::read_to_string(&path) {
+        Ok(text) => {
+            let get = |key: &str| {
+                text.lines()
+                    .filter_map(|l| l.split_once('='))
+                    .find(|(k, _)| k.trim() == key)
+                    .map(|(_, v)| v.trim().to_owned())
+            };
+            let stored_node: Option<i32> = get("node.id").and_then(|v| v.parse().ok());
+            if stored_node != Some(node_id) {
+                return Err(BrokerError::Invalid(format!(
+                    "{} belongs to node.id {:?}, not {node_id}",
+                    path.display(),
+                    stored_node
+                )));
+            }
+            get("cluster.id").ok_or_else(|| {
+                BrokerError::Invalid(format!("{} has no cluster.id", path.display()))
+            })
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let cluster_id = random_uuid().to_base64();
+            let text = format!("version=1\ncluster.id={cluster_id}\nnode.id={node_id}\n");
+            let tmp = data_dir.join("meta.properties.tmp");
+            std::fs::write(&tmp, text).map_err(io(format!("write {}", tmp.display())))?;
+            std::fs::rename(&tmp, &path).map_err(io(format!("rename {}", path.display())))?;
+            Ok(cluster_id)
+        }
+        Err(e) => Err(io(format!("read {}", path.display()))(e)),
+    }
+}
+
+impl Broker {
+    pub fn start(options: BrokerOptions) -> Result<Arc<Broker>, BrokerError> {
+        let data_dir = options.data_dir;
+        std::fs::create_dir_all(&data_dir).map_err(io(format!("create {}", data_dir.display())))?;
+        let cluster_id = load_meta_properties(&data_dir, options.node_id)?;
+        let metadata_log = FileMetadataLog::open(&data_dir.join("__cluster_metadata-0"))?;
+        let metadata = MetadataStore::open(Box::new(metadata_log))?;
+        let registration = MetadataRecord::RegisterBroker {
+            broker_id: options.node_id,
+            host: options.advertised_host.clone(),
+            port: options.advertised_port,
+            rack: None,
+        };
+        metadata.commit_with(|image| -> Result<_, BrokerError> {
+            let known = image.brokers.get(&options.node_id);
+            let same = known.is_some_and(|b| {
+                b.host == options.advertised_host && b.port == options.advertised_port
+            });
+            Ok((if same { vec![] } else { vec![registration] }, ()))
+        })?;
+
+        let marker = data_dir.join(CLEAN_SHUTDOWN_FILE);
+        let clean_shutdown = marker.exists();
+        let replicas = ReplicaManager::new(&data_dir, options.node_id);
+        replicas.sync(&metadata.image(), &options.config, clean_shutdown)?;
+        if clean_shutdown {
+            std::fs::remove_file(&marker).map_err(io(format!("remove {}", marker.display())))?;
+        }
+        tracing::info!(
+            clean_shutdown,
+            topics = metadata.image().topics().count(),
+            "logs loaded"
+        );
+        Ok(Arc::new(Broker {
+            config: options.config,
+            node_id: options.node_id,
+            cluster_id,
+            data_dir,
+            metadata,
+            replicas,
+            producer_ids: Mutex::new((0, 0)),
+        }))
+    }
+
+    /// Applies metadata records and brings the hosted logs in line.
+    pub fn commit_metadata<T>(
+        &self,
+        build: impl FnOnce(
+            &crate::metadata::MetadataImage,
+        ) -> Result<(Vec<MetadataRecord>, T), BrokerError>,
+    ) -> Result<T, BrokerError> {
+        let value = self.metadata.commit_with(build)?;
+        self.replicas
+            .sync(&self.metadata.image(), &self.config, true)?;
+        Ok(value)
+    }
+
+    /// Hands out a producer id, reserving a new block in the metadata log
+    /// when the current one is used up.
+    pub fn next_producer_id(&self) -> Result<i64, BrokerError> {
+        let mut ids = self.producer_ids.lock();
+        if ids.0 >= ids.1 {
+            let node_id = self.node_id;
+            let start = self
+                .metadata
+                .commit_with(|image| -> Result<_, BrokerError> {
+                    let start = image.next_producer_id;
+                    let record = MetadataRecord::ProducerIds {
+                        broker_id: node_id,
+                        next_producer_id: start + PRODUCER_ID_BLOCK,
+                    };
+                    Ok((vec![record], start))
+                })?;
+            *ids = (start, start + PRODUCER_ID_BLOCK);
+        }
+        let id = ids.0;
+        ids.0 += 1;
+        Ok(id)
+    }
+
+    /// Closes every log and leaves the clean-shutdown marker.
+    pub fn shutdown(&self) -> Result<(), BrokerError> {
+        self.replicas.shutdown()?;
+        let marker = self.data_dir.join(CLEAN_SHUTDOWN_FILE);
+        std::fs::write(&marker, b"").map_err(io(format!("write {}", marker.display())))?;
+        Ok(())
+    }
+}

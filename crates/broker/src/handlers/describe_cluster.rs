@@ -1,0 +1,55 @@
+//! DescribeCluster: the brokers of the cluster and its controller.
+use std::sync::Arc;
+
+use tarn_protocol::error;
+use tarn_protocol::messages::describe_cluster::{
+    DescribeClusterBroker, DescribeClusterRequest, DescribeClusterResponse,
+};
+
+use super::{ApiSpec, RequestContext};
+use crate::broker::Broker;
+
+pub const KEY: i16 = 60;
+pub const SPEC: ApiSpec = ApiSpec {
+    key: KEY,
+    name: "DescribeCluster",
+    min_version: 0,
+    max_version: 1,
+    flexible_min: 0,
+};
+
+/// Kafka's EndpointType: 1 = brokers, 2 = controllers.
+const ENDPOINT_BROKERS: i8 = 1;
+
+pub async fn handle(
+    broker: &Arc<Broker>,
+    _ctx: &RequestContext,
+    request: DescribeClusterRequest,
+) -> DescribeClusterResponse {
+    let image = broker.metadata.image();
+    let mut response = DescribeClusterResponse {
+        cluster_id: broker.cluster_id.clone(),
+        controller_id: broker.node_id,
+        endpoint_type: request.endpoint_type,
+        ..Default::default()
+    };
+    if request.endpoint_type != ENDPOINT_BROKERS {
+        response.error_code = error::UNSUPPORTED_VERSION;
+        response.error_message = Some(format!(
+            "endpoint type {} is not supported",
+            request.endpoint_type
+        ));
+        return response;
+    }
+    response.brokers = image
+        .brokers
+        .values()
+        .map(|b| DescribeClusterBroker {
+            broker_id: b.broker_id,
+            host: b.host.clone(),
+            port: b.port,
+            rack: b.rack.clone(),
+        })
+        .collect();
+    response
+}

@@ -1,0 +1,126 @@
+//! Fetch: whole record batches from each requested partition, waiting up
+//! to `max_wait_ms` for `min_bytes` of data. The wait is woken by appends
+//! (the replica manager's data version), not by polling.
+//!
+//! Limits follow Kafka (KIP-74): each partition returns at most
+//! `partition_max_bytes` and the response at most `max_bytes`, except that
+//! the first batch of the first partition with data is returned whole even
+//! when it is larger, so a consumer can always make progress.
+use std::sync::Arc;
+use std::time::Duration;
+
+use tarn_protocol::error;
+use tarn_protocol::messages::fetch::{
+    FetchRequest, FetchResponse, FetchableTopicResponse, PartitionData,
+};
+
+use super::{ApiSpec, RequestContext};
+use crate::broker::Broker;
+use crate::replica_manager::PartitionError;
+
+pub const KEY: i16 = 1;
+pub const SPEC: ApiSpec = ApiSpec {
+    key: KEY,
+    name: "Fetch",
+    min_version: 4,
+    max_version: 12,
+    flexible_min: 12,
+};
+
+/// A bound on how long any fetch may wait, whatever the client asks.
+const MAX_WAIT_MS_LIMIT: i32 = 60_000;
+
+pub async fn handle(
+    broker: &Arc<Broker>,
+    _ctx: &RequestContext,
+    request: FetchRequest,
+) -> FetchResponse {
+    let mut changes = broker.replicas.subscribe();
+    let wait_ms = request.max_wait_ms.clamp(0, MAX_WAIT_MS_LIMIT) as u64;
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
+    loop {
+        // Mark the current version seen before reading, so an append that
+        // lands after this read wakes the wait below.
+        changes.borrow_and_update();
+        let (response, bytes, any_error) = read_all(broker, &request);
+        let satisfied = bytes >= request.min_bytes.max(0) as usize || any_error;
+        if satisfied || tokio::time::Instant::now() >= deadline {
+            return response;
+        }
+        match tokio::time::timeout_at(deadline, changes.changed()).await {
+            Ok(Ok(())) => continue,
+            Ok(Err(_)) | Err(_) => return read_all(broker, &request).0,
+        }
+    }
+}
+
+fn read_all(broker: &Broker, request: &FetchRequest) -> (FetchResponse, usize, bool) {
+    let mut budget = request.max_bytes.max(0) as usize;
+    let mut total = 0usize;
+    let mut any_error = false;
+    let mut responses = Vec::with_capacity(request.topics.len());
+    for topic in &request.topics {
+        let mut partitions = Vec::with_capacity(topic.partitions.len());
+        for p in &topic.partitions {
+            let limit = (p.partition_max_bytes.max(0) as usize).min(budget);
+            let result = broker
+                .replicas
+                .get(&topic.topic, p.partition)
+                .ok_or_else(|| {
+                    PartitionError::new(
+                        error::UNKNOWN_TOPIC_OR_PARTITION,
+                        "This server does not host this topic-partition.",
+                    )
+                })
+                .and_then(|partition| {
+                    partition.check_epoch(p.current_leader_epoch)?;
+                    partition.read(p.fetch_offset, limit, total == 0)
+                });
+            let data = match result {
+                Ok((records, offsets)) => {
+                    total += records.len();
+                    budget = budget.saturating_sub(records.len());
+                    PartitionData {
+                        partition_index: p.partition,
+                        error_code: error::NONE,
+                        high_watermark: offsets.high_watermark,
+                        last_stable_offset: offsets.high_watermark,
+                        log_start_offset: offsets.log_start_offset,
+                        aborted_transactions: None,
+                        records: Some(records),
+                        ..Default::default()
+                    }
+                }
+                Err(e) => {
+                    any_error = true;
+                    let offsets = broker
+                        .replicas
+                        .get(&topic.topic, p.partition)
+                        .and_then(|partition| partition.offsets().ok());
+                    PartitionData {
+                        partition_index: p.partition,
+                        error_code: e.code,
+                        high_watermark: offsets.map_or(-1, |o| o.high_watermark),
+                        last_stable_offset: offsets.map_or(-1, |o| o.high_watermark),
+                        log_start_offset: offsets.map_or(-1, |o| o.log_start_offset),
+                        records: Some(bytes::Bytes::new()),
+                        ..Default::default()
+                    }
+                }
+            };
+            partitions.push(data);
+        }
+        responses.push(FetchableTopicResponse {
+            topic: topic.topic.clone(),
+            partitions,
+            ..Default::default()
+        });
+    }
+    let response = FetchResponse {
+        throttle_time_ms: 0,
+        error_code: error::NONE,
+        session_id: 0,
+        responses,
+    };
+    (response, total, any_error)
+}

@@ -1,0 +1,154 @@
+//! Metadata: brokers, topics, partitions and their leaders; creates
+//! unknown topics when both the client and `auto.create.topics.enable`
+//! allow it.
+use std::sync::Arc;
+
+use tarn_protocol::error;
+use tarn_protocol::messages::metadata::{
+    MetadataRequest, MetadataResponse, MetadataResponseBroker, MetadataResponsePartition,
+    MetadataResponseTopic,
+};
+use tarn_protocol::Uuid;
+
+use super::{ApiSpec, RequestContext};
+use crate::broker::{Broker, BrokerError};
+use crate::metadata::TopicInfo;
+use crate::topics::{create_topic_records, validate_topic_name, NewTopic};
+
+pub const KEY: i16 = 3;
+pub const SPEC: ApiSpec = ApiSpec {
+    key: KEY,
+    name: "Metadata",
+    min_version: 0,
+    max_version: 12,
+    flexible_min: 9,
+};
+
+fn topic_response(topic: &TopicInfo) -> MetadataResponseTopic {
+    MetadataResponseTopic {
+        name: Some(topic.name.clone()),
+        topic_id: topic.topic_id,
+        is_internal: topic.is_internal(),
+        partitions: topic
+            .partitions
+            .iter()
+            .map(|p| MetadataResponsePartition {
+                error_code: error::NONE,
+                partition_index: p.partition_id,
+                leader_id: p.leader,
+                leader_epoch: p.leader_epoch,
+                replica_nodes: p.replicas.clone(),
+                isr_nodes: p.isr.clone(),
+                offline_replicas: vec![],
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+fn topic_error(name: Option<String>, topic_id: Uuid, code: i16) -> MetadataResponseTopic {
+    MetadataResponseTopic {
+        error_code: code,
+        name,
+        topic_id,
+        ..Default::default()
+    }
+}
+
+/// Creates `name` with the broker's defaults, tolerating a concurrent
+/// creation of the same topic.
+fn auto_create(broker: &Broker, name: &str) -> Result<(), BrokerError> {
+    broker.commit_metadata(|image| {
+        if image.topic(name).is_some() {
+            return Ok((vec![], ()));
+        }
+        let new = NewTopic {
+            name,
+            num_partitions: -1,
+            replication_factor: -1,
+            configs: vec![],
+        };
+        let (records, _) = create_topic_records(image, &broker.config, &new)
+            .map_err(|e| BrokerError::Invalid(e.message))?;
+        tracing::info!(topic = name, "auto-created topic");
+        Ok((records, ()))
+    })
+}
+
+pub async fn handle(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    request: MetadataRequest,
+) -> MetadataResponse {
+    let version = ctx.version.version;
+    // v0 asks for all topics with an empty list; later versions with null.
+    let wanted = match request.topics {
+        Some(topics) if !(version == 0 && topics.is_empty()) => Some(topics),
+        _ => None,
+    };
+    let may_create = broker.config.get_bool("auto.create.topics.enable")
+        && (version < 4 || request.allow_auto_topic_creation);
+
+    let mut topics = Vec::new();
+    match wanted {
+        None => topics.extend(broker.metadata.image().topics().map(|t| topic_response(t))),
+        Some(wanted) => {
+            for requested in wanted {
+                topics.push(lookup(
+                    broker,
+                    requested.name,
+                    requested.topic_id,
+                    may_create,
+                ));
+            }
+        }
+    }
+    let image = broker.metadata.image();
+    MetadataResponse {
+        brokers: image
+            .brokers
+            .values()
+            .map(|b| MetadataResponseBroker {
+                node_id: b.broker_id,
+                host: b.host.clone(),
+                port: b.port,
+                rack: b.rack.clone(),
+            })
+            .collect(),
+        cluster_id: Some(broker.cluster_id.clone()),
+        controller_id: broker.node_id,
+        topics,
+        ..Default::default()
+    }
+}
+
+fn lookup(
+    broker: &Broker,
+    name: Option<String>,
+    topic_id: Uuid,
+    may_create: bool,
+) -> MetadataResponseTopic {
+    let Some(name) = name else {
+        return match broker.metadata.image().topic_by_id(&topic_id) {
+            Some(topic) => topic_response(topic),
+            None => topic_error(None, topic_id, error::UNKNOWN_TOPIC_ID),
+        };
+    };
+    if let Some(topic) = broker.metadata.image().topic(&name) {
+        return topic_response(topic);
+    }
+    if let Err(e) = validate_topic_name(&name) {
+        return topic_error(Some(name), Uuid::ZERO, e.code);
+    }
+    if !may_create {
+        return topic_error(Some(name), Uuid::ZERO, error::UNKNOWN_TOPIC_OR_PARTITION);
+    }
+    if let Err(e) = auto_create(broker, &name) {
+        tracing::error!(topic = %name, error = %e, "auto-create topic");
+        return topic_error(Some(name), Uuid::ZERO, error::LEADER_NOT_AVAILABLE);
+    }
+    match broker.metadata.image().topic(&name) {
+        Some(topic) => topic_response(topic),
+        None => topic_error(Some(name), Uuid::ZERO, error::LEADER_NOT_AVAILABLE),
+    }
+}

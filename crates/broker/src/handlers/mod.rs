@@ -1,0 +1,160 @@
+//! One module per Kafka API. Each declares the versions it serves in its
+//! `SPEC`; the ApiVersions response is built from `APIS`, never by hand.
+//!
+//! `dispatch` routes one frame: it reads the header, refuses an unknown API
+//! or version (ApiVersions answers those with its v0 fallback so clients
+//! can negotiate), decodes the body with the bounded codec and encodes the
+//! handler's response. A body that cannot be decoded closes the connection,
+//! as Kafka does.
+
+pub mod api_versions;
+pub mod create_topics;
+pub mod delete_topics;
+pub mod describe_cluster;
+pub mod fetch;
+pub mod init_producer_id;
+pub mod list_offsets;
+pub mod metadata;
+pub mod offset_for_leader_epoch;
+pub mod produce;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use tarn_protocol::header::{begin_response, finish_frame, peek_header, RequestHeader};
+use tarn_protocol::{Decode, DecodeError, Encode, Reader, Version};
+
+use crate::broker::Broker;
+
+/// An API and the versions this broker answers.
+#[derive(Debug, Clone, Copy)]
+pub struct ApiSpec {
+    pub key: i16,
+    pub name: &'static str,
+    pub min_version: i16,
+    pub max_version: i16,
+    /// The first flexible version (KIP-482) of this API.
+    pub flexible_min: i16,
+}
+
+impl ApiSpec {
+    pub fn serves(&self, version: i16) -> bool {
+        (self.min_version..=self.max_version).contains(&version)
+    }
+}
+
+pub const APIS: &[ApiSpec] = &[
+    produce::SPEC,
+    fetch::SPEC,
+    list_offsets::SPEC,
+    metadata::SPEC,
+    offset_for_leader_epoch::SPEC,
+    api_versions::SPEC,
+    create_topics::SPEC,
+    delete_topics::SPEC,
+    init_producer_id::SPEC,
+    describe_cluster::SPEC,
+];
+
+pub fn spec(key: i16) -> Option<&'static ApiSpec> {
+    APIS.iter().find(|s| s.key == key)
+}
+
+/// Everything a handler knows about the request besides its body.
+pub struct RequestContext {
+    pub header: RequestHeader,
+    pub version: Version,
+    pub peer: SocketAddr,
+}
+
+impl RequestContext {
+    pub fn client_id(&self) -> &str {
+        self.header.client_id.as_deref().unwrap_or("")
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    #[error("malformed request: {0}")]
+    Decode(#[from] DecodeError),
+    #[error("unknown API key {0}")]
+    UnknownApi(i16),
+    #[error("{api} v{version} is not supported")]
+    UnsupportedVersion { api: &'static str, version: i16 },
+}
+
+/// Encodes a response frame for the request in `ctx`.
+pub fn encode_response<T: Encode>(ctx: &RequestContext, response: &T) -> Bytes {
+    let mut out = begin_response(
+        ctx.header.correlation_id,
+        ctx.header.api_key,
+        ctx.version.flexible,
+    );
+    response.encode(&mut out, ctx.version);
+    finish_frame(out)
+}
+
+macro_rules! route {
+    ($broker:expr, $ctx:expr, $body:expr, [$($module:ident),*]) => {
+        match $ctx.header.api_key {
+            produce::KEY => {
+                let request = Decode::decode($body, $ctx.version)?;
+                Ok(produce::handle($broker, &$ctx, request).await.map(|r| encode_response(&$ctx, &r)))
+            }
+            $( $module::KEY => {
+                let request = Decode::decode($body, $ctx.version)?;
+                let response = $module::handle($broker, &$ctx, request).await;
+                Ok(Some(encode_response(&$ctx, &response)))
+            } )*
+            key => Err(RequestError::UnknownApi(key)),
+        }
+    };
+}
+
+/// Handles one request frame; `None` means no response is owed (acks=0).
+pub async fn dispatch(
+    broker: &Arc<Broker>,
+    peer: SocketAddr,
+    frame: Bytes,
+) -> Result<Option<Bytes>, RequestError> {
+    let (api_key, api_version, correlation_id) = peek_header(&frame)?;
+    let spec = spec(api_key).ok_or(RequestError::UnknownApi(api_key))?;
+    if !spec.serves(api_version) {
+        if api_key == api_versions::KEY {
+            return Ok(Some(api_versions::unsupported_version_reply(
+                correlation_id,
+            )));
+        }
+        return Err(RequestError::UnsupportedVersion {
+            api: spec.name,
+            version: api_version,
+        });
+    }
+    let version = Version::new(api_version, spec.flexible_min);
+    let mut body = Reader::new(frame);
+    let header = RequestHeader::decode(&mut body, version.flexible)?;
+    let ctx = RequestContext {
+        header,
+        version,
+        peer,
+    };
+    let body = &mut body;
+    route!(
+        broker,
+        ctx,
+        body,
+        [
+            fetch,
+            list_offsets,
+            metadata,
+            offset_for_leader_epoch,
+            api_versions,
+            create_topics,
+            delete_topics,
+            init_producer_id,
+            describe_cluster
+        ]
+    )
+}

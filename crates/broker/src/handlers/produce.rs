@@ -1,0 +1,136 @@
+//! Produce: validates each partition's record batches and appends them as
+//! received (acks 0, 1 and -1; on one node the in-sync set is this broker).
+//! Versions 0-2 are advertised, because librdkafka turns compression off
+//! when Produce does not start at v0, but answered UNSUPPORTED_VERSION:
+//! they carry the old message formats.
+use std::sync::Arc;
+
+use tarn_protocol::error;
+use tarn_protocol::messages::produce::{
+    PartitionProduceData, PartitionProduceResponse, ProduceRequest, ProduceResponse,
+    TopicProduceResponse,
+};
+
+use super::{ApiSpec, RequestContext};
+use crate::broker::Broker;
+use crate::replica_manager::PartitionError;
+
+pub const KEY: i16 = 0;
+pub const SPEC: ApiSpec = ApiSpec {
+    key: KEY,
+    name: "Produce",
+    min_version: 0,
+    max_version: 9,
+    flexible_min: 9,
+};
+/// The first version whose record sets are v2 record batches.
+const FIRST_BATCH_VERSION: i16 = 3;
+
+fn partition_error(index: i32, e: PartitionError) -> PartitionProduceResponse {
+    PartitionProduceResponse {
+        index,
+        error_code: e.code,
+        base_offset: -1,
+        error_message: Some(e.message),
+        ..Default::default()
+    }
+}
+
+/// Returns `None` when acks=0: the client expects no response.
+pub async fn handle(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    request: ProduceRequest,
+) -> Option<ProduceResponse> {
+    let refusal = if ctx.version.version < FIRST_BATCH_VERSION {
+        Some(PartitionError::new(
+            error::UNSUPPORTED_VERSION,
+            format!(
+                "Produce v{} is not supported; use v3 or later",
+                ctx.version.version
+            ),
+        ))
+    } else if !matches!(request.acks, -1..=1) {
+        Some(PartitionError::new(
+            error::INVALID_REQUIRED_ACKS,
+            format!("acks={} is invalid; use -1, 0 or 1", request.acks),
+        ))
+    } else if request.transactional_id.is_some() {
+        Some(PartitionError::new(
+            error::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            "transactions are not supported yet",
+        ))
+    } else {
+        None
+    };
+    let mut appended = false;
+    let mut responses = Vec::with_capacity(request.topic_data.len());
+    for topic in request.topic_data {
+        let mut partitions = Vec::with_capacity(topic.partition_data.len());
+        for data in topic.partition_data {
+            let index = data.index;
+            let response = match &refusal {
+                Some(e) => partition_error(index, e.clone()),
+                None => match append(broker, &topic.name, data) {
+                    Ok(r) => {
+                        appended = true;
+                        r
+                    }
+                    Err(e) => {
+                        tracing::debug!(topic = %topic.name, partition = index, code = e.code, error = %e.message, client_id = ctx.client_id(), "produce refused");
+                        partition_error(index, e)
+                    }
+                },
+            };
+            partitions.push(response);
+        }
+        responses.push(TopicProduceResponse {
+            name: topic.name,
+            partition_responses: partitions,
+        });
+    }
+    if appended {
+        broker.replicas.notify_appended();
+    }
+    if request.acks == 0 {
+        return None;
+    }
+    Some(ProduceResponse {
+        responses,
+        throttle_time_ms: 0,
+    })
+}
+
+fn append(
+    broker: &Broker,
+    topic: &str,
+    data: PartitionProduceData,
+) -> Result<PartitionProduceResponse, PartitionError> {
+    if topic.starts_with("__") {
+        return Err(PartitionError::new(
+            error::INVALID_TOPIC_EXCEPTION,
+            format!("cannot produce to internal topic {topic}"),
+        ));
+    }
+    let partition = broker.replicas.get(topic, data.index).ok_or_else(|| {
+        PartitionError::new(
+            error::UNKNOWN_TOPIC_OR_PARTITION,
+            "This server does not host this topic-partition.",
+        )
+    })?;
+    let records = data.records.ok_or_else(|| {
+        PartitionError::new(error::CORRUPT_MESSAGE, "produce request has no records")
+    })?;
+    // One copy from the request frame, which is shared, into a buffer we
+    // may patch (base offset, leader epoch) before it goes to the log.
+    let mut records = records.to_vec();
+    let (info, log_start_offset) = partition.append(&mut records)?;
+    Ok(PartitionProduceResponse {
+        index: data.index,
+        error_code: error::NONE,
+        base_offset: info.base_offset,
+        log_append_time_ms: info.log_append_time,
+        log_start_offset,
+        ..Default::default()
+    })
+}

@@ -1,0 +1,186 @@
+//! The in-memory metadata image: what the metadata log says right now.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use tarn_protocol::Uuid;
+
+use super::records::MetadataRecord;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct BrokerInfo {
+    pub broker_id: i32,
+    pub host: String,
+    pub port: i32,
+    pub rack: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PartitionInfo {
+    pub partition_id: i32,
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
+    pub leader: i32,
+    pub leader_epoch: i32,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TopicInfo {
+    pub name: String,
+    pub topic_id: Uuid,
+    pub partitions: Vec<PartitionInfo>,
+    pub configs: BTreeMap<String, String>,
+}
+
+impl TopicInfo {
+    pub fn is_internal(&self) -> bool {
+        self.name.starts_with("__")
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct MetadataImage {
+    pub brokers: BTreeMap<i32, BrokerInfo>,
+    topics_by_id: HashMap<Uuid, Arc<TopicInfo>>,
+    topic_ids: BTreeMap<String, Uuid>,
+    pub next_producer_id: i64,
+}
+
+impl MetadataImage {
+    pub fn topic(&self, name: &str) -> Option<&Arc<TopicInfo>> {
+        self.topic_ids
+            .get(name)
+            .and_then(|id| self.topics_by_id.get(id))
+    }
+
+    pub fn topic_by_id(&self, id: &Uuid) -> Option<&Arc<TopicInfo>> {
+        self.topics_by_id.get(id)
+    }
+
+    /// Topics in name order.
+    pub fn topics(&self) -> impl Iterator<Item = &Arc<TopicInfo>> {
+        self.topic_ids
+            .values()
+            .filter_map(|id| self.topics_by_id.get(id))
+    }
+
+    pub fn apply(&mut self, record: &MetadataRecord) {
+        match record {
+            MetadataRecord::RegisterBroker {
+                broker_id,
+                host,
+                port,
+                rack,
+            } => {
+                self.brokers.insert(
+                    *broker_id,
+                    BrokerInfo {
+                        broker_id: *broker_id,
+                        host: host.clone(),
+                        port: *port,
+                        rack: rack.clone(),
+                    },
+                );
+            }
+            MetadataRecord::Topic { name, topic_id } => {
+                let id = Uuid(*topic_id);
+                self.topic_ids.insert(name.clone(), id);
+                self.topics_by_id.insert(
+                    id,
+                    Arc::new(TopicInfo {
+                        name: name.clone(),
+                        topic_id: id,
+                        partitions: Vec::new(),
+                        configs: BTreeMap::new(),
+                    }),
+                );
+            }
+            MetadataRecord::Partition {
+                topic_id,
+                partition_id,
+                replicas,
+                isr,
+                leader,
+                leader_epoch,
+            } => {
+                if let Some(topic) = self.topics_by_id.get_mut(&Uuid(*topic_id)) {
+                    let topic = Arc::make_mut(topic);
+                    let info = PartitionInfo {
+                        partition_id: *partition_id,
+                        replicas: replicas.clone(),
+                        isr: isr.clone(),
+                        leader: *leader,
+                        leader_epoch: *leader_epoch,
+                    };
+                    match topic
+                        .partitions
+                        .binary_search_by_key(partition_id, |p| p.partition_id)
+                    {
+                        Ok(i) => topic.partitions[i] = info,
+                        Err(i) => topic.partitions.insert(i, info),
+                    }
+                }
+            }
+            MetadataRecord::TopicConfig {
+                topic_id,
+                name,
+                value,
+            } => {
+                if let Some(topic) = self.topics_by_id.get_mut(&Uuid(*topic_id)) {
+                    let topic = Arc::make_mut(topic);
+                    match value {
+                        Some(v) => topic.configs.insert(name.clone(), v.clone()),
+                        None => topic.configs.remove(name),
+                    };
+                }
+            }
+            MetadataRecord::RemoveTopic { topic_id } => {
+                if let Some(topic) = self.topics_by_id.remove(&Uuid(*topic_id)) {
+                    self.topic_ids.remove(&topic.name);
+                }
+            }
+            MetadataRecord::ProducerIds {
+                next_producer_id, ..
+            } => {
+                self.next_producer_id = self.next_producer_id.max(*next_producer_id);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topics_are_added_configured_and_removed() {
+        let id = [7u8; 16];
+        let mut image = MetadataImage::default();
+        image.apply(&MetadataRecord::Topic {
+            name: "t".into(),
+            topic_id: id,
+        });
+        for p in [1, 0] {
+            image.apply(&MetadataRecord::Partition {
+                topic_id: id,
+                partition_id: p,
+                replicas: vec![1],
+                isr: vec![1],
+                leader: 1,
+                leader_epoch: 0,
+            });
+        }
+        image.apply(&MetadataRecord::TopicConfig {
+            topic_id: id,
+            name: "retention.ms".into(),
+            value: Some("5".into()),
+        });
+        let topic = image.topic("t").unwrap();
+        assert_eq!(topic.partitions.len(), 2);
+        assert_eq!(topic.partitions[0].partition_id, 0);
+        assert_eq!(topic.configs["retention.ms"], "5");
+        image.apply(&MetadataRecord::RemoveTopic { topic_id: id });
+        assert!(image.topic("t").is_none());
+        assert!(image.topic_by_id(&Uuid(id)).is_none());
+    }
+}

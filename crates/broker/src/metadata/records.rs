@@ -1,0 +1,48 @@
+//! The metadata record types, in the spirit of KRaft's records.
+
+use serde::{Deserialize, Serialize};
+
+use tarn_protocol::Uuid;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub enum MetadataRecord {
+    RegisterBroker {
+        broker_id: i32,
+        host: String,
+        port: i32,
+        rack: Option<String>,
+    },
+    Topic {
+        name: String,
+        topic_id: [u8; 16],
+    },
+    Partition {
+        topic_id: [u8; 16],
+        partition_id: i32,
+        replicas: Vec<i32>,
+        isr: Vec<i32>,
+        leader: i32,
+        leader_epoch: i32,
+    },
+    /// A topic config set (`value` Some) or removed (None).
+    TopicConfig {
+        topic_id: [u8; 16],
+        name: String,
+        value: Option<String>,
+    },
+    RemoveTopic {
+        topic_id: [u8; 16],
+    },
+    /// The next producer id block starts at `next_producer_id`.
+    ProducerIds {
+        broker_id: i32,
+        next_producer_id: i64,
+    },
+}
+
+impl MetadataRecord {
+    pub fn topic_uuid(id: &[u8; 16]) -> Uuid {
+        Uuid(*id)
+    }
+}

@@ -1,0 +1,301 @@
+//! ReplicaManager: the partitions this broker hosts and their logs.
+//!
+//! It follows the metadata image: `sync` opens a log for every partition
+//! the image assigns here and closes and deletes the logs of topics that
+//! are gone. Appends and reads go through a `Partition`, which checks the
+//! leader epoch a client believes in against its own, and every append
+//! bumps `data_version` so long-polling fetches wake on new data.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use parking_lot::{Mutex, RwLock};
+use tokio::sync::watch;
+
+use tarn_protocol::error::{self, ErrorCode};
+use tarn_protocol::Uuid;
+use tarn_storage::{AppendError, AppendInfo, Log, LogConfig, StorageError};
+
+use crate::config::BrokerConfig;
+use crate::metadata::{MetadataImage, TopicInfo};
+
+pub type TopicPartition = (String, i32);
+
+pub struct Partition {
+    pub topic: String,
+    pub topic_id: Uuid,
+    pub index: i32,
+    leader_epoch: AtomicI32,
+    log: Mutex<Option<Log>>,
+}
+
+/// What a partition answered, as a Kafka error code plus a message for
+/// the operator's log and the client where the API carries one.
+#[derive(Debug, Clone)]
+pub struct PartitionError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl PartitionError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        PartitionError {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<StorageError> for PartitionError {
+    fn from(e: StorageError) -> Self {
+        tracing::error!(error = %e, "storage error");
+        PartitionError::new(error::KAFKA_STORAGE_ERROR, e.to_string())
+    }
+}
+
+impl From<AppendError> for PartitionError {
+    fn from(e: AppendError) -> Self {
+        let code = match &e {
+            AppendError::CorruptMessage(_) => error::CORRUPT_MESSAGE,
+            AppendError::MessageTooLarge(_) => error::MESSAGE_TOO_LARGE,
+            AppendError::UnsupportedMagic => error::UNSUPPORTED_FOR_MESSAGE_FORMAT,
+            AppendError::OutOfOrderSequence(_) => error::OUT_OF_ORDER_SEQUENCE_NUMBER,
+            AppendError::InvalidProducerEpoch(_) => error::INVALID_PRODUCER_EPOCH,
+            AppendError::InvalidRecord(_) => error::INVALID_RECORD,
+            AppendError::Storage(_) => error::KAFKA_STORAGE_ERROR,
+        };
+        if code == error::KAFKA_STORAGE_ERROR {
+            tracing::error!(error = %e, "append failed");
+        }
+        PartitionError::new(code, e.to_string())
+    }
+}
+
+/// Offsets a reader needs alongside the data.
+#[derive(Debug, Clone, Copy)]
+pub struct LogOffsets {
+    pub log_start_offset: i64,
+    pub high_watermark: i64,
+}
+
+impl Partition {
+    pub fn leader_epoch(&self) -> i32 {
+        self.leader_epoch.load(Ordering::Acquire)
+    }
+
+    /// Kafka's check of the epoch a client sent: -1 means "not known".
+    pub fn check_epoch(&self, client_epoch: i32) -> Result<(), PartitionError> {
+        let ours = self.leader_epoch();
+        if client_epoch == -1 || client_epoch == ours {
+            Ok(())
+        } else if client_epoch < ours {
+            Err(PartitionError::new(
+                error::FENCED_LEADER_EPOCH,
+                format!("leader epoch {client_epoch} is older than the current {ours}"),
+            ))
+        } else {
+            Err(PartitionError::new(
+                error::UNKNOWN_LEADER_EPOCH,
+                format!("leader epoch {client_epoch} is newer than the current {ours}"),
+            ))
+        }
+    }
+
+    fn with_log<T>(
+        &self,
+        f: impl FnOnce(&mut Log) -> Result<T, PartitionError>,
+    ) -> Result<T, PartitionError> {
+        let mut guard = self.log.lock();
+        match guard.as_mut() {
+            Some(log) => f(log),
+            None => Err(PartitionError::new(
+                error::NOT_LEADER_OR_FOLLOWER,
+                format!("{}-{} is closed", self.topic, self.index),
+            )),
+        }
+    }
+
+    pub fn append(&self, records: &mut [u8]) -> Result<(AppendInfo, i64), PartitionError> {
+        let epoch = self.leader_epoch();
+        self.with_log(|log| {
+            let info = log.append(records, epoch)?;
+            Ok((info, log.log_start_offset()))
+        })
+    }
+
+    pub fn offsets(&self) -> Result<LogOffsets, PartitionError> {
+        self.with_log(|log| {
+            Ok(LogOffsets {
+                log_start_offset: log.log_start_offset(),
+                high_watermark: log.log_end_offset(),
+            })
+        })
+    }
+
+    /// Reads whole batches from `offset`, or OFFSET_OUT_OF_RANGE.
+    pub fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        min_one_batch: bool,
+    ) -> Result<(Bytes, LogOffsets), PartitionError> {
+        self.with_log(|log| {
+            let offsets = LogOffsets {
+                log_start_offset: log.log_start_offset(),
+                high_watermark: log.log_end_offset(),
+            };
+            if offset < offsets.log_start_offset || offset > offsets.high_watermark {
+                return Err(PartitionError::new(
+                    error::OFFSET_OUT_OF_RANGE,
+                    format!(
+                        "offset {offset} is outside [{}, {}]",
+                        offsets.log_start_offset, offsets.high_watermark
+                    ),
+                ));
+            }
+            let data = log.read(offset, max_bytes, min_one_batch)?;
+            Ok((data, offsets))
+        })
+    }
+
+    pub fn with_log_ref<T>(&self, f: impl FnOnce(&Log) -> T) -> Result<T, PartitionError> {
+        self.with_log(|log| Ok(f(log)))
+    }
+
+    fn close(&self) -> Result<(), StorageError> {
+        match self.log.lock().take() {
+            Some(log) => log.close(),
+            None => Ok(()),
+        }
+    }
+
+    fn delete(&self) -> Result<(), StorageError> {
+        match self.log.lock().take() {
+            Some(log) => log.delete(),
+            None => Ok(()),
+        }
+    }
+}
+
+pub struct ReplicaManager {
+    data_dir: PathBuf,
+    node_id: i32,
+    partitions: RwLock<HashMap<TopicPartition, Arc<Partition>>>,
+    data_version: watch::Sender<u64>,
+}
+
+/// The storage settings of one topic, from its configs and the broker's.
+pub fn log_config(config: &BrokerConfig, topic: &TopicInfo) -> LogConfig {
+    let value = |key: &str| -> i64 {
+        config
+            .topic_value(&topic.configs, key)
+            .parse()
+            .unwrap_or_else(|_| panic!("validated numeric topic config {key}"))
+    };
+    LogConfig {
+        segment_bytes: value("segment.bytes") as u64,
+        index_interval_bytes: value("index.interval.bytes") as u32,
+        segment_index_bytes: value("segment.index.bytes") as u32,
+        max_message_bytes: value("max.message.bytes") as u32,
+    }
+}
+
+impl ReplicaManager {
+    pub fn new(data_dir: &Path, node_id: i32) -> Self {
+        let (data_version, _) = watch::channel(0);
+        ReplicaManager {
+            data_dir: data_dir.to_owned(),
+            node_id,
+            partitions: RwLock::new(HashMap::new()),
+            data_version,
+        }
+    }
+
+    pub fn get(&self, topic: &str, partition: i32) -> Option<Arc<Partition>> {
+        self.partitions
+            .read()
+            .get(&(topic.to_owned(), partition))
+            .cloned()
+    }
+
+    /// A receiver that changes whenever any partition gets new data.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.data_version.subscribe()
+    }
+
+    pub fn notify_appended(&self) {
+        self.data_version.send_modify(|v| *v += 1);
+    }
+
+    /// Makes the hosted partitions match the image: opens new ones,
+    /// deletes those whose topic is gone (or was re-created under a new id).
+    pub fn sync(
+        &self,
+        image: &MetadataImage,
+        config: &BrokerConfig,
+        clean_shutdown: bool,
+    ) -> Result<(), StorageError> {
+        let mut wanted: HashMap<TopicPartition, (Arc<TopicInfo>, i32)> = HashMap::new();
+        for topic in image.topics() {
+            for p in &topic.partitions {
+                if p.replicas.contains(&self.node_id) {
+                    wanted.insert(
+                        (topic.name.clone(), p.partition_id),
+                        (topic.clone(), p.leader_epoch),
+                    );
+                }
+            }
+        }
+        let stale: Vec<Arc<Partition>> = {
+            let mut map = self.partitions.write();
+            let gone: Vec<TopicPartition> = map
+                .iter()
+                .filter(|(tp, p)| {
+                    wanted
+                        .get(*tp)
+                        .is_none_or(|(topic, _)| topic.topic_id != p.topic_id)
+                })
+                .map(|(tp, _)| tp.clone())
+                .collect();
+            gone.iter().filter_map(|tp| map.remove(tp)).collect()
+        };
+        for partition in stale {
+            tracing::info!(topic = %partition.topic, partition = partition.index, "deleting partition");
+            partition.delete()?;
+        }
+        for ((name, index), (topic, epoch)) in wanted {
+            if let Some(existing) = self.get(&name, index) {
+                existing.leader_epoch.store(epoch, Ordering::Release);
+                continue;
+            }
+            let dir = self.data_dir.join(format!("{name}-{index}"));
+            let log = Log::open(&dir, log_config(config, &topic), clean_shutdown)?;
+            let partition = Arc::new(Partition {
+                topic: name.clone(),
+                topic_id: topic.topic_id,
+                index,
+                leader_epoch: AtomicI32::new(epoch),
+                log: Mutex::new(Some(log)),
+            });
+            self.partitions.write().insert((name, index), partition);
+        }
+        Ok(())
+    }
+
+    /// Closes every log (flushing data, writing indexes and snapshots).
+    pub fn shutdown(&self) -> Result<(), StorageError> {
+        let partitions: Vec<Arc<Partition>> =
+            self.partitions.write().drain().map(|(_, p)| p).collect();
+        let mut first_error = None;
+        for partition in partitions {
+            if let Err(e) = partition.close() {
+                tracing::error!(topic = %partition.topic, partition = partition.index, error = %e, "close log");
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+}

@@ -1,0 +1,130 @@
+//! `tarn serve`: loads the configuration, starts the broker, prints where
+//! it listens, and shuts down cleanly on SIGINT or SIGTERM.
+
+use std::io::IsTerminal;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use tokio::net::TcpListener;
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::watch;
+
+use tarn_broker::config::parse_toml;
+use tarn_broker::{server, Broker, BrokerConfig, BrokerOptions};
+
+#[derive(Args)]
+pub struct ServeArgs {
+    /// Where logs and metadata live.
+    #[arg(long, default_value = "./tarn-data")]
+    data_dir: PathBuf,
+    /// Address to listen on; port 0 picks a free port.
+    #[arg(long, default_value = "127.0.0.1:9092")]
+    listen: String,
+    /// Address clients are told to connect to (default: the listen address).
+    #[arg(long)]
+    advertised_listener: Option<String>,
+    /// This broker's node.id.
+    #[arg(long, default_value_t = 1)]
+    node_id: i32,
+    /// A TOML file of Kafka broker config keys.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// A broker config override, key=value; repeatable, applied after --config.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// Log level filter (default info; RUST_LOG also works).
+    #[arg(long)]
+    log_level: Option<String>,
+}
+
+fn split_host_port(addr: &str) -> Result<(String, i32)> {
+    let (host, port) = addr
+        .rsplit_once(':')
+        .with_context(|| format!("'{addr}' is not HOST:PORT"))?;
+    let port: u16 = port
+        .parse()
+        .with_context(|| format!("'{addr}': bad port"))?;
+    Ok((host.trim_matches(['[', ']']).to_owned(), i32::from(port)))
+}
+
+fn load_config(args: &ServeArgs) -> Result<BrokerConfig> {
+    let mut pairs: Vec<(String, String)> = Vec::new();
+    if let Some(path) = &args.config {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("read config file {}", path.display()))?;
+        pairs.extend(parse_toml(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?);
+    }
+    for set in &args.set {
+        let (k, v) = set
+            .split_once('=')
+            .with_context(|| format!("--set {set}: expected key=value"))?;
+        pairs.push((k.trim().to_owned(), v.trim().to_owned()));
+    }
+    BrokerConfig::with_overrides(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .context("invalid broker configuration")
+}
+
+pub fn run(args: ServeArgs) -> Result<()> {
+    let filter = match &args.log_level {
+        Some(level) => tracing_subscriber::EnvFilter::try_new(level)
+            .with_context(|| format!("--log-level {level}"))?,
+        None => tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+    let config = load_config(&args)?;
+    if args.node_id < 0 {
+        bail!("--node-id must be non-negative");
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("start the async runtime")?;
+    runtime.block_on(serve(args, config))
+}
+
+async fn serve(args: ServeArgs, config: BrokerConfig) -> Result<()> {
+    let listener = TcpListener::bind(&args.listen)
+        .await
+        .with_context(|| format!("listen on {}", args.listen))?;
+    let bound: SocketAddr = listener.local_addr()?;
+    let (host, port) = match &args.advertised_listener {
+        Some(adv) => split_host_port(adv)?,
+        None => (bound.ip().to_string(), i32::from(bound.port())),
+    };
+    let broker = Broker::start(BrokerOptions {
+        data_dir: args.data_dir.clone(),
+        node_id: args.node_id,
+        advertised_host: host.clone(),
+        advertised_port: port,
+        config,
+    })
+    .with_context(|| format!("start broker with data in {}", args.data_dir.display()))?;
+
+    let mut sigterm = signal(SignalKind::terminate()).context("install SIGTERM handler")?;
+    let mut sigint = signal(SignalKind::interrupt()).context("install SIGINT handler")?;
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let server = tokio::spawn(server::run(broker.clone(), listener, stop_rx));
+    println!(
+        "tarn: listening on {bound}, data in {}",
+        args.data_dir.display()
+    );
+    if args.advertised_listener.is_some() {
+        tracing::info!(advertised = %format!("{host}:{port}"), "advertising listener");
+    }
+    tokio::select! {
+        _ = sigterm.recv() => tracing::info!("SIGTERM: shutting down"),
+        _ = sigint.recv() => tracing::info!("SIGINT: shutting down"),
+    }
+    stop_tx.send(true).context("stop the accept loop")?;
+    server.await.context("join the accept loop")?;
+    broker.shutdown().context("shut down the broker")?;
+    tracing::info!("clean shutdown complete");
+    Ok(())
+}

@@ -1,0 +1,227 @@
+//! `tarn topics`: create, list, describe and delete topics over the
+//! Kafka protocol, with kafka-topics.sh's flags.
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand};
+
+use tarn_protocol::error;
+use tarn_protocol::messages::create_topics::{
+    CreatableTopic, CreatableTopicConfig, CreateTopicsRequest, CreateTopicsResponse,
+};
+use tarn_protocol::messages::delete_topics::{
+    DeleteTopicState, DeleteTopicsRequest, DeleteTopicsResponse,
+};
+use tarn_protocol::messages::metadata::{MetadataRequest, MetadataRequestTopic, MetadataResponse};
+
+use crate::client::Client;
+
+#[derive(Subcommand)]
+pub enum TopicsCommand {
+    /// Create a topic.
+    Create(CreateArgs),
+    /// List topic names, one per line.
+    List(Common),
+    /// Show partitions, leaders, replicas and configs of topics.
+    Describe(DescribeArgs),
+    /// Delete a topic.
+    Delete(DeleteArgs),
+}
+
+#[derive(Args)]
+pub struct Common {
+    /// host:port of a broker.
+    #[arg(long, default_value = "127.0.0.1:9092")]
+    pub bootstrap_server: String,
+}
+
+#[derive(Args)]
+pub struct CreateArgs {
+    #[command(flatten)]
+    common: Common,
+    #[arg(long)]
+    topic: String,
+    /// Number of partitions (default: the broker's num.partitions).
+    #[arg(long)]
+    partitions: Option<i32>,
+    /// Replication factor (default: the broker's default.replication.factor).
+    #[arg(long)]
+    replication_factor: Option<i16>,
+    /// A topic config override, key=value; repeatable.
+    #[arg(long = "config", value_name = "KEY=VALUE")]
+    configs: Vec<String>,
+    /// Succeed without creating when the topic already exists.
+    #[arg(long)]
+    if_not_exists: bool,
+}
+
+#[derive(Args)]
+pub struct DescribeArgs {
+    #[command(flatten)]
+    common: Common,
+    /// Only this topic (default: all).
+    #[arg(long)]
+    topic: Option<String>,
+}
+
+#[derive(Args)]
+pub struct DeleteArgs {
+    #[command(flatten)]
+    common: Common,
+    #[arg(long)]
+    topic: String,
+}
+
+pub fn run(command: TopicsCommand) -> Result<()> {
+    match command {
+        TopicsCommand::Create(args) => create(args),
+        TopicsCommand::List(args) => list(args),
+        TopicsCommand::Describe(args) => describe(args),
+        TopicsCommand::Delete(args) => delete(args),
+    }
+}
+
+fn error_name(code: i16) -> &'static str {
+    match code {
+        error::TOPIC_ALREADY_EXISTS => "TOPIC_ALREADY_EXISTS",
+        error::INVALID_TOPIC_EXCEPTION => "INVALID_TOPIC_EXCEPTION",
+        error::INVALID_PARTITIONS => "INVALID_PARTITIONS",
+        error::INVALID_REPLICATION_FACTOR => "INVALID_REPLICATION_FACTOR",
+        error::INVALID_CONFIG => "INVALID_CONFIG",
+        error::INVALID_REQUEST => "INVALID_REQUEST",
+        error::UNKNOWN_TOPIC_OR_PARTITION => "UNKNOWN_TOPIC_OR_PARTITION",
+        error::UNKNOWN_TOPIC_ID => "UNKNOWN_TOPIC_ID",
+        error::LEADER_NOT_AVAILABLE => "LEADER_NOT_AVAILABLE",
+        _ => "error",
+    }
+}
+
+fn create(args: CreateArgs) -> Result<()> {
+    let mut configs = Vec::new();
+    for pair in &args.configs {
+        let (name, value) = pair
+            .split_once('=')
+            .with_context(|| format!("--config {pair}: expected key=value"))?;
+        configs.push(CreatableTopicConfig {
+            name: name.trim().to_owned(),
+            value: Some(value.trim().to_owned()),
+        });
+    }
+    let request = CreateTopicsRequest {
+        topics: vec![CreatableTopic {
+            name: args.topic.clone(),
+            num_partitions: args.partitions.unwrap_or(-1),
+            replication_factor: args.replication_factor.unwrap_or(-1),
+            assignments: vec![],
+            configs,
+        }],
+        timeout_ms: 30_000,
+        validate_only: false,
+    };
+    let mut client = Client::connect(&args.common.bootstrap_server)?;
+    let response: CreateTopicsResponse = client.call(19, 7, 5, &request)?;
+    let result = response
+        .topics
+        .first()
+        .context("broker returned no result for the topic")?;
+    if result.error_code == error::TOPIC_ALREADY_EXISTS && args.if_not_exists {
+        return Ok(());
+    }
+    if result.error_code != error::NONE {
+        bail!(
+            "Error while executing topic command : {} ({}): {}",
+            error_name(result.error_code),
+            result.error_code,
+            result.error_message.as_deref().unwrap_or("")
+        );
+    }
+    println!("Created topic {}.", args.topic);
+    Ok(())
+}
+
+fn fetch_metadata(bootstrap: &str, topic: Option<&str>) -> Result<MetadataResponse> {
+    let request = MetadataRequest {
+        topics: topic.map(|t| {
+            vec![MetadataRequestTopic {
+                name: Some(t.to_owned()),
+                ..Default::default()
+            }]
+        }),
+        allow_auto_topic_creation: false,
+        ..Default::default()
+    };
+    Client::connect(bootstrap)?.call(3, 12, 9, &request)
+}
+
+fn list(args: Common) -> Result<()> {
+    let response = fetch_metadata(&args.bootstrap_server, None)?;
+    let mut names: Vec<String> = response.topics.into_iter().filter_map(|t| t.name).collect();
+    names.sort();
+    for name in names {
+        println!("{name}");
+    }
+    Ok(())
+}
+
+fn describe(args: DescribeArgs) -> Result<()> {
+    let response = fetch_metadata(&args.common.bootstrap_server, args.topic.as_deref())?;
+    let mut topics = response.topics;
+    topics.sort_by(|a, b| a.name.cmp(&b.name));
+    for topic in topics {
+        let name = topic.name.unwrap_or_default();
+        if topic.error_code != error::NONE {
+            bail!(
+                "Error while executing topic command : {} ({}) for topic '{name}'",
+                error_name(topic.error_code),
+                topic.error_code
+            );
+        }
+        let replication = topic
+            .partitions
+            .first()
+            .map_or(0, |p| p.replica_nodes.len());
+        println!(
+            "Topic: {name}\tTopicId: {}\tPartitionCount: {}\tReplicationFactor: {replication}",
+            topic.topic_id,
+            topic.partitions.len()
+        );
+        for p in topic.partitions {
+            let join = |v: &[i32]| v.iter().map(i32::to_string).collect::<Vec<_>>().join(",");
+            println!(
+                "\tTopic: {name}\tPartition: {}\tLeader: {}\tLeaderEpoch: {}\tReplicas: {}\tIsr: {}",
+                p.partition_index,
+                p.leader_id,
+                p.leader_epoch,
+                join(&p.replica_nodes),
+                join(&p.isr_nodes)
+            );
+        }
+    }
+    Ok(())
+}
+
+fn delete(args: DeleteArgs) -> Result<()> {
+    let request = DeleteTopicsRequest {
+        topics: vec![DeleteTopicState {
+            name: Some(args.topic.clone()),
+            ..Default::default()
+        }],
+        topic_names: vec![],
+        timeout_ms: 30_000,
+    };
+    let mut client = Client::connect(&args.common.bootstrap_server)?;
+    let response: DeleteTopicsResponse = client.call(20, 6, 4, &request)?;
+    let result = response
+        .responses
+        .first()
+        .context("broker returned no result for the topic")?;
+    if result.error_code != error::NONE {
+        bail!(
+            "Error while executing topic command : {} ({}): {}",
+            error_name(result.error_code),
+            result.error_code,
+            result.error_message.as_deref().unwrap_or("")
+        );
+    }
+    println!("Deleted topic {}.", args.topic);
+    Ok(())
+}

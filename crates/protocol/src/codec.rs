@@ -1,0 +1,573 @@
+//! Bounded primitives of the Kafka wire format and the `message!` macro
+//! that declares request/response structs with per-field version ranges.
+//!
+//! Every length or count read from the wire is checked against the bytes
+//! that remain in the frame before anything is allocated, so a hostile
+//! frame can make the decoder allocate at most what the frame itself
+//! carries. Flexible versions (KIP-482) use compact lengths and tagged
+//! fields; on encode, a tagged field equal to its default is left out, as
+//! Kafka does (librdkafka 2.0.2 mis-skips tagged fields it does not know).
+
+use bytes::{BufMut, Bytes};
+
+/// Why a frame could not be decoded. Never a panic: the connection layer
+/// turns these into a closed connection or an error response.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum DecodeError {
+    #[error("frame ended early: needed {needed} bytes, {remaining} left")]
+    Truncated { needed: usize, remaining: usize },
+    #[error("invalid length {0}")]
+    InvalidLength(i64),
+    #[error("array count {count} exceeds the {remaining} bytes left in the frame")]
+    ArrayTooLong { count: usize, remaining: usize },
+    #[error("string is not valid UTF-8")]
+    InvalidUtf8,
+    #[error("varint is longer than allowed")]
+    VarintOverflow,
+    #[error("null value in a non-nullable field")]
+    UnexpectedNull,
+}
+
+pub type Result<T> = std::result::Result<T, DecodeError>;
+
+/// The version a message is read or written at, and whether that version
+/// is flexible (compact encodings plus tagged fields).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Version {
+    pub version: i16,
+    pub flexible: bool,
+}
+
+impl Version {
+    pub fn new(version: i16, flexible_min: i16) -> Self {
+        Version {
+            version,
+            flexible: version >= flexible_min,
+        }
+    }
+
+    pub fn within(self, lo: i16, hi: i16) -> bool {
+        self.version >= lo && self.version <= hi
+    }
+}
+
+/// A cursor over one received frame. Slices of byte fields share the
+/// frame's allocation (`Bytes`), so record batches are never copied here.
+pub struct Reader {
+    buf: Bytes,
+    pos: usize,
+}
+
+impl Reader {
+    pub fn new(buf: Bytes) -> Self {
+        Reader { buf, pos: 0 }
+    }
+
+    pub fn remaining(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+
+    fn need(&self, n: usize) -> Result<()> {
+        if n > self.remaining() {
+            return Err(DecodeError::Truncated {
+                needed: n,
+                remaining: self.remaining(),
+            });
+        }
+        Ok(())
+    }
+
+    pub fn take(&mut self, n: usize) -> Result<Bytes> {
+        self.need(n)?;
+        let out = self.buf.slice(self.pos..self.pos + n);
+        self.pos += n;
+        Ok(out)
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N]> {
+        self.need(N)?;
+        let mut out = [0u8; N];
+        out.copy_from_slice(&self.buf[self.pos..self.pos + N]);
+        self.pos += N;
+        Ok(out)
+    }
+
+    pub fn i8(&mut self) -> Result<i8> {
+        Ok(i8::from_be_bytes(self.array()?))
+    }
+    pub fn i16(&mut self) -> Result<i16> {
+        Ok(i16::from_be_bytes(self.array()?))
+    }
+    pub fn i32(&mut self) -> Result<i32> {
+        Ok(i32::from_be_bytes(self.array()?))
+    }
+    pub fn i64(&mut self) -> Result<i64> {
+        Ok(i64::from_be_bytes(self.array()?))
+    }
+
+    pub fn uvarint(&mut self) -> Result<u32> {
+        let mut value: u32 = 0;
+        for i in 0..5 {
+            let byte = self.array::<1>()?[0];
+            value |= u32::from(byte & 0x7f) << (7 * i);
+            if byte & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        Err(DecodeError::VarintOverflow)
+    }
+
+    /// A length that may be null (-1 classic, 0 compact). Checked against
+    /// the bytes left so callers can allocate from it.
+    fn nullable_len(&mut self, v: Version, classic_wide: bool) -> Result<Option<usize>> {
+        let len: i64 = if v.flexible {
+            i64::from(self.uvarint()?) - 1
+        } else if classic_wide {
+            i64::from(self.i32()?)
+        } else {
+            i64::from(self.i16()?)
+        };
+        if len < -1 {
+            return Err(DecodeError::InvalidLength(len));
+        }
+        if len == -1 {
+            return Ok(None);
+        }
+        let len = len as usize;
+        self.need(len)?;
+        Ok(Some(len))
+    }
+
+    /// An array count, bounded by the bytes left: every element takes at
+    /// least one byte on the wire.
+    fn array_count(&mut self, v: Version) -> Result<Option<usize>> {
+        let count: i64 = if v.flexible {
+            i64::from(self.uvarint()?) - 1
+        } else {
+            i64::from(self.i32()?)
+        };
+        if count < -1 {
+            return Err(DecodeError::InvalidLength(count));
+        }
+        if count == -1 {
+            return Ok(None);
+        }
+        let count = count as usize;
+        if count > self.remaining() {
+            return Err(DecodeError::ArrayTooLong {
+                count,
+                remaining: self.remaining(),
+            });
+        }
+        Ok(Some(count))
+    }
+
+    /// Skips the tagged-field section of a structure, returning each
+    /// (tag, payload) to the caller.
+    pub fn tagged_fields(
+        &mut self,
+        mut on_field: impl FnMut(u32, &mut Reader) -> Result<()>,
+    ) -> Result<()> {
+        let count = self.uvarint()? as usize;
+        if count > self.remaining() {
+            return Err(DecodeError::ArrayTooLong {
+                count,
+                remaining: self.remaining(),
+            });
+        }
+        for _ in 0..count {
+            let tag = self.uvarint()?;
+            let size = self.uvarint()? as usize;
+            let mut field = Reader::new(self.take(size)?);
+            on_field(tag, &mut field)?;
+        }
+        Ok(())
+    }
+}
+
+pub fn put_uvarint(out: &mut Vec<u8>, mut value: u32) {
+    while value >= 0x80 {
+        out.push((value as u8) | 0x80);
+        value >>= 7;
+    }
+    out.push(value as u8);
+}
+
+fn put_len(out: &mut Vec<u8>, v: Version, len: Option<usize>, classic_wide: bool) {
+    match (v.flexible, len) {
+        (true, None) => put_uvarint(out, 0),
+        (true, Some(n)) => put_uvarint(out, n as u32 + 1),
+        (false, None) if classic_wide => out.put_i32(-1),
+        (false, None) => out.put_i16(-1),
+        (false, Some(n)) if classic_wide => out.put_i32(n as i32),
+        (false, Some(n)) => out.put_i16(n as i16),
+    }
+}
+
+/// A value that can be read from a frame at a given version.
+pub trait Decode: Sized {
+    fn decode(r: &mut Reader, v: Version) -> Result<Self>;
+}
+
+/// A value that can be written at a given version.
+pub trait Encode {
+    fn encode(&self, out: &mut Vec<u8>, v: Version);
+}
+
+/// Types whose wire form has a null (strings, bytes, arrays).
+pub trait Nullable: Sized {
+    fn decode_nullable(r: &mut Reader, v: Version) -> Result<Option<Self>>;
+    fn encode_null(out: &mut Vec<u8>, v: Version);
+}
+
+macro_rules! fixed_int {
+    ($($t:ty => $read:ident),*) => {$(
+        impl Decode for $t {
+            fn decode(r: &mut Reader, _v: Version) -> Result<Self> { r.$read() }
+        }
+        impl Encode for $t {
+            fn encode(&self, out: &mut Vec<u8>, _v: Version) { out.extend_from_slice(&self.to_be_bytes()) }
+        }
+    )*};
+}
+fixed_int!(i8 => i8, i16 => i16, i32 => i32, i64 => i64);
+
+impl Decode for bool {
+    fn decode(r: &mut Reader, _v: Version) -> Result<Self> {
+        Ok(r.i8()? != 0)
+    }
+}
+impl Encode for bool {
+    fn encode(&self, out: &mut Vec<u8>, _v: Version) {
+        out.push(u8::from(*self));
+    }
+}
+
+/// A 16-byte UUID, used for topic ids. The all-zero value is Kafka's
+/// `Uuid.ZERO_UUID`, meaning "none".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+pub struct Uuid(pub [u8; 16]);
+
+impl Uuid {
+    pub const ZERO: Uuid = Uuid([0; 16]);
+
+    pub fn is_zero(&self) -> bool {
+        *self == Uuid::ZERO
+    }
+
+    /// Kafka prints topic ids as unpadded URL-safe base64.
+    pub fn to_base64(&self) -> String {
+        const ALPHABET: &[u8; 64] =
+            b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+        let mut out = String::with_capacity(22);
+        for chunk in self.0.chunks(3) {
+            let b = [
+                chunk[0],
+                *chunk.get(1).unwrap_or(&0),
+                *chunk.get(2).unwrap_or(&0),
+            ];
+            let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+            let chars = chunk.len() + 1;
+            for i in 0..chars {
+                out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            }
+        }
+        out
+    }
+}
+
+impl std::fmt::Display for Uuid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.to_base64())
+    }
+}
+
+impl Decode for Uuid {
+    fn decode(r: &mut Reader, _v: Version) -> Result<Self> {
+        Ok(Uuid(r.array()?))
+    }
+}
+impl Encode for Uuid {
+    fn encode(&self, out: &mut Vec<u8>, _v: Version) {
+        out.extend_from_slice(&self.0);
+    }
+}
+
+impl Nullable for String {
+    fn decode_nullable(r: &mut Reader, v: Version) -> Result<Option<Self>> {
+        match r.nullable_len(v, false)? {
+            None => Ok(None),
+            Some(len) => {
+                let raw = r.take(len)?;
+                let s = std::str::from_utf8(&raw).map_err(|_| DecodeError::InvalidUtf8)?;
+                Ok(Some(s.to_owned()))
+            }
+        }
+    }
+    fn encode_null(out: &mut Vec<u8>, v: Version) {
+        put_len(out, v, None, false);
+    }
+}
+impl Decode for String {
+    fn decode(r: &mut Reader, v: Version) -> Result<Self> {
+        String::decode_nullable(r, v)?.ok_or(DecodeError::UnexpectedNull)
+    }
+}
+impl Encode for String {
+    fn encode(&self, out: &mut Vec<u8>, v: Version) {
+        put_len(out, v, Some(self.len()), false);
+        out.extend_from_slice(self.as_bytes());
+    }
+}
+
+impl Nullable for Bytes {
+    fn decode_nullable(r: &mut Reader, v: Version) -> Result<Option<Self>> {
+        match r.nullable_len(v, true)? {
+            None => Ok(None),
+            Some(len) => Ok(Some(r.take(len)?)),
+        }
+    }
+    fn encode_null(out: &mut Vec<u8>, v: Version) {
+        put_len(out, v, None, true);
+    }
+}
+impl Decode for Bytes {
+    fn decode(r: &mut Reader, v: Version) -> Result<Self> {
+        Bytes::decode_nullable(r, v)?.ok_or(DecodeError::UnexpectedNull)
+    }
+}
+impl Encode for Bytes {
+    fn encode(&self, out: &mut Vec<u8>, v: Version) {
+        put_len(out, v, Some(self.len()), true);
+        out.extend_from_slice(self);
+    }
+}
+
+impl<T: Decode> Nullable for Vec<T> {
+    fn decode_nullable(r: &mut Reader, v: Version) -> Result<Option<Self>> {
+        let Some(count) = r.array_count(v)? else {
+            return Ok(None);
+        };
+        let mut items = Vec::with_capacity(count);
+        for _ in 0..count {
+            items.push(T::decode(r, v)?);
+        }
+        Ok(Some(items))
+    }
+    fn encode_null(out: &mut Vec<u8>, v: Version) {
+        put_len(out, v, None, true);
+    }
+}
+impl<T: Decode> Decode for Vec<T> {
+    fn decode(r: &mut Reader, v: Version) -> Result<Self> {
+        Vec::<T>::decode_nullable(r, v)?.ok_or(DecodeError::UnexpectedNull)
+    }
+}
+impl<T: Encode> Encode for Vec<T> {
+    fn encode(&self, out: &mut Vec<u8>, v: Version) {
+        put_len(out, v, Some(self.len()), true);
+        for item in self {
+            item.encode(out, v);
+        }
+    }
+}
+
+impl<T: Nullable> Decode for Option<T> {
+    fn decode(r: &mut Reader, v: Version) -> Result<Self> {
+        T::decode_nullable(r, v)
+    }
+}
+impl<T: Nullable + Encode> Encode for Option<T> {
+    fn encode(&self, out: &mut Vec<u8>, v: Version) {
+        match self {
+            Some(value) => value.encode(out, v),
+            None => T::encode_null(out, v),
+        }
+    }
+}
+
+/// Writes a tagged field section from (tag, encoded payload) pairs.
+pub fn put_tagged_fields(out: &mut Vec<u8>, fields: &[(u32, Vec<u8>)]) {
+    put_uvarint(out, fields.len() as u32);
+    for (tag, payload) in fields {
+        put_uvarint(out, *tag);
+        put_uvarint(out, payload.len() as u32);
+        out.extend_from_slice(payload);
+    }
+}
+
+/// Declares a protocol structure: its fields in wire order, each with the
+/// inclusive version range it exists in and an optional default, then an
+/// optional `tagged` section. Generates the struct, `Default`, `Decode`
+/// and `Encode`. A field outside its versions keeps its default on decode
+/// and is not written on encode.
+#[macro_export]
+macro_rules! message {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident {
+            $( $field:ident : $ty:ty $(= $default:expr)? => [$lo:literal, $hi:literal] ),* $(,)?
+        }
+        $( tagged { $( $tag:literal => $tfield:ident : $tty:ty $(= $tdefault:expr)? => [$tlo:literal, $thi:literal] ),* $(,)? } )?
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq)]
+        pub struct $name {
+            $( pub $field: $ty, )*
+            $($( pub $tfield: $tty, )*)?
+        }
+
+        impl Default for $name {
+            #[allow(clippy::redundant_field_names)]
+            fn default() -> Self {
+                $name {
+                    $( $field: $crate::message!(@default $ty $(, $default)?), )*
+                    $($( $tfield: $crate::message!(@default $tty $(, $tdefault)?), )*)?
+                }
+            }
+        }
+
+        impl $crate::codec::Decode for $name {
+            #[allow(unused_variables, unused_mut)]
+            fn decode(r: &mut $crate::codec::Reader, v: $crate::codec::Version) -> $crate::codec::Result<Self> {
+                let mut out = Self::default();
+                $( if v.within($lo, $hi) {
+                    out.$field = <$ty as $crate::codec::Decode>::decode(r, v)?;
+                } )*
+                if v.flexible {
+                    r.tagged_fields(|tag, field| {
+                        match tag {
+                            $($( $tag if v.within($tlo, $thi) => {
+                                out.$tfield = <$tty as $crate::codec::Decode>::decode(field, v)?;
+                            } )*)?
+                            _ => {}
+                        }
+                        Ok(())
+                    })?;
+                }
+                Ok(out)
+            }
+        }
+
+        impl $crate::codec::Encode for $name {
+            #[allow(unused_variables, unused_mut)]
+            fn encode(&self, out: &mut Vec<u8>, v: $crate::codec::Version) {
+                $( if v.within($lo, $hi) {
+                    $crate::codec::Encode::encode(&self.$field, out, v);
+                } )*
+                if v.flexible {
+                    let mut tagged: Vec<(u32, Vec<u8>)> = Vec::new();
+                    let defaults = Self::default();
+                    $($( if v.within($tlo, $thi) && self.$tfield != defaults.$tfield {
+                        let mut payload = Vec::new();
+                        $crate::codec::Encode::encode(&self.$tfield, &mut payload, v);
+                        tagged.push(($tag, payload));
+                    } )*)?
+                    $crate::codec::put_tagged_fields(out, &tagged);
+                }
+            }
+        }
+    };
+    (@default $ty:ty) => { <$ty as Default>::default() };
+    (@default $ty:ty, $default:expr) => { $default };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    crate::message! {
+        pub struct Inner {
+            id: i32 => [0, 99],
+            name: Option<String> => [1, 99],
+        }
+    }
+
+    crate::message! {
+        pub struct Outer {
+            flag: bool = true => [2, 99],
+            items: Vec<Inner> => [0, 99],
+            level: i64 = -1 => [0, 99],
+        }
+        tagged {
+            0 => note: Option<String> => [3, 99],
+        }
+    }
+
+    fn round_trip(msg: &Outer, version: i16) -> Outer {
+        let v = Version::new(version, 3);
+        let mut buf = Vec::new();
+        msg.encode(&mut buf, v);
+        let mut r = Reader::new(Bytes::from(buf));
+        let back = Outer::decode(&mut r, v).expect("decode");
+        assert_eq!(r.remaining(), 0);
+        back
+    }
+
+    #[test]
+    fn round_trips_classic_and_flexible() {
+        let msg = Outer {
+            flag: false,
+            items: vec![Inner {
+                id: 7,
+                name: Some("x".into()),
+            }],
+            level: 42,
+            note: Some("hi".into()),
+        };
+        assert_eq!(round_trip(&msg, 3), msg);
+        let v1 = round_trip(&msg, 1);
+        assert!(v1.flag, "flag is absent before v2 and keeps its default");
+        assert_eq!(v1.note, None);
+        assert_eq!(v1.items, msg.items);
+    }
+
+    #[test]
+    fn default_tagged_fields_are_left_out() {
+        let msg = Outer::default();
+        let mut buf = Vec::new();
+        msg.encode(&mut buf, Version::new(3, 3));
+        // flag(1) + items compact count(1) + level(8) + empty tag section(1)
+        assert_eq!(buf.len(), 11);
+        assert_eq!(*buf.last().unwrap(), 0);
+    }
+
+    #[test]
+    fn huge_array_count_is_refused_before_allocating() {
+        let mut buf = vec![1u8]; // flag
+        buf.extend_from_slice(&0x7fff_ffffi32.to_be_bytes());
+        let mut r = Reader::new(Bytes::from(buf));
+        let err = Outer::decode(&mut r, Version::new(2, 3)).unwrap_err();
+        assert!(matches!(err, DecodeError::ArrayTooLong { .. }), "{err:?}");
+    }
+
+    #[test]
+    fn truncated_input_is_an_error() {
+        let mut r = Reader::new(Bytes::from_static(&[0, 0, 0]));
+        assert!(matches!(
+            Outer::decode(&mut r, Version::new(0, 3)),
+            Err(DecodeError::Truncated { .. })
+        ));
+    }
+
+    #[test]
+    fn unknown_tagged_fields_are_skipped() {
+        let mut buf = vec![1u8, 1]; // flag, empty compact array
+        buf.extend_from_slice(&5i64.to_be_bytes());
+        put_tagged_fields(&mut buf, &[(9, vec![1, 2, 3])]);
+        let mut r = Reader::new(Bytes::from(buf));
+        let msg = Outer::decode(&mut r, Version::new(3, 3)).unwrap();
+        assert_eq!(msg.level, 5);
+        assert_eq!(r.remaining(), 0);
+    }
+
+    #[test]
+    fn uuid_base64_matches_kafka_form() {
+        assert_eq!(Uuid::ZERO.to_base64(), "AAAAAAAAAAAAAAAAAAAAAA");
+        assert_eq!(Uuid([0xff; 16]).to_base64().len(), 22);
+    }
+}

@@ -1,0 +1,15 @@
+//! Request and response structures of every API Tarn serves, declared
+//! with `message!` from Kafka's published protocol specification. Each
+//! field carries the versions it exists in; the broker's handlers say
+//! which of those versions they answer.
+
+pub mod api_versions;
+pub mod create_topics;
+pub mod delete_topics;
+pub mod describe_cluster;
+pub mod fetch;
+pub mod init_producer_id;
+pub mod list_offsets;
+pub mod metadata;
+pub mod offset_for_leader_epoch;
+pub mod produce;

@@ -1,0 +1,76 @@
+//! Error types of the storage crate.
+//!
+//! `StorageError` is what the disk or our own files can go wrong with; every
+//! I/O error carries a short context naming the operation and the file.
+//! `AppendError` is what a produce can be refused for, one variant per Kafka
+//! error code the broker will send back.
+
+use std::io;
+
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum StorageError {
+    /// An operating-system I/O error; `context` says what we were doing, e.g.
+    /// "open segment 00000000000000001000.log".
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: io::Error,
+    },
+    /// A file of ours holds bytes we cannot make sense of.
+    #[error("corrupt {file}: {detail}")]
+    Corrupt { file: String, detail: String },
+    /// A fetch or lookup asked for an offset outside [log_start, log_end].
+    #[error("offset {offset} out of range [{log_start_offset}, {log_end_offset}]")]
+    OffsetOutOfRange {
+        offset: i64,
+        log_start_offset: i64,
+        log_end_offset: i64,
+    },
+    #[error("invalid log config: {0}")]
+    InvalidConfig(String),
+}
+
+impl StorageError {
+    pub(crate) fn io(context: impl Into<String>, source: io::Error) -> StorageError {
+        StorageError::Io {
+            context: context.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn corrupt(file: impl Into<String>, detail: impl Into<String>) -> StorageError {
+        StorageError::Corrupt {
+            file: file.into(),
+            detail: detail.into(),
+        }
+    }
+}
+
+/// Why `Log::append` refused a produce. Nothing was written when this is
+/// returned, except that `Storage` errors may leave a new empty segment.
+#[derive(Debug, Error)]
+pub enum AppendError {
+    /// Kafka CORRUPT_MESSAGE: bad lengths, CRC mismatch, trailing bytes.
+    #[error("corrupt message: {0}")]
+    CorruptMessage(String),
+    /// Kafka MESSAGE_TOO_LARGE (RecordTooLarge / RecordBatchTooLarge).
+    #[error("message too large: {0}")]
+    MessageTooLarge(String),
+    /// Kafka UNSUPPORTED_FOR_MESSAGE_FORMAT: magic other than 2.
+    #[error("unsupported record batch magic (only v2 is supported)")]
+    UnsupportedMagic,
+    /// Kafka OUT_OF_ORDER_SEQUENCE_NUMBER.
+    #[error("out of order sequence: {0}")]
+    OutOfOrderSequence(String),
+    /// Kafka INVALID_PRODUCER_EPOCH (PRODUCER_FENCED for transactional producers).
+    #[error("invalid producer epoch: {0}")]
+    InvalidProducerEpoch(String),
+    /// Kafka INVALID_RECORD.
+    #[error("invalid record: {0}")]
+    InvalidRecord(String),
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}

@@ -1,0 +1,167 @@
+//! The only place that touches the file system.
+//!
+//! `SegmentFile` wraps one open file (a segment's .log, .index or .timeindex)
+//! with positional reads, appends and truncation, and tracks its size so
+//! callers never ask the OS for it. The free functions cover directory work
+//! (listing, creating, removing) and atomic whole-file replacement for small
+//! metadata files. Every error names the operation and the path. Keeping all
+//! raw I/O here lets a fault-injecting layer replace this module later.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use crate::error::StorageError;
+
+/// An open file that is only ever appended to, truncated, or read at a position.
+#[derive(Debug)]
+pub struct SegmentFile {
+    path: PathBuf,
+    file: File,
+    size: u64,
+}
+
+impl SegmentFile {
+    /// Opens `path` for reading and appending, creating it when missing.
+    pub fn open(path: &Path) -> Result<SegmentFile, StorageError> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| StorageError::io(format!("open {}", path.display()), e))?;
+        let size = file
+            .metadata()
+            .map_err(|e| StorageError::io(format!("stat {}", path.display()), e))?
+            .len();
+        Ok(SegmentFile {
+            path: path.to_path_buf(),
+            file,
+            size,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Reads exactly `buf.len()` bytes at `position`.
+    pub fn read_at(&self, position: u64, buf: &mut [u8]) -> Result<(), StorageError> {
+        self.file.read_exact_at(buf, position).map_err(|e| {
+            StorageError::io(
+                format!(
+                    "read {} bytes at {} of {}",
+                    buf.len(),
+                    position,
+                    self.path.display()
+                ),
+                e,
+            )
+        })
+    }
+
+    /// Appends `data` at the end with one write call (retried only if the OS
+    /// writes less). On failure the file is truncated back to its old size,
+    /// so a failed append leaves nothing behind.
+    pub fn append(&mut self, data: &[u8]) -> Result<(), StorageError> {
+        match self.file.write_all_at(data, self.size) {
+            Ok(()) => {
+                self.size += data.len() as u64;
+                Ok(())
+            }
+            Err(e) => {
+                let old_size = self.size;
+                // Best effort: the append error is the one worth reporting.
+                let _ = self.file.set_len(old_size);
+                Err(StorageError::io(
+                    format!("append {} bytes to {}", data.len(), self.path.display()),
+                    e,
+                ))
+            }
+        }
+    }
+
+    pub fn truncate(&mut self, size: u64) -> Result<(), StorageError> {
+        self.file.set_len(size).map_err(|e| {
+            StorageError::io(format!("truncate {} to {}", self.path.display(), size), e)
+        })?;
+        self.size = size;
+        Ok(())
+    }
+
+    /// fsync: data and metadata reach the disk.
+    pub fn sync(&self) -> Result<(), StorageError> {
+        self.file
+            .sync_all()
+            .map_err(|e| StorageError::io(format!("fsync {}", self.path.display()), e))
+    }
+}
+
+pub fn create_dir_all(dir: &Path) -> Result<(), StorageError> {
+    fs::create_dir_all(dir)
+        .map_err(|e| StorageError::io(format!("create directory {}", dir.display()), e))
+}
+
+pub fn remove_dir_all(dir: &Path) -> Result<(), StorageError> {
+    fs::remove_dir_all(dir)
+        .map_err(|e| StorageError::io(format!("remove directory {}", dir.display()), e))
+}
+
+pub fn remove_file(path: &Path) -> Result<(), StorageError> {
+    fs::remove_file(path).map_err(|e| StorageError::io(format!("remove {}", path.display()), e))
+}
+
+/// File names (not paths) of the regular entries in `dir`.
+pub fn list_file_names(dir: &Path) -> Result<Vec<String>, StorageError> {
+    let context = || format!("list directory {}", dir.display());
+    let mut names = Vec::new();
+    for entry in fs::read_dir(dir).map_err(|e| StorageError::io(context(), e))? {
+        let entry = entry.map_err(|e| StorageError::io(context(), e))?;
+        if let Some(name) = entry.file_name().to_str() {
+            names.push(name.to_string());
+        }
+    }
+    Ok(names)
+}
+
+/// Reads a whole small file; `Ok(None)` when it does not exist.
+pub fn read_optional(path: &Path) -> Result<Option<Vec<u8>>, StorageError> {
+    match fs::read(path) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(StorageError::io(format!("read {}", path.display()), e)),
+    }
+}
+
+/// Replaces `path` with `contents` atomically: write a temporary file, fsync
+/// it, rename it over `path`, fsync the directory. A crash leaves either the
+/// old or the new contents, never a mix.
+pub fn write_atomically(path: &Path, contents: &[u8]) -> Result<(), StorageError> {
+    let tmp = path.with_extension("tmp");
+    let context = |what: &str, p: &Path| format!("{what} {}", p.display());
+    let mut file = File::create(&tmp).map_err(|e| StorageError::io(context("create", &tmp), e))?;
+    file.write_all(contents)
+        .map_err(|e| StorageError::io(context("write", &tmp), e))?;
+    file.sync_all()
+        .map_err(|e| StorageError::io(context("fsync", &tmp), e))?;
+    fs::rename(&tmp, path).map_err(|e| {
+        StorageError::io(format!("rename {} to {}", tmp.display(), path.display()), e)
+    })?;
+    if let Some(dir) = path.parent() {
+        sync_dir(dir)?;
+    }
+    Ok(())
+}
+
+/// fsync a directory so created, renamed and removed entries are durable.
+pub fn sync_dir(dir: &Path) -> Result<(), StorageError> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| StorageError::io(format!("fsync directory {}", dir.display()), e))
+}

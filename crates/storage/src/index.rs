@@ -1,0 +1,506 @@
+//! The sparse per-segment indexes: `OffsetIndex` (.index) and `TimeIndex`
+//! (.timeindex), in Kafka's on-disk format.
+//!
+//! An `.index` entry is 8 bytes: offset relative to the segment's base
+//! offset (u32) and the file position of a batch that starts there (u32). A
+//! `.timeindex` entry is 12 bytes: a timestamp (i64) and a relative offset
+//! (u32); it says every batch up to and including the one at that offset has
+//! a max timestamp no greater than the entry's. All big-endian.
+//!
+//! Entries live in memory (they are sparse: one per `index.interval.bytes`
+//! of log) and are appended to the file lazily, when the segment is rolled,
+//! flushed or closed. Any prefix of a valid index is itself a valid index
+//! (a missing entry only makes a lookup scan further), so a file that lags
+//! the log is harmless; after a crash the active segment's indexes are
+//! rebuilt from the log anyway. Invariants: offset entries have strictly
+//! increasing offsets and positions; time entries have strictly increasing
+//! timestamps and non-decreasing offsets.
+
+use std::path::Path;
+
+use crate::error::StorageError;
+use crate::file::SegmentFile;
+
+pub const OFFSET_INDEX_ENTRY_SIZE: usize = 8;
+pub const TIME_INDEX_ENTRY_SIZE: usize = 12;
+
+/// An offset-index entry, in absolute terms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OffsetPosition {
+    pub offset: i64,
+    pub position: u32,
+}
+
+/// A time-index entry, in absolute terms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimestampOffset {
+    pub timestamp: i64,
+    pub offset: i64,
+}
+
+/// Entry storage shared by both indexes: decoded entries in memory, and how
+/// many of them are already in the file.
+#[derive(Debug)]
+struct IndexFile<E> {
+    file: SegmentFile,
+    entries: Vec<E>,
+    persisted_entries: usize,
+    max_entries: usize,
+    /// Why the file's contents were rejected at open, if they were.
+    load_problem: Option<String>,
+}
+
+trait IndexEntry: Copy {
+    const SIZE: usize;
+    fn decode(bytes: &[u8]) -> Self;
+    fn encode(&self, out: &mut Vec<u8>);
+}
+
+#[derive(Debug, Clone, Copy)]
+struct RawOffsetEntry {
+    relative_offset: u32,
+    position: u32,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct RawTimeEntry {
+    timestamp: i64,
+    relative_offset: u32,
+}
+
+fn be_u32(bytes: &[u8]) -> u32 {
+    u32::from_be_bytes(bytes[..4].try_into().expect("4 bytes"))
+}
+
+impl IndexEntry for RawOffsetEntry {
+    const SIZE: usize = OFFSET_INDEX_ENTRY_SIZE;
+    fn decode(bytes: &[u8]) -> Self {
+        RawOffsetEntry {
+            relative_offset: be_u32(&bytes[0..4]),
+            position: be_u32(&bytes[4..8]),
+        }
+    }
+    fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.relative_offset.to_be_bytes());
+        out.extend_from_slice(&self.position.to_be_bytes());
+    }
+}
+
+impl IndexEntry for RawTimeEntry {
+    const SIZE: usize = TIME_INDEX_ENTRY_SIZE;
+    fn decode(bytes: &[u8]) -> Self {
+        RawTimeEntry {
+            timestamp: i64::from_be_bytes(bytes[0..8].try_into().expect("8 bytes")),
+            relative_offset: be_u32(&bytes[8..12]),
+        }
+    }
+    fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.timestamp.to_be_bytes());
+        out.extend_from_slice(&self.relative_offset.to_be_bytes());
+    }
+}
+
+impl<E: IndexEntry> IndexFile<E> {
+    fn open(path: &Path, max_index_bytes: u32) -> Result<IndexFile<E>, StorageError> {
+        let file = SegmentFile::open(path)?;
+        let mut index = IndexFile {
+            file,
+            entries: Vec::new(),
+            persisted_entries: 0,
+            max_entries: (max_index_bytes as usize / E::SIZE).max(1),
+            load_problem: None,
+        };
+        let size = index.file.size();
+        if size % E::SIZE as u64 != 0 {
+            index.load_problem = Some(format!("size {size} is not a multiple of {}", E::SIZE));
+            return Ok(index);
+        }
+        let mut bytes = vec![0u8; size as usize];
+        index.file.read_at(0, &mut bytes)?;
+        index.entries = bytes.chunks_exact(E::SIZE).map(E::decode).collect();
+        index.persisted_entries = index.entries.len();
+        Ok(index)
+    }
+
+    fn push(&mut self, entry: E) {
+        self.entries.push(entry);
+    }
+
+    fn is_full(&self) -> bool {
+        self.entries.len() >= self.max_entries
+    }
+
+    /// Appends the entries not yet in the file, with one write.
+    fn persist(&mut self) -> Result<(), StorageError> {
+        if self.persisted_entries == self.entries.len() {
+            return Ok(());
+        }
+        let mut bytes = Vec::with_capacity((self.entries.len() - self.persisted_entries) * E::SIZE);
+        for entry in &self.entries[self.persisted_entries..] {
+            entry.encode(&mut bytes);
+        }
+        self.file.append(&bytes)?;
+        self.persisted_entries = self.entries.len();
+        Ok(())
+    }
+
+    /// Drops every entry, in memory and on disk.
+    fn clear(&mut self) -> Result<(), StorageError> {
+        self.file.truncate(0)?;
+        self.entries.clear();
+        self.persisted_entries = 0;
+        self.load_problem = None;
+        Ok(())
+    }
+
+    fn sync(&mut self) -> Result<(), StorageError> {
+        self.persist()?;
+        self.file.sync()
+    }
+}
+
+fn relative(base_offset: i64, offset: i64) -> u32 {
+    let relative = offset - base_offset;
+    assert!(
+        (0..=i64::from(u32::MAX)).contains(&relative),
+        "offset {offset} does not fit an index of a segment based at {base_offset}"
+    );
+    relative as u32
+}
+
+/// Maps offsets to file positions in one segment's .log (Kafka's `.index`).
+#[derive(Debug)]
+pub struct OffsetIndex {
+    base_offset: i64,
+    inner: IndexFile<RawOffsetEntry>,
+}
+
+impl OffsetIndex {
+    /// Opens (or creates) the index; unreadable contents are not an error
+    /// here but are reported by [`OffsetIndex::problem`].
+    pub fn open(
+        path: &Path,
+        base_offset: i64,
+        max_index_bytes: u32,
+    ) -> Result<OffsetIndex, StorageError> {
+        Ok(OffsetIndex {
+            base_offset,
+            inner: IndexFile::open(path, max_index_bytes)?,
+        })
+    }
+
+    /// Why this index cannot be trusted for a log of `log_size` bytes, if so.
+    pub fn problem(&self, log_size: u64) -> Option<String> {
+        if let Some(problem) = &self.inner.load_problem {
+            return Some(problem.clone());
+        }
+        let mut previous: Option<RawOffsetEntry> = None;
+        for (i, entry) in self.inner.entries.iter().enumerate() {
+            if u64::from(entry.position) >= log_size {
+                return Some(format!(
+                    "entry {i} points to position {} beyond the log size {log_size}",
+                    entry.position
+                ));
+            }
+            if let Some(prev) = previous {
+                if entry.relative_offset <= prev.relative_offset || entry.position <= prev.position
+                {
+                    return Some(format!("entry {i} is not after entry {}", i - 1));
+                }
+            }
+            previous = Some(*entry);
+        }
+        None
+    }
+
+    /// Adds an entry for a batch starting at `offset` and `position`.
+    pub fn append(&mut self, offset: i64, position: u32) {
+        let entry = RawOffsetEntry {
+            relative_offset: relative(self.base_offset, offset),
+            position,
+        };
+        if let Some(last) = self.inner.entries.last() {
+            assert!(
+                entry.relative_offset > last.relative_offset && entry.position > last.position,
+                "offset index entries must increase: {last:?} then {entry:?}"
+            );
+        }
+        self.inner.push(entry);
+    }
+
+    /// The greatest entry whose offset is <= `target`, or the segment start.
+    pub fn lookup(&self, target: i64) -> OffsetPosition {
+        let entries = &self.inner.entries;
+        let count =
+            entries.partition_point(|e| self.base_offset + i64::from(e.relative_offset) <= target);
+        match count.checked_sub(1).map(|i| entries[i]) {
+            Some(e) => self.absolute(e),
+            None => OffsetPosition {
+                offset: self.base_offset,
+                position: 0,
+            },
+        }
+    }
+
+    pub fn last_entry(&self) -> Option<OffsetPosition> {
+        self.inner.entries.last().map(|e| self.absolute(*e))
+    }
+
+    pub fn entries(&self) -> Vec<OffsetPosition> {
+        self.inner
+            .entries
+            .iter()
+            .map(|e| self.absolute(*e))
+            .collect()
+    }
+
+    fn absolute(&self, e: RawOffsetEntry) -> OffsetPosition {
+        OffsetPosition {
+            offset: self.base_offset + i64::from(e.relative_offset),
+            position: e.position,
+        }
+    }
+
+    pub fn is_full(&self) -> bool {
+        self.inner.is_full()
+    }
+
+    pub fn persist(&mut self) -> Result<(), StorageError> {
+        self.inner.persist()
+    }
+
+    pub fn clear(&mut self) -> Result<(), StorageError> {
+        self.inner.clear()
+    }
+
+    pub fn sync(&mut self) -> Result<(), StorageError> {
+        self.inner.sync()
+    }
+}
+
+/// Maps timestamps to offsets in one segment (Kafka's `.timeindex`).
+#[derive(Debug)]
+pub struct TimeIndex {
+    base_offset: i64,
+    inner: IndexFile<RawTimeEntry>,
+}
+
+impl TimeIndex {
+    pub fn open(
+        path: &Path,
+        base_offset: i64,
+        max_index_bytes: u32,
+    ) -> Result<TimeIndex, StorageError> {
+        Ok(TimeIndex {
+            base_offset,
+            inner: IndexFile::open(path, max_index_bytes)?,
+        })
+    }
+
+    /// Why this index cannot be trusted for a segment whose offsets end
+    /// before `next_offset`, if so.
+    pub fn problem(&self, next_offset: i64) -> Option<String> {
+        if let Some(problem) = &self.inner.load_problem {
+            return Some(problem.clone());
+        }
+        let mut previous: Option<RawTimeEntry> = None;
+        for (i, entry) in self.inner.entries.iter().enumerate() {
+            if self.base_offset + i64::from(entry.relative_offset) >= next_offset {
+                return Some(format!(
+                    "entry {i} points past the last offset {}",
+                    next_offset - 1
+                ));
+            }
+            if let Some(prev) = previous {
+                if entry.timestamp <= prev.timestamp || entry.relative_offset < prev.relative_offset
+                {
+                    return Some(format!("entry {i} is not after entry {}", i - 1));
+                }
+            }
+            previous = Some(*entry);
+        }
+        None
+    }
+
+    /// Adds an entry when `timestamp` exceeds the last entry's, as Kafka's
+    /// `TimeIndex.maybeAppend` does. Returns whether one was added.
+    pub fn maybe_append(&mut self, timestamp: i64, offset: i64) -> bool {
+        let entry = RawTimeEntry {
+            timestamp,
+            relative_offset: relative(self.base_offset, offset),
+        };
+        if let Some(last) = self.inner.entries.last() {
+            if timestamp <= last.timestamp {
+                return false;
+            }
+            assert!(
+                entry.relative_offset >= last.relative_offset,
+                "time index offsets must not decrease: {last:?} then {entry:?}"
+            );
+        }
+        self.inner.push(entry);
+        true
+    }
+
+    /// The greatest entry whose timestamp is < `target`: every batch up to
+    /// its offset has a max timestamp below `target`.
+    pub fn lookup_before(&self, target: i64) -> Option<TimestampOffset> {
+        let entries = &self.inner.entries;
+        let count = entries.partition_point(|e| e.timestamp < target);
+        count.checked_sub(1).map(|i| self.absolute(entries[i]))
+    }
+
+    pub fn last_entry(&self) -> Option<TimestampOffset> {
+        self.inner.entries.last().map(|e| self.absolute(*e))
+    }
+
+    pub fn entries(&self) -> Vec<TimestampOffset> {
+        self.inner
+            .entries
+            .iter()
+            .map(|e| self.absolute(*e))
+            .collect()
+    }
+
+    fn absolute(&self, e: RawTimeEntry) -> TimestampOffset {
+        TimestampOffset {
+            timestamp: e.timestamp,
+            offset: self.base_offset + i64::from(e.relative_offset),
+        }
+    }
+
+    pub fn is_full(&self) -> bool {
+        self.inner.is_full()
+    }
+
+    pub fn persist(&mut self) -> Result<(), StorageError> {
+        self.inner.persist()
+    }
+
+    pub fn clear(&mut self) -> Result<(), StorageError> {
+        self.inner.clear()
+    }
+
+    pub fn sync(&mut self) -> Result<(), StorageError> {
+        self.inner.sync()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offset_index_lookup_and_reload() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("00000000000000000100.index");
+        let mut index = OffsetIndex::open(&path, 100, 1024).unwrap();
+        assert_eq!(
+            index.lookup(150),
+            OffsetPosition {
+                offset: 100,
+                position: 0
+            }
+        );
+        index.append(110, 400);
+        index.append(120, 800);
+        assert_eq!(
+            index.lookup(109),
+            OffsetPosition {
+                offset: 100,
+                position: 0
+            }
+        );
+        assert_eq!(
+            index.lookup(110),
+            OffsetPosition {
+                offset: 110,
+                position: 400
+            }
+        );
+        assert_eq!(
+            index.lookup(119),
+            OffsetPosition {
+                offset: 110,
+                position: 400
+            }
+        );
+        assert_eq!(
+            index.lookup(500),
+            OffsetPosition {
+                offset: 120,
+                position: 800
+            }
+        );
+        index.persist().unwrap();
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            [0, 0, 0, 10, 0, 0, 1, 144, 0, 0, 0, 20, 0, 0, 3, 32]
+        );
+
+        let reopened = OffsetIndex::open(&path, 100, 1024).unwrap();
+        assert_eq!(reopened.entries(), index.entries());
+        assert_eq!(reopened.problem(801), None);
+        assert!(
+            reopened.problem(800).is_some(),
+            "position beyond the log must be caught"
+        );
+    }
+
+    #[test]
+    fn offset_index_problems_are_detected() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.index");
+        std::fs::write(&path, [0u8; 7]).unwrap();
+        assert!(OffsetIndex::open(&path, 0, 1024)
+            .unwrap()
+            .problem(1 << 20)
+            .is_some());
+        std::fs::write(&path, [0, 0, 0, 5, 0, 0, 0, 9, 0, 0, 0, 4, 0, 0, 0, 10]).unwrap();
+        assert!(OffsetIndex::open(&path, 0, 1024)
+            .unwrap()
+            .problem(1 << 20)
+            .is_some());
+    }
+
+    #[test]
+    fn offset_index_fills_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut index = OffsetIndex::open(&dir.path().join("a.index"), 0, 16).unwrap();
+        index.append(1, 10);
+        assert!(!index.is_full());
+        index.append(2, 20);
+        assert!(index.is_full());
+    }
+
+    #[test]
+    fn time_index_only_grows_in_timestamp() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("00000000000000000000.timeindex");
+        let mut index = TimeIndex::open(&path, 0, 1024).unwrap();
+        assert!(index.maybe_append(1_000, 0));
+        assert!(!index.maybe_append(1_000, 5));
+        assert!(!index.maybe_append(900, 6));
+        assert!(index.maybe_append(2_000, 10));
+        assert_eq!(index.lookup_before(1_000), None);
+        assert_eq!(
+            index.lookup_before(1_001),
+            Some(TimestampOffset {
+                timestamp: 1_000,
+                offset: 0
+            })
+        );
+        assert_eq!(
+            index.lookup_before(5_000),
+            Some(TimestampOffset {
+                timestamp: 2_000,
+                offset: 10
+            })
+        );
+        index.persist().unwrap();
+        let reopened = TimeIndex::open(&path, 0, 1024).unwrap();
+        assert_eq!(reopened.entries(), index.entries());
+        assert_eq!(reopened.problem(11), None);
+        assert!(reopened.problem(10).is_some());
+    }
+}

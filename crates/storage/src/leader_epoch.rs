@@ -1,0 +1,250 @@
+//! `LeaderEpochFileCache`: which leader epoch started at which offset, kept
+//! in Kafka's `leader-epoch-checkpoint` text file in the partition directory.
+//!
+//! The file holds a version line ("0"), an entry-count line, then one
+//! "epoch startOffset" line per entry. Invariant: epochs and start offsets
+//! both strictly increase through the entries. Every change is written to
+//! the file atomically (temp file, fsync, rename) before it is visible, so
+//! the checkpoint is never torn.
+
+use std::path::{Path, PathBuf};
+
+use tracing::warn;
+
+use crate::error::StorageError;
+use crate::file::{read_optional, write_atomically};
+
+pub const LEADER_EPOCH_CHECKPOINT_FILE: &str = "leader-epoch-checkpoint";
+pub const UNDEFINED_EPOCH: i32 = -1;
+pub const UNDEFINED_EPOCH_OFFSET: i64 = -1;
+const CHECKPOINT_VERSION: u32 = 0;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EpochEntry {
+    pub epoch: i32,
+    pub start_offset: i64,
+}
+
+#[derive(Debug)]
+pub struct LeaderEpochFileCache {
+    path: PathBuf,
+    entries: Vec<EpochEntry>,
+}
+
+impl LeaderEpochFileCache {
+    /// Loads `<dir>/leader-epoch-checkpoint`, or starts empty without one.
+    pub fn open(dir: &Path) -> Result<LeaderEpochFileCache, StorageError> {
+        let path = dir.join(LEADER_EPOCH_CHECKPOINT_FILE);
+        let entries = match read_optional(&path)? {
+            Some(bytes) => parse_checkpoint(&bytes)
+                .map_err(|detail| StorageError::corrupt(path.display().to_string(), detail))?,
+            None => Vec::new(),
+        };
+        Ok(LeaderEpochFileCache { path, entries })
+    }
+
+    pub fn entries(&self) -> &[EpochEntry] {
+        &self.entries
+    }
+
+    pub fn latest_epoch(&self) -> Option<i32> {
+        self.entries.last().map(|e| e.epoch)
+    }
+
+    /// Records that `epoch` starts at `start_offset`, if `epoch` is newer
+    /// than the latest known; an older or equal epoch changes nothing.
+    /// Returns whether the cache (and file) changed.
+    pub fn assign(&mut self, epoch: i32, start_offset: i64) -> Result<bool, StorageError> {
+        if epoch < 0 {
+            return Ok(false);
+        }
+        if let Some(latest) = self.entries.last() {
+            if epoch <= latest.epoch {
+                if epoch < latest.epoch {
+                    warn!(epoch, latest = latest.epoch, file = %self.path.display(), "ignoring append with an older leader epoch");
+                }
+                return Ok(false);
+            }
+            if start_offset < latest.start_offset {
+                return Err(StorageError::corrupt(
+                    self.path.display().to_string(),
+                    format!(
+                        "epoch {epoch} would start at {start_offset}, before epoch {} at {}",
+                        latest.epoch, latest.start_offset
+                    ),
+                ));
+            }
+        }
+        let mut entries = self.entries.clone();
+        // An epoch that started where the previous one did replaces it: the
+        // previous epoch never held a record.
+        if entries
+            .last()
+            .is_some_and(|e| e.start_offset == start_offset)
+        {
+            entries.pop();
+        }
+        entries.push(EpochEntry {
+            epoch,
+            start_offset,
+        });
+        self.write(entries)?;
+        Ok(true)
+    }
+
+    /// Drops entries that start at or after `end_offset` (after the log was
+    /// truncated to end there), as Kafka's `truncateFromEnd` does.
+    pub fn truncate_from_end(&mut self, end_offset: i64) -> Result<(), StorageError> {
+        let keep = self
+            .entries
+            .partition_point(|e| e.start_offset < end_offset);
+        if keep == self.entries.len() {
+            return Ok(());
+        }
+        let entries = self.entries[..keep].to_vec();
+        self.write(entries)
+    }
+
+    /// Kafka's OffsetForLeaderEpoch answer: the largest epoch <= `requested`
+    /// and the start offset of the next higher epoch, or `log_end_offset`
+    /// when `requested` is the latest epoch. An epoch above every known one
+    /// (or an empty cache) gives (-1, -1); an epoch below every known one
+    /// gives (requested, first start offset), exactly as Kafka does.
+    pub fn end_offset_for(&self, requested: i32, log_end_offset: i64) -> (i32, i64) {
+        if requested == UNDEFINED_EPOCH {
+            return (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET);
+        }
+        if self.latest_epoch() == Some(requested) {
+            return (requested, log_end_offset);
+        }
+        let higher = self.entries.partition_point(|e| e.epoch <= requested);
+        let Some(next) = self.entries.get(higher) else {
+            return (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET);
+        };
+        match higher.checked_sub(1) {
+            Some(floor) => (self.entries[floor].epoch, next.start_offset),
+            None => (requested, next.start_offset),
+        }
+    }
+
+    fn write(&mut self, entries: Vec<EpochEntry>) -> Result<(), StorageError> {
+        let mut text = format!("{CHECKPOINT_VERSION}\n{}\n", entries.len());
+        for e in &entries {
+            text.push_str(&format!("{} {}\n", e.epoch, e.start_offset));
+        }
+        write_atomically(&self.path, text.as_bytes())?;
+        self.entries = entries;
+        Ok(())
+    }
+}
+
+fn parse_checkpoint(bytes: &[u8]) -> Result<Vec<EpochEntry>, String> {
+    let text = std::str::from_utf8(bytes).map_err(|_| "not UTF-8".to_string())?;
+    let mut lines = text.lines();
+    let version = lines.next().ok_or("missing version line")?;
+    if version.trim() != CHECKPOINT_VERSION.to_string() {
+        return Err(format!("unsupported version {version:?}"));
+    }
+    let count: usize = lines
+        .next()
+        .and_then(|l| l.trim().parse().ok())
+        .ok_or("missing or bad entry count")?;
+    let mut entries: Vec<EpochEntry> = Vec::with_capacity(count.min(1024));
+    for i in 0..count {
+        let line = lines
+            .next()
+            .ok_or(format!("expected {count} entries, found {i}"))?;
+        let mut fields = line.split_whitespace();
+        let (Some(epoch), Some(offset), None) = (fields.next(), fields.next(), fields.next())
+        else {
+            return Err(format!("bad entry line {line:?}"));
+        };
+        let entry = EpochEntry {
+            epoch: epoch
+                .parse()
+                .map_err(|_| format!("bad epoch in {line:?}"))?,
+            start_offset: offset
+                .parse()
+                .map_err(|_| format!("bad offset in {line:?}"))?,
+        };
+        if let Some(prev) = entries.last() {
+            if entry.epoch <= prev.epoch || entry.start_offset < prev.start_offset {
+                return Err(format!(
+                    "entry {line:?} does not follow {} {}",
+                    prev.epoch, prev.start_offset
+                ));
+            }
+        }
+        entries.push(entry);
+    }
+    if lines.any(|l| !l.trim().is_empty()) {
+        return Err("more entries than the count says".to_string());
+    }
+    Ok(entries)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn assign_end_offset_and_reload() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cache = LeaderEpochFileCache::open(dir.path()).unwrap();
+        assert_eq!(
+            cache.end_offset_for(0, 10),
+            (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
+        );
+        assert!(cache.assign(2, 0).unwrap());
+        assert!(!cache.assign(2, 5).unwrap());
+        assert!(!cache.assign(1, 6).unwrap());
+        assert!(cache.assign(4, 10).unwrap());
+        assert!(cache.assign(7, 25).unwrap());
+        assert_eq!(cache.latest_epoch(), Some(7));
+
+        assert_eq!(cache.end_offset_for(7, 40), (7, 40));
+        assert_eq!(cache.end_offset_for(4, 40), (4, 25));
+        assert_eq!(cache.end_offset_for(5, 40), (4, 25));
+        assert_eq!(cache.end_offset_for(3, 40), (2, 10));
+        assert_eq!(cache.end_offset_for(1, 40), (1, 0));
+        assert_eq!(
+            cache.end_offset_for(8, 40),
+            (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
+        );
+        assert_eq!(
+            cache.end_offset_for(UNDEFINED_EPOCH, 40),
+            (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
+        );
+
+        let text = std::fs::read_to_string(dir.path().join(LEADER_EPOCH_CHECKPOINT_FILE)).unwrap();
+        assert_eq!(text, "0\n3\n2 0\n4 10\n7 25\n");
+        let reloaded = LeaderEpochFileCache::open(dir.path()).unwrap();
+        assert_eq!(reloaded.entries(), cache.entries());
+
+        cache.truncate_from_end(10).unwrap();
+        assert_eq!(
+            cache.entries(),
+            &[EpochEntry {
+                epoch: 2,
+                start_offset: 0
+            }]
+        );
+        assert_eq!(
+            LeaderEpochFileCache::open(dir.path()).unwrap().entries(),
+            cache.entries()
+        );
+    }
+
+    #[test]
+    fn corrupt_checkpoint_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(LEADER_EPOCH_CHECKPOINT_FILE);
+        for bad in ["1\n0\n", "0\n2\n1 0\n", "0\n2\n3 0\n2 5\n", "0\n1\nx 0\n"] {
+            std::fs::write(&path, bad).unwrap();
+            assert!(
+                LeaderEpochFileCache::open(dir.path()).is_err(),
+                "{bad:?} accepted"
+            );
+        }
+    }
+}

@@ -1,0 +1,1238 @@
+//! `Log`: one partition's directory of segments, with its leader-epoch
+//! cache and producer state, and the only entry point the broker uses.
+//!
+//! The log owns offset assignment and the segment list. Invariants: segments
+//! are keyed by base offset and cover increasing, non-overlapping offset
+//! ranges; only the last (active) segment is appended to;
+//! `log_end_offset` is the active segment's next offset; a produce is either
+//! applied whole or not at all (validation, sequence checks and the
+//! leader-epoch checkpoint all happen before the single write). Recovery on
+//! open repairs the active segment after an unclean shutdown, rebuilds any
+//! inconsistent index, then rebuilds the max timestamp and producer state.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use tarn_protocol::record_batch::{
+    parse_header, set_base_offset, set_partition_leader_epoch, validate_batch, BatchError,
+    RecordBatchHeader,
+};
+use tracing::{info, warn};
+
+use crate::error::{AppendError, StorageError};
+use crate::file::{create_dir_all, list_file_names, remove_dir_all, remove_file};
+use crate::leader_epoch::LeaderEpochFileCache;
+use crate::producer_state::{
+    parse_snapshot_name, snapshot_path, ProducerStateError, ProducerStateManager, SequenceCheck,
+};
+use crate::segment::{first_record_at_or_after, LogSegment};
+
+/// Kafka's `log.segment.bytes` default: 1 GiB.
+pub const DEFAULT_SEGMENT_BYTES: u64 = 1 << 30;
+/// Kafka's `log.index.interval.bytes` default.
+pub const DEFAULT_INDEX_INTERVAL_BYTES: u32 = 4096;
+/// Kafka's `log.index.size.max.bytes` default: 10 MiB.
+pub const DEFAULT_SEGMENT_INDEX_BYTES: u32 = 10 << 20;
+/// Kafka's `message.max.bytes` default.
+pub const DEFAULT_MAX_MESSAGE_BYTES: u32 = 1_048_588;
+/// Kafka's lower bound for `segment.bytes`.
+pub const MIN_SEGMENT_BYTES: u64 = 14;
+
+/// Per-partition settings, spelled after Kafka's topic configs
+/// (`segment.bytes`, `index.interval.bytes`, `segment.index.bytes`,
+/// `max.message.bytes`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogConfig {
+    pub segment_bytes: u64,
+    pub index_interval_bytes: u32,
+    /// Maximum size of each index file; a full index rolls the segment.
+    pub segment_index_bytes: u32,
+    pub max_message_bytes: u32,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            segment_bytes: DEFAULT_SEGMENT_BYTES,
+            index_interval_bytes: DEFAULT_INDEX_INTERVAL_BYTES,
+            segment_index_bytes: DEFAULT_SEGMENT_INDEX_BYTES,
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+        }
+    }
+}
+
+impl LogConfig {
+    /// Kafka's bounds: positions in a segment must fit the index's u32 and
+    /// Kafka's signed int, and an index must hold at least one entry.
+    pub fn validate(&self) -> Result<(), StorageError> {
+        if !(MIN_SEGMENT_BYTES..=i32::MAX as u64).contains(&self.segment_bytes) {
+            return Err(StorageError::InvalidConfig(format!(
+                "segment.bytes {} is outside [{MIN_SEGMENT_BYTES}, {}]",
+                self.segment_bytes,
+                i32::MAX
+            )));
+        }
+        if self.segment_index_bytes < 12 {
+            return Err(StorageError::InvalidConfig(format!(
+                "segment.index.bytes {} is below 12",
+                self.segment_index_bytes
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// What an append did, for the produce response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendInfo {
+    pub base_offset: i64,
+    pub last_offset: i64,
+    /// Always -1: timestamps are the producer's (CreateTime).
+    pub log_append_time: i64,
+    /// The batch was a retry of one already in the log; the offsets are the
+    /// original ones and nothing was appended.
+    pub duplicate: bool,
+    pub record_count: i64,
+}
+
+/// Largest batch timestamp in the log, where it is, and its leader epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct MaxTimestamp {
+    timestamp: i64,
+    offset: i64,
+    epoch: i32,
+}
+
+const NO_MAX_TIMESTAMP: MaxTimestamp = MaxTimestamp {
+    timestamp: -1,
+    offset: -1,
+    epoch: -1,
+};
+
+/// One partition's log. Not internally synchronized: the caller serializes
+/// appends (`&mut self`); reads only need `&self`.
+#[derive(Debug)]
+pub struct Log {
+    dir: PathBuf,
+    config: LogConfig,
+    segments: BTreeMap<i64, LogSegment>,
+    log_end_offset: i64,
+    leader_epoch_cache: LeaderEpochFileCache,
+    producer_state: ProducerStateManager,
+    max_timestamp: MaxTimestamp,
+    /// Segments from this base offset on may hold data not yet fsynced.
+    first_unflushed_segment: i64,
+}
+
+impl Log {
+    /// Opens the partition directory (creating it if missing) and recovers
+    /// it. With `clean_shutdown == false` the active segment is validated
+    /// batch by batch and truncated at the first bad one.
+    pub fn open(dir: &Path, config: LogConfig, clean_shutdown: bool) -> Result<Log, StorageError> {
+        config.validate()?;
+        create_dir_all(dir)?;
+        let names = list_file_names(dir)?;
+        let mut base_offsets: Vec<i64> = names
+            .iter()
+            .filter_map(|n| parse_segment_log_name(n))
+            .collect();
+        base_offsets.sort_unstable();
+        if base_offsets.is_empty() {
+            base_offsets.push(0);
+        }
+        let mut leader_epoch_cache = LeaderEpochFileCache::open(dir)?;
+        let mut recovered_epochs: Vec<(i32, i64)> = Vec::new();
+        let mut segments = BTreeMap::new();
+        let active_base = *base_offsets.last().expect("at least one segment");
+        for base_offset in base_offsets {
+            let recover = !clean_shutdown && base_offset == active_base;
+            let segment = LogSegment::open(dir, base_offset, &config, recover, &mut |header| {
+                if recovered_epochs
+                    .last()
+                    .is_none_or(|(epoch, _)| *epoch != header.partition_leader_epoch)
+                {
+                    recovered_epochs.push((header.partition_leader_epoch, header.base_offset));
+                }
+            })?;
+            segments.insert(base_offset, segment);
+        }
+        let log_end_offset = segments[&active_base].next_offset();
+        // Epochs seen in recovered batches are recorded as Kafka's segment
+        // recovery does; then anything at or past the end is dropped.
+        for (epoch, start_offset) in recovered_epochs {
+            leader_epoch_cache.assign(epoch, start_offset)?;
+        }
+        leader_epoch_cache.truncate_from_end(log_end_offset)?;
+        let mut log = Log {
+            dir: dir.to_path_buf(),
+            config,
+            segments,
+            log_end_offset,
+            leader_epoch_cache,
+            producer_state: ProducerStateManager::new(),
+            max_timestamp: NO_MAX_TIMESTAMP,
+            first_unflushed_segment: active_base,
+        };
+        log.rebuild_producer_state(&names)?;
+        log.max_timestamp = log.rebuild_max_timestamp()?;
+        info!(
+            dir = %log.dir.display(),
+            segments = log.segments.len(),
+            log_start_offset = log.log_start_offset(),
+            log_end_offset,
+            clean_shutdown,
+            "opened log"
+        );
+        Ok(log)
+    }
+
+    /// Loads the newest usable producer snapshot and replays batch headers
+    /// after it; without one, replays the whole log. Snapshots past the log
+    /// end (the log was truncated below them) are deleted.
+    fn rebuild_producer_state(&mut self, names: &[String]) -> Result<(), StorageError> {
+        let mut snapshots: Vec<i64> = names
+            .iter()
+            .filter_map(|n| parse_snapshot_name(n))
+            .collect();
+        snapshots.sort_unstable_by(|a, b| b.cmp(a));
+        let mut replay_from = self.log_start_offset();
+        for offset in snapshots {
+            let path = snapshot_path(&self.dir, offset);
+            if offset > self.log_end_offset {
+                warn!(file = %path.display(), log_end_offset = self.log_end_offset, "deleting producer snapshot past the log end");
+                remove_file(&path)?;
+                continue;
+            }
+            match ProducerStateManager::load_snapshot(&path) {
+                Ok(state) => {
+                    self.producer_state = state;
+                    replay_from = replay_from.max(offset);
+                    break;
+                }
+                Err(e) => {
+                    warn!(file = %path.display(), error = %e, "deleting unreadable producer snapshot");
+                    remove_file(&path)?;
+                }
+            }
+        }
+        let state = &mut self.producer_state;
+        for segment in self.segments.values() {
+            if segment.next_offset() > replay_from {
+                segment.for_each_header_from(replay_from, &mut |header| state.update(header))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The segment maxima are known from open; this finds the first segment
+    /// holding the overall max and reads that batch for its epoch and the
+    /// exact record offset.
+    fn rebuild_max_timestamp(&self) -> Result<MaxTimestamp, StorageError> {
+        let mut best: Option<(&LogSegment, i64, i64)> = None;
+        for segment in self.segments.values() {
+            let (timestamp, offset) = segment.max_timestamp();
+            if timestamp >= 0 && best.is_none_or(|(_, ts, _)| timestamp > ts) {
+                best = Some((segment, timestamp, offset));
+            }
+        }
+        let Some((segment, timestamp, offset)) = best else {
+            return Ok(NO_MAX_TIMESTAMP);
+        };
+        let Some((position, header)) = segment.find_batch(offset)? else {
+            return Err(StorageError::corrupt(
+                format!("segment {}", segment.base_offset()),
+                format!("max timestamp points at offset {offset}, which has no batch"),
+            ));
+        };
+        let batch = segment.read_bytes(position, header.total_size() as u64)?;
+        let (record_offset, _) = first_record_at_or_after(&batch, &header, timestamp);
+        Ok(MaxTimestamp {
+            timestamp,
+            offset: record_offset,
+            epoch: header.partition_leader_epoch,
+        })
+    }
+
+    /// Appends one produce request's batches for this partition: validates
+    /// them all, checks producer sequences, assigns offsets starting at the
+    /// log end, stamps `leader_epoch`, and writes them with one write call.
+    /// On any error nothing is appended. Data goes to the page cache only;
+    /// call [`Log::flush`] for durability.
+    pub fn append(
+        &mut self,
+        records: &mut [u8],
+        leader_epoch: i32,
+    ) -> Result<AppendInfo, AppendError> {
+        let mut batches = self.validate_records(records)?;
+        if let [(_, header)] = batches.as_slice() {
+            let check = self.producer_state.check(header).map_err(|e| match e {
+                ProducerStateError::OutOfOrderSequence(m) => AppendError::OutOfOrderSequence(m),
+                ProducerStateError::InvalidProducerEpoch(m) => AppendError::InvalidProducerEpoch(m),
+            })?;
+            if let SequenceCheck::Duplicate(original) = check {
+                return Ok(AppendInfo {
+                    base_offset: original.base_offset,
+                    last_offset: original.last_offset,
+                    log_append_time: -1,
+                    duplicate: true,
+                    record_count: i64::from(header.records_count),
+                });
+            }
+        }
+        let base_offset = self.log_end_offset;
+        let mut next_offset = base_offset;
+        for (position, header) in &mut batches {
+            let batch = &mut records[*position..];
+            set_base_offset(batch, next_offset).expect("validated batch has a full header");
+            set_partition_leader_epoch(batch, leader_epoch)
+                .expect("validated batch has a full header");
+            header.base_offset = next_offset;
+            header.partition_leader_epoch = leader_epoch;
+            next_offset = header.last_offset() + 1;
+        }
+        let last_offset = next_offset - 1;
+        self.maybe_roll(records.len() as u64, last_offset)?;
+        // The checkpoint goes first: if the write below fails, an epoch that
+        // starts at the unchanged log end is harmless.
+        self.leader_epoch_cache.assign(leader_epoch, base_offset)?;
+        self.active_segment_mut().append(records, &batches)?;
+        for (position, header) in &batches {
+            self.producer_state.update(header);
+            if header.max_timestamp > self.max_timestamp.timestamp {
+                let batch = &records[*position..*position + header.total_size()];
+                let (offset, _) = first_record_at_or_after(batch, header, header.max_timestamp);
+                self.max_timestamp = MaxTimestamp {
+                    timestamp: header.max_timestamp,
+                    offset,
+                    epoch: leader_epoch,
+                };
+            }
+        }
+        self.log_end_offset = next_offset;
+        Ok(AppendInfo {
+            base_offset,
+            last_offset,
+            log_append_time: -1,
+            duplicate: false,
+            record_count: batches
+                .iter()
+                .map(|(_, h)| i64::from(h.records_count))
+                .sum(),
+        })
+    }
+
+    /// Checks that `records` is exactly a sequence of whole, valid v2
+    /// batches within the size limits; returns each batch's position and
+    /// header.
+    fn validate_records(
+        &self,
+        records: &[u8],
+    ) -> Result<Vec<(usize, RecordBatchHeader)>, AppendError> {
+        if records.is_empty() {
+            return Err(AppendError::InvalidRecord(
+                "produce request holds no record batches".into(),
+            ));
+        }
+        if records.len() as u64 > self.config.segment_bytes {
+            return Err(AppendError::MessageTooLarge(format!(
+                "record batches of {} bytes exceed segment.bytes {}",
+                records.len(),
+                self.config.segment_bytes
+            )));
+        }
+        let mut batches = Vec::new();
+        let mut position = 0;
+        while position < records.len() {
+            let rest = &records[position..];
+            let header = parse_header(rest).map_err(|e| batch_error(position, e))?;
+            if header.total_size() > self.config.max_message_bytes as usize {
+                return Err(AppendError::MessageTooLarge(format!(
+                    "batch at byte {position} is {} bytes, above max.message.bytes {}",
+                    header.total_size(),
+                    self.config.max_message_bytes
+                )));
+            }
+            validate_batch(rest).map_err(|e| batch_error(position, e))?;
+            check_batch_semantics(position, &header)?;
+            batches.push((position, header));
+            position += header.total_size();
+        }
+        if batches.len() > 1 && batches.iter().any(|(_, h)| h.has_producer_id()) {
+            return Err(AppendError::InvalidRecord(
+                "a produce from an idempotent producer must hold exactly one batch per partition"
+                    .into(),
+            ));
+        }
+        Ok(batches)
+    }
+
+    fn maybe_roll(&mut self, bytes: u64, last_offset: i64) -> Result<(), StorageError> {
+        if !self
+            .active_segment()
+            .should_roll(bytes, last_offset, self.config.segment_bytes)
+        {
+            return Ok(());
+        }
+        let new_base = self.log_end_offset;
+        // Leftover index files at the new base offset (with no .log) are
+        // found inconsistent with the empty log and rebuilt by open.
+        let segment = LogSegment::open(&self.dir, new_base, &self.config, false, &mut |_| {})?;
+        self.active_segment_mut().on_become_inactive()?;
+        info!(dir = %self.dir.display(), base_offset = new_base, "rolled new segment");
+        self.segments.insert(new_base, segment);
+        Ok(())
+    }
+
+    fn active_segment(&self) -> &LogSegment {
+        self.segments
+            .values()
+            .next_back()
+            .expect("a log always has a segment")
+    }
+
+    fn active_segment_mut(&mut self) -> &mut LogSegment {
+        self.segments
+            .values_mut()
+            .next_back()
+            .expect("a log always has a segment")
+    }
+
+    /// Whole batches starting with the one containing `fetch_offset`, at
+    /// most `max_bytes` of them unless `min_one_batch` and the first is
+    /// larger (then exactly that batch). Stops at the end of a segment.
+    /// Empty at the log end; `OffsetOutOfRange` outside [start, end].
+    pub fn read(
+        &self,
+        fetch_offset: i64,
+        max_bytes: usize,
+        min_one_batch: bool,
+    ) -> Result<Bytes, StorageError> {
+        if fetch_offset < self.log_start_offset() || fetch_offset > self.log_end_offset {
+            return Err(StorageError::OffsetOutOfRange {
+                offset: fetch_offset,
+                log_start_offset: self.log_start_offset(),
+                log_end_offset: self.log_end_offset,
+            });
+        }
+        let first = self
+            .segments
+            .range(..=fetch_offset)
+            .next_back()
+            .map_or(self.log_start_offset(), |(base, _)| *base);
+        for segment in self.segments.range(first..).map(|(_, s)| s) {
+            if let Some(bytes) = segment.read(fetch_offset, max_bytes, min_one_batch)? {
+                return Ok(bytes);
+            }
+        }
+        Ok(Bytes::new())
+    }
+
+    pub fn log_start_offset(&self) -> i64 {
+        *self
+            .segments
+            .keys()
+            .next()
+            .expect("a log always has a segment")
+    }
+
+    pub fn log_end_offset(&self) -> i64 {
+        self.log_end_offset
+    }
+
+    /// Kafka's ListOffsets by timestamp: the first batch whose max timestamp
+    /// is >= `timestamp`, answered as (offset, timestamp, leader epoch). For
+    /// uncompressed CreateTime batches the offset and timestamp are those of
+    /// the first record with timestamp >= `timestamp` (records are decoded);
+    /// for compressed or LogAppendTime batches they are the batch's base
+    /// offset and max timestamp. `None` when no batch qualifies.
+    pub fn offset_for_timestamp(
+        &self,
+        timestamp: i64,
+    ) -> Result<Option<(i64, i64, i32)>, StorageError> {
+        for segment in self.segments.values() {
+            if segment.max_timestamp().0 < timestamp {
+                continue;
+            }
+            let Some((position, header)) = segment.find_batch_by_timestamp(timestamp)? else {
+                continue;
+            };
+            let batch = segment.read_bytes(position, header.total_size() as u64)?;
+            let (offset, record_timestamp) = first_record_at_or_after(&batch, &header, timestamp);
+            return Ok(Some((
+                offset,
+                record_timestamp,
+                header.partition_leader_epoch,
+            )));
+        }
+        Ok(None)
+    }
+
+    /// (max timestamp, offset of its first record, leader epoch of its
+    /// batch); (-1, -1, -1) when no batch has a timestamp. The offset is
+    /// exact for uncompressed CreateTime batches, the batch base offset
+    /// otherwise.
+    pub fn max_timestamp(&self) -> (i64, i64, i32) {
+        let m = self.max_timestamp;
+        (m.timestamp, m.offset, m.epoch)
+    }
+
+    /// Kafka's OffsetForLeaderEpoch; see [`LeaderEpochFileCache::end_offset_for`].
+    pub fn end_offset_for_epoch(&self, epoch: i32) -> (i32, i64) {
+        self.leader_epoch_cache
+            .end_offset_for(epoch, self.log_end_offset)
+    }
+
+    pub fn latest_epoch(&self) -> Option<i32> {
+        self.leader_epoch_cache.latest_epoch()
+    }
+
+    /// fsyncs every segment that may hold unflushed data, with its indexes.
+    pub fn flush(&mut self) -> Result<(), StorageError> {
+        let first = self.first_unflushed_segment;
+        for segment in self.segments.range_mut(first..).map(|(_, s)| s) {
+            segment.flush()?;
+        }
+        self.first_unflushed_segment = self.active_segment().base_offset();
+        Ok(())
+    }
+
+    /// Flushes, writes the final index entries and a producer-state
+    /// snapshot at the log end (removing older snapshots).
+    pub fn close(mut self) -> Result<(), StorageError> {
+        self.active_segment_mut().on_become_inactive()?;
+        self.flush()?;
+        let written = self
+            .producer_state
+            .write_snapshot(&self.dir, self.log_end_offset)?;
+        for name in list_file_names(&self.dir)? {
+            if parse_snapshot_name(&name).is_some() && self.dir.join(&name) != written {
+                remove_file(&self.dir.join(&name))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes the partition directory and everything in it.
+    pub fn delete(self) -> Result<(), StorageError> {
+        let dir = self.dir.clone();
+        drop(self);
+        remove_dir_all(&dir)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn config(&self) -> &LogConfig {
+        &self.config
+    }
+
+    /// Base offsets of the segments, oldest first.
+    pub fn segment_base_offsets(&self) -> Vec<i64> {
+        self.segments.keys().copied().collect()
+    }
+
+    pub fn producer_state(&self) -> &ProducerStateManager {
+        &self.producer_state
+    }
+}
+
+fn batch_error(position: usize, error: BatchError) -> AppendError {
+    match error {
+        BatchError::UnsupportedMagic(_) => AppendError::UnsupportedMagic,
+        e => AppendError::CorruptMessage(format!("batch at byte {position}: {e}")),
+    }
+}
+
+/// Checks Kafka's LogValidator applies to a client batch's header.
+fn check_batch_semantics(position: usize, header: &RecordBatchHeader) -> Result<(), AppendError> {
+    if header.records_count == 0 {
+        return Err(AppendError::InvalidRecord(format!(
+            "batch at byte {position} holds no records"
+        )));
+    }
+    if header.has_producer_id() && header.base_sequence < 0 {
+        return Err(AppendError::InvalidRecord(format!(
+            "batch at byte {position} from producer {} has invalid sequence {}",
+            header.producer_id, header.base_sequence
+        )));
+    }
+    Ok(())
+}
+
+/// The base offset a `<20 digits>.log` file name stands for.
+fn parse_segment_log_name(name: &str) -> Option<i64> {
+    let stem = name.strip_suffix(".log")?;
+    if stem.len() != 20 || !stem.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    stem.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::leader_epoch::LEADER_EPOCH_CHECKPOINT_FILE;
+    use crate::segment::segment_file_name;
+    use tarn_protocol::record_batch::{build_batch_for_tests, BatchIter, RecordBatchBuilder};
+
+    fn small_config() -> LogConfig {
+        LogConfig {
+            segment_bytes: 1_000,
+            index_interval_bytes: 1,
+            ..LogConfig::default()
+        }
+    }
+
+    fn headers(bytes: &[u8]) -> Vec<RecordBatchHeader> {
+        BatchIter::new(bytes).map(|r| r.unwrap().1).collect()
+    }
+
+    fn append_plain(log: &mut Log, records: usize, timestamp: i64) -> AppendInfo {
+        let mut batch = build_batch_for_tests(0, records, timestamp);
+        log.append(&mut batch, 0).unwrap()
+    }
+
+    fn idempotent(pid: i64, epoch: i16, seq: i32, records: usize) -> Vec<u8> {
+        let mut builder = RecordBatchBuilder::new().producer(pid, epoch, seq);
+        for i in 0..records {
+            builder = builder.record(1_000 + i as i64, None, Some(b"x"));
+        }
+        builder.build()
+    }
+
+    fn file_len(dir: &Path, name: &str) -> u64 {
+        std::fs::metadata(dir.join(name)).unwrap().len()
+    }
+
+    /// Reads everything from `from` to the log end, batch run by batch run.
+    fn read_all(log: &Log, from: i64) -> Vec<RecordBatchHeader> {
+        let mut out = Vec::new();
+        let mut next = from;
+        while next < log.log_end_offset() {
+            let bytes = log.read(next, usize::MAX, true).unwrap();
+            let batch_headers = headers(&bytes);
+            assert!(!batch_headers.is_empty(), "no data at offset {next}");
+            next = batch_headers.last().unwrap().last_offset() + 1;
+            out.extend(batch_headers);
+        }
+        out
+    }
+
+    #[test]
+    fn append_and_read_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), LogConfig::default(), true).unwrap();
+        assert_eq!((log.log_start_offset(), log.log_end_offset()), (0, 0));
+        let mut sizes = Vec::new();
+        for (i, count) in [3usize, 1, 4].into_iter().enumerate() {
+            let mut batch = build_batch_for_tests(12345, count, 100 * i as i64);
+            sizes.push(batch.len());
+            let info = log.append(&mut batch, 7).unwrap();
+            let expected_base = [0, 3, 4][i];
+            assert_eq!(
+                info,
+                AppendInfo {
+                    base_offset: expected_base,
+                    last_offset: expected_base + count as i64 - 1,
+                    log_append_time: -1,
+                    duplicate: false,
+                    record_count: count as i64,
+                }
+            );
+            // The caller's buffer now carries the assigned offset and epoch.
+            let header = validate_batch(&batch).unwrap();
+            assert_eq!(
+                (header.base_offset, header.partition_leader_epoch),
+                (expected_base, 7)
+            );
+        }
+        assert_eq!(log.log_end_offset(), 8);
+
+        let all = log.read(0, usize::MAX, false).unwrap();
+        assert_eq!(all.len(), sizes.iter().sum::<usize>());
+        let all_headers = headers(&all);
+        assert_eq!(
+            all_headers
+                .iter()
+                .map(|h| h.base_offset)
+                .collect::<Vec<_>>(),
+            vec![0, 3, 4]
+        );
+        assert!(all_headers.iter().all(|h| h.partition_leader_epoch == 7));
+
+        // From the middle of a batch: that whole batch first.
+        let middle = headers(&log.read(5, usize::MAX, false).unwrap());
+        assert_eq!(middle.len(), 1);
+        assert_eq!(middle[0].base_offset, 4);
+        assert_eq!(
+            headers(&log.read(1, usize::MAX, false).unwrap())[0].base_offset,
+            0
+        );
+
+        // max_bytes counts whole batches only.
+        let limited = log.read(0, sizes[0] + sizes[1] + 1, false).unwrap();
+        assert_eq!(headers(&limited).len(), 2);
+        assert!(log.read(0, sizes[0] - 1, false).unwrap().is_empty());
+        assert_eq!(log.read(0, 1, true).unwrap().len(), sizes[0]);
+
+        assert!(log.read(8, 1_000, true).unwrap().is_empty());
+        assert!(matches!(
+            log.read(9, 1_000, true),
+            Err(StorageError::OffsetOutOfRange { offset: 9, .. })
+        ));
+        assert!(matches!(
+            log.read(-1, 1_000, true),
+            Err(StorageError::OffsetOutOfRange { .. })
+        ));
+    }
+
+    #[test]
+    fn multiple_batches_in_one_append() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), LogConfig::default(), true).unwrap();
+        append_plain(&mut log, 2, 0);
+        let mut records = [
+            build_batch_for_tests(0, 3, 10),
+            build_batch_for_tests(0, 2, 20),
+        ]
+        .concat();
+        let info = log.append(&mut records, 1).unwrap();
+        assert_eq!(
+            (info.base_offset, info.last_offset, info.record_count),
+            (2, 6, 5)
+        );
+        let read = headers(&log.read(2, usize::MAX, false).unwrap());
+        assert_eq!(
+            read.iter().map(|h| h.base_offset).collect::<Vec<_>>(),
+            vec![2, 5]
+        );
+    }
+
+    #[test]
+    fn rolls_segments_and_reads_across_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), small_config(), true).unwrap();
+        for i in 0..40 {
+            append_plain(&mut log, 2, i);
+        }
+        assert_eq!(log.log_end_offset(), 80);
+        let bases = log.segment_base_offsets();
+        assert!(bases.len() > 3, "expected several segments, got {bases:?}");
+        for base in &bases {
+            assert!(file_len(dir.path(), &segment_file_name(*base, "log")) <= 1_000);
+            assert!(dir.path().join(segment_file_name(*base, "index")).exists());
+            assert!(dir
+                .path()
+                .join(segment_file_name(*base, "timeindex"))
+                .exists());
+        }
+        // A read stops at the end of its segment.
+        let first = headers(&log.read(0, usize::MAX, false).unwrap());
+        assert_eq!(first.last().unwrap().last_offset() + 1, bases[1]);
+        for offset in 0..80 {
+            let h = headers(&log.read(offset, 1, true).unwrap());
+            assert_eq!(h[0].base_offset, offset / 2 * 2, "offset {offset}");
+        }
+        let all: Vec<i64> = read_all(&log, 0).iter().map(|h| h.base_offset).collect();
+        assert_eq!(all, (0..40).map(|i| i * 2).collect::<Vec<_>>());
+
+        log.close().unwrap();
+        let log = Log::open(dir.path(), small_config(), true).unwrap();
+        assert_eq!(log.segment_base_offsets(), bases);
+        assert_eq!(log.log_end_offset(), 80);
+        assert_eq!(read_all(&log, 0).len(), 40);
+    }
+
+    #[test]
+    fn reopen_clean_and_unclean_continue_at_the_log_end() {
+        for clean in [true, false] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut log = Log::open(dir.path(), small_config(), true).unwrap();
+            for i in 0..15 {
+                append_plain(&mut log, 3, i);
+            }
+            let before = read_all(&log, 0);
+            if clean {
+                log.close().unwrap();
+            } else {
+                drop(log); // kill -9: the page cache keeps what was written
+            }
+            let mut log = Log::open(dir.path(), small_config(), clean).unwrap();
+            assert_eq!(log.log_end_offset(), 45, "clean={clean}");
+            assert_eq!(read_all(&log, 0), before, "clean={clean}");
+            assert_eq!(append_plain(&mut log, 1, 99).base_offset, 45);
+            assert_eq!(log.log_end_offset(), 46);
+        }
+    }
+
+    fn active_log_name(log: &Log) -> String {
+        segment_file_name(*log.segment_base_offsets().last().unwrap(), "log")
+    }
+
+    #[test]
+    fn torn_tail_is_truncated_on_unclean_open() {
+        for tail in [
+            build_batch_for_tests(0, 3, 0)[..70].to_vec(),
+            vec![0xAB; 5],
+            vec![0; 200],
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut log = Log::open(dir.path(), small_config(), true).unwrap();
+            for i in 0..12 {
+                append_plain(&mut log, 2, i);
+            }
+            let before = read_all(&log, 0);
+            let name = active_log_name(&log);
+            let good_len = file_len(dir.path(), &name);
+            drop(log);
+            let mut file = std::fs::OpenOptions::new()
+                .append(true)
+                .open(dir.path().join(&name))
+                .unwrap();
+            std::io::Write::write_all(&mut file, &tail).unwrap();
+            drop(file);
+
+            let mut log = Log::open(dir.path(), small_config(), false).unwrap();
+            assert_eq!(
+                file_len(dir.path(), &name),
+                good_len,
+                "tail of {} bytes",
+                tail.len()
+            );
+            assert_eq!(log.log_end_offset(), 24);
+            assert_eq!(read_all(&log, 0), before);
+            assert_eq!(append_plain(&mut log, 2, 50).base_offset, 24);
+            assert_eq!(read_all(&log, 0).len(), 13);
+        }
+    }
+
+    #[test]
+    fn corrupt_crc_in_active_tail_is_truncated() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), LogConfig::default(), true).unwrap();
+        let mut ends = Vec::new();
+        for i in 0..5 {
+            append_plain(&mut log, 2, i);
+            ends.push(file_len(dir.path(), &active_log_name(&log)));
+        }
+        let name = active_log_name(&log);
+        log.close().unwrap();
+        let path = dir.path().join(&name);
+        let mut bytes = std::fs::read(&path).unwrap();
+        // Flip a record byte inside the fourth batch.
+        bytes[ends[2] as usize + 70] ^= 0x10;
+        std::fs::write(&path, &bytes).unwrap();
+
+        let mut log = Log::open(dir.path(), LogConfig::default(), false).unwrap();
+        assert_eq!(file_len(dir.path(), &name), ends[2]);
+        assert_eq!(log.log_end_offset(), 6);
+        assert_eq!(read_all(&log, 0).len(), 3);
+        assert_eq!(append_plain(&mut log, 1, 0).base_offset, 6);
+    }
+
+    #[test]
+    fn index_lookups_with_a_small_interval_survive_reopen_and_damage() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig {
+            segment_bytes: 4_000,
+            index_interval_bytes: 150,
+            ..LogConfig::default()
+        };
+        let mut log = Log::open(dir.path(), config.clone(), true).unwrap();
+        for i in 0..60 {
+            append_plain(&mut log, (i % 3 + 1) as usize, i);
+        }
+        let expected = read_all(&log, 0);
+        log.close().unwrap();
+        let bases = {
+            let log = Log::open(dir.path(), config.clone(), true).unwrap();
+            let bases = log.segment_base_offsets();
+            assert!(bases.len() >= 2);
+            for base in &bases {
+                let len = file_len(dir.path(), &segment_file_name(*base, "index"));
+                assert!(
+                    len > 0 && len.is_multiple_of(8),
+                    "index of {base} has {len} bytes"
+                );
+            }
+            bases
+        };
+        // Damage the first segment's index: it must be rebuilt, not trusted.
+        let index_path = dir.path().join(segment_file_name(bases[0], "index"));
+        std::fs::write(&index_path, [0xFF; 13]).unwrap();
+        let log = Log::open(dir.path(), config, true).unwrap();
+        assert_eq!(
+            file_len(dir.path(), &segment_file_name(bases[0], "index")) % 8,
+            0
+        );
+        for h in &expected {
+            for offset in h.base_offset..=h.last_offset() {
+                let got = headers(&log.read(offset, 1, true).unwrap());
+                assert_eq!(got[0], *h, "offset {offset}");
+            }
+        }
+    }
+
+    #[test]
+    fn offset_for_timestamp_finds_the_first_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), small_config(), true).unwrap();
+        assert_eq!(log.offset_for_timestamp(0).unwrap(), None);
+        // Batch i holds records with timestamps 1000*i, 1000*i+1, 1000*i+2.
+        for i in 0..20 {
+            let mut batch = build_batch_for_tests(0, 3, 1_000 * i);
+            log.append(&mut batch, (i / 5) as i32).unwrap();
+        }
+        assert!(log.segment_base_offsets().len() > 1);
+        assert_eq!(log.offset_for_timestamp(-5).unwrap(), Some((0, 0, 0)));
+        assert_eq!(log.offset_for_timestamp(0).unwrap(), Some((0, 0, 0)));
+        assert_eq!(log.offset_for_timestamp(1).unwrap(), Some((1, 1, 0)));
+        assert_eq!(
+            log.offset_for_timestamp(7_002).unwrap(),
+            Some((23, 7_002, 1))
+        );
+        assert_eq!(
+            log.offset_for_timestamp(7_003).unwrap(),
+            Some((24, 8_000, 1))
+        );
+        assert_eq!(
+            log.offset_for_timestamp(19_002).unwrap(),
+            Some((59, 19_002, 3))
+        );
+        assert_eq!(log.offset_for_timestamp(19_003).unwrap(), None);
+        log.close().unwrap();
+        let log = Log::open(dir.path(), small_config(), false).unwrap();
+        assert_eq!(
+            log.offset_for_timestamp(13_001).unwrap(),
+            Some((40, 13_001, 2))
+        );
+    }
+
+    #[test]
+    fn max_timestamp_is_tracked_and_rebuilt() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), small_config(), true).unwrap();
+        assert_eq!(log.max_timestamp(), (-1, -1, -1));
+        for (i, ts) in [500i64, 900, 300, 900, 100].into_iter().enumerate() {
+            let mut batch = RecordBatchBuilder::new()
+                .record(ts - 50, None, Some(b"a"))
+                .record(ts, None, Some(b"b"))
+                .record(ts - 10, None, Some(b"c"))
+                .build();
+            log.append(&mut batch, i as i32).unwrap();
+        }
+        // First batch reaching 900 is the second (offsets 3..=5); its max record is offset 4.
+        assert_eq!(log.max_timestamp(), (900, 4, 1));
+        for _ in 0..20 {
+            append_plain(&mut log, 2, 0);
+        }
+        assert!(log.segment_base_offsets().len() > 1);
+        drop(log);
+        let log = Log::open(dir.path(), small_config(), false).unwrap();
+        assert_eq!(log.max_timestamp(), (900, 4, 1));
+        log.close().unwrap();
+        let log = Log::open(dir.path(), small_config(), true).unwrap();
+        assert_eq!(log.max_timestamp(), (900, 4, 1));
+    }
+
+    #[test]
+    fn leader_epochs_are_checkpointed_and_recovered() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), LogConfig::default(), true).unwrap();
+        assert_eq!(log.latest_epoch(), None);
+        assert_eq!(log.end_offset_for_epoch(0), (-1, -1));
+        for epoch in [1, 1, 3, 3, 3, 6] {
+            let mut batch = build_batch_for_tests(0, 2, 0);
+            log.append(&mut batch, epoch).unwrap();
+        }
+        assert_eq!(log.latest_epoch(), Some(6));
+        assert_eq!(log.end_offset_for_epoch(1), (1, 4));
+        assert_eq!(log.end_offset_for_epoch(2), (1, 4));
+        assert_eq!(log.end_offset_for_epoch(3), (3, 10));
+        assert_eq!(log.end_offset_for_epoch(6), (6, 12));
+        assert_eq!(log.end_offset_for_epoch(7), (-1, -1));
+        assert_eq!(log.end_offset_for_epoch(0), (0, 0));
+        let checkpoint = dir.path().join(LEADER_EPOCH_CHECKPOINT_FILE);
+        assert_eq!(
+            std::fs::read_to_string(&checkpoint).unwrap(),
+            "0\n3\n1 0\n3 4\n6 10\n"
+        );
+        log.close().unwrap();
+
+        let log = Log::open(dir.path(), LogConfig::default(), true).unwrap();
+        assert_eq!(log.end_offset_for_epoch(3), (3, 10));
+        drop(log);
+        // Without the checkpoint, unclean recovery of the active segment
+        // rebuilds it from the batches' leader epochs.
+        std::fs::remove_file(&checkpoint).unwrap();
+        let log = Log::open(dir.path(), LogConfig::default(), false).unwrap();
+        assert_eq!(log.latest_epoch(), Some(6));
+        assert_eq!(log.end_offset_for_epoch(1), (1, 4));
+        assert_eq!(log.end_offset_for_epoch(3), (3, 10));
+    }
+
+    #[test]
+    fn epochs_past_a_truncated_tail_are_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), LogConfig::default(), true).unwrap();
+        let mut batch = build_batch_for_tests(0, 2, 0);
+        log.append(&mut batch, 1).unwrap();
+        let name = active_log_name(&log);
+        let good_len = file_len(dir.path(), &name);
+        let mut batch = build_batch_for_tests(0, 2, 0);
+        log.append(&mut batch, 2).unwrap();
+        drop(log);
+        let path = dir.path().join(&name);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(good_len + 10)
+            .unwrap();
+        let log = Log::open(dir.path(), LogConfig::default(), false).unwrap();
+        assert_eq!(log.log_end_offset(), 2);
+        assert_eq!(log.latest_epoch(), Some(1));
+    }
+
+    #[test]
+    fn idempotent_producer_sequences() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), LogConfig::default(), true).unwrap();
+        append_plain(&mut log, 1, 0);
+        let first = log.append(&mut idempotent(10, 0, 0, 3), 0).unwrap();
+        assert_eq!(
+            (first.base_offset, first.last_offset, first.duplicate),
+            (1, 3, false)
+        );
+        let second = log.append(&mut idempotent(10, 0, 3, 2), 0).unwrap();
+        assert_eq!((second.base_offset, second.last_offset), (4, 5));
+        let size = file_len(dir.path(), &active_log_name(&log));
+
+        let retry = log.append(&mut idempotent(10, 0, 0, 3), 0).unwrap();
+        assert_eq!(
+            retry,
+            AppendInfo {
+                base_offset: 1,
+                last_offset: 3,
+                log_append_time: -1,
+                duplicate: true,
+                record_count: 3
+            }
+        );
+        assert_eq!(log.log_end_offset(), 6);
+        assert_eq!(file_len(dir.path(), &active_log_name(&log)), size);
+
+        assert!(matches!(
+            log.append(&mut idempotent(10, 0, 7, 1), 0),
+            Err(AppendError::OutOfOrderSequence(_))
+        ));
+        assert!(matches!(
+            log.append(&mut idempotent(11, 0, 4, 1), 0),
+            Err(AppendError::OutOfOrderSequence(_))
+        ));
+        assert!(matches!(
+            log.append(&mut idempotent(10, 1, 5, 1), 0),
+            Err(AppendError::OutOfOrderSequence(_))
+        ));
+        let bumped = log.append(&mut idempotent(10, 1, 0, 1), 0).unwrap();
+        assert_eq!(bumped.base_offset, 6);
+        assert!(matches!(
+            log.append(&mut idempotent(10, 0, 5, 1), 0),
+            Err(AppendError::InvalidProducerEpoch(_))
+        ));
+        assert_eq!(log.log_end_offset(), 7);
+        assert_eq!(
+            file_len(dir.path(), &active_log_name(&log)),
+            size + idempotent(10, 1, 0, 1).len() as u64
+        );
+
+        // One batch per partition for idempotent producers.
+        let mut two = [idempotent(12, 0, 0, 1), idempotent(12, 0, 1, 1)].concat();
+        assert!(matches!(
+            log.append(&mut two, 0),
+            Err(AppendError::InvalidRecord(_))
+        ));
+        let mut no_seq = RecordBatchBuilder::new()
+            .producer(13, 0, -1)
+            .record(0, None, None)
+            .build();
+        assert!(matches!(
+            log.append(&mut no_seq, 0),
+            Err(AppendError::InvalidRecord(_))
+        ));
+    }
+
+    #[test]
+    fn producer_state_survives_clean_and_unclean_reopen() {
+        // 0: clean close (snapshot), 1: no close at all (full replay),
+        // 2: snapshot, more appends, then crash (snapshot + replay).
+        for scenario in 0..3 {
+            let dir = tempfile::tempdir().unwrap();
+            let mut log = Log::open(dir.path(), small_config(), true).unwrap();
+            let mut seq = 0;
+            for i in 0..10 {
+                append_plain(&mut log, 2, i);
+                log.append(&mut idempotent(5, 2, seq, 2), 0).unwrap();
+                seq += 2;
+            }
+            if scenario == 2 {
+                log.close().unwrap();
+                log = Log::open(dir.path(), small_config(), true).unwrap();
+                log.append(&mut idempotent(5, 2, seq, 2), 0).unwrap();
+                seq += 2;
+            }
+            let last = log
+                .producer_state()
+                .entry(5)
+                .unwrap()
+                .batches
+                .back()
+                .copied()
+                .unwrap();
+            let clean = scenario == 0;
+            if clean {
+                log.close().unwrap();
+                assert!(dir
+                    .path()
+                    .join(format!("{:020}.snapshot", last.last_offset + 1))
+                    .exists());
+            } else {
+                drop(log);
+            }
+            let mut log = Log::open(dir.path(), small_config(), clean).unwrap();
+            assert_eq!(
+                log.producer_state().entry(5).unwrap().batches.back(),
+                Some(&last),
+                "scenario {scenario}"
+            );
+            let retry = log.append(&mut idempotent(5, 2, seq - 2, 2), 0).unwrap();
+            assert!(retry.duplicate, "scenario {scenario}");
+            assert_eq!(
+                (retry.base_offset, retry.last_offset),
+                (last.base_offset, last.last_offset)
+            );
+            assert!(matches!(
+                log.append(&mut idempotent(5, 2, seq + 1, 1), 0),
+                Err(AppendError::OutOfOrderSequence(_))
+            ));
+            assert!(matches!(
+                log.append(&mut idempotent(5, 1, 0, 1), 0),
+                Err(AppendError::InvalidProducerEpoch(_))
+            ));
+            assert!(
+                !log.append(&mut idempotent(5, 2, seq, 1), 0)
+                    .unwrap()
+                    .duplicate
+            );
+        }
+    }
+
+    #[test]
+    fn stale_snapshot_past_the_log_end_is_ignored() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), LogConfig::default(), true).unwrap();
+        log.append(&mut idempotent(5, 0, 0, 2), 0).unwrap();
+        let name = active_log_name(&log);
+        let good_len = file_len(dir.path(), &name);
+        log.append(&mut idempotent(5, 0, 2, 2), 0).unwrap();
+        log.close().unwrap();
+        // The second batch is lost (torn), but the snapshot at 4 remembers it.
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.path().join(&name))
+            .unwrap()
+            .set_len(good_len + 3)
+            .unwrap();
+        let mut log = Log::open(dir.path(), LogConfig::default(), false).unwrap();
+        assert_eq!(log.log_end_offset(), 2);
+        assert!(!dir.path().join(format!("{:020}.snapshot", 4)).exists());
+        let again = log.append(&mut idempotent(5, 0, 2, 2), 0).unwrap();
+        assert!(!again.duplicate);
+        assert_eq!(again.base_offset, 2);
+    }
+
+    #[test]
+    fn bad_produce_input_appends_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig {
+            max_message_bytes: 200,
+            ..LogConfig::default()
+        };
+        let mut log = Log::open(dir.path(), config, true).unwrap();
+        append_plain(&mut log, 1, 0);
+        let name = active_log_name(&log);
+        let size = file_len(dir.path(), &name);
+
+        let mut big = build_batch_for_tests(0, 30, 0);
+        assert!(big.len() > 200);
+        assert!(matches!(
+            log.append(&mut big, 0),
+            Err(AppendError::MessageTooLarge(_))
+        ));
+
+        let good = build_batch_for_tests(0, 2, 0);
+        let mut trailing = [good.clone(), good[..20].to_vec()].concat();
+        assert!(matches!(
+            log.append(&mut trailing, 0),
+            Err(AppendError::CorruptMessage(_))
+        ));
+
+        let mut bad_crc = [good.clone(), good.clone()].concat();
+        let last = bad_crc.len() - 1;
+        bad_crc[last] ^= 1;
+        assert!(matches!(
+            log.append(&mut bad_crc, 0),
+            Err(AppendError::CorruptMessage(_))
+        ));
+
+        let mut old_magic = good.clone();
+        old_magic[16] = 1;
+        assert!(matches!(
+            log.append(&mut old_magic, 0),
+            Err(AppendError::UnsupportedMagic)
+        ));
+
+        let mut short_length = good.clone();
+        short_length[8..12].copy_from_slice(&10i32.to_be_bytes());
+        assert!(matches!(
+            log.append(&mut short_length, 0),
+            Err(AppendError::CorruptMessage(_))
+        ));
+
+        assert!(matches!(
+            log.append(&mut [], 0),
+            Err(AppendError::InvalidRecord(_))
+        ));
+        let mut empty_batch = RecordBatchBuilder::new().build();
+        assert!(matches!(
+            log.append(&mut empty_batch, 0),
+            Err(AppendError::InvalidRecord(_))
+        ));
+
+        assert_eq!(log.log_end_offset(), 1);
+        assert_eq!(file_len(dir.path(), &name), size);
+        assert_eq!(log.latest_epoch(), Some(0));
+    }
+
+    #[test]
+    fn invalid_config_is_refused_and_delete_removes_the_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig {
+            segment_bytes: 1 << 32,
+            ..LogConfig::default()
+        };
+        assert!(matches!(
+            Log::open(&dir.path().join("t-0"), config, true),
+            Err(StorageError::InvalidConfig(_))
+        ));
+        let partition = dir.path().join("t-0");
+        let mut log = Log::open(&partition, LogConfig::default(), true).unwrap();
+        append_plain(&mut log, 1, 0);
+        log.flush().unwrap();
+        assert!(partition.join("00000000000000000000.log").exists());
+        log.delete().unwrap();
+        assert!(!partition.exists());
+    }
+}

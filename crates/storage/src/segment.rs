@@ -1,0 +1,629 @@
+//! `LogSegment`: one `.log` file of concatenated v2 record batches plus its
+//! `.index` and `.timeindex`, named by the 20-digit base offset.
+//!
+//! The segment owns the rules that keep the three files consistent: every
+//! batch's offsets lie in `[base_offset, base_offset + i32::MAX]` and
+//! strictly increase through the file; an index entry is added before a
+//! batch once at least `index_interval_bytes` were appended since the last
+//! one; the time index records the running max timestamp. On open it either
+//! trusts its indexes (after a sanity check and a scan of the unindexed
+//! tail) or, when asked to recover or when an index is inconsistent,
+//! validates every batch (CRC included), truncates the file at the first bad
+//! one and rebuilds both indexes from the log.
+
+use std::path::Path;
+
+use bytes::Bytes;
+use tarn_protocol::record_batch::{
+    parse_header, validate_batch, Compression, RecordBatchHeader, RecordIter, TimestampType,
+    RECORD_BATCH_HEADER_SIZE,
+};
+use tracing::warn;
+
+use crate::error::StorageError;
+use crate::file::SegmentFile;
+use crate::index::{OffsetIndex, TimeIndex};
+use crate::log::LogConfig;
+
+/// Largest offset distance from the segment base; Kafka keeps relative
+/// offsets within a signed 32-bit int.
+pub const MAX_RELATIVE_OFFSET: i64 = i32::MAX as i64;
+
+/// `00000000000000001000.log` and friends.
+pub fn segment_file_name(base_offset: i64, suffix: &str) -> String {
+    format!("{base_offset:020}.{suffix}")
+}
+
+/// Why a scan of the log file stopped before the end.
+#[derive(Debug)]
+struct InvalidBatch {
+    position: u64,
+    reason: String,
+}
+
+#[derive(Debug)]
+pub struct LogSegment {
+    log: SegmentFile,
+    state: IndexState,
+}
+
+/// Everything derived from the log's contents: the indexes and the running
+/// values that decide the next index entry. Kept apart from the log file so
+/// a scan can read the file while this is updated.
+#[derive(Debug)]
+struct IndexState {
+    base_offset: i64,
+    offset_index: OffsetIndex,
+    time_index: TimeIndex,
+    index_interval_bytes: u64,
+    /// Last offset + 1 of the last batch, or `base_offset` when empty.
+    next_offset: i64,
+    bytes_since_last_index_entry: u64,
+    /// Greatest batch max timestamp so far (-1 when none) and the base
+    /// offset of the first batch that carried it.
+    max_timestamp_so_far: i64,
+    offset_of_max_timestamp_so_far: i64,
+}
+
+impl IndexState {
+    fn reset(&mut self) -> Result<(), StorageError> {
+        self.offset_index.clear()?;
+        self.time_index.clear()?;
+        self.next_offset = self.base_offset;
+        self.bytes_since_last_index_entry = 0;
+        self.max_timestamp_so_far = -1;
+        self.offset_of_max_timestamp_so_far = self.base_offset;
+        Ok(())
+    }
+
+    /// Updates index state for a batch that now sits at `position`.
+    fn index_batch(&mut self, position: u64, header: &RecordBatchHeader) {
+        assert!(
+            header.base_offset >= self.next_offset,
+            "offsets must strictly increase in segment {}: batch at {} starts at {} but the next offset is {}",
+            self.base_offset,
+            position,
+            header.base_offset,
+            self.next_offset
+        );
+        if header.max_timestamp > self.max_timestamp_so_far {
+            self.max_timestamp_so_far = header.max_timestamp;
+            self.offset_of_max_timestamp_so_far = header.base_offset;
+        }
+        if self.bytes_since_last_index_entry >= self.index_interval_bytes {
+            let position = u32::try_from(position)
+                .expect("segment positions fit u32 (segment.bytes <= i32::MAX)");
+            self.offset_index.append(header.base_offset, position);
+            self.time_index.maybe_append(
+                self.max_timestamp_so_far,
+                self.offset_of_max_timestamp_so_far,
+            );
+            self.bytes_since_last_index_entry = 0;
+        }
+        self.bytes_since_last_index_entry += header.total_size() as u64;
+        self.next_offset = header.last_offset() + 1;
+    }
+
+    /// Adds the final time-index entry for the segment's max timestamp.
+    fn append_final_time_entry(&mut self) {
+        if self.next_offset > self.base_offset {
+            self.time_index.maybe_append(
+                self.max_timestamp_so_far,
+                self.offset_of_max_timestamp_so_far,
+            );
+        }
+    }
+}
+
+impl LogSegment {
+    /// Opens or creates the segment's three files. With `recover`, or when an
+    /// index is unusable, every batch is validated and the log truncated at
+    /// the first invalid one; `on_recovered_batch` sees each valid batch of
+    /// such a full scan (so the caller can rebuild its own state).
+    pub fn open(
+        dir: &Path,
+        base_offset: i64,
+        config: &LogConfig,
+        recover: bool,
+        on_recovered_batch: &mut dyn FnMut(&RecordBatchHeader),
+    ) -> Result<LogSegment, StorageError> {
+        let log = SegmentFile::open(&dir.join(segment_file_name(base_offset, "log")))?;
+        let offset_index = OffsetIndex::open(
+            &dir.join(segment_file_name(base_offset, "index")),
+            base_offset,
+            config.segment_index_bytes,
+        )?;
+        let time_index = TimeIndex::open(
+            &dir.join(segment_file_name(base_offset, "timeindex")),
+            base_offset,
+            config.segment_index_bytes,
+        )?;
+        let mut segment = LogSegment {
+            log,
+            state: IndexState {
+                base_offset,
+                offset_index,
+                time_index,
+                index_interval_bytes: u64::from(config.index_interval_bytes),
+                next_offset: base_offset,
+                bytes_since_last_index_entry: 0,
+                max_timestamp_so_far: -1,
+                offset_of_max_timestamp_so_far: base_offset,
+            },
+        };
+        if recover {
+            segment.recover(on_recovered_batch)?;
+        } else if let Err(problem) = segment.load_from_indexes() {
+            warn!(
+                file = %segment.log.path().display(),
+                %problem,
+                "rebuilding segment indexes"
+            );
+            segment.recover(on_recovered_batch)?;
+        }
+        Ok(segment)
+    }
+
+    /// Trusts the index files: checks them, then scans batch headers from the
+    /// last offset-index entry to the end to find the next offset and the
+    /// max timestamp of the unindexed tail.
+    fn load_from_indexes(&mut self) -> Result<(), String> {
+        let state = &mut self.state;
+        if let Some(problem) = state.offset_index.problem(self.log.size()) {
+            return Err(format!("offset index: {problem}"));
+        }
+        let last_entry = state.offset_index.last_entry();
+        let start = last_entry.map_or(0, |e| e.position);
+        let mut tail_max: Option<(i64, i64)> = None;
+        let mut next_offset = last_entry.map_or(state.base_offset, |e| e.offset);
+        let end = scan(
+            &self.log,
+            u64::from(start),
+            state.base_offset,
+            next_offset,
+            false,
+            &mut |_, header| {
+                if tail_max.is_none_or(|(ts, _)| header.max_timestamp > ts) {
+                    tail_max = Some((header.max_timestamp, header.base_offset));
+                }
+                next_offset = header.last_offset() + 1;
+            },
+        )
+        .map_err(|e| e.to_string())?;
+        if let Some(invalid) = end {
+            return Err(format!(
+                "invalid batch at position {}: {}",
+                invalid.position, invalid.reason
+            ));
+        }
+        if let Some(problem) = state.time_index.problem(next_offset) {
+            return Err(format!("time index: {problem}"));
+        }
+        state.next_offset = next_offset;
+        state.bytes_since_last_index_entry = self.log.size() - u64::from(start);
+        if let Some(last) = state.time_index.last_entry() {
+            state.max_timestamp_so_far = last.timestamp;
+            state.offset_of_max_timestamp_so_far = last.offset;
+        }
+        if let Some((ts, offset)) = tail_max {
+            if ts > state.max_timestamp_so_far {
+                state.max_timestamp_so_far = ts;
+                state.offset_of_max_timestamp_so_far = offset;
+            }
+        }
+        Ok(())
+    }
+
+    /// Validates every batch, truncates at the first invalid one, and
+    /// rebuilds both indexes. Returns the number of bytes truncated.
+    pub fn recover(
+        &mut self,
+        on_batch: &mut dyn FnMut(&RecordBatchHeader),
+    ) -> Result<u64, StorageError> {
+        let state = &mut self.state;
+        state.reset()?;
+        let end = scan(
+            &self.log,
+            0,
+            state.base_offset,
+            state.base_offset,
+            true,
+            &mut |position, header| {
+                state.index_batch(position, header);
+                on_batch(header);
+            },
+        )?;
+        let mut truncated = 0;
+        if let Some(invalid) = end {
+            truncated = self.log.size() - invalid.position;
+            warn!(
+                file = %self.log.path().display(),
+                position = invalid.position,
+                truncated_bytes = truncated,
+                reason = %invalid.reason,
+                "truncating segment at invalid or partial batch"
+            );
+            self.log.truncate(invalid.position)?;
+        }
+        let state = &mut self.state;
+        state.append_final_time_entry();
+        state.offset_index.persist()?;
+        state.time_index.persist()?;
+        Ok(truncated)
+    }
+
+    /// Appends already validated batches (with offsets assigned) in one
+    /// write. `batches` holds each batch's position within `data`.
+    pub fn append(
+        &mut self,
+        data: &[u8],
+        batches: &[(usize, RecordBatchHeader)],
+    ) -> Result<(), StorageError> {
+        let start = self.log.size();
+        if let Some((_, last)) = batches.last() {
+            assert!(
+                last.last_offset() - self.state.base_offset <= MAX_RELATIVE_OFFSET,
+                "append past the relative offset range of segment {}",
+                self.state.base_offset
+            );
+        }
+        self.log.append(data)?;
+        for (position, header) in batches {
+            self.state.index_batch(start + *position as u64, header);
+        }
+        Ok(())
+    }
+
+    /// Whether `bytes` more bytes ending at `last_offset` belong in a new segment.
+    pub fn should_roll(&self, bytes: u64, last_offset: i64, segment_bytes: u64) -> bool {
+        let size = self.log.size();
+        (size > 0 && size + bytes > segment_bytes)
+            || last_offset - self.state.base_offset > MAX_RELATIVE_OFFSET
+            || self.state.offset_index.is_full()
+            || self.state.time_index.is_full()
+    }
+
+    /// Called when a newer segment takes over appends: records the final max
+    /// timestamp (as Kafka does) and writes the index files.
+    pub fn on_become_inactive(&mut self) -> Result<(), StorageError> {
+        self.state.append_final_time_entry();
+        self.state.offset_index.persist()?;
+        self.state.time_index.persist()
+    }
+
+    /// fsync the log and write + fsync both indexes.
+    pub fn flush(&mut self) -> Result<(), StorageError> {
+        self.log.sync()?;
+        self.state.offset_index.sync()?;
+        self.state.time_index.sync()
+    }
+
+    pub fn base_offset(&self) -> i64 {
+        self.state.base_offset
+    }
+
+    pub fn next_offset(&self) -> i64 {
+        self.state.next_offset
+    }
+
+    pub fn size(&self) -> u64 {
+        self.log.size()
+    }
+
+    /// `(max timestamp, base offset of the first batch carrying it)`; the
+    /// timestamp is -1 when no batch has one.
+    pub fn max_timestamp(&self) -> (i64, i64) {
+        (
+            self.state.max_timestamp_so_far,
+            self.state.offset_of_max_timestamp_so_far,
+        )
+    }
+
+    pub fn offset_index(&self) -> &OffsetIndex {
+        &self.state.offset_index
+    }
+
+    pub fn time_index(&self) -> &TimeIndex {
+        &self.state.time_index
+    }
+
+    /// Position and header of the first batch whose last offset is >=
+    /// `offset`, found through the offset index; `None` when the segment
+    /// ends before it.
+    pub fn find_batch(
+        &self,
+        offset: i64,
+    ) -> Result<Option<(u64, RecordBatchHeader)>, StorageError> {
+        let start = self.state.offset_index.lookup(offset).position;
+        self.find_from(u64::from(start), |h| h.last_offset() >= offset)
+    }
+
+    /// First batch at or after `position` for which `wanted` holds.
+    fn find_from(
+        &self,
+        mut position: u64,
+        wanted: impl Fn(&RecordBatchHeader) -> bool,
+    ) -> Result<Option<(u64, RecordBatchHeader)>, StorageError> {
+        while position < self.log.size() {
+            let header = self.header_at(position)?;
+            if wanted(&header) {
+                return Ok(Some((position, header)));
+            }
+            position += header.total_size() as u64;
+        }
+        Ok(None)
+    }
+
+    /// Reads and parses the batch header at `position`. Data below the
+    /// segment's size was validated on append or recovery, so a bad header
+    /// here is reported as corruption.
+    pub fn header_at(&self, position: u64) -> Result<RecordBatchHeader, StorageError> {
+        let mut buf = [0u8; RECORD_BATCH_HEADER_SIZE];
+        if position + buf.len() as u64 > self.log.size() {
+            return Err(self.corrupt(position, "partial batch header"));
+        }
+        self.log.read_at(position, &mut buf)?;
+        let header = parse_header(&buf).map_err(|e| self.corrupt(position, &e.to_string()))?;
+        if position + header.total_size() as u64 > self.log.size() {
+            return Err(self.corrupt(position, "batch runs past the end of the file"));
+        }
+        Ok(header)
+    }
+
+    fn corrupt(&self, position: u64, detail: &str) -> StorageError {
+        StorageError::corrupt(
+            self.log.path().display().to_string(),
+            format!("at position {position}: {detail}"),
+        )
+    }
+
+    /// Reads whole batches starting with the one containing `fetch_offset`:
+    /// at most `max_bytes`, except that with `min_one_batch` the first batch
+    /// is returned even when larger. `None` when the segment holds no batch
+    /// with offsets at or after `fetch_offset`.
+    pub fn read(
+        &self,
+        fetch_offset: i64,
+        max_bytes: usize,
+        min_one_batch: bool,
+    ) -> Result<Option<Bytes>, StorageError> {
+        let Some((start, first)) = self.find_batch(fetch_offset)? else {
+            return Ok(None);
+        };
+        let max_bytes = max_bytes as u64;
+        let mut end = start;
+        let first_size = first.total_size() as u64;
+        if first_size > max_bytes {
+            if !min_one_batch {
+                return Ok(Some(Bytes::new()));
+            }
+            end += first_size;
+        } else {
+            while end < self.log.size() {
+                let size = if end == start {
+                    first_size
+                } else {
+                    self.header_at(end)?.total_size() as u64
+                };
+                if end - start + size > max_bytes {
+                    break;
+                }
+                end += size;
+            }
+        }
+        Ok(Some(Bytes::from(self.read_bytes(start, end - start)?)))
+    }
+
+    pub fn read_bytes(&self, position: u64, len: u64) -> Result<Vec<u8>, StorageError> {
+        let mut buf = vec![0u8; len as usize];
+        self.log.read_at(position, &mut buf)?;
+        Ok(buf)
+    }
+
+    /// The first batch whose max timestamp is >= `timestamp`, using the time
+    /// index to skip batches known to be older.
+    pub fn find_batch_by_timestamp(
+        &self,
+        timestamp: i64,
+    ) -> Result<Option<(u64, RecordBatchHeader)>, StorageError> {
+        let start = match self.state.time_index.lookup_before(timestamp) {
+            Some(entry) => self.state.offset_index.lookup(entry.offset).position,
+            None => 0,
+        };
+        self.find_from(u64::from(start), |h| h.max_timestamp >= timestamp)
+    }
+
+    /// Visits every batch header at or after offset `from_offset`.
+    pub fn for_each_header_from(
+        &self,
+        from_offset: i64,
+        visit: &mut dyn FnMut(&RecordBatchHeader),
+    ) -> Result<(), StorageError> {
+        let Some((mut position, _)) = self.find_batch(from_offset)? else {
+            return Ok(());
+        };
+        while position < self.log.size() {
+            let header = self.header_at(position)?;
+            if header.base_offset >= from_offset {
+                visit(&header);
+            }
+            position += header.total_size() as u64;
+        }
+        Ok(())
+    }
+}
+
+/// Walks the batches of `log` from `position`, checking lengths, magic, that
+/// offsets increase from `next_offset` and stay in the segment's range, and
+/// with `validate_crc` also the CRC (which needs the whole batch read).
+/// Returns where and why it stopped early, if it did.
+fn scan(
+    log: &SegmentFile,
+    mut position: u64,
+    base_offset: i64,
+    mut next_offset: i64,
+    validate_crc: bool,
+    visit: &mut dyn FnMut(u64, &RecordBatchHeader),
+) -> Result<Option<InvalidBatch>, StorageError> {
+    let size = log.size();
+    let mut header_buf = [0u8; RECORD_BATCH_HEADER_SIZE];
+    let mut batch_buf = Vec::new();
+    while position < size {
+        let invalid = |reason: String| Ok(Some(InvalidBatch { position, reason }));
+        if size - position < RECORD_BATCH_HEADER_SIZE as u64 {
+            return invalid(format!("partial batch header ({} bytes)", size - position));
+        }
+        log.read_at(position, &mut header_buf)?;
+        let header = match parse_header(&header_buf) {
+            Ok(header) => header,
+            Err(e) => return invalid(e.to_string()),
+        };
+        let total = header.total_size() as u64;
+        if position + total > u64::from(u32::MAX) {
+            return invalid("batch ends beyond the 4 GiB a segment index can address".to_string());
+        }
+        if total > size - position {
+            return invalid(format!(
+                "partial batch: {total} bytes, {} left in the file",
+                size - position
+            ));
+        }
+        if header.base_offset < next_offset
+            || header.last_offset() - base_offset > MAX_RELATIVE_OFFSET
+        {
+            return invalid(format!(
+                "batch offsets {}..={} do not follow offset {}",
+                header.base_offset,
+                header.last_offset(),
+                next_offset - 1
+            ));
+        }
+        if validate_crc {
+            batch_buf.resize(total as usize, 0);
+            log.read_at(position, &mut batch_buf)?;
+            if let Err(e) = validate_batch(&batch_buf) {
+                return invalid(e.to_string());
+            }
+        }
+        visit(position, &header);
+        next_offset = header.last_offset() + 1;
+        position += total;
+    }
+    Ok(None)
+}
+
+/// Offset and timestamp of the first record in `batch` with timestamp >=
+/// `timestamp`. Records are decoded only for uncompressed CreateTime
+/// batches; otherwise (or if decoding fails) the answer is the batch's base
+/// offset and max timestamp, a safe lower bound for a consumer to start at.
+pub fn first_record_at_or_after(
+    batch: &[u8],
+    header: &RecordBatchHeader,
+    timestamp: i64,
+) -> (i64, i64) {
+    let fallback = (header.base_offset, header.max_timestamp);
+    if header.compression() != Compression::None
+        || header.timestamp_type() == TimestampType::LogAppendTime
+    {
+        return fallback;
+    }
+    let Ok(records) = RecordIter::new(batch, header) else {
+        return fallback;
+    };
+    for record in records {
+        let Ok(record) = record else {
+            return fallback;
+        };
+        let record_timestamp = header.base_timestamp + record.timestamp_delta;
+        if record_timestamp >= timestamp {
+            return (
+                header.base_offset + i64::from(record.offset_delta),
+                record_timestamp,
+            );
+        }
+    }
+    fallback
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tarn_protocol::record_batch::{build_batch_for_tests, RecordBatchBuilder};
+
+    fn config(index_interval_bytes: u32) -> LogConfig {
+        LogConfig {
+            index_interval_bytes,
+            ..LogConfig::default()
+        }
+    }
+
+    fn append(segment: &mut LogSegment, batch: Vec<u8>) {
+        let header = validate_batch(&batch).unwrap();
+        segment.append(&batch, &[(0, header)]).unwrap();
+    }
+
+    #[test]
+    fn index_entries_follow_the_interval() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut segment =
+            LogSegment::open(dir.path(), 0, &config(200), false, &mut |_| {}).unwrap();
+        let mut positions = Vec::new();
+        for i in 0..10 {
+            positions.push(segment.size());
+            append(&mut segment, build_batch_for_tests(i * 3, 3, 1_000 + i));
+        }
+        let batch_size = positions[1];
+        assert!(
+            batch_size < 200,
+            "test assumes small batches ({batch_size})"
+        );
+        let entries = segment.offset_index().entries();
+        assert!(!entries.is_empty());
+        let per_entry = 200u64.div_ceil(batch_size);
+        for entry in &entries {
+            let batch = (entry.offset / 3) as usize;
+            assert_eq!(u64::from(entry.position), positions[batch]);
+            assert_eq!(batch as u64 % per_entry, 0, "entry at batch {batch}");
+        }
+        for target in 0..30 {
+            let (position, header) = segment.find_batch(target).unwrap().unwrap();
+            assert_eq!(header.base_offset, target / 3 * 3);
+            assert_eq!(position, positions[(target / 3) as usize]);
+        }
+        assert!(segment.find_batch(30).unwrap().is_none());
+    }
+
+    #[test]
+    fn reopen_trusts_indexes_and_scans_the_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut segment =
+            LogSegment::open(dir.path(), 100, &config(1), false, &mut |_| {}).unwrap();
+        for i in 0..5 {
+            append(&mut segment, build_batch_for_tests(100 + i * 2, 2, 50 - i));
+        }
+        segment.on_become_inactive().unwrap();
+        let entries = segment.offset_index().entries();
+        drop(segment);
+        let mut scanned = 0;
+        let segment =
+            LogSegment::open(dir.path(), 100, &config(1), false, &mut |_| scanned += 1).unwrap();
+        assert_eq!(scanned, 0, "a sane index must not trigger a rebuild");
+        assert_eq!(segment.offset_index().entries(), entries);
+        assert_eq!(segment.next_offset(), 110);
+        assert_eq!(segment.max_timestamp(), (51, 100));
+    }
+
+    #[test]
+    fn first_record_at_or_after_uses_record_timestamps() {
+        let batch = RecordBatchBuilder::new()
+            .base_offset(10)
+            .record(100, None, Some(b"a"))
+            .record(300, None, Some(b"b"))
+            .record(200, None, Some(b"c"))
+            .build();
+        let header = validate_batch(&batch).unwrap();
+        assert_eq!(first_record_at_or_after(&batch, &header, 50), (10, 100));
+        assert_eq!(first_record_at_or_after(&batch, &header, 150), (11, 300));
+        assert_eq!(first_record_at_or_after(&batch, &header, 300), (11, 300));
+    }
+}

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The test command: formatting, lints, build, the Rust suite (unit tests and
+# end-to-end tests against target/debug/tarn via librdkafka) and the Python
+# client suite (confluent-kafka, kafka-python, kcat).
+#
+# On a fresh Debian machine, run as root, it installs what it needs first:
+# kcat (and python3-venv, a C toolchain) from apt when missing, and the pinned
+# Python clients into .venv. Every step's failure fails the script.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "system packages"
+missing=()
+command -v kcat >/dev/null 2>&1 || missing+=(kcat)
+command -v cc >/dev/null 2>&1 || missing+=(gcc)
+command -v make >/dev/null 2>&1 || missing+=(make)
+command -v python3 >/dev/null 2>&1 || missing+=(python3)
+if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
+    missing+=(python3-venv)
+fi
+if ((${#missing[@]})); then
+    if [[ $(id -u) -ne 0 ]]; then
+        echo "missing packages: ${missing[*]}; install them or run as root" >&2
+        exit 1
+    fi
+    echo "installing: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update
+    apt-get install -y --no-install-recommends "${missing[@]}"
+else
+    echo "kcat, cc, make, python3 venv: present"
+fi
+
+step "python venv (.venv)"
+if [[ ! -x .venv/bin/python ]]; then
+    python3 -m venv .venv
+fi
+.venv/bin/python -m pip install -q --disable-pip-version-check -r tests/python/requirements.txt
+
+step "cargo fmt --all --check"
+cargo fmt --all --check
+
+step "cargo clippy --workspace --all-targets -- -D warnings"
+cargo clippy --workspace --all-targets -- -D warnings
+
+step "cargo build --workspace"
+cargo build --workspace
+
+step "cargo test --workspace --no-fail-fast"
+cargo test --workspace --no-fail-fast
+
+step "pytest tests/python"
+TARN_BIN=target/debug/tarn .venv/bin/python -m pytest -q tests/python

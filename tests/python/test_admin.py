@@ -1,0 +1,59 @@
+"""Topic administration through kafka-python's KafkaAdminClient and the
+`tarn topics` CLI, checked against each other."""
+
+import pytest
+from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.errors import InvalidTopicError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
+
+from conftest import wait_until
+from tarn_clients import ck_consume, ck_partitions, ck_produce, sample_records
+
+
+@pytest.fixture
+def admin(broker):
+    client = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=20000)
+    yield client
+    client.close()
+
+
+def test_create_and_delete_topics(broker, admin):
+    admin.create_topics([
+        NewTopic("admin-a", num_partitions=4, replication_factor=1),
+        NewTopic("admin-b", num_partitions=1, replication_factor=1),
+    ])
+    wait_until(lambda: {"admin-a", "admin-b"} <= set(admin.list_topics()), 10, "topics in metadata")
+    assert {"admin-a", "admin-b"} <= set(broker.list_topics())
+    assert ck_partitions(broker.bootstrap, "admin-a") == [0, 1, 2, 3]
+
+    recs = sample_records(20, "admin")
+    ck_produce(broker.bootstrap, "admin-a", recs)
+    assert len(ck_consume(broker.bootstrap, "admin-a", len(recs))) == len(recs)
+
+    admin.delete_topics(["admin-a"])
+    wait_until(lambda: "admin-a" not in admin.list_topics(), 10, "admin-a to disappear")
+    listed = broker.list_topics()
+    assert "admin-a" not in listed and "admin-b" in listed
+
+    with pytest.raises(UnknownTopicOrPartitionError):
+        admin.delete_topics(["admin-a"])
+
+
+def test_duplicate_topic_is_rejected(broker, admin):
+    admin.create_topics([NewTopic("dup", num_partitions=2, replication_factor=1)])
+    with pytest.raises(TopicAlreadyExistsError):
+        admin.create_topics([NewTopic("dup", num_partitions=5, replication_factor=1)])
+    assert ck_partitions(broker.bootstrap, "dup") == [0, 1]
+
+    out = broker.topics("create", "--topic", "dup", "--partitions", "1")
+    assert out.returncode != 0, f"CLI created an existing topic: {out.stdout}"
+    assert out.stderr.strip(), "CLI failed without saying why"
+
+
+def test_invalid_topic_names_are_rejected(broker, admin):
+    for name in ["bad/name", "..", "x" * 250]:
+        with pytest.raises(InvalidTopicError):
+            admin.create_topics([NewTopic(name, num_partitions=1, replication_factor=1)])
+        out = broker.topics("create", "--topic", name, "--partitions", "1")
+        assert out.returncode != 0, f"CLI accepted invalid topic name {name!r}"
+    listed = broker.list_topics()
+    assert not any("/" in t or t == ".." for t in listed), listed
