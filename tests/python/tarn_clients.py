@@ -29,11 +29,14 @@ class Got(NamedTuple):
     rec: Rec
 
 
-def sample_records(count: int, tag: str) -> List[Rec]:
-    """A mix of keyed/unkeyed, null/empty values and headers."""
+def sample_records(count: int, tag: str, null_header_values: bool = True) -> List[Rec]:
+    """A mix of keyed/unkeyed, null/empty values and headers. kafka-python
+    cannot send a header with a null value: pass null_header_values=False
+    for records it produces."""
     out = []
     for i in range(count):
-        key = None if i % 4 == 0 else f"{tag}-key-{i % 5}".encode()
+        # kafka-python refuses a record whose key and value are both null.
+        key = None if i % 4 == 0 and i % 7 != 0 else f"{tag}-key-{i % 5}".encode()
         if i % 7 == 0:
             value = None
         elif i % 7 == 1:
@@ -44,7 +47,7 @@ def sample_records(count: int, tag: str) -> List[Rec]:
         if i % 3 == 1:
             headers = [("h1", f"{tag}-{i}".encode()), ("bin", bytes([0, 255, i % 256]))]
         elif i % 3 == 2:
-            headers = [("dup", b"a"), ("dup", b"b"), ("null", None)]
+            headers = [("dup", b"a"), ("dup", b"b"), ("null", None if null_header_values else b"")]
         out.append(Rec(key, value, headers))
     return out
 

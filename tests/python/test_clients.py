@@ -27,7 +27,7 @@ def test_confluent_round_trip(broker, acks):
 def test_kafka_python_round_trip(broker):
     topic = "kp-round-trip"
     broker.create_topic(topic, 3)
-    recs = sample_records(200, "kp")
+    recs = sample_records(200, "kp", null_header_values=False)
     delivered = kp_produce(broker.bootstrap, topic, recs)
     assert_matches(topic, recs, delivered, kp_consume(broker.bootstrap, topic, len(recs)))
 
@@ -35,7 +35,7 @@ def test_kafka_python_round_trip(broker):
 def test_kafka_python_to_confluent(broker):
     topic = "kp-to-ck"
     broker.create_topic(topic, 2)
-    recs = sample_records(100, "kp2ck")
+    recs = sample_records(100, "kp2ck", null_header_values=False)
     delivered = kp_produce(broker.bootstrap, topic, recs)
     assert_matches(topic, recs, delivered, ck_consume(broker.bootstrap, topic, len(recs)))
 
@@ -63,7 +63,7 @@ def test_kill9_restart_keeps_acknowledged_records(broker):
     broker.create_topic(topic, 3)
     recs = sample_records(150, "before")
     delivered = ck_produce(broker.bootstrap, topic, recs)
-    more = sample_records(150, "before-kp")
+    more = sample_records(150, "before-kp", null_header_values=False)
     delivered += kp_produce(broker.bootstrap, topic, more, acks=1)
     recs += more
 

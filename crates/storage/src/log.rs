@@ -176,7 +176,7 @@ impl Log {
         };
         log.rebuild_producer_state(&names)?;
         log.max_timestamp = log.rebuild_max_timestamp()?;
-        info!(
+        tracing::debug!(
             dir = %log.dir.display(),
             segments = log.segments.len(),
             log_start_offset = log.log_start_offset(),

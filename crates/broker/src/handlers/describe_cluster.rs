@@ -6,7 +6,7 @@ use tarn_protocol::messages::describe_cluster::{
     DescribeClusterBroker, DescribeClusterRequest, DescribeClusterResponse,
 };
 
-use super::{ApiSpec, RequestContext};
+use super::{authorized_operations, ApiSpec, RequestContext, CLUSTER_AUTHORIZED_OPERATIONS};
 use crate::broker::Broker;
 
 pub const KEY: i16 = 60;
@@ -31,6 +31,10 @@ pub async fn handle(
         cluster_id: broker.cluster_id.clone(),
         controller_id: broker.node_id,
         endpoint_type: request.endpoint_type,
+        cluster_authorized_operations: authorized_operations(
+            request.include_cluster_authorized_operations,
+            CLUSTER_AUTHORIZED_OPERATIONS,
+        ),
         ..Default::default()
     };
     if request.endpoint_type != ENDPOINT_BROKERS {

@@ -10,12 +10,16 @@ use tarn_protocol::messages::metadata::{
 };
 use tarn_protocol::Uuid;
 
-use super::{ApiSpec, RequestContext};
+use super::{
+    authorized_operations, ApiSpec, RequestContext, CLUSTER_AUTHORIZED_OPERATIONS,
+    TOPIC_AUTHORIZED_OPERATIONS,
+};
 use crate::broker::{Broker, BrokerError};
 use crate::metadata::TopicInfo;
 use crate::topics::{create_topic_records, validate_topic_name, NewTopic};
 
 pub const KEY: i16 = 3;
+
 pub const SPEC: ApiSpec = ApiSpec {
     key: KEY,
     name: "Metadata",
@@ -24,8 +28,12 @@ pub const SPEC: ApiSpec = ApiSpec {
     flexible_min: 9,
 };
 
-fn topic_response(topic: &TopicInfo) -> MetadataResponseTopic {
+fn topic_response(topic: &TopicInfo, include_operations: bool) -> MetadataResponseTopic {
     MetadataResponseTopic {
+        topic_authorized_operations: authorized_operations(
+            include_operations,
+            TOPIC_AUTHORIZED_OPERATIONS,
+        ),
         name: Some(topic.name.clone()),
         topic_id: topic.topic_id,
         is_internal: topic.is_internal(),
@@ -89,9 +97,16 @@ pub async fn handle(
     let may_create = broker.config.get_bool("auto.create.topics.enable")
         && (version < 4 || request.allow_auto_topic_creation);
 
+    let include_operations = request.include_topic_authorized_operations;
     let mut topics = Vec::new();
     match wanted {
-        None => topics.extend(broker.metadata.image().topics().map(|t| topic_response(t))),
+        None => topics.extend(
+            broker
+                .metadata
+                .image()
+                .topics()
+                .map(|t| topic_response(t, include_operations)),
+        ),
         Some(wanted) => {
             for requested in wanted {
                 topics.push(lookup(
@@ -99,6 +114,7 @@ pub async fn handle(
                     requested.name,
                     requested.topic_id,
                     may_create,
+                    include_operations,
                 ));
             }
         }
@@ -118,6 +134,10 @@ pub async fn handle(
         cluster_id: Some(broker.cluster_id.clone()),
         controller_id: broker.node_id,
         topics,
+        cluster_authorized_operations: authorized_operations(
+            request.include_cluster_authorized_operations,
+            CLUSTER_AUTHORIZED_OPERATIONS,
+        ),
         ..Default::default()
     }
 }
@@ -127,15 +147,16 @@ fn lookup(
     name: Option<String>,
     topic_id: Uuid,
     may_create: bool,
+    include_operations: bool,
 ) -> MetadataResponseTopic {
     let Some(name) = name else {
         return match broker.metadata.image().topic_by_id(&topic_id) {
-            Some(topic) => topic_response(topic),
+            Some(topic) => topic_response(topic, include_operations),
             None => topic_error(None, topic_id, error::UNKNOWN_TOPIC_ID),
         };
     };
     if let Some(topic) = broker.metadata.image().topic(&name) {
-        return topic_response(topic);
+        return topic_response(topic, include_operations);
     }
     if let Err(e) = validate_topic_name(&name) {
         return topic_error(Some(name), Uuid::ZERO, e.code);
@@ -148,7 +169,7 @@ fn lookup(
         return topic_error(Some(name), Uuid::ZERO, error::LEADER_NOT_AVAILABLE);
     }
     match broker.metadata.image().topic(&name) {
-        Some(topic) => topic_response(topic),
+        Some(topic) => topic_response(topic, include_operations),
         None => topic_error(Some(name), Uuid::ZERO, error::LEADER_NOT_AVAILABLE),
     }
 }

@@ -62,6 +62,26 @@ pub fn spec(key: i16) -> Option<&'static ApiSpec> {
     APIS.iter().find(|s| s.key == key)
 }
 
+/// With no authorizer every operation on a topic is allowed: READ, WRITE,
+/// CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS and ALTER_CONFIGS, as
+/// bits of Kafka's AclOperation codes.
+pub const TOPIC_AUTHORIZED_OPERATIONS: i32 =
+    1 << 3 | 1 << 4 | 1 << 5 | 1 << 6 | 1 << 7 | 1 << 8 | 1 << 10 | 1 << 11;
+/// Likewise for the cluster: CREATE, ALTER, DESCRIBE, CLUSTER_ACTION,
+/// DESCRIBE_CONFIGS, ALTER_CONFIGS and IDEMPOTENT_WRITE.
+pub const CLUSTER_AUTHORIZED_OPERATIONS: i32 =
+    1 << 5 | 1 << 7 | 1 << 8 | 1 << 9 | 1 << 10 | 1 << 11 | 1 << 12;
+
+/// The authorized-operations field: the bit set when the client asked
+/// for it, Kafka's "not requested" value otherwise.
+pub fn authorized_operations(requested: bool, operations: i32) -> i32 {
+    if requested {
+        operations
+    } else {
+        i32::MIN
+    }
+}
+
 /// Everything a handler knows about the request besides its body.
 pub struct RequestContext {
     pub header: RequestHeader,
