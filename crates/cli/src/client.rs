@@ -41,8 +41,17 @@ impl Client {
         flexible_min: i16,
         request: &Req,
     ) -> Result<Resp> {
-        self.correlation_id += 1;
         let v = Version::new(version, flexible_min);
+        let mut r = self.send(api_key, v, request)?;
+        Ok(Resp::decode(&mut r, v)?)
+    }
+
+    /// Sends `request` and returns the response body after its header, for
+    /// callers that read it at a version other than the request's (the
+    /// ApiVersions fallback) or not at all.
+    pub fn send<Req: Encode>(&mut self, api_key: i16, v: Version, request: &Req) -> Result<Reader> {
+        self.correlation_id += 1;
+        let version = v.version;
         let header = RequestHeader {
             api_key,
             api_version: version,
@@ -81,6 +90,6 @@ impl Client {
                 self.correlation_id
             );
         }
-        Ok(Resp::decode(&mut r, v)?)
+        Ok(r)
     }
 }

@@ -1,7 +1,6 @@
 //! The `tarn` binary: `serve` runs the broker; `topics` manages topics
 //! over the Kafka protocol like kafka-topics.sh.
 
-mod client;
 mod serve;
 mod topics;
 

@@ -13,7 +13,7 @@ use tarn_protocol::messages::delete_topics::{
 };
 use tarn_protocol::messages::metadata::{MetadataRequest, MetadataRequestTopic, MetadataResponse};
 
-use crate::client::Client;
+use tarn_cli::client::Client;
 
 #[derive(Subcommand)]
 pub enum TopicsCommand {

@@ -1,0 +1,460 @@
+//! Protocol-level behaviour that the client libraries hide: error codes,
+//! version negotiation, leader epochs and fetch semantics, checked with
+//! hand-built requests through Tarn's own codec against the real binary.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tarn_cli::client::Client;
+use tarn_e2e::{run_with_timeout, TarnBroker, TEST_TIMEOUT};
+use tarn_protocol::error;
+use tarn_protocol::messages::api_versions::{ApiVersionsRequest, ApiVersionsResponse};
+use tarn_protocol::messages::create_topics::*;
+use tarn_protocol::messages::delete_topics::*;
+use tarn_protocol::messages::fetch::{
+    FetchPartition, FetchRequest, FetchResponse, FetchTopic, PartitionData,
+};
+use tarn_protocol::messages::init_producer_id::*;
+use tarn_protocol::messages::list_offsets::*;
+use tarn_protocol::messages::metadata::*;
+use tarn_protocol::messages::offset_for_leader_epoch::*;
+use tarn_protocol::messages::produce::*;
+use tarn_protocol::record_batch::{BatchIter, RecordBatchBuilder};
+use tarn_protocol::{Decode, Uuid, Version};
+
+fn create(
+    client: &mut Client,
+    name: &str,
+    partitions: i32,
+    configs: &[(&str, &str)],
+    validate_only: bool,
+) -> CreatableTopicResult {
+    let request = CreateTopicsRequest {
+        topics: vec![CreatableTopic {
+            name: name.into(),
+            num_partitions: partitions,
+            replication_factor: 1,
+            assignments: vec![],
+            configs: configs
+                .iter()
+                .map(|(k, v)| CreatableTopicConfig {
+                    name: (*k).into(),
+                    value: Some((*v).into()),
+                })
+                .collect(),
+        }],
+        timeout_ms: 1000,
+        validate_only,
+    };
+    let response: CreateTopicsResponse = client.call(19, 7, 5, &request).unwrap();
+    response.topics.into_iter().next().unwrap()
+}
+
+fn batch(records: usize, timestamp: i64) -> Vec<u8> {
+    let mut builder = RecordBatchBuilder::new();
+    for i in 0..records {
+        builder = builder.record(
+            timestamp + i as i64,
+            Some(format!("k{i}").as_bytes()),
+            Some(b"value"),
+        );
+    }
+    builder.build()
+}
+
+fn produce_version(
+    client: &mut Client,
+    version: i16,
+    acks: i16,
+    topic: &str,
+    partition: i32,
+    records: Vec<u8>,
+) -> PartitionProduceResponse {
+    let request = ProduceRequest {
+        transactional_id: None,
+        acks,
+        timeout_ms: 1000,
+        topic_data: vec![TopicProduceData {
+            name: topic.into(),
+            partition_data: vec![PartitionProduceData {
+                index: partition,
+                records: Some(Bytes::from(records)),
+            }],
+        }],
+    };
+    let response: ProduceResponse = client.call(0, version, 9, &request).unwrap();
+    response.responses[0].partition_responses[0].clone()
+}
+
+fn produce(
+    client: &mut Client,
+    topic: &str,
+    partition: i32,
+    records: Vec<u8>,
+) -> PartitionProduceResponse {
+    produce_version(client, 9, -1, topic, partition, records)
+}
+
+fn fetch(
+    client: &mut Client,
+    topic: &str,
+    offset: i64,
+    epoch: i32,
+    max_wait_ms: i32,
+) -> PartitionData {
+    let request = FetchRequest {
+        max_wait_ms,
+        min_bytes: 1,
+        max_bytes: 1 << 20,
+        topics: vec![FetchTopic {
+            topic: topic.into(),
+            topic_id: Uuid::ZERO,
+            partitions: vec![FetchPartition {
+                partition: 0,
+                current_leader_epoch: epoch,
+                fetch_offset: offset,
+                partition_max_bytes: 1 << 20,
+                ..Default::default()
+            }],
+        }],
+        ..Default::default()
+    };
+    let response: FetchResponse = client.call(1, 12, 12, &request).unwrap();
+    response.responses[0].partitions[0].clone()
+}
+
+#[test]
+fn api_versions_negotiation() {
+    run_with_timeout(TEST_TIMEOUT, || {
+        let broker = TarnBroker::start();
+        let mut client = Client::connect(broker.bootstrap()).unwrap();
+        let response: ApiVersionsResponse = client
+            .call(18, 3, 3, &ApiVersionsRequest::default())
+            .unwrap();
+        assert_eq!(response.error_code, error::NONE);
+        let produce = response
+            .api_keys
+            .iter()
+            .find(|k| k.api_key == 0)
+            .expect("Produce advertised");
+        assert_eq!(produce.min_version, 0, "librdkafka needs Produce from v0");
+        // A version the broker does not know gets the v0 fallback: the error
+        // and the list, readable with a v0 parser.
+        let mut body = client
+            .send(18, Version::new(99, 3), &ApiVersionsRequest::default())
+            .unwrap();
+        let fallback = ApiVersionsResponse::decode(&mut body, Version::new(0, 3)).unwrap();
+        assert_eq!(fallback.error_code, error::UNSUPPORTED_VERSION);
+        assert_eq!(fallback.api_keys, response.api_keys);
+    });
+}
+
+#[test]
+fn topic_admin_errors_and_delete_by_id() {
+    run_with_timeout(TEST_TIMEOUT, || {
+        let broker = TarnBroker::start();
+        let mut client = Client::connect(broker.bootstrap()).unwrap();
+        let dry = create(&mut client, "dry", 2, &[], true);
+        assert_eq!(dry.error_code, error::NONE);
+        assert_eq!(dry.num_partitions, 2);
+        let made = create(&mut client, "real", 2, &[("retention.ms", "1000")], false);
+        assert_eq!(made.error_code, error::NONE);
+        assert!(!made.topic_id.is_zero());
+        assert_eq!(
+            create(&mut client, "real", 2, &[], false).error_code,
+            error::TOPIC_ALREADY_EXISTS
+        );
+        assert_eq!(
+            create(&mut client, "bad/name", 1, &[], false).error_code,
+            error::INVALID_TOPIC_EXCEPTION
+        );
+        assert_eq!(
+            create(&mut client, "zero", 0, &[], false).error_code,
+            error::INVALID_PARTITIONS
+        );
+        let bad_config = create(&mut client, "cfg", 1, &[("retention.mss", "1")], false);
+        assert_eq!(bad_config.error_code, error::INVALID_CONFIG);
+        assert!(bad_config.error_message.unwrap().contains("retention.mss"));
+
+        let metadata: MetadataResponse = client
+            .call(
+                3,
+                12,
+                9,
+                &MetadataRequest {
+                    topics: None,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        assert!(metadata.cluster_id.is_some());
+        assert_eq!(metadata.controller_id, 1);
+        let names: Vec<_> = metadata
+            .topics
+            .iter()
+            .filter_map(|t| t.name.clone())
+            .collect();
+        assert_eq!(
+            names,
+            vec!["real".to_string()],
+            "validate_only must not create"
+        );
+
+        let by_id = DeleteTopicsRequest {
+            topics: vec![DeleteTopicState {
+                name: None,
+                topic_id: made.topic_id,
+            }],
+            topic_names: vec![],
+            timeout_ms: 1000,
+        };
+        let deleted: DeleteTopicsResponse = client.call(20, 6, 4, &by_id).unwrap();
+        assert_eq!(deleted.responses[0].error_code, error::NONE);
+        assert_eq!(deleted.responses[0].name.as_deref(), Some("real"));
+        let again: DeleteTopicsResponse = client.call(20, 6, 4, &by_id).unwrap();
+        assert_eq!(again.responses[0].error_code, error::UNKNOWN_TOPIC_ID);
+        let by_name = DeleteTopicsRequest {
+            topics: vec![],
+            topic_names: vec!["real".into()],
+            timeout_ms: 1000,
+        };
+        let missing: DeleteTopicsResponse = client.call(20, 5, 4, &by_name).unwrap();
+        assert_eq!(
+            missing.responses[0].error_code,
+            error::UNKNOWN_TOPIC_OR_PARTITION
+        );
+        // Re-created at once, empty, under a new id.
+        let again = create(&mut client, "real", 1, &[], false);
+        assert_eq!(again.error_code, error::NONE);
+        assert_ne!(again.topic_id, made.topic_id);
+        assert!(fetch(&mut client, "real", 0, -1, 0)
+            .records
+            .unwrap()
+            .is_empty());
+    });
+}
+
+#[test]
+fn produce_errors() {
+    run_with_timeout(TEST_TIMEOUT, || {
+        let broker = TarnBroker::start();
+        let mut client = Client::connect(broker.bootstrap()).unwrap();
+        create(
+            &mut client,
+            "small",
+            1,
+            &[("max.message.bytes", "1000")],
+            false,
+        );
+        assert_eq!(
+            produce(&mut client, "small", 0, batch(2, 1)).error_code,
+            error::NONE
+        );
+        let mut corrupt = batch(2, 1);
+        let last = corrupt.len() - 1;
+        corrupt[last] ^= 0x55;
+        assert_eq!(
+            produce(&mut client, "small", 0, corrupt).error_code,
+            error::CORRUPT_MESSAGE
+        );
+        assert_eq!(
+            produce(&mut client, "small", 0, batch(200, 1)).error_code,
+            error::MESSAGE_TOO_LARGE
+        );
+        assert_eq!(
+            produce(&mut client, "small", 7, batch(1, 1)).error_code,
+            error::UNKNOWN_TOPIC_OR_PARTITION
+        );
+        assert_eq!(
+            produce(&mut client, "nope", 0, batch(1, 1)).error_code,
+            error::UNKNOWN_TOPIC_OR_PARTITION
+        );
+        assert_eq!(
+            produce_version(&mut client, 2, 1, "small", 0, batch(1, 1)).error_code,
+            error::UNSUPPORTED_VERSION
+        );
+        assert_eq!(
+            produce_version(&mut client, 9, 2, "small", 0, batch(1, 1)).error_code,
+            error::INVALID_REQUIRED_ACKS
+        );
+        // Nothing refused was appended.
+        let ok = produce(&mut client, "small", 0, batch(1, 1));
+        assert_eq!(ok.base_offset, 2);
+
+        let txn: InitProducerIdResponse = client
+            .call(
+                22,
+                4,
+                2,
+                &InitProducerIdRequest {
+                    transactional_id: Some("t".into()),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        assert_ne!(
+            txn.error_code,
+            error::NONE,
+            "transactions are not served yet"
+        );
+        let idem: InitProducerIdResponse = client
+            .call(22, 4, 2, &InitProducerIdRequest::default())
+            .unwrap();
+        assert_eq!(idem.error_code, error::NONE);
+        assert!(idem.producer_id >= 0);
+    });
+}
+
+#[test]
+fn fetch_and_offsets_semantics() {
+    run_with_timeout(TEST_TIMEOUT, || {
+        let broker = TarnBroker::start();
+        let mut client = Client::connect(broker.bootstrap()).unwrap();
+        create(&mut client, "f", 1, &[], false);
+        assert_eq!(produce(&mut client, "f", 0, batch(5, 1_000)).base_offset, 0);
+        assert_eq!(produce(&mut client, "f", 0, batch(5, 2_000)).base_offset, 5);
+
+        // From the middle of a batch: that whole batch comes back.
+        let data = fetch(&mut client, "f", 7, 0, 0);
+        assert_eq!(data.error_code, error::NONE);
+        assert_eq!(data.high_watermark, 10);
+        assert_eq!(data.log_start_offset, 0);
+        let records = data.records.unwrap();
+        let first = BatchIter::new(&records).next().unwrap().unwrap().1;
+        assert_eq!(first.base_offset, 5);
+
+        assert_eq!(
+            fetch(&mut client, "f", 11, 0, 0).error_code,
+            error::OFFSET_OUT_OF_RANGE
+        );
+        assert_eq!(
+            fetch(&mut client, "f", 0, 3, 0).error_code,
+            error::UNKNOWN_LEADER_EPOCH
+        );
+
+        // A long poll at the end of the log is woken by the append.
+        let bootstrap = broker.bootstrap().to_owned();
+        let waiter = std::thread::spawn(move || {
+            let mut c = Client::connect(&bootstrap).unwrap();
+            let started = Instant::now();
+            let data = fetch(&mut c, "f", 10, 0, 30_000);
+            (data, started.elapsed())
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        produce(&mut client, "f", 0, batch(1, 3_000));
+        let (data, waited) = waiter.join().unwrap();
+        assert!(!data.records.unwrap().is_empty());
+        assert!(
+            waited < Duration::from_secs(20),
+            "the fetch waited {waited:?} instead of waking on the append"
+        );
+
+        let list =
+            |client: &mut Client, timestamp: i64, epoch: i32| -> ListOffsetsPartitionResponse {
+                let request = ListOffsetsRequest {
+                    replica_id: -1,
+                    topics: vec![ListOffsetsTopic {
+                        name: "f".into(),
+                        partitions: vec![ListOffsetsPartition {
+                            partition_index: 0,
+                            current_leader_epoch: epoch,
+                            timestamp,
+                            max_num_offsets: 1,
+                        }],
+                    }],
+                    ..Default::default()
+                };
+                let response: ListOffsetsResponse = client.call(2, 7, 6, &request).unwrap();
+                response.topics[0].partitions[0].clone()
+            };
+        assert_eq!(list(&mut client, EARLIEST_TIMESTAMP, -1).offset, 0);
+        assert_eq!(list(&mut client, LATEST_TIMESTAMP, 0).offset, 11);
+        let max = list(&mut client, MAX_TIMESTAMP, -1);
+        assert_eq!((max.timestamp, max.offset), (3_000, 10));
+        let by_time = list(&mut client, 2_002, -1);
+        assert_eq!((by_time.offset, by_time.timestamp), (7, 2_002));
+        assert_eq!(list(&mut client, 9_999, -1).offset, -1);
+        assert_eq!(
+            list(&mut client, LATEST_TIMESTAMP, 1).error_code,
+            error::UNKNOWN_LEADER_EPOCH
+        );
+
+        let epochs = |client: &mut Client, current: i32, wanted: i32| -> EpochEndOffset {
+            let request = OffsetForLeaderEpochRequest {
+                replica_id: -1,
+                topics: vec![OffsetForLeaderTopic {
+                    topic: "f".into(),
+                    partitions: vec![OffsetForLeaderPartition {
+                        partition: 0,
+                        current_leader_epoch: current,
+                        leader_epoch: wanted,
+                    }],
+                }],
+            };
+            let response: OffsetForLeaderEpochResponse = client.call(23, 4, 4, &request).unwrap();
+            response.topics[0].partitions[0].clone()
+        };
+        let end = epochs(&mut client, 0, 0);
+        assert_eq!(
+            (end.error_code, end.leader_epoch, end.end_offset),
+            (error::NONE, 0, 11)
+        );
+        assert_eq!(
+            epochs(&mut client, 4, 0).error_code,
+            error::UNKNOWN_LEADER_EPOCH
+        );
+    });
+}
+
+#[test]
+fn metadata_names_and_auto_creation() {
+    run_with_timeout(TEST_TIMEOUT, || {
+        let broker = TarnBroker::start();
+        let mut client = Client::connect(broker.bootstrap()).unwrap();
+        let ask = |client: &mut Client, name: &str, auto: bool| -> MetadataResponseTopic {
+            let request = MetadataRequest {
+                topics: Some(vec![MetadataRequestTopic {
+                    topic_id: Uuid::ZERO,
+                    name: Some(name.into()),
+                }]),
+                allow_auto_topic_creation: auto,
+                ..Default::default()
+            };
+            let response: MetadataResponse = client.call(3, 12, 9, &request).unwrap();
+            response.topics.into_iter().next().unwrap()
+        };
+        assert_eq!(
+            ask(&mut client, "no such", true).error_code,
+            error::INVALID_TOPIC_EXCEPTION
+        );
+        assert_eq!(
+            ask(&mut client, "later", false).error_code,
+            error::UNKNOWN_TOPIC_OR_PARTITION
+        );
+        let made = ask(&mut client, "later", true);
+        assert_eq!(made.error_code, error::NONE);
+        assert_eq!(made.partitions.len(), 1);
+        assert_eq!(made.partitions[0].leader_id, 1);
+        assert_eq!(made.partitions[0].leader_epoch, 0);
+        assert!(!made.topic_id.is_zero());
+    });
+}
+
+#[test]
+fn bad_broker_config_stops_start_up_naming_the_key() {
+    let data = tempfile::tempdir().unwrap();
+    for (set, key) in [
+        ("log.segment.bytez=5", "log.segment.bytez"),
+        ("num.partitions=zero", "num.partitions"),
+    ] {
+        let output = std::process::Command::new(tarn_e2e::tarn_bin())
+            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(data.path())
+            .args(["--set", set])
+            .output()
+            .unwrap();
+        assert!(!output.status.success(), "--set {set} was accepted");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(key), "--set {set}: {stderr}");
+    }
+}
