@@ -10,7 +10,10 @@ use tarn_storage::{Log, LogConfig};
 
 fuzz_target!(|data: &[u8]| {
     let dir = tempfile::tempdir().expect("temp dir");
-    let index_len = data.first().map_or(0, |b| (*b as usize % 4) * 8).min(data.len());
+    let index_len = data
+        .first()
+        .map_or(0, |b| (*b as usize % 4) * 8)
+        .min(data.len());
     let (index, segment) = data.split_at(index_len);
     std::fs::write(dir.path().join("00000000000000000000.index"), index).expect("write index");
     std::fs::write(dir.path().join("00000000000000000000.log"), segment).expect("write log");
@@ -24,7 +27,9 @@ fuzz_target!(|data: &[u8]| {
     let end = log.log_end_offset();
     let mut offset = log.log_start_offset();
     while offset < end {
-        let data = log.read(offset, 1 << 20, true).expect("read a recovered offset");
+        let data = log
+            .read(offset, 1 << 20, true)
+            .expect("read a recovered offset");
         let mut last = None;
         for item in BatchIter::new(&data) {
             let (_, header) = item.expect("recovery kept only valid batches");
@@ -34,7 +39,9 @@ fuzz_target!(|data: &[u8]| {
         assert!(last >= offset, "read went backwards");
         offset = last + 1;
     }
-    let mut batch = RecordBatchBuilder::new().record(1, Some(b"k"), Some(b"v")).build();
+    let mut batch = RecordBatchBuilder::new()
+        .record(1, Some(b"k"), Some(b"v"))
+        .build();
     let info = log.append(&mut batch, 0).expect("append after recovery");
     assert_eq!(info.base_offset, end);
 });
