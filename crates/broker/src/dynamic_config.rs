@@ -322,7 +322,8 @@ impl ConfigView<'_> {
     }
 }
 
-/// Whether an alter names its resource in Kafka's describe or alter words.
+/// Which request resolves a resource: Kafka's checks and messages differ
+/// slightly between DescribeConfigs and the two alter APIs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Purpose {
     Describe,
@@ -617,6 +618,14 @@ mod tests {
         entries.iter().find(|e| e.name == name).unwrap()
     }
 
+    fn view_of<'a>(static_config: &'a BrokerConfig, image: &'a MetadataImage) -> ConfigView<'a> {
+        ConfigView {
+            static_config,
+            image,
+            node_id: NODE,
+        }
+    }
+
     fn topic(image: &MetadataImage) -> Resource {
         resolve(image, NODE, RESOURCE_TOPIC, "t", Purpose::Alter).unwrap()
     }
@@ -629,11 +638,7 @@ mod tests {
     fn sources_follow_kafka_precedence() {
         let static_config = BrokerConfig::with_overrides([("log.retention.ms", "1000")]).unwrap();
         let mut image = image_with_topic();
-        let view = ConfigView {
-            static_config: &static_config,
-            image: &image,
-            node_id: NODE,
-        };
+        let view = view_of(&static_config, &image);
         let entries = view.topic_entries(&BTreeMap::new());
         assert_eq!(entries.len(), TOPIC_CONFIGS.len());
         let retention = entry(&entries, "retention.ms");
@@ -676,11 +681,7 @@ mod tests {
             name: "retention.ms".into(),
             value: Some("4000".into()),
         });
-        let view = ConfigView {
-            static_config: &static_config,
-            image: &image,
-            node_id: NODE,
-        };
+        let view = view_of(&static_config, &image);
         let configs = image.topic("t").unwrap().configs.clone();
         let entries = view.topic_entries(&configs);
         let retention = entry(&entries, "retention.ms");
@@ -767,11 +768,7 @@ mod tests {
     fn bad_key_or_value_refuses_the_whole_resource() {
         let static_config = BrokerConfig::default();
         let image = image_with_topic();
-        let view = ConfigView {
-            static_config: &static_config,
-            image: &image,
-            node_id: NODE,
-        };
+        let view = view_of(&static_config, &image);
         let t = topic(&image);
         let err = plan_incremental(
             &view,
@@ -820,11 +817,7 @@ mod tests {
         let static_config = BrokerConfig::default();
         let mut image = image_with_topic();
         let records = {
-            let view = ConfigView {
-                static_config: &static_config,
-                image: &image,
-                node_id: NODE,
-            };
+            let view = view_of(&static_config, &image);
             plan_incremental(
                 &view,
                 &topic(&image),
@@ -834,11 +827,7 @@ mod tests {
         };
         assert_eq!(records.len(), 2);
         apply(&mut image, &records);
-        let view = ConfigView {
-            static_config: &static_config,
-            image: &image,
-            node_id: NODE,
-        };
+        let view = view_of(&static_config, &image);
         let t = topic(&image);
         // Setting what is already set produces nothing.
         assert!(plan_incremental(&view, &t, &[set("retention.ms", "5")])
@@ -850,11 +839,7 @@ mod tests {
         let configs = &image.topic("t").unwrap().configs;
         assert_eq!(configs.len(), 1);
         assert_eq!(configs["retention.ms"], "6");
-        let view = ConfigView {
-            static_config: &static_config,
-            image: &image,
-            node_id: NODE,
-        };
+        let view = view_of(&static_config, &image);
         let records = plan_incremental(
             &view,
             &topic(&image),
@@ -871,11 +856,7 @@ mod tests {
         let mut image = image_with_topic();
         let run = |image: &mut MetadataImage, op: i8, value: &str| {
             let records = {
-                let view = ConfigView {
-                    static_config: &static_config,
-                    image,
-                    node_id: NODE,
-                };
+                let view = view_of(&static_config, image);
                 plan_incremental(
                     &view,
                     &topic(image),
@@ -921,11 +902,7 @@ mod tests {
     fn broker_levels_accept_only_dynamic_keys() {
         let static_config = BrokerConfig::default();
         let mut image = image_with_topic();
-        let view = ConfigView {
-            static_config: &static_config,
-            image: &image,
-            node_id: NODE,
-        };
+        let view = view_of(&static_config, &image);
         let err = plan_incremental(
             &view,
             &Resource::ClusterDefault,
@@ -950,11 +927,7 @@ mod tests {
         )
         .unwrap();
         apply(&mut image, &records);
-        let view = ConfigView {
-            static_config: &static_config,
-            image: &image,
-            node_id: NODE,
-        };
+        let view = view_of(&static_config, &image);
         let effective = view.effective();
         assert_eq!(effective.get("message.max.bytes"), "2000");
         assert_eq!(
