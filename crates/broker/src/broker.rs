@@ -4,7 +4,12 @@
 //! metadata log, registers this broker, and opens every hosted log —
 //! skipping tail recovery when the previous run left the clean-shutdown
 //! marker, which is removed before any write so that a crash from here on
-//! is recovered next time.
+//! is recovered next time. Partition directories a previous run renamed
+//! for deletion (`*-delete`) are removed before the logs are opened.
+//!
+//! `config` is the static configuration (file and `--set`); the effective
+//! one lays the dynamic broker configs of the metadata image over it
+//! (`Broker::effective_config`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -15,7 +20,10 @@ use rand::RngCore;
 use tarn_protocol::Uuid;
 
 use crate::config::BrokerConfig;
-use crate::metadata::{FileMetadataLog, MetadataLogError, MetadataRecord, MetadataStore};
+use crate::dynamic_config::ConfigView;
+use crate::metadata::{
+    FileMetadataLog, MetadataImage, MetadataLogError, MetadataRecord, MetadataStore,
+};
 use crate::replica_manager::ReplicaManager;
 
 pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
@@ -61,6 +69,10 @@ pub struct Broker {
     pub replicas: ReplicaManager,
     /// The producer ids this broker may hand out: [next, end).
     producer_ids: Mutex<(i64, i64)>,
+    /// Serializes replica syncs, each with the newest image, so two commits
+    /// cannot apply their images out of order or interleave the renames and
+    /// opens of one partition directory.
+    replica_sync: Mutex<()>,
 }
 
 pub fn random_uuid() -> Uuid {
@@ -132,8 +144,19 @@ impl Broker {
 
         let marker = data_dir.join(CLEAN_SHUTDOWN_FILE);
         let clean_shutdown = marker.exists();
+        let removed = tarn_storage::remove_dirs_marked_for_deletion(&data_dir)?;
+        if removed > 0 {
+            tracing::info!(removed, "removed partition directories left for deletion");
+        }
         let replicas = ReplicaManager::new(&data_dir, options.node_id);
-        replicas.sync(&metadata.image(), &options.config, clean_shutdown)?;
+        let image = metadata.image();
+        let effective = ConfigView {
+            static_config: &options.config,
+            image: &image,
+            node_id: options.node_id,
+        }
+        .effective();
+        replicas.sync(&image, &effective, clean_shutdown)?;
         if clean_shutdown {
             std::fs::remove_file(&marker).map_err(io(format!("remove {}", marker.display())))?;
         }
@@ -150,6 +173,7 @@ impl Broker {
             metadata,
             replicas,
             producer_ids: Mutex::new((0, 0)),
+            replica_sync: Mutex::new(()),
         }))
     }
 
@@ -161,9 +185,26 @@ impl Broker {
         ) -> Result<(Vec<MetadataRecord>, T), BrokerError>,
     ) -> Result<T, BrokerError> {
         let value = self.metadata.commit_with(build)?;
+        let _serial = self.replica_sync.lock();
+        let image = self.metadata.image();
         self.replicas
-            .sync(&self.metadata.image(), &self.config, true)?;
+            .sync(&image, &self.config_view(&image).effective(), true)?;
         Ok(value)
+    }
+
+    /// This broker's configs as `image` makes them.
+    pub fn config_view<'a>(&'a self, image: &'a MetadataImage) -> ConfigView<'a> {
+        ConfigView {
+            static_config: &self.config,
+            image,
+            node_id: self.node_id,
+        }
+    }
+
+    /// The static config overlaid with the dynamic broker configs now in
+    /// the metadata image.
+    pub fn effective_config(&self) -> BrokerConfig {
+        self.config_view(&self.metadata.image()).effective()
     }
 
     /// Hands out a producer id, reserving a new block in the metadata log

@@ -317,6 +317,26 @@ impl BrokerConfig {
             .unwrap_or_else(|| panic!("broker config key {key} is not declared"))
     }
 
+    /// A copy with `pairs` laid over these values: how dynamic configs
+    /// from the metadata log apply. They were validated when committed; one
+    /// that no longer validates (unknown key, bad value) is logged and
+    /// skipped rather than trusted.
+    pub fn overlay<'a>(&self, pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> BrokerConfig {
+        let mut config = self.clone();
+        for (key, value) in pairs {
+            match broker_def(key).ok_or_else(|| ConfigError::UnknownKey(key.to_owned())) {
+                Ok(def) => match validate(def, value) {
+                    Ok(value) => {
+                        config.values.insert(def.name, value);
+                    }
+                    Err(e) => tracing::warn!(error = %e, "ignoring dynamic broker config"),
+                },
+                Err(e) => tracing::warn!(error = %e, "ignoring dynamic broker config"),
+            }
+        }
+        config
+    }
+
     pub fn is_set(&self, key: &str) -> bool {
         self.values.contains_key(key)
     }

@@ -4,7 +4,9 @@
 
 pub mod broker;
 pub mod config;
+pub mod dynamic_config;
 pub mod handlers;
+pub mod log_deleter;
 pub mod metadata;
 pub mod replica_manager;
 pub mod server;

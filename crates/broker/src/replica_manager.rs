@@ -5,11 +5,17 @@
 //! are gone. Appends and reads go through a `Partition`, which checks the
 //! leader epoch a client believes in against its own, and every append
 //! bumps `data_version` so long-polling fetches wake on new data.
+//!
+//! Config changes reach live logs here: each `sync` hands every open log
+//! the `LogConfig` its topic's effective configs give now. A deleted
+//! partition's directory is renamed to Kafka's `<topic>-<partition>.<id>-delete`
+//! at once and removed by the `LogDeleter` after `file.delete.delay.ms`.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicI64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
@@ -20,6 +26,7 @@ use tarn_protocol::Uuid;
 use tarn_storage::{AppendError, AppendInfo, Log, LogConfig, StorageError};
 
 use crate::config::BrokerConfig;
+use crate::log_deleter::LogDeleter;
 use crate::metadata::{MetadataImage, TopicInfo};
 
 pub type TopicPartition = (String, i32);
@@ -29,6 +36,8 @@ pub struct Partition {
     pub topic_id: Uuid,
     pub index: i32,
     leader_epoch: AtomicI32,
+    /// The topic's `file.delete.delay.ms` as of the last sync.
+    file_delete_delay_ms: AtomicI64,
     log: Mutex<Option<Log>>,
 }
 
@@ -165,6 +174,56 @@ impl Partition {
         self.with_log(|log| Ok(f(log)))
     }
 
+    /// Kafka's DeleteRecords on this partition: -1 means the high
+    /// watermark; the log start offset moves up to `offset` (never down).
+    /// Returns the new log start offset (the low watermark).
+    pub fn delete_records(&self, offset: i64) -> Result<i64, PartitionError> {
+        self.with_log(|log| {
+            let high_watermark = log.log_end_offset();
+            let target = if offset == -1 { high_watermark } else { offset };
+            if target < 0 {
+                return Err(PartitionError::new(
+                    error::OFFSET_OUT_OF_RANGE,
+                    format!(
+                        "The offset {target} for partition {}-{} is not valid",
+                        self.topic, self.index
+                    ),
+                ));
+            }
+            if target > high_watermark {
+                return Err(PartitionError::new(
+                    error::OFFSET_OUT_OF_RANGE,
+                    format!(
+                        "Cannot increment the log start offset to {target} of partition {}-{} since it is larger than the high watermark {high_watermark}",
+                        self.topic, self.index
+                    ),
+                ));
+            }
+            Ok(log.delete_records_before(target)?)
+        })
+    }
+
+    /// Hands the log new settings when they differ from its current ones.
+    fn update_config(&self, config: LogConfig, file_delete_delay_ms: i64) {
+        self.file_delete_delay_ms
+            .store(file_delete_delay_ms, Ordering::Release);
+        let mut guard = self.log.lock();
+        let Some(log) = guard.as_mut() else {
+            return;
+        };
+        if *log.config() == config {
+            return;
+        }
+        match log.update_config(config) {
+            Ok(()) => {
+                tracing::info!(topic = %self.topic, partition = self.index, "log config updated")
+            }
+            Err(e) => {
+                tracing::error!(topic = %self.topic, partition = self.index, error = %e, "update log config")
+            }
+        }
+    }
+
     fn close(&self) -> Result<(), StorageError> {
         match self.log.lock().take() {
             Some(log) => log.close(),
@@ -172,12 +231,31 @@ impl Partition {
         }
     }
 
-    fn delete(&self) -> Result<(), StorageError> {
-        match self.log.lock().take() {
-            Some(log) => log.delete(),
-            None => Ok(()),
-        }
+    /// Closes the log and renames its directory for delayed deletion;
+    /// returns the new path and how long it should wait.
+    fn retire(&self) -> Result<Option<(PathBuf, Duration)>, StorageError> {
+        let Some(log) = self.log.lock().take() else {
+            return Ok(None);
+        };
+        let renamed = log.rename_for_deletion(&delete_dir_name(&self.topic, self.index))?;
+        let delay_ms = self.file_delete_delay_ms.load(Ordering::Acquire).max(0);
+        Ok(Some((renamed, Duration::from_millis(delay_ms as u64))))
     }
+}
+
+/// Kafka's name for a partition directory waiting for deletion:
+/// `<topic>-<partition>.<32 hex digits>-delete`, the topic cut short so the
+/// name fits in 255 bytes.
+pub fn delete_dir_name(topic: &str, partition: i32) -> String {
+    let unique: String = crate::broker::random_uuid()
+        .0
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let suffix = format!("-{partition}.{unique}{}", tarn_storage::DELETE_DIR_SUFFIX);
+    // Topic names are ASCII, so any byte length is a char boundary.
+    let keep = topic.len().min(255 - suffix.len());
+    format!("{}{suffix}", &topic[..keep])
 }
 
 pub struct ReplicaManager {
@@ -185,6 +263,7 @@ pub struct ReplicaManager {
     node_id: i32,
     partitions: RwLock<HashMap<TopicPartition, Arc<Partition>>>,
     data_version: watch::Sender<u64>,
+    deleter: LogDeleter,
 }
 
 /// The storage settings of one topic, from its configs and the broker's.
@@ -203,6 +282,14 @@ pub fn log_config(config: &BrokerConfig, topic: &TopicInfo) -> LogConfig {
     }
 }
 
+/// A topic's effective `file.delete.delay.ms`.
+fn file_delete_delay_ms(config: &BrokerConfig, topic: &TopicInfo) -> i64 {
+    config
+        .topic_value(&topic.configs, "file.delete.delay.ms")
+        .parse()
+        .unwrap_or_else(|_| panic!("validated numeric topic config file.delete.delay.ms"))
+}
+
 impl ReplicaManager {
     pub fn new(data_dir: &Path, node_id: i32) -> Self {
         let (data_version, _) = watch::channel(0);
@@ -211,7 +298,13 @@ impl ReplicaManager {
             node_id,
             partitions: RwLock::new(HashMap::new()),
             data_version,
+            deleter: LogDeleter::start(),
         }
+    }
+
+    /// Deleted partition directories still waiting for their delay.
+    pub fn pending_deletions(&self) -> usize {
+        self.deleter.pending()
     }
 
     pub fn get(&self, topic: &str, partition: i32) -> Option<Arc<Partition>> {
@@ -231,7 +324,10 @@ impl ReplicaManager {
     }
 
     /// Makes the hosted partitions match the image: opens new ones,
-    /// deletes those whose topic is gone (or was re-created under a new id).
+    /// retires those whose topic is gone (or was re-created under a new id),
+    /// and gives every open log the settings `config` (the effective broker
+    /// config) and its topic's configs make now. Callers serialize calls
+    /// and pass the newest image (see `Broker::commit_metadata`).
     pub fn sync(
         &self,
         image: &MetadataImage,
@@ -263,12 +359,16 @@ impl ReplicaManager {
             gone.iter().filter_map(|tp| map.remove(tp)).collect()
         };
         for partition in stale {
-            tracing::info!(topic = %partition.topic, partition = partition.index, "deleting partition");
-            partition.delete()?;
+            if let Some((dir, delay)) = partition.retire()? {
+                tracing::info!(topic = %partition.topic, partition = partition.index, dir = %dir.display(), delay_ms = delay.as_millis() as u64, "deleted partition; files go after file.delete.delay.ms");
+                self.deleter.schedule(dir, delay);
+            }
         }
         for ((name, index), (topic, epoch)) in wanted {
+            let delete_delay_ms = file_delete_delay_ms(config, &topic);
             if let Some(existing) = self.get(&name, index) {
                 existing.leader_epoch.store(epoch, Ordering::Release);
+                existing.update_config(log_config(config, &topic), delete_delay_ms);
                 continue;
             }
             let dir = self.data_dir.join(format!("{name}-{index}"));
@@ -278,6 +378,7 @@ impl ReplicaManager {
                 topic_id: topic.topic_id,
                 index,
                 leader_epoch: AtomicI32::new(epoch),
+                file_delete_delay_ms: AtomicI64::new(delete_delay_ms),
                 log: Mutex::new(Some(log)),
             });
             self.partitions.write().insert((name, index), partition);
@@ -286,7 +387,10 @@ impl ReplicaManager {
     }
 
     /// Closes every log (flushing data, writing indexes and snapshots).
+    /// Deleted directories still waiting for their delay are left for the
+    /// next start-up to remove.
     pub fn shutdown(&self) -> Result<(), StorageError> {
+        self.deleter.shutdown();
         let partitions: Vec<Arc<Partition>> =
             self.partitions.write().drain().map(|(_, p)| p).collect();
         let mut first_error = None;

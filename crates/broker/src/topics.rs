@@ -1,5 +1,6 @@
-//! Topic creation and deletion as metadata records, shared by
-//! CreateTopics, DeleteTopics and Metadata's auto-creation.
+//! Topic creation, growth and deletion as metadata records, shared by
+//! CreateTopics, CreatePartitions, DeleteTopics and Metadata's
+//! auto-creation.
 
 use std::collections::BTreeMap;
 
@@ -185,6 +186,116 @@ pub struct TopicInfoSummary {
     pub configs: BTreeMap<String, String>,
 }
 
+/// The records that grow topic `name` to `count` partitions, after
+/// Kafka's checks: partitions can only be added, and an explicit
+/// assignment must give each new partition the topic's replication factor
+/// on registered brokers.
+pub fn create_partitions_records(
+    image: &MetadataImage,
+    name: &str,
+    count: i32,
+    assignments: Option<&[Vec<i32>]>,
+) -> Result<Vec<MetadataRecord>, TopicError> {
+    let Some(topic) = image.topic(name) else {
+        return fail(
+            error::UNKNOWN_TOPIC_OR_PARTITION,
+            "This server does not host this topic-partition.",
+        );
+    };
+    let current = topic.partitions.len() as i32;
+    if count == current {
+        return fail(
+            error::INVALID_PARTITIONS,
+            format!("Topic already has {current} partitions."),
+        );
+    }
+    if count < current {
+        return fail(
+            error::INVALID_PARTITIONS,
+            format!("Topic currently has {current} partitions, which is higher than the requested {count}. Partitions can only be added."),
+        );
+    }
+    if count > PARTITIONS_MAX {
+        return fail(
+            error::INVALID_PARTITIONS,
+            format!("Number of partitions must be at most {PARTITIONS_MAX}."),
+        );
+    }
+    let additional = (count - current) as usize;
+    let replication_factor = topic.partitions.first().map_or(1, |p| p.replicas.len());
+    let brokers: Vec<i32> = image.brokers.keys().copied().collect();
+    if brokers.is_empty() {
+        return fail(
+            error::INVALID_REPLICATION_FACTOR,
+            "Unable to place new partitions: no broker is registered.",
+        );
+    }
+    let placed: Vec<Vec<i32>> = match assignments {
+        Some(given) => {
+            if given.len() != additional {
+                return fail(
+                    error::INVALID_REPLICA_ASSIGNMENT,
+                    format!("Attempted to add {additional} additional partition(s), but only {} assignment(s) were specified.", given.len()),
+                );
+            }
+            for replicas in given {
+                check_assignment(replicas, replication_factor, &brokers)?;
+            }
+            given.to_vec()
+        }
+        // Spread leaders round-robin over the registered brokers, as at creation.
+        None => (current..count)
+            .map(|partition_id| {
+                (0..replication_factor)
+                    .map(|r| brokers[(partition_id as usize + r) % brokers.len()])
+                    .collect()
+            })
+            .collect(),
+    };
+    Ok(placed
+        .into_iter()
+        .zip(current..count)
+        .map(|(replicas, partition_id)| MetadataRecord::Partition {
+            topic_id: topic.topic_id.0,
+            partition_id,
+            leader: replicas[0],
+            isr: replicas.clone(),
+            replicas,
+            leader_epoch: 0,
+        })
+        .collect())
+}
+
+fn check_assignment(
+    replicas: &[i32],
+    replication_factor: usize,
+    brokers: &[i32],
+) -> Result<(), TopicError> {
+    if replicas.len() != replication_factor {
+        return fail(
+            error::INVALID_REPLICA_ASSIGNMENT,
+            format!("The manual partition assignment includes a partition with {} replica(s), but this is not consistent with previous partitions, which have {replication_factor} replica(s).", replicas.len()),
+        );
+    }
+    for (i, broker) in replicas.iter().enumerate() {
+        if !brokers.contains(broker) {
+            return fail(
+                error::INVALID_REPLICA_ASSIGNMENT,
+                format!("The manual partition assignment includes broker {broker}, but no such broker is registered."),
+            );
+        }
+        if replicas[..i].contains(broker) {
+            return fail(
+                error::INVALID_REPLICA_ASSIGNMENT,
+                format!(
+                    "The manual partition assignment includes the broker {broker} more than once."
+                ),
+            );
+        }
+    }
+    Ok(())
+}
+
 pub fn delete_topic_records(topic: &TopicInfo) -> Vec<MetadataRecord> {
     vec![MetadataRecord::RemoveTopic {
         topic_id: topic.topic_id.0,
@@ -246,6 +357,53 @@ mod tests {
         .unwrap_err();
         assert_eq!(err.code, error::INVALID_CONFIG);
         assert!(err.message.contains("retention.mss"));
+    }
+
+    #[test]
+    fn partitions_can_only_be_added() {
+        let mut image = image_with_broker();
+        let topic = NewTopic {
+            name: "t",
+            num_partitions: 2,
+            replication_factor: 1,
+            configs: vec![],
+        };
+        let (records, _) = create_topic_records(&image, &BrokerConfig::default(), &topic).unwrap();
+        for r in &records {
+            image.apply(r);
+        }
+        let err = create_partitions_records(&image, "t", 2, None).unwrap_err();
+        assert_eq!(
+            (err.code, err.message.as_str()),
+            (error::INVALID_PARTITIONS, "Topic already has 2 partitions.")
+        );
+        let err = create_partitions_records(&image, "t", 1, None).unwrap_err();
+        assert_eq!(err.code, error::INVALID_PARTITIONS);
+        assert!(err.message.contains("can only be added"), "{}", err.message);
+        let err = create_partitions_records(&image, "nope", 3, None).unwrap_err();
+        assert_eq!(err.code, error::UNKNOWN_TOPIC_OR_PARTITION);
+        for bad in [vec![vec![1], vec![1]], vec![vec![2]], vec![vec![1, 1]]] {
+            let err = create_partitions_records(&image, "t", 3, Some(&bad)).unwrap_err();
+            assert_eq!(err.code, error::INVALID_REPLICA_ASSIGNMENT, "{bad:?}");
+        }
+        let records = create_partitions_records(&image, "t", 4, None).unwrap();
+        assert_eq!(records.len(), 2);
+        for r in &records {
+            image.apply(r);
+        }
+        let partitions = &image.topic("t").unwrap().partitions;
+        assert_eq!(
+            partitions
+                .iter()
+                .map(|p| p.partition_id)
+                .collect::<Vec<_>>(),
+            [0, 1, 2, 3]
+        );
+        assert!(partitions
+            .iter()
+            .all(|p| p.replicas == [1] && p.leader == 1));
+        let records = create_partitions_records(&image, "t", 5, Some(&[vec![1]])).unwrap();
+        assert_eq!(records.len(), 1);
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! The `tarn` binary: `serve` runs the broker; `topics` manages topics
-//! over the Kafka protocol like kafka-topics.sh.
+//! over the Kafka protocol like kafka-topics.sh; `configs` describes and
+//! alters topic and broker configs like kafka-configs.sh.
 
+mod configs;
 mod serve;
 mod topics;
 
@@ -27,6 +29,8 @@ enum Command {
         #[command(subcommand)]
         command: topics::TopicsCommand,
     },
+    /// Describe and alter topic and broker configs (like kafka-configs.sh).
+    Configs(configs::ConfigsArgs),
 }
 
 fn main() -> Result<()> {
@@ -34,5 +38,6 @@ fn main() -> Result<()> {
     match cli.command {
         Command::Serve(args) => serve::run(args),
         Command::Topics { command } => topics::run(command),
+        Command::Configs(args) => configs::run(args),
     }
 }

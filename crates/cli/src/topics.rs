@@ -1,10 +1,13 @@
-//! `tarn topics`: create, list, describe and delete topics over the
-//! Kafka protocol, with kafka-topics.sh's flags.
+//! `tarn topics`: create, list, describe, alter (add partitions) and
+//! delete topics over the Kafka protocol, with kafka-topics.sh's flags.
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 
 use tarn_protocol::error;
+use tarn_protocol::messages::create_partitions::{
+    CreatePartitionsRequest, CreatePartitionsResponse, CreatePartitionsTopic,
+};
 use tarn_protocol::messages::create_topics::{
     CreatableTopic, CreatableTopicConfig, CreateTopicsRequest, CreateTopicsResponse,
 };
@@ -23,8 +26,21 @@ pub enum TopicsCommand {
     List(Common),
     /// Show partitions, leaders, replicas and configs of topics.
     Describe(DescribeArgs),
+    /// Add partitions to a topic (partitions can only be added).
+    Alter(AlterArgs),
     /// Delete a topic.
     Delete(DeleteArgs),
+}
+
+#[derive(Args)]
+pub struct AlterArgs {
+    #[command(flatten)]
+    common: Common,
+    #[arg(long)]
+    topic: String,
+    /// The new, larger number of partitions.
+    #[arg(long)]
+    partitions: i32,
 }
 
 #[derive(Args)]
@@ -76,11 +92,12 @@ pub fn run(command: TopicsCommand) -> Result<()> {
         TopicsCommand::Create(args) => create(args),
         TopicsCommand::List(args) => list(args),
         TopicsCommand::Describe(args) => describe(args),
+        TopicsCommand::Alter(args) => alter(args),
         TopicsCommand::Delete(args) => delete(args),
     }
 }
 
-fn error_name(code: i16) -> &'static str {
+pub(crate) fn error_name(code: i16) -> &'static str {
     match code {
         error::TOPIC_ALREADY_EXISTS => "TOPIC_ALREADY_EXISTS",
         error::INVALID_TOPIC_EXCEPTION => "INVALID_TOPIC_EXCEPTION",
@@ -91,6 +108,10 @@ fn error_name(code: i16) -> &'static str {
         error::UNKNOWN_TOPIC_OR_PARTITION => "UNKNOWN_TOPIC_OR_PARTITION",
         error::UNKNOWN_TOPIC_ID => "UNKNOWN_TOPIC_ID",
         error::LEADER_NOT_AVAILABLE => "LEADER_NOT_AVAILABLE",
+        error::INVALID_REPLICA_ASSIGNMENT => "INVALID_REPLICA_ASSIGNMENT",
+        error::POLICY_VIOLATION => "POLICY_VIOLATION",
+        error::KAFKA_STORAGE_ERROR => "KAFKA_STORAGE_ERROR",
+        error::UNKNOWN_SERVER_ERROR => "UNKNOWN_SERVER_ERROR",
         _ => "error",
     }
 }
@@ -196,6 +217,49 @@ fn describe(args: DescribeArgs) -> Result<()> {
             );
         }
     }
+    Ok(())
+}
+
+/// kafka-topics.sh --alter --partitions: CreatePartitions, then the new
+/// count read back from the broker's metadata.
+fn alter(args: AlterArgs) -> Result<()> {
+    let request = CreatePartitionsRequest {
+        topics: vec![CreatePartitionsTopic {
+            name: args.topic.clone(),
+            count: args.partitions,
+            assignments: None,
+        }],
+        timeout_ms: 30_000,
+        validate_only: false,
+    };
+    let mut client = Client::connect(&args.common.bootstrap_server)?;
+    let response: CreatePartitionsResponse = client.call(37, 3, 2, &request)?;
+    let result = response
+        .results
+        .first()
+        .context("broker returned no result for the topic")?;
+    if result.error_code != error::NONE {
+        bail!(
+            "Error while executing topic command : {} ({}): {}",
+            error_name(result.error_code),
+            result.error_code,
+            result.error_message.as_deref().unwrap_or("")
+        );
+    }
+    let metadata = fetch_metadata(&args.common.bootstrap_server, Some(&args.topic))?;
+    let count = metadata
+        .topics
+        .iter()
+        .find(|t| t.name.as_deref() == Some(args.topic.as_str()))
+        .map_or(0, |t| t.partitions.len());
+    if count != args.partitions as usize {
+        bail!(
+            "the broker accepted the change but topic {} reports {count} partitions, not {}",
+            args.topic,
+            args.partitions
+        );
+    }
+    println!("Topic {} now has {count} partitions.", args.topic);
     Ok(())
 }
 

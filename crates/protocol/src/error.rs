@@ -25,6 +25,7 @@ pub const INVALID_REPLICA_ASSIGNMENT: ErrorCode = 39;
 pub const INVALID_CONFIG: ErrorCode = 40;
 pub const INVALID_REQUEST: ErrorCode = 42;
 pub const UNSUPPORTED_FOR_MESSAGE_FORMAT: ErrorCode = 43;
+pub const POLICY_VIOLATION: ErrorCode = 44;
 pub const OUT_OF_ORDER_SEQUENCE_NUMBER: ErrorCode = 45;
 pub const DUPLICATE_SEQUENCE_NUMBER: ErrorCode = 46;
 pub const INVALID_PRODUCER_EPOCH: ErrorCode = 47;

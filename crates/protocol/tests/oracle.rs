@@ -342,3 +342,188 @@ fn small_apis() {
     };
     check::<_, k::DescribeClusterResponse>(&response, 0..=1, 0);
 }
+
+#[test]
+fn configs() {
+    use alter_configs::*;
+    use describe_configs::*;
+    use incremental_alter_configs::*;
+    use kafka_protocol::messages as k;
+    let request = DescribeConfigsRequest {
+        resources: vec![
+            DescribeConfigsResource {
+                resource_type: 2,
+                resource_name: "t".into(),
+                configuration_keys: None,
+            },
+            DescribeConfigsResource {
+                resource_type: 4,
+                resource_name: "1".into(),
+                configuration_keys: Some(vec!["log.retention.ms".into()]),
+            },
+        ],
+        include_synonyms: true,
+        include_documentation: true,
+    };
+    check::<_, k::DescribeConfigsRequest>(&request, 1..=4, 4);
+    let response = DescribeConfigsResponse {
+        throttle_time_ms: 0,
+        results: vec![DescribeConfigsResult {
+            error_code: 0,
+            error_message: None,
+            resource_type: 2,
+            resource_name: "t".into(),
+            configs: vec![DescribeConfigsResourceResult {
+                name: "retention.ms".into(),
+                value: Some("1000".into()),
+                read_only: false,
+                is_default: false,
+                config_source: 1,
+                is_sensitive: false,
+                synonyms: vec![
+                    DescribeConfigsSynonym {
+                        name: "retention.ms".into(),
+                        value: Some("1000".into()),
+                        source: 1,
+                    },
+                    DescribeConfigsSynonym {
+                        name: "log.retention.ms".into(),
+                        value: None,
+                        source: 5,
+                    },
+                ],
+                config_type: 5,
+                documentation: Some("How long".into()),
+            }],
+        }],
+    };
+    check::<_, k::DescribeConfigsResponse>(&response, 1..=4, 4);
+    let request = AlterConfigsRequest {
+        resources: vec![AlterConfigsResource {
+            resource_type: 4,
+            resource_name: String::new(),
+            configs: vec![AlterableConfig {
+                name: "log.retention.ms".into(),
+                value: Some("5".into()),
+            }],
+        }],
+        validate_only: true,
+    };
+    check::<_, k::AlterConfigsRequest>(&request, 0..=2, 2);
+    let response = AlterConfigsResponse {
+        throttle_time_ms: 0,
+        responses: vec![AlterConfigsResourceResponse {
+            error_code: 40,
+            error_message: Some("Unknown topic config name: x".into()),
+            resource_type: 2,
+            resource_name: "t".into(),
+        }],
+    };
+    check::<_, k::AlterConfigsResponse>(&response, 0..=2, 2);
+    check::<_, k::IncrementalAlterConfigsResponse>(&response, 0..=1, 1);
+    let request = IncrementalAlterConfigsRequest {
+        resources: vec![IncrementalAlterConfigsResource {
+            resource_type: 2,
+            resource_name: "t".into(),
+            configs: vec![
+                IncrementalAlterableConfig {
+                    name: "cleanup.policy".into(),
+                    config_operation: OP_APPEND,
+                    value: Some("compact".into()),
+                },
+                IncrementalAlterableConfig {
+                    name: "retention.ms".into(),
+                    config_operation: OP_DELETE,
+                    value: None,
+                },
+            ],
+        }],
+        validate_only: false,
+    };
+    check::<_, k::IncrementalAlterConfigsRequest>(&request, 0..=1, 1);
+}
+
+/// DescribeConfigs v0 (which the oracle no longer knows): `is_default`
+/// follows `is_sensitive`'s neighbour, no source, synonyms or type.
+#[test]
+fn describe_configs_v0_layout() {
+    use describe_configs::*;
+    let result = DescribeConfigsResourceResult {
+        name: "a".into(),
+        value: None,
+        read_only: true,
+        is_default: true,
+        config_source: 5,
+        is_sensitive: false,
+        synonyms: vec![DescribeConfigsSynonym::default()],
+        config_type: 1,
+        documentation: Some("ignored".into()),
+    };
+    let mut out = Vec::new();
+    result.encode(&mut out, Version::new(0, 4));
+    assert_eq!(out, [0, 1, b'a', 0xff, 0xff, 1, 1, 0]);
+    let back = DescribeConfigsResourceResult::decode(
+        &mut Reader::new(Bytes::from(out)),
+        Version::new(0, 4),
+    )
+    .unwrap();
+    assert!(back.is_default && back.read_only && back.value.is_none());
+}
+
+#[test]
+fn partitions_and_records() {
+    use create_partitions::*;
+    use delete_records::*;
+    use kafka_protocol::messages as k;
+    let request = CreatePartitionsRequest {
+        topics: vec![
+            CreatePartitionsTopic {
+                name: "t".into(),
+                count: 4,
+                assignments: None,
+            },
+            CreatePartitionsTopic {
+                name: "u".into(),
+                count: 2,
+                assignments: Some(vec![CreatePartitionsAssignment {
+                    broker_ids: vec![1],
+                }]),
+            },
+        ],
+        timeout_ms: 100,
+        validate_only: true,
+    };
+    check::<_, k::CreatePartitionsRequest>(&request, 0..=3, 2);
+    let response = CreatePartitionsResponse {
+        throttle_time_ms: 0,
+        results: vec![CreatePartitionsTopicResult {
+            name: "t".into(),
+            error_code: 37,
+            error_message: Some("Topic already has 4 partitions.".into()),
+        }],
+    };
+    check::<_, k::CreatePartitionsResponse>(&response, 0..=3, 2);
+    let request = DeleteRecordsRequest {
+        topics: vec![DeleteRecordsTopic {
+            name: "t".into(),
+            partitions: vec![DeleteRecordsPartition {
+                partition_index: 1,
+                offset: -1,
+            }],
+        }],
+        timeout_ms: 100,
+    };
+    check::<_, k::DeleteRecordsRequest>(&request, 0..=2, 2);
+    let response = DeleteRecordsResponse {
+        throttle_time_ms: 0,
+        topics: vec![DeleteRecordsTopicResult {
+            name: "t".into(),
+            partitions: vec![DeleteRecordsPartitionResult {
+                partition_index: 1,
+                low_watermark: 42,
+                error_code: 0,
+            }],
+        }],
+    };
+    check::<_, k::DeleteRecordsResponse>(&response, 0..=2, 2);
+}

@@ -113,6 +113,12 @@ pub fn remove_dir_all(dir: &Path) -> Result<(), StorageError> {
         .map_err(|e| StorageError::io(format!("remove directory {}", dir.display()), e))
 }
 
+/// Renames a file or directory; both paths are in the same file system.
+pub fn rename(from: &Path, to: &Path) -> Result<(), StorageError> {
+    fs::rename(from, to)
+        .map_err(|e| StorageError::io(format!("rename {} to {}", from.display(), to.display()), e))
+}
+
 pub fn remove_file(path: &Path) -> Result<(), StorageError> {
     fs::remove_file(path).map_err(|e| StorageError::io(format!("remove {}", path.display()), e))
 }

@@ -14,6 +14,9 @@ pub mod segment;
 pub use error::{AppendError, StorageError};
 pub use index::{OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset};
 pub use leader_epoch::{EpochEntry, LeaderEpochFileCache, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
-pub use log::{AppendInfo, Log, LogConfig};
+pub use log::{
+    delete_dir, remove_dirs_marked_for_deletion, AppendInfo, Log, LogConfig, DELETE_DIR_SUFFIX,
+    LOG_START_OFFSET_CHECKPOINT_FILE,
+};
 pub use producer_state::{BatchMetadata, ProducerStateEntry, ProducerStateManager, SequenceCheck};
 pub use segment::LogSegment;

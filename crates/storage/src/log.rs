@@ -21,7 +21,10 @@ use tarn_protocol::record_batch::{
 use tracing::{info, warn};
 
 use crate::error::{AppendError, StorageError};
-use crate::file::{create_dir_all, list_file_names, remove_dir_all, remove_file};
+use crate::file::{
+    create_dir_all, list_file_names, read_optional, remove_dir_all, remove_file, rename, sync_dir,
+    write_atomically,
+};
 use crate::leader_epoch::LeaderEpochFileCache;
 use crate::producer_state::{
     parse_snapshot_name, snapshot_path, ProducerStateError, ProducerStateManager, SequenceCheck,
@@ -38,6 +41,13 @@ pub const DEFAULT_SEGMENT_INDEX_BYTES: u32 = 10 << 20;
 pub const DEFAULT_MAX_MESSAGE_BYTES: u32 = 1_048_588;
 /// Kafka's lower bound for `segment.bytes`.
 pub const MIN_SEGMENT_BYTES: u64 = 14;
+
+/// The file in a partition directory that keeps a log start offset moved
+/// past the first segment's base (DeleteRecords): `0\n<offset>\n`
+/// (format version, offset), replaced atomically.
+pub const LOG_START_OFFSET_CHECKPOINT_FILE: &str = "log-start-offset-checkpoint";
+/// Kafka's suffix for a partition directory waiting to be deleted.
+pub const DELETE_DIR_SUFFIX: &str = "-delete";
 
 /// Per-partition settings, spelled after Kafka's topic configs
 /// (`segment.bytes`, `index.interval.bytes`, `segment.index.bytes`,
@@ -123,6 +133,9 @@ pub struct Log {
     max_timestamp: MaxTimestamp,
     /// Segments from this base offset on may hold data not yet fsynced.
     first_unflushed_segment: i64,
+    /// The first offset a reader may ask for: the first segment's base, or
+    /// later when DeleteRecords moved it (checkpointed).
+    log_start_offset: i64,
 }
 
 impl Log {
@@ -164,6 +177,10 @@ impl Log {
             leader_epoch_cache.assign(epoch, start_offset)?;
         }
         leader_epoch_cache.truncate_from_end(log_end_offset)?;
+        let first_base = *segments.keys().next().expect("at least one segment");
+        let log_start_offset = read_log_start_checkpoint(dir)?
+            .map_or(first_base, |offset| offset.max(first_base))
+            .min(log_end_offset);
         let mut log = Log {
             dir: dir.to_path_buf(),
             config,
@@ -173,6 +190,7 @@ impl Log {
             producer_state: ProducerStateManager::new(),
             max_timestamp: NO_MAX_TIMESTAMP,
             first_unflushed_segment: active_base,
+            log_start_offset,
         };
         log.rebuild_producer_state(&names)?;
         log.max_timestamp = log.rebuild_max_timestamp()?;
@@ -429,11 +447,49 @@ impl Log {
     }
 
     pub fn log_start_offset(&self) -> i64 {
-        *self
-            .segments
-            .keys()
-            .next()
-            .expect("a log always has a segment")
+        self.log_start_offset
+    }
+
+    /// Kafka's DeleteRecords: moves the log start offset up to `offset`
+    /// (never down) and checkpoints it before answering, so records below
+    /// it stay unreadable after a restart. Returns the new log start
+    /// offset; `OffsetOutOfRange` when `offset` is negative or past the end.
+    pub fn delete_records_before(&mut self, offset: i64) -> Result<i64, StorageError> {
+        if offset < 0 || offset > self.log_end_offset {
+            return Err(StorageError::OffsetOutOfRange {
+                offset,
+                log_start_offset: self.log_start_offset,
+                log_end_offset: self.log_end_offset,
+            });
+        }
+        if offset > self.log_start_offset {
+            let path = self.dir.join(LOG_START_OFFSET_CHECKPOINT_FILE);
+            write_atomically(&path, format!("0\n{offset}\n").as_bytes())?;
+            self.log_start_offset = offset;
+        }
+        Ok(self.log_start_offset)
+    }
+
+    /// Swaps the settings used from now on: size limits apply to the next
+    /// append and roll; index settings to segments opened from now on.
+    pub fn update_config(&mut self, config: LogConfig) -> Result<(), StorageError> {
+        config.validate()?;
+        self.config = config;
+        Ok(())
+    }
+
+    /// Closes the log without flushing (its data is being deleted) and
+    /// renames its directory to `new_name` beside it, as Kafka does before
+    /// deleting a partition after `file.delete.delay.ms`. Returns the new
+    /// path; the caller removes it later with [`delete_dir`].
+    pub fn rename_for_deletion(self, new_name: &str) -> Result<PathBuf, StorageError> {
+        let dir = self.dir.clone();
+        drop(self);
+        let parent = dir.parent().unwrap_or(Path::new("."));
+        let target = parent.join(new_name);
+        rename(&dir, &target)?;
+        sync_dir(parent)?;
+        Ok(target)
     }
 
     pub fn log_end_offset(&self) -> i64 {
@@ -535,6 +591,42 @@ impl Log {
 
     pub fn producer_state(&self) -> &ProducerStateManager {
         &self.producer_state
+    }
+}
+
+/// Removes a partition directory renamed by [`Log::rename_for_deletion`].
+pub fn delete_dir(dir: &Path) -> Result<(), StorageError> {
+    remove_dir_all(dir)
+}
+
+/// Removes every `*-delete` directory directly under `data_dir` (left by a
+/// run that stopped before their delay passed); returns how many.
+pub fn remove_dirs_marked_for_deletion(data_dir: &Path) -> Result<usize, StorageError> {
+    let mut removed = 0;
+    for name in list_file_names(data_dir)? {
+        let path = data_dir.join(&name);
+        if name.ends_with(DELETE_DIR_SUFFIX) && path.is_dir() {
+            remove_dir_all(&path)?;
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
+/// The log start offset checkpointed by DeleteRecords, if any.
+fn read_log_start_checkpoint(dir: &Path) -> Result<Option<i64>, StorageError> {
+    let path = dir.join(LOG_START_OFFSET_CHECKPOINT_FILE);
+    let Some(bytes) = read_optional(&path)? else {
+        return Ok(None);
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    let mut lines = text.lines();
+    match (lines.next(), lines.next().map(str::parse::<i64>)) {
+        (Some("0"), Some(Ok(offset))) if offset >= 0 => Ok(Some(offset)),
+        _ => Err(StorageError::corrupt(
+            path.display().to_string(),
+            format!("expected \"0\\n<offset>\\n\", found {text:?}"),
+        )),
     }
 }
 
@@ -1234,5 +1326,105 @@ mod tests {
         assert!(partition.join("00000000000000000000.log").exists());
         log.delete().unwrap();
         assert!(!partition.exists());
+    }
+
+    #[test]
+    fn delete_records_moves_the_start_durably_and_never_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), small_config(), true).unwrap();
+        for _ in 0..4 {
+            append_plain(&mut log, 3, 0);
+        }
+        assert_eq!(log.log_end_offset(), 12);
+        assert!(matches!(
+            log.delete_records_before(13),
+            Err(StorageError::OffsetOutOfRange { offset: 13, .. })
+        ));
+        assert!(log.delete_records_before(-2).is_err());
+        assert_eq!(log.delete_records_before(4).unwrap(), 4);
+        assert_eq!(log.delete_records_before(2).unwrap(), 4, "never moves back");
+        assert!(matches!(
+            log.read(3, usize::MAX, true),
+            Err(StorageError::OffsetOutOfRange { offset: 3, .. })
+        ));
+        // Reading at the start gives the batch that holds it, as Kafka does.
+        assert_eq!(
+            headers(&log.read(4, usize::MAX, true).unwrap())[0].base_offset,
+            3
+        );
+        log.close().unwrap();
+        for clean in [true, false] {
+            let log = Log::open(dir.path(), small_config(), clean).unwrap();
+            assert_eq!(log.log_start_offset(), 4, "clean={clean}");
+            assert_eq!(log.log_end_offset(), 12);
+        }
+        let mut log = Log::open(dir.path(), small_config(), true).unwrap();
+        assert_eq!(log.delete_records_before(12).unwrap(), 12);
+        assert!(log.read(12, usize::MAX, true).unwrap().is_empty());
+        append_plain(&mut log, 1, 0);
+        assert_eq!(
+            headers(&log.read(12, usize::MAX, true).unwrap())[0].base_offset,
+            12
+        );
+    }
+
+    #[test]
+    fn corrupt_log_start_checkpoint_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(LOG_START_OFFSET_CHECKPOINT_FILE), "0\nx\n").unwrap();
+        assert!(matches!(
+            Log::open(dir.path(), small_config(), true),
+            Err(StorageError::Corrupt { .. })
+        ));
+    }
+
+    #[test]
+    fn updated_config_applies_to_the_next_append() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), LogConfig::default(), true).unwrap();
+        for _ in 0..3 {
+            append_plain(&mut log, 2, 0);
+        }
+        assert_eq!(log.segment_base_offsets(), vec![0]);
+        let bad = LogConfig {
+            segment_bytes: 1,
+            ..LogConfig::default()
+        };
+        assert!(log.update_config(bad).is_err());
+        log.update_config(LogConfig {
+            segment_bytes: 100,
+            max_message_bytes: 200,
+            ..LogConfig::default()
+        })
+        .unwrap();
+        append_plain(&mut log, 1, 0);
+        assert_eq!(
+            log.segment_base_offsets(),
+            vec![0, 6],
+            "rolled at the new size"
+        );
+        let mut big = build_batch_for_tests(0, 20, 0);
+        assert!(matches!(
+            log.append(&mut big, 0),
+            Err(AppendError::MessageTooLarge(_))
+        ));
+    }
+
+    #[test]
+    fn renamed_log_dirs_are_removed() {
+        let data = tempfile::tempdir().unwrap();
+        let partition = data.path().join("t-0");
+        let mut log = Log::open(&partition, LogConfig::default(), true).unwrap();
+        append_plain(&mut log, 1, 0);
+        let renamed = log.rename_for_deletion("t-0.abc-delete").unwrap();
+        assert!(!partition.exists());
+        assert!(renamed.join("00000000000000000000.log").exists());
+        std::fs::create_dir(data.path().join("u-1.def-delete")).unwrap();
+        std::fs::create_dir(data.path().join("u-2")).unwrap();
+        delete_dir(&renamed).unwrap();
+        assert!(!renamed.exists());
+        assert_eq!(remove_dirs_marked_for_deletion(data.path()).unwrap(), 1);
+        assert!(data.path().join("u-2").exists());
+        assert!(!data.path().join("u-1.def-delete").exists());
     }
 }

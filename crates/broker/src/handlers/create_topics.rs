@@ -10,7 +10,6 @@ use tarn_protocol::messages::create_topics::{
 
 use super::{ApiSpec, RequestContext};
 use crate::broker::Broker;
-use crate::config::TOPIC_CONFIGS;
 use crate::topics::{create_topic_records, NewTopic, TopicError, TopicInfoSummary};
 
 pub const KEY: i16 = 19;
@@ -21,11 +20,6 @@ pub const SPEC: ApiSpec = ApiSpec {
     max_version: 7,
     flexible_min: 5,
 };
-
-/// Kafka's ConfigSource values.
-const SOURCE_DYNAMIC_TOPIC: i8 = 1;
-const SOURCE_DEFAULT: i8 = 5;
-const SOURCE_STATIC_BROKER: i8 = 4;
 
 enum Outcome {
     Created(TopicInfoSummary),
@@ -127,23 +121,16 @@ fn result_for(broker: &Broker, name: &str, outcome: Outcome) -> CreatableTopicRe
             num_partitions: summary.num_partitions,
             replication_factor: summary.replication_factor,
             configs: Some(
-                TOPIC_CONFIGS
-                    .iter()
-                    .map(|(def, broker_key)| {
-                        let source = if summary.configs.contains_key(def.name) {
-                            SOURCE_DYNAMIC_TOPIC
-                        } else if broker_key.is_some_and(|k| broker.config.is_set(k)) {
-                            SOURCE_STATIC_BROKER
-                        } else {
-                            SOURCE_DEFAULT
-                        };
-                        CreatableTopicConfigs {
-                            name: def.name.to_owned(),
-                            value: Some(broker.config.topic_value(&summary.configs, def.name)),
-                            read_only: false,
-                            config_source: source,
-                            is_sensitive: false,
-                        }
+                broker
+                    .config_view(&broker.metadata.image())
+                    .topic_entries(&summary.configs)
+                    .into_iter()
+                    .map(|entry| CreatableTopicConfigs {
+                        name: entry.name.to_owned(),
+                        value: Some(entry.value),
+                        read_only: false,
+                        config_source: entry.source.id(),
+                        is_sensitive: false,
                     })
                     .collect(),
             ),

@@ -7,11 +7,16 @@
 //! handler's response. A body that cannot be decoded closes the connection,
 //! as Kafka does.
 
+pub mod alter_configs;
 pub mod api_versions;
+pub mod create_partitions;
 pub mod create_topics;
+pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_cluster;
+pub mod describe_configs;
 pub mod fetch;
+pub mod incremental_alter_configs;
 pub mod init_producer_id;
 pub mod list_offsets;
 pub mod metadata;
@@ -56,6 +61,11 @@ pub const APIS: &[ApiSpec] = &[
     delete_topics::SPEC,
     init_producer_id::SPEC,
     describe_cluster::SPEC,
+    delete_records::SPEC,
+    describe_configs::SPEC,
+    alter_configs::SPEC,
+    create_partitions::SPEC,
+    incremental_alter_configs::SPEC,
 ];
 
 pub fn spec(key: i16) -> Option<&'static ApiSpec> {
@@ -174,7 +184,12 @@ pub async fn dispatch(
             create_topics,
             delete_topics,
             init_producer_id,
-            describe_cluster
+            describe_cluster,
+            delete_records,
+            describe_configs,
+            alter_configs,
+            create_partitions,
+            incremental_alter_configs
         ]
     )
 }

@@ -44,6 +44,10 @@ pub struct MetadataImage {
     topics_by_id: HashMap<Uuid, Arc<TopicInfo>>,
     topic_ids: BTreeMap<String, Uuid>,
     pub next_producer_id: i64,
+    /// Dynamic broker configs set as the cluster-wide default.
+    pub cluster_configs: BTreeMap<String, String>,
+    /// Dynamic broker configs set for one broker.
+    pub broker_configs: BTreeMap<i32, BTreeMap<String, String>>,
 }
 
 impl MetadataImage {
@@ -144,6 +148,25 @@ impl MetadataImage {
             } => {
                 self.next_producer_id = self.next_producer_id.max(*next_producer_id);
             }
+            MetadataRecord::BrokerConfig {
+                broker_id,
+                name,
+                value,
+            } => {
+                let configs = match broker_id {
+                    None => &mut self.cluster_configs,
+                    Some(id) => self.broker_configs.entry(*id).or_default(),
+                };
+                match value {
+                    Some(v) => configs.insert(name.clone(), v.clone()),
+                    None => configs.remove(name),
+                };
+                if let Some(id) = broker_id {
+                    if self.broker_configs.get(id).is_some_and(BTreeMap::is_empty) {
+                        self.broker_configs.remove(id);
+                    }
+                }
+            }
         }
     }
 }
@@ -182,5 +205,23 @@ mod tests {
         image.apply(&MetadataRecord::RemoveTopic { topic_id: id });
         assert!(image.topic("t").is_none());
         assert!(image.topic_by_id(&Uuid(id)).is_none());
+    }
+
+    #[test]
+    fn broker_configs_are_set_and_removed_per_level() {
+        let mut image = MetadataImage::default();
+        let record = |broker_id, value: Option<&str>| MetadataRecord::BrokerConfig {
+            broker_id,
+            name: "log.retention.ms".into(),
+            value: value.map(str::to_owned),
+        };
+        image.apply(&record(None, Some("1")));
+        image.apply(&record(Some(3), Some("2")));
+        assert_eq!(image.cluster_configs["log.retention.ms"], "1");
+        assert_eq!(image.broker_configs[&3]["log.retention.ms"], "2");
+        image.apply(&record(Some(3), None));
+        assert!(image.broker_configs.is_empty());
+        image.apply(&record(None, None));
+        assert!(image.cluster_configs.is_empty());
     }
 }

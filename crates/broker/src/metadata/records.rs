@@ -34,6 +34,13 @@ pub enum MetadataRecord {
     RemoveTopic {
         topic_id: [u8; 16],
     },
+    /// A dynamic broker config set (`value` Some) or removed (None), for
+    /// one broker or, with `broker_id` None, as the cluster-wide default.
+    BrokerConfig {
+        broker_id: Option<i32>,
+        name: String,
+        value: Option<String>,
+    },
     /// The next producer id block starts at `next_producer_id`.
     ProducerIds {
         broker_id: i32,
