@@ -16,6 +16,8 @@ use tarn_protocol::Uuid;
 
 use crate::config::BrokerConfig;
 use crate::metadata::{FileMetadataLog, MetadataLogError, MetadataRecord, MetadataStore};
+use crate::metrics::Metrics;
+use crate::refusals::RefusalLog;
 use crate::replica_manager::ReplicaManager;
 
 pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
@@ -59,6 +61,10 @@ pub struct Broker {
     pub data_dir: PathBuf,
     pub metadata: MetadataStore,
     pub replicas: ReplicaManager,
+    /// Request, traffic and connection counters (see `metrics`).
+    pub metrics: Metrics,
+    /// The rate-limited log of refused requests.
+    pub refusals: RefusalLog,
     /// The producer ids this broker may hand out: [next, end).
     producer_ids: Mutex<(i64, i64)>,
 }
@@ -149,6 +155,8 @@ impl Broker {
             data_dir,
             metadata,
             replicas,
+            metrics: Metrics::new(),
+            refusals: RefusalLog::new(),
             producer_ids: Mutex::new((0, 0)),
         }))
     }

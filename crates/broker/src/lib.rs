@@ -4,8 +4,13 @@
 
 pub mod broker;
 pub mod config;
+pub mod error_names;
+pub mod group_lag;
 pub mod handlers;
+pub mod http;
 pub mod metadata;
+pub mod metrics;
+pub mod refusals;
 pub mod replica_manager;
 pub mod server;
 pub mod topics;

@@ -1,6 +1,8 @@
 //! The `tarn` binary: `serve` runs the broker; `topics` manages topics
-//! over the Kafka protocol like kafka-topics.sh.
+//! over the Kafka protocol like kafka-topics.sh; `dump-log` inspects
+//! segment and index files like kafka-dump-log.sh.
 
+mod dump_log;
 mod serve;
 mod topics;
 
@@ -22,6 +24,8 @@ struct Cli {
 enum Command {
     /// Run the broker.
     Serve(serve::ServeArgs),
+    /// Print the batches and records of segment files, or check their indexes.
+    DumpLog(dump_log::DumpLogArgs),
     /// Create, list, describe and delete topics.
     Topics {
         #[command(subcommand)]
@@ -34,5 +38,6 @@ fn main() -> Result<()> {
     match cli.command {
         Command::Serve(args) => serve::run(args),
         Command::Topics { command } => topics::run(command),
+        Command::DumpLog(args) => dump_log::run(args),
     }
 }

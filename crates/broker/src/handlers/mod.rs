@@ -161,7 +161,8 @@ pub async fn dispatch(
         peer,
     };
     let body = &mut body;
-    route!(
+    let started = std::time::Instant::now();
+    let result = route!(
         broker,
         ctx,
         body,
@@ -176,5 +177,9 @@ pub async fn dispatch(
             init_producer_id,
             describe_cluster
         ]
-    )
+    );
+    broker
+        .metrics
+        .request_done(api_key, api_version, started.elapsed());
+    result
 }
