@@ -891,7 +891,7 @@ fn render_lag(w: &mut PromWriter, lags: &[PartitionLag]) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use tarn_protocol::messages::fetch::{FetchableTopicResponse, PartitionData};
     use tarn_protocol::record_batch::build_batch_for_tests;

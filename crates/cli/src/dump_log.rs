@@ -54,8 +54,12 @@ pub fn run(args: DumpLogArgs) -> Result<()> {
     let mut out = BufWriter::new(stdout.lock());
     let mut failed = Vec::new();
     for file in &args.files {
-        let outcome = dump_file(file, &args, &mut out, &mut io::stderr());
-        out.flush().context("write to stdout")?;
+        let outcome = dump_file(file, &args, &mut out, &mut io::stderr())
+            .and_then(|o| out.flush().context("write to stdout").map(|()| o));
+        // A reader that stopped reading (`| head`) is not an error here.
+        if outcome.as_ref().is_err_and(is_broken_pipe) {
+            return Ok(());
+        }
         match outcome {
             Ok(Outcome::Clean) => {}
             Ok(Outcome::Problems(n)) => failed.push(format!("{}: {n} problem(s)", file.display())),
@@ -69,6 +73,14 @@ pub fn run(args: DumpLogArgs) -> Result<()> {
         bail!("{}", failed.join("; "));
     }
     Ok(())
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        cause
+            .downcast_ref::<io::Error>()
+            .is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)
+    })
 }
 
 /// What checking one file found.

@@ -409,3 +409,167 @@ mod tests {
         assert_eq!(percent_decode("plain").as_deref(), Some("plain"));
     }
 }
+
+/// The HTTP routes against a real broker on a temporary directory, with a
+/// stand-in group source: what the console and `/metrics` show about lag
+/// follows the committed offsets.
+#[cfg(test)]
+mod broker_tests {
+    use super::*;
+    use crate::group_lag::{CommittedOffset, GroupLagSource, GroupMember, GroupOverview};
+    use crate::topics::{create_topic_records, NewTopic};
+    use crate::{BrokerConfig, BrokerOptions};
+    use parking_lot::Mutex;
+    use tarn_protocol::record_batch::build_batch_for_tests;
+
+    #[derive(Default)]
+    struct FakeGroups {
+        committed: Mutex<i64>,
+    }
+
+    impl GroupLagSource for FakeGroups {
+        fn groups(&self) -> Vec<GroupOverview> {
+            vec![GroupOverview {
+                group_id: "billing".into(),
+                state: "Stable".into(),
+                protocol_type: "consumer".into(),
+                members: vec![GroupMember {
+                    member_id: "m-1".into(),
+                    client_id: "svc".into(),
+                    client_host: "/127.0.0.1".into(),
+                    assignment: vec![("orders".into(), 0)],
+                }],
+            }]
+        }
+
+        fn committed_offsets(&self) -> Vec<CommittedOffset> {
+            vec![
+                CommittedOffset {
+                    group: "billing".into(),
+                    topic: "orders".into(),
+                    partition: 0,
+                    committed_offset: *self.committed.lock(),
+                },
+                // Offsets of partitions this broker does not host are skipped.
+                CommittedOffset {
+                    group: "billing".into(),
+                    topic: "gone".into(),
+                    partition: 0,
+                    committed_offset: 5,
+                },
+            ]
+        }
+    }
+
+    fn get(state: &HttpState, target: &str) -> Response {
+        let head = format!("GET {target} HTTP/1.1\r\n");
+        route(state, &parse_request(head.as_bytes()).unwrap())
+    }
+
+    fn body(response: &Response) -> String {
+        assert_eq!(
+            response.status,
+            200,
+            "{:?}",
+            String::from_utf8_lossy(&response.body)
+        );
+        String::from_utf8(response.body.to_vec()).unwrap()
+    }
+
+    #[test]
+    fn lag_follows_commits_in_metrics_console_and_series() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = Broker::start(BrokerOptions {
+            data_dir: dir.path().to_owned(),
+            node_id: 1,
+            advertised_host: "127.0.0.1".into(),
+            advertised_port: 9092,
+            config: BrokerConfig::default(),
+        })
+        .unwrap();
+        broker
+            .commit_metadata(|image| {
+                let topic = NewTopic {
+                    name: "orders",
+                    num_partitions: 1,
+                    replication_factor: 1,
+                    configs: vec![],
+                };
+                let (records, _) = create_topic_records(image, &broker.config, &topic)
+                    .map_err(|e| crate::BrokerError::Invalid(e.message))?;
+                Ok((records, ()))
+            })
+            .unwrap();
+        let partition = broker.replicas.get("orders", 0).unwrap();
+        partition
+            .append(&mut build_batch_for_tests(0, 10, 1_000))
+            .unwrap();
+        let groups = Arc::new(FakeGroups::default());
+        *groups.committed.lock() = 4;
+        let state = HttpState {
+            broker: broker.clone(),
+            groups: groups.clone(),
+        };
+
+        let metrics = body(&get(&state, "/metrics"));
+        let series = r#"{group="billing",topic="orders",partition="0"}"#;
+        assert!(
+            metrics.contains(&format!("tarn_group_lag{series} 6\n")),
+            "{metrics}"
+        );
+        assert!(metrics.contains(&format!("tarn_group_committed_offset{series} 4\n")));
+        assert!(!metrics.contains("topic=\"gone\""));
+        crate::metrics::tests::check_exposition_format(&metrics);
+        let page: serde_json::Value =
+            serde_json::from_str(&body(&get(&state, "/api/groups"))).unwrap();
+        let group = &page["groups"][0];
+        assert_eq!(group["group_id"], "billing");
+        assert_eq!(group["state"], "Stable");
+        assert_eq!(group["members"][0]["client_id"], "svc");
+        assert_eq!(group["partitions"][0]["lag"], 6);
+        assert_eq!(group["total_lag"], 6);
+        crate::metrics::sample(&broker, groups.as_ref());
+
+        // The consumer commits further: lag drops everywhere.
+        *groups.committed.lock() = 9;
+        let metrics = body(&get(&state, "/metrics"));
+        assert!(
+            metrics.contains(&format!("tarn_group_lag{series} 1\n")),
+            "{metrics}"
+        );
+        let page: serde_json::Value =
+            serde_json::from_str(&body(&get(&state, "/api/groups"))).unwrap();
+        assert_eq!(page["groups"][0]["partitions"][0]["lag"], 1);
+        crate::metrics::sample(&broker, groups.as_ref());
+        let series: serde_json::Value =
+            serde_json::from_str(&body(&get(&state, "/api/series"))).unwrap();
+        let last = series["points"].as_array().unwrap().last().unwrap().clone();
+        assert_eq!(last["total_lag"], 1);
+        assert_eq!(last["group_lag"][0], serde_json::json!(["billing", 1]));
+        let overview: serde_json::Value =
+            serde_json::from_str(&body(&get(&state, "/api/overview"))).unwrap();
+        assert_eq!(overview["groups"], 1);
+        assert_eq!(overview["total_lag"], 1);
+        assert_eq!(overview["records"], 10);
+
+        // The topic pages see the same log.
+        let topics: serde_json::Value =
+            serde_json::from_str(&body(&get(&state, "/api/topics"))).unwrap();
+        assert_eq!(topics[0]["name"], "orders");
+        assert_eq!(topics[0]["records"], 10);
+        let records: serde_json::Value = serde_json::from_str(&body(&get(
+            &state,
+            "/api/records?topic=orders&partition=0&limit=3",
+        )))
+        .unwrap();
+        let rows = records["rows"].as_array().unwrap();
+        assert_eq!(rows.len(), 3);
+        assert_eq!(rows[0]["offset"], 7);
+        assert_eq!(rows[2]["value"]["text"], "v9");
+        assert_eq!(
+            get(&state, "/api/records?topic=orders&partition=3").status,
+            404
+        );
+        broker.shutdown().unwrap();
+    }
+}
