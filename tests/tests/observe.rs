@@ -140,6 +140,8 @@ fn metrics_match_what_clients_produced_and_consumed() {
         assert!(must(&m, "process_open_fds") > 0.0);
         assert!(must(&m, "process_resident_memory_bytes") > 1e6);
         assert!(must(&m, "tarn_uptime_seconds") > 0.0);
+        // Creating the topic fsynced the metadata log at least.
+        assert!(must(&m, "tarn_fsync_total") >= 1.0);
         assert_eq!(
             must(&m, "tarn_fsync_total"),
             must(&m, "tarn_fsync_duration_seconds_count")

@@ -13,6 +13,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::StorageError;
+use crate::metrics::timed_fsync;
 
 /// An open file that is only ever appended to, truncated, or read at a position.
 #[derive(Debug)]
@@ -162,12 +163,4 @@ pub fn sync_dir(dir: &Path) -> Result<(), StorageError> {
     File::open(dir)
         .and_then(|d| timed_fsync(|| d.sync_all()))
         .map_err(|e| StorageError::io(format!("fsync directory {}", dir.display()), e))
-}
-
-/// Runs one fsync and records its latency in [`crate::metrics`].
-fn timed_fsync(sync: impl FnOnce() -> std::io::Result<()>) -> std::io::Result<()> {
-    let started = std::time::Instant::now();
-    let result = sync();
-    crate::metrics::record_fsync(started.elapsed());
-    result
 }

@@ -84,9 +84,13 @@ impl Default for LatencyHistogram {
 /// Every fsync of a segment, index or metadata file in this process.
 pub static FSYNC_LATENCY: LatencyHistogram = LatencyHistogram::new();
 
-/// Records one fsync that took `elapsed`.
-pub(crate) fn record_fsync(elapsed: Duration) {
-    FSYNC_LATENCY.observe(elapsed);
+/// Runs one fsync (or fdatasync) and records its latency in
+/// [`FSYNC_LATENCY`], whether it succeeded or not.
+pub fn timed_fsync(sync: impl FnOnce() -> std::io::Result<()>) -> std::io::Result<()> {
+    let started = std::time::Instant::now();
+    let result = sync();
+    FSYNC_LATENCY.observe(started.elapsed());
+    result
 }
 
 #[cfg(test)]
