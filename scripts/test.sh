@@ -4,7 +4,8 @@
 # client suite (confluent-kafka, kafka-python, kcat).
 #
 # On a fresh Debian machine, run as root, it installs what it needs first:
-# kcat (and python3-venv, a C toolchain) from apt when missing, and the pinned
+# kcat, chromium (for the console test; python3-venv, a C toolchain) from apt
+# when missing, and the pinned
 # Python clients into .venv. Every step's failure fails the script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +17,9 @@ missing=()
 command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 command -v cc >/dev/null 2>&1 || missing+=(gcc)
 command -v make >/dev/null 2>&1 || missing+=(make)
+# The web console is tested in headless Chromium (tests/python/test_console.py).
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+[[ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ]] || missing+=(fonts-dejavu-core)
 command -v python3 >/dev/null 2>&1 || missing+=(python3)
 if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
     missing+=(python3-venv)
@@ -30,7 +34,7 @@ if ((${#missing[@]})); then
     apt-get update
     apt-get install -y --no-install-recommends "${missing[@]}"
 else
-    echo "kcat, cc, make, python3 venv: present"
+    echo "kcat, cc, make, python3 venv, chromium: present"
 fi
 
 step "python venv (.venv)"

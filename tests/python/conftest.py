@@ -1,8 +1,9 @@
 """Fixtures for the Python client suite: each test gets its own `tarn serve`.
 
-The broker runs on 127.0.0.1:0 with a temporary data directory; the harness
-waits for its single ready line on stdout
-(``tarn: listening on 127.0.0.1:PORT, data in DIR``) and keeps its stderr in
+The broker runs on 127.0.0.1:0 (its HTTP listener too) with a temporary data
+directory; the harness waits for its ready line on stdout
+(``tarn: listening on 127.0.0.1:PORT, data in DIR``) and the HTTP line after
+it (``tarn: http on 127.0.0.1:PORT``), and keeps its stderr in
 a log file that is printed when a test fails. The binary comes from
 ``$TARN_BIN`` (relative paths are taken from the repository root when they do
 not exist from the current directory), default ``<repo>/target/debug/tarn``.
@@ -24,6 +25,7 @@ STOP_TIMEOUT_S = 20
 CLI_TIMEOUT_S = 30
 READY_PREFIX = "tarn: listening on "
 READY_DATA_SEP = ", data in "
+HTTP_PREFIX = "tarn: http on "
 
 
 def tarn_bin() -> Path:
@@ -61,6 +63,7 @@ class TarnBroker:
         self.settings = list(settings)
         self.proc = None
         self.bootstrap = None
+        self.http = None  # host:port of /metrics, /health and the console
         self.starts = 0
 
     def log_path(self, start: int) -> Path:
@@ -79,7 +82,10 @@ class TarnBroker:
     def start(self):
         assert self.proc is None, "broker already running"
         self.starts += 1
-        args = [str(tarn_bin()), "serve", "--data-dir", str(self.data_dir), "--listen", "127.0.0.1:0"]
+        args = [
+            str(tarn_bin()), "serve", "--data-dir", str(self.data_dir),
+            "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
+        ]
         for key, value in self.settings:
             args += ["--set", f"{key}={value}"]
         with open(self.log_path(self.starts), "wb") as log:
@@ -89,10 +95,10 @@ class TarnBroker:
         lines = queue.Queue()
 
         def pump(stdout):
-            # Hand over the first line, then keep draining so the broker never
-            # blocks on a full pipe.
-            first = stdout.readline()
-            lines.put(first)
+            # Hand over the ready line and the HTTP line, then keep draining
+            # so the broker never blocks on a full pipe.
+            for _ in range(2):
+                lines.put(stdout.readline())
             for _ in stdout:
                 pass
 
@@ -112,6 +118,16 @@ class TarnBroker:
                 f"(got {line!r}, exit status {status})\n{self.logs()}"
             )
         self.bootstrap = parsed[0]
+        try:
+            http_line = lines.get(timeout=READY_TIMEOUT_S)
+        except queue.Empty:
+            http_line = ""
+        if not http_line.startswith(HTTP_PREFIX):
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+            pytest.fail(f"tarn serve printed no HTTP line after the ready line (got {http_line!r})\n{self.logs()}")
+        self.http = http_line[len(HTTP_PREFIX):].strip()
 
     def assert_alive(self):
         assert self.proc is not None, "broker was stopped"

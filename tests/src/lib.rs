@@ -1,9 +1,10 @@
 //! End-to-end harness: starts the real `tarn` binary and drives it with real
 //! Kafka clients.
 //!
-//! [`TarnBroker`] owns one broker process. It starts it on `127.0.0.1:0`,
-//! waits for the single ready line on stdout
-//! (`tarn: listening on 127.0.0.1:PORT, data in DIR`), and keeps the broker's
+//! [`TarnBroker`] owns one broker process. It starts it on `127.0.0.1:0`
+//! (and its HTTP listener on another free port), waits for the ready line
+//! on stdout (`tarn: listening on 127.0.0.1:PORT, data in DIR`) and the
+//! HTTP line after it (`tarn: http on 127.0.0.1:PORT`), and keeps the broker's
 //! stderr in a log file so that a failing test can show what the broker said.
 //! The child is killed when the handle is dropped, and (through
 //! `PR_SET_PDEATHSIG`) when the thread that started it dies, so a test that
@@ -33,6 +34,7 @@ pub const TEST_TIMEOUT: Duration = Duration::from_secs(60);
 
 const READY_PREFIX: &str = "tarn: listening on ";
 const READY_DATA_SEP: &str = ", data in ";
+const HTTP_PREFIX: &str = "tarn: http on ";
 
 /// The root of the Cargo workspace (the parent of this package).
 pub fn workspace_root() -> PathBuf {
@@ -119,6 +121,8 @@ impl BrokerOptions {
 pub struct TarnBroker {
     child: Option<Child>,
     bootstrap: String,
+    /// `host:port` of the HTTP listener (metrics, health, console).
+    http: String,
     data_dir: PathBuf,
     settings: Vec<(String, String)>,
     /// Holds the data dir (when we made it) and the broker's stderr logs.
@@ -146,6 +150,7 @@ impl TarnBroker {
         let mut broker = TarnBroker {
             child: None,
             bootstrap: String::new(),
+            http: String::new(),
             data_dir,
             settings: options.settings,
             scratch,
@@ -159,6 +164,12 @@ impl TarnBroker {
     pub fn bootstrap(&self) -> &str {
         assert!(self.child.is_some(), "broker is not running");
         &self.bootstrap
+    }
+
+    /// `host:port` of the broker's HTTP listener (`/metrics`, `/health`, `/`).
+    pub fn http_addr(&self) -> &str {
+        assert!(self.child.is_some(), "broker is not running");
+        &self.http
     }
 
     pub fn data_dir(&self) -> &Path {
@@ -200,6 +211,8 @@ impl TarnBroker {
             .arg("--data-dir")
             .arg(&self.data_dir)
             .arg("--listen")
+            .arg("127.0.0.1:0")
+            .arg("--http-listen")
             .arg("127.0.0.1:0");
         for (key, value) in &self.settings {
             command.arg("--set").arg(format!("{key}={value}"));
@@ -223,9 +236,13 @@ impl TarnBroker {
         let (line_tx, line_rx) = mpsc::channel();
         thread::spawn(move || {
             let mut reader = BufReader::new(stdout);
-            let mut first = String::new();
-            if reader.read_line(&mut first).unwrap_or(0) > 0 {
-                let _ = line_tx.send(first);
+            // The ready line, then the HTTP line.
+            for _ in 0..2 {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                    break;
+                }
+                let _ = line_tx.send(line);
             }
             // Keep draining stdout so the broker never blocks on a full pipe;
             // the contract says nothing more is printed there, so echo it.
@@ -253,6 +270,15 @@ impl TarnBroker {
                 let _ = child.kill();
                 let _ = child.wait();
                 panic!("unexpected ready line from tarn serve: {line:?}",);
+            }
+        };
+        let http_line = line_rx.recv_timeout(READY_TIMEOUT).unwrap_or_default();
+        self.http = match http_line.trim_end().strip_prefix(HTTP_PREFIX) {
+            Some(addr) => addr.to_string(),
+            None => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("tarn serve printed no HTTP line after the ready line: {http_line:?}");
             }
         };
         self.child = Some(child);

@@ -24,6 +24,8 @@ use crate::dynamic_config::ConfigView;
 use crate::metadata::{
     FileMetadataLog, MetadataImage, MetadataLogError, MetadataRecord, MetadataStore,
 };
+use crate::metrics::Metrics;
+use crate::refusals::RefusalLog;
 use crate::replica_manager::ReplicaManager;
 
 pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
@@ -67,6 +69,10 @@ pub struct Broker {
     pub data_dir: PathBuf,
     pub metadata: MetadataStore,
     pub replicas: ReplicaManager,
+    /// Request, traffic and connection counters (see `metrics`).
+    pub metrics: Metrics,
+    /// The rate-limited log of refused requests.
+    pub refusals: RefusalLog,
     /// The producer ids this broker may hand out: [next, end).
     producer_ids: Mutex<(i64, i64)>,
     /// Serializes replica syncs, each with the newest image, so two commits
@@ -172,6 +178,8 @@ impl Broker {
             data_dir,
             metadata,
             replicas,
+            metrics: Metrics::new(),
+            refusals: RefusalLog::new(),
             producer_ids: Mutex::new((0, 0)),
             replica_sync: Mutex::new(()),
         }))

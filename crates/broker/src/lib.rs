@@ -5,9 +5,14 @@
 pub mod broker;
 pub mod config;
 pub mod dynamic_config;
+pub mod error_names;
+pub mod group_lag;
 pub mod handlers;
+pub mod http;
 pub mod log_deleter;
 pub mod metadata;
+pub mod metrics;
+pub mod refusals;
 pub mod replica_manager;
 pub mod server;
 pub mod topics;

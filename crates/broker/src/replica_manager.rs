@@ -314,6 +314,11 @@ impl ReplicaManager {
             .cloned()
     }
 
+    /// Every hosted partition, in no particular order.
+    pub fn partitions(&self) -> Vec<Arc<Partition>> {
+        self.partitions.read().values().cloned().collect()
+    }
+
     /// A receiver that changes whenever any partition gets new data.
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.data_version.subscribe()

@@ -16,6 +16,7 @@ use tokio::sync::watch;
 
 use crate::broker::Broker;
 use crate::handlers;
+use crate::refusals::Reason;
 
 /// The smallest possible request: api key, version, correlation id and a
 /// null client id.
@@ -53,6 +54,7 @@ async fn serve_connection(
     stream: TcpStream,
     peer: SocketAddr,
 ) -> std::io::Result<()> {
+    let _connection = broker.metrics.connection_opened();
     stream.set_nodelay(true)?;
     let max_frame_bytes = broker.config.get_i64("socket.request.max.bytes") as usize;
     let (read_half, write_half) = stream.into_split();
@@ -65,12 +67,10 @@ async fn serve_connection(
             Err(e) => return Err(e),
         };
         if size < MIN_FRAME_BYTES as i32 || size as usize > max_frame_bytes {
-            tracing::warn!(
-                %peer,
-                size,
-                max = max_frame_bytes,
-                "closing connection: request size outside the allowed range (socket.request.max.bytes)"
-            );
+            let detail = format_args!("size {size} is outside [{MIN_FRAME_BYTES}, {max_frame_bytes}] (socket.request.max.bytes); closing the connection");
+            broker
+                .refusals
+                .refused(peer, None, Reason::RequestSize, &detail);
             return Ok(());
         }
         let size = size as usize;
@@ -83,14 +83,15 @@ async fn serve_connection(
                 return Ok(());
             }
         }
-        match handlers::dispatch(&broker, peer, frame.freeze()).await {
+        let frame = frame.freeze();
+        match handlers::dispatch(&broker, peer, frame.clone()).await {
             Ok(Some(response)) => {
                 writer.write_all(&response).await?;
                 writer.flush().await?;
             }
             Ok(None) => {}
             Err(e) => {
-                tracing::warn!(%peer, error = %e, "closing connection: bad request");
+                broker.refusals.bad_request(peer, &frame, &e);
                 return Ok(());
             }
         }

@@ -1,8 +1,10 @@
 //! The `tarn` binary: `serve` runs the broker; `topics` manages topics
 //! over the Kafka protocol like kafka-topics.sh; `configs` describes and
-//! alters topic and broker configs like kafka-configs.sh.
+//! alters topic and broker configs like kafka-configs.sh; `dump-log`
+//! inspects segment and index files like kafka-dump-log.sh.
 
 mod configs;
+mod dump_log;
 mod serve;
 mod topics;
 
@@ -24,6 +26,8 @@ struct Cli {
 enum Command {
     /// Run the broker.
     Serve(serve::ServeArgs),
+    /// Print the batches and records of segment files, or check their indexes.
+    DumpLog(dump_log::DumpLogArgs),
     /// Create, list, describe and delete topics.
     Topics {
         #[command(subcommand)]
@@ -39,5 +43,6 @@ fn main() -> Result<()> {
         Command::Serve(args) => serve::run(args),
         Command::Topics { command } => topics::run(command),
         Command::Configs(args) => configs::run(args),
+        Command::DumpLog(args) => dump_log::run(args),
     }
 }

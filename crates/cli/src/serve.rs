@@ -4,6 +4,7 @@
 use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -12,7 +13,8 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::watch;
 
 use tarn_broker::config::parse_toml;
-use tarn_broker::{server, Broker, BrokerConfig, BrokerOptions};
+use tarn_broker::group_lag::{NoGroups, SharedGroupLagSource};
+use tarn_broker::{http, metrics, server, Broker, BrokerConfig, BrokerOptions};
 
 #[derive(Args)]
 pub struct ServeArgs {
@@ -37,6 +39,21 @@ pub struct ServeArgs {
     /// Log level filter (default info; RUST_LOG also works).
     #[arg(long)]
     log_level: Option<String>,
+    /// Log line format on stderr.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+    /// Address of the HTTP listener (Prometheus /metrics, /health and the
+    /// web console at /); port 0 picks a free port, `off` disables it.
+    #[arg(long, default_value = "127.0.0.1:9644")]
+    http_listen: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
 }
 
 fn split_host_port(addr: &str) -> Result<(String, i32)> {
@@ -73,11 +90,13 @@ pub fn run(args: ServeArgs) -> Result<()> {
         None => tracing_subscriber::EnvFilter::try_from_default_env()
             .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
     };
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
+        .with_writer(std::io::stderr);
+    match args.log_format {
+        LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => logs.json().with_current_span(false).init(),
+    }
     let config = load_config(&args)?;
     if args.node_id < 0 {
         bail!("--node-id must be non-negative");
@@ -94,6 +113,12 @@ async fn serve(args: ServeArgs, config: BrokerConfig) -> Result<()> {
         .await
         .with_context(|| format!("listen on {}", args.listen))?;
     let bound: SocketAddr = listener.local_addr()?;
+    let http_listener = match args.http_listen.as_str() {
+        "off" => None,
+        addr => Some(TcpListener::bind(addr).await.with_context(|| {
+            format!("listen for HTTP on {addr} (choose another with --http-listen HOST:PORT, or --http-listen off)")
+        })?),
+    };
     let (host, port) = match &args.advertised_listener {
         Some(adv) => split_host_port(adv)?,
         None => (bound.ip().to_string(), i32::from(bound.port())),
@@ -110,11 +135,33 @@ async fn serve(args: ServeArgs, config: BrokerConfig) -> Result<()> {
     let mut sigterm = signal(SignalKind::terminate()).context("install SIGTERM handler")?;
     let mut sigint = signal(SignalKind::interrupt()).context("install SIGINT handler")?;
     let (stop_tx, stop_rx) = watch::channel(false);
-    let server = tokio::spawn(server::run(broker.clone(), listener, stop_rx));
+    let server = tokio::spawn(server::run(broker.clone(), listener, stop_rx.clone()));
+    // The group coordinator plugs in here once it exists.
+    let groups: SharedGroupLagSource = Arc::new(NoGroups);
+    let sampler = tokio::spawn(metrics::run_sampler(
+        broker.clone(),
+        groups.clone(),
+        stop_rx.clone(),
+    ));
+    let http = match http_listener {
+        Some(listener) => {
+            let addr = listener.local_addr()?;
+            let state = Arc::new(http::HttpState {
+                broker: broker.clone(),
+                groups,
+            });
+            Some((addr, tokio::spawn(http::run(state, listener, stop_rx))))
+        }
+        None => None,
+    };
     println!(
         "tarn: listening on {bound}, data in {}",
         args.data_dir.display()
     );
+    // After the ready line, so tools that read only that line keep working.
+    if let Some((addr, _)) = &http {
+        println!("tarn: http on {addr}");
+    }
     if args.advertised_listener.is_some() {
         tracing::info!(advertised = %format!("{host}:{port}"), "advertising listener");
     }
@@ -124,6 +171,10 @@ async fn serve(args: ServeArgs, config: BrokerConfig) -> Result<()> {
     }
     stop_tx.send(true).context("stop the accept loop")?;
     server.await.context("join the accept loop")?;
+    sampler.await.context("join the metrics sampler")?;
+    if let Some((_, task)) = http {
+        task.await.context("join the HTTP listener")?;
+    }
     broker.shutdown().context("shut down the broker")?;
     tracing::info!("clean shutdown complete");
     Ok(())

@@ -13,6 +13,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::StorageError;
+use crate::metrics::timed_fsync;
 
 /// An open file that is only ever appended to, truncated, or read at a position.
 #[derive(Debug)]
@@ -97,8 +98,7 @@ impl SegmentFile {
 
     /// fsync: data and metadata reach the disk.
     pub fn sync(&self) -> Result<(), StorageError> {
-        self.file
-            .sync_all()
+        timed_fsync(|| self.file.sync_all())
             .map_err(|e| StorageError::io(format!("fsync {}", self.path.display()), e))
     }
 }
@@ -154,8 +154,7 @@ pub fn write_atomically(path: &Path, contents: &[u8]) -> Result<(), StorageError
     let mut file = File::create(&tmp).map_err(|e| StorageError::io(context("create", &tmp), e))?;
     file.write_all(contents)
         .map_err(|e| StorageError::io(context("write", &tmp), e))?;
-    file.sync_all()
-        .map_err(|e| StorageError::io(context("fsync", &tmp), e))?;
+    timed_fsync(|| file.sync_all()).map_err(|e| StorageError::io(context("fsync", &tmp), e))?;
     fs::rename(&tmp, path).map_err(|e| {
         StorageError::io(format!("rename {} to {}", tmp.display(), path.display()), e)
     })?;
@@ -168,6 +167,6 @@ pub fn write_atomically(path: &Path, contents: &[u8]) -> Result<(), StorageError
 /// fsync a directory so created, renamed and removed entries are durable.
 pub fn sync_dir(dir: &Path) -> Result<(), StorageError> {
     File::open(dir)
-        .and_then(|d| d.sync_all())
+        .and_then(|d| timed_fsync(|| d.sync_all()))
         .map_err(|e| StorageError::io(format!("fsync directory {}", dir.display()), e))
 }

@@ -8,6 +8,7 @@ mod file;
 pub mod index;
 pub mod leader_epoch;
 pub mod log;
+pub mod metrics;
 pub mod producer_state;
 pub mod segment;
 

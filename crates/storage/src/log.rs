@@ -584,6 +584,11 @@ impl Log {
         &self.config
     }
 
+    /// Bytes in the segments' `.log` files (indexes not counted).
+    pub fn size_bytes(&self) -> u64 {
+        self.segments.values().map(LogSegment::size).sum()
+    }
+
     /// Base offsets of the segments, oldest first.
     pub fn segment_base_offsets(&self) -> Vec<i64> {
         self.segments.keys().copied().collect()

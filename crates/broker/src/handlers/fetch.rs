@@ -45,11 +45,16 @@ pub async fn handle(
         let (response, bytes, any_error) = read_all(broker, &request);
         let satisfied = bytes >= request.min_bytes.max(0) as usize || any_error;
         if satisfied || tokio::time::Instant::now() >= deadline {
+            broker.metrics.fetched(&response);
             return response;
         }
         match tokio::time::timeout_at(deadline, changes.changed()).await {
             Ok(Ok(())) => continue,
-            Ok(Err(_)) | Err(_) => return read_all(broker, &request).0,
+            Ok(Err(_)) | Err(_) => {
+                let response = read_all(broker, &request).0;
+                broker.metrics.fetched(&response);
+                return response;
+            }
         }
     }
 }

@@ -171,7 +171,8 @@ pub async fn dispatch(
         peer,
     };
     let body = &mut body;
-    route!(
+    let started = std::time::Instant::now();
+    let result = route!(
         broker,
         ctx,
         body,
@@ -191,5 +192,9 @@ pub async fn dispatch(
             create_partitions,
             incremental_alter_configs
         ]
-    )
+    );
+    broker
+        .metrics
+        .request_done(api_key, api_version, started.elapsed());
+    result
 }

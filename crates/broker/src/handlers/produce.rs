@@ -13,6 +13,7 @@ use tarn_protocol::messages::produce::{
 
 use super::{ApiSpec, RequestContext};
 use crate::broker::Broker;
+use crate::metrics::RecordTotals;
 use crate::replica_manager::PartitionError;
 
 pub const KEY: i16 = 0;
@@ -63,27 +64,45 @@ pub async fn handle(
     } else {
         None
     };
+    if let Some(e) = &refusal {
+        broker
+            .refusals
+            .produce_refused(ctx.peer, ctx.client_id(), None, e.code, &e.message);
+    }
     let mut appended = false;
     let mut responses = Vec::with_capacity(request.topic_data.len());
     for topic in request.topic_data {
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
+        let mut produced = RecordTotals::default();
         for data in topic.partition_data {
             let index = data.index;
+            let sent = RecordTotals::of(data.records.as_deref());
             let response = match &refusal {
                 Some(e) => partition_error(index, e.clone()),
                 None => match append(broker, &topic.name, data) {
                     Ok(r) => {
                         appended = true;
+                        produced.add(sent);
                         r
                     }
                     Err(e) => {
-                        tracing::debug!(topic = %topic.name, partition = index, code = e.code, error = %e.message, client_id = ctx.client_id(), "produce refused");
+                        broker.refusals.produce_refused(
+                            ctx.peer,
+                            ctx.client_id(),
+                            Some((&topic.name, index)),
+                            e.code,
+                            &e.message,
+                        );
                         partition_error(index, e)
                     }
                 },
             };
+            if response.error_code != error::NONE {
+                broker.metrics.produce_error(response.error_code);
+            }
             partitions.push(response);
         }
+        broker.metrics.produced(&topic.name, produced);
         responses.push(TopicProduceResponse {
             name: topic.name,
             partition_responses: partitions,

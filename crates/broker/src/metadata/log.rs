@@ -9,6 +9,8 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
+use tarn_storage::metrics::timed_fsync;
+
 use super::records::MetadataRecord;
 
 #[derive(Debug, thiserror::Error)]
@@ -65,8 +67,7 @@ impl FileMetadataLog {
             );
             file.set_len(valid_len as u64)
                 .map_err(io(format!("truncate {}", path.display())))?;
-            file.sync_all()
-                .map_err(io(format!("fsync {}", path.display())))?;
+            timed_fsync(|| file.sync_all()).map_err(io(format!("fsync {}", path.display())))?;
         }
         file.seek(SeekFrom::End(0))
             .map_err(io(format!("seek {}", path.display())))?;
@@ -116,9 +117,7 @@ impl MetadataLog for FileMetadataLog {
         self.file
             .write_all(&buf)
             .map_err(io(format!("append to {}", self.path.display())))?;
-        self.file
-            .sync_data()
-            .map_err(io(format!("fsync {}", self.path.display())))
+        timed_fsync(|| self.file.sync_data()).map_err(io(format!("fsync {}", self.path.display())))
     }
 }
 
