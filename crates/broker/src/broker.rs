@@ -59,6 +59,8 @@ pub struct Broker {
     pub data_dir: PathBuf,
     pub metadata: MetadataStore,
     pub replicas: ReplicaManager,
+    /// Consumer groups and committed offsets.
+    pub groups: crate::group::BrokerGroupCoordinator,
     /// The producer ids this broker may hand out: [next, end).
     producer_ids: Mutex<(i64, i64)>,
 }
@@ -134,6 +136,12 @@ impl Broker {
         let clean_shutdown = marker.exists();
         let replicas = ReplicaManager::new(&data_dir, options.node_id);
         replicas.sync(&metadata.image(), &options.config, clean_shutdown)?;
+        let groups = crate::group::open(
+            &options.config,
+            &metadata.image(),
+            &replicas,
+            options.node_id,
+        )?;
         if clean_shutdown {
             std::fs::remove_file(&marker).map_err(io(format!("remove {}", marker.display())))?;
         }
@@ -149,6 +157,7 @@ impl Broker {
             data_dir,
             metadata,
             replicas,
+            groups,
             producer_ids: Mutex::new((0, 0)),
         }))
     }
@@ -191,6 +200,7 @@ impl Broker {
 
     /// Closes every log and leaves the clean-shutdown marker.
     pub fn shutdown(&self) -> Result<(), BrokerError> {
+        self.groups.shutdown();
         self.replicas.shutdown()?;
         let marker = self.data_dir.join(CLEAN_SHUTDOWN_FILE);
         std::fs::write(&marker, b"").map_err(io(format!("write {}", marker.display())))?;

@@ -4,6 +4,7 @@
 
 pub mod broker;
 pub mod config;
+pub mod group;
 pub mod handlers;
 pub mod metadata;
 pub mod replica_manager;

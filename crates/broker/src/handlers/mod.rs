@@ -9,14 +9,25 @@
 
 pub mod api_versions;
 pub mod create_topics;
+pub mod delete_groups;
 pub mod delete_topics;
 pub mod describe_cluster;
+pub mod describe_groups;
 pub mod fetch;
+pub mod find_coordinator;
+pub mod heartbeat;
 pub mod init_producer_id;
+pub mod join_group;
+pub mod leave_group;
+pub mod list_groups;
 pub mod list_offsets;
 pub mod metadata;
+pub mod offset_commit;
+pub mod offset_delete;
+pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+pub mod sync_group;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -56,6 +67,17 @@ pub const APIS: &[ApiSpec] = &[
     delete_topics::SPEC,
     init_producer_id::SPEC,
     describe_cluster::SPEC,
+    offset_commit::SPEC,
+    offset_fetch::SPEC,
+    find_coordinator::SPEC,
+    join_group::SPEC,
+    heartbeat::SPEC,
+    leave_group::SPEC,
+    sync_group::SPEC,
+    describe_groups::SPEC,
+    list_groups::SPEC,
+    delete_groups::SPEC,
+    offset_delete::SPEC,
 ];
 
 pub fn spec(key: i16) -> Option<&'static ApiSpec> {
@@ -174,7 +196,18 @@ pub async fn dispatch(
             create_topics,
             delete_topics,
             init_producer_id,
-            describe_cluster
+            describe_cluster,
+            offset_commit,
+            offset_fetch,
+            find_coordinator,
+            join_group,
+            heartbeat,
+            leave_group,
+            sync_group,
+            describe_groups,
+            list_groups,
+            delete_groups,
+            offset_delete
         ]
     )
 }
