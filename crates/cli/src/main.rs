@@ -1,6 +1,8 @@
 //! The `tarn` binary: `serve` runs the broker; `topics` manages topics
-//! over the Kafka protocol like kafka-topics.sh.
+//! over the Kafka protocol like kafka-topics.sh; `groups` manages consumer
+//! groups like kafka-consumer-groups.sh.
 
+mod groups;
 mod serve;
 mod topics;
 
@@ -27,6 +29,8 @@ enum Command {
         #[command(subcommand)]
         command: topics::TopicsCommand,
     },
+    /// List, describe and delete consumer groups; reset their offsets.
+    Groups(groups::GroupsArgs),
 }
 
 fn main() -> Result<()> {
@@ -34,5 +38,6 @@ fn main() -> Result<()> {
     match cli.command {
         Command::Serve(args) => serve::run(args),
         Command::Topics { command } => topics::run(command),
+        Command::Groups(args) => groups::run(args),
     }
 }

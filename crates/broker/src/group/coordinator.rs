@@ -1692,3 +1692,7 @@ impl<S: GroupStore> GroupCoordinator<S> {
         Ok(out)
     }
 }
+
+#[cfg(test)]
+#[path = "coordinator_tests.rs"]
+mod tests;
