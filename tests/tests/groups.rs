@@ -851,6 +851,18 @@ fn list_and_delete_groups() {
             !groups_cli(&broker, &["--describe"]).status.success(),
             "--group is required"
         );
+        // Deleting a topic deletes the offsets committed for it.
+        assert_eq!(committed(&broker, "del-b"), BTreeMap::from([(0, 0)]));
+        let out = broker.cli(&[
+            "topics",
+            "delete",
+            "--bootstrap-server",
+            broker.bootstrap(),
+            "--topic",
+            "del",
+        ]);
+        assert!(out.status.success(), "{out}");
+        assert!(committed(&broker, "del-b").is_empty());
         assert!(
             !groups_cli(&broker, &["--group", "x"]).status.success(),
             "an action is required"

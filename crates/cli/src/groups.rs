@@ -274,7 +274,7 @@ fn committed_offsets(client: &mut Client, group: &str) -> Result<BTreeMap<TopicP
 
 /// ListOffsets for `partitions` at `timestamp` (or -1 latest, -2
 /// earliest), sent to each partition's leader. None where no offset
-/// matches the timestamp.
+/// matches the timestamp or the partition does not exist.
 fn list_offsets(
     bootstrap: &str,
     partitions: &BTreeSet<TopicPartition>,
@@ -302,8 +302,12 @@ fn list_offsets(
                     .iter()
                     .find(|p| p.partition_index == *partition)
             })
-            .map(|p| p.leader_id)
-            .with_context(|| format!("partition {topic}-{partition} does not exist"))?;
+            .map(|p| p.leader_id);
+        let Some(leader) = leader else {
+            // A partition that no longer exists has no offsets.
+            out.insert((topic.clone(), *partition), None);
+            continue;
+        };
         by_leader
             .entry(leader)
             .or_default()
@@ -610,7 +614,7 @@ fn reset_offsets(args: &GroupsArgs, groups: &[String]) -> Result<()> {
             let lo = earliest.get(tp).copied().flatten();
             let hi = latest.get(tp).copied().flatten();
             lo.zip(hi)
-                .with_context(|| format!("no offsets for {}-{}", tp.0, tp.1))
+                .with_context(|| format!("partition {}-{} does not exist", tp.0, tp.1))
         };
         let by_time = match &args.to_datetime {
             Some(text) => Some(list_offsets(bootstrap, &scope, parse_datetime(text)?)?),

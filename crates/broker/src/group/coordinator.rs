@@ -1619,6 +1619,38 @@ impl<S: GroupStore> GroupCoordinator<S> {
         removed
     }
 
+    /// A topic was deleted: its committed offsets go too, in every group
+    /// (so a topic re-created under the same name starts without them).
+    /// Returns how many offsets were removed.
+    pub fn on_topic_deleted(&self, topic: &str) -> usize {
+        let now = self.now_ms();
+        let groups: Vec<Arc<Mutex<Group>>> = self.groups.read().values().cloned().collect();
+        let mut removed = 0;
+        for arc in groups {
+            let mut group = arc.lock();
+            let gone: Vec<TopicPartition> = group
+                .offsets
+                .keys()
+                .filter(|(t, _)| t == topic)
+                .cloned()
+                .collect();
+            match self.remove_offsets(&mut group, &gone, now) {
+                Ok(()) => removed += gone.len(),
+                Err(code) => {
+                    tracing::error!(group = %group.group_id, topic, code, "could not remove the offsets of a deleted topic")
+                }
+            }
+        }
+        if removed > 0 {
+            tracing::info!(
+                topic,
+                removed,
+                "removed committed offsets of a deleted topic"
+            );
+        }
+        removed
+    }
+
     // ------------------------------------------------------------------
     // Describe and list
 

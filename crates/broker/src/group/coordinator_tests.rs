@@ -840,3 +840,41 @@ fn shutdown_answers_coordinator_not_available() {
         error::COORDINATOR_NOT_AVAILABLE
     );
 }
+
+#[test]
+fn offsets_of_a_deleted_topic_are_removed() {
+    let h = Harness::new();
+    h.gc.commit_offsets(
+        "g",
+        "",
+        None,
+        -1,
+        vec![(tp("gone", 0), offset(1)), (tp("kept", 0), offset(2))],
+    );
+    assert_eq!(h.gc.on_topic_deleted("gone"), 1);
+    let left: Vec<TopicPartition> =
+        h.gc.fetch_offsets("g", None)
+            .unwrap()
+            .into_iter()
+            .map(|(tp, _)| tp)
+            .collect();
+    assert_eq!(left, vec![tp("kept", 0)]);
+    assert!(h.gc.store().records().iter().any(
+        |r| matches!(r, CoordinatorRecord::Offset { topic, value: None, .. } if topic == "gone")
+    ));
+}
+
+#[test]
+fn groups_of_partitions_led_elsewhere_get_not_coordinator() {
+    let clock = Arc::new(ManualClock::new(0));
+    let gc = GroupCoordinator::new(
+        GroupConfig::default(),
+        clock,
+        MemoryStore {
+            local: false,
+            ..MemoryStore::new(50)
+        },
+    );
+    assert_eq!(gc.heartbeat("g", "m", None, 1), error::NOT_COORDINATOR);
+    assert_eq!(gc.describe("g").unwrap_err(), error::NOT_COORDINATOR);
+}

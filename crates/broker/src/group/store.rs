@@ -229,12 +229,15 @@ pub mod memory {
         /// When set, every append fails with this code.
         pub fail_with: Mutex<Option<ErrorCode>>,
         pub partitions: i32,
+        /// Whether this broker leads the partitions (else NOT_COORDINATOR).
+        pub local: bool,
     }
 
     impl MemoryStore {
         pub fn new(partitions: i32) -> Self {
             MemoryStore {
                 partitions,
+                local: true,
                 ..Default::default()
             }
         }
@@ -254,7 +257,7 @@ pub mod memory {
         }
 
         fn is_local(&self, partition: i32) -> bool {
-            (0..self.partitions).contains(&partition)
+            self.local && (0..self.partitions).contains(&partition)
         }
 
         fn append(
