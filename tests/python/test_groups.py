@@ -277,3 +277,55 @@ def test_committed_offsets_survive_restart_and_kill9(gbroker):
     gbroker.kill9()
     gbroker.start()
     assert committed() == [4, 9], "after kill -9"
+
+
+def test_admin_clients_see_and_manage_groups(gbroker):
+    from confluent_kafka.admin import AdminClient
+    from kafka.admin import KafkaAdminClient
+
+    topic = "admin-groups"
+    gbroker.create_topic(topic, 2)
+    produce_values(gbroker.bootstrap, topic, "x", 20)
+    member = Member("ck", gbroker.bootstrap, "admin-active", topic)
+    try:
+        wait_until(lambda: member.assignment() == {0, 1}, REBALANCE_WAIT_S, "the member to join")
+        wait_until(lambda: len(member.values) == 20, REBALANCE_WAIT_S, "the member to consume")
+        ck_admin = AdminClient({"bootstrap.servers": gbroker.bootstrap})
+        # Offsets for a group without members (AlterConsumerGroupOffsets).
+        req = confluent_kafka.ConsumerGroupTopicPartitions(
+            "admin-idle", [confluent_kafka.TopicPartition(topic, 0, 7)])
+        result = ck_admin.alter_consumer_group_offsets([req])["admin-idle"].result(timeout=20)
+        assert [(tp.partition, tp.offset, tp.error) for tp in result.topic_partitions] == [(0, 7, None)]
+
+        listed = ck_admin.list_consumer_groups(request_timeout=20).result(timeout=20)
+        assert {g.group_id for g in listed.valid} == {"admin-active", "admin-idle"}
+        stable = ck_admin.list_consumer_groups(
+            request_timeout=20,
+            states={confluent_kafka.ConsumerGroupState.STABLE}).result(timeout=20)
+        assert [g.group_id for g in stable.valid] == ["admin-active"]
+        described = ck_admin.describe_consumer_groups(["admin-active"])["admin-active"].result(timeout=20)
+        assert described.state == confluent_kafka.ConsumerGroupState.STABLE
+        assert described.partition_assignor == "range"
+        assigned = {tp.partition for m in described.members for tp in m.assignment.topic_partitions}
+        assert assigned == {0, 1}
+        offsets = ck_admin.list_consumer_group_offsets(
+            [confluent_kafka.ConsumerGroupTopicPartitions("admin-active")])["admin-active"].result(timeout=20)
+        assert sorted((tp.partition, tp.offset) for tp in offsets.topic_partitions) == sorted(
+            (int(r["partition"]), int(r["end"])) for r in describe(gbroker, "admin-active"))
+
+        kp_admin = KafkaAdminClient(bootstrap_servers=gbroker.bootstrap, request_timeout_ms=20000)
+        try:
+            assert {g[0] for g in kp_admin.list_consumer_groups()} == {"admin-active", "admin-idle"}
+            (desc,) = kp_admin.describe_consumer_groups(["admin-active"])
+            assert desc.state == "Stable" and len(desc.members) == 1
+            kp_offsets = kp_admin.list_consumer_group_offsets("admin-idle")
+            assert {tp.partition: o.offset for tp, o in kp_offsets.items()} == {0: 7}
+            deleted = dict(kp_admin.delete_consumer_groups(["admin-idle", "admin-active"]))
+            assert deleted["admin-idle"] is None or deleted["admin-idle"].errno == 0, deleted
+            assert deleted["admin-active"].errno == 68, deleted  # NON_EMPTY_GROUP
+        finally:
+            kp_admin.close()
+        remaining = ck_admin.list_consumer_groups(request_timeout=20).result(timeout=20)
+        assert {g.group_id for g in remaining.valid} == {"admin-active"}
+    finally:
+        member.stop()

@@ -332,6 +332,7 @@ fn three_members_share_six_partitions_and_take_over_from_a_killed_one() {
             balanced(&[&a, &c], 6, vec![3, 3])
         });
         let took = killed_at.elapsed();
+        eprintln!("partitions of the killed member moved after {took:?}");
         // Noticed through the session timeout, not some longer timer
         // (max.poll.interval.ms is 10 s, the new-member timeout 5 min).
         assert!(
