@@ -1,10 +1,10 @@
 """Thin wrappers over confluent-kafka and kafka-python for the suite.
 
 A record is a ``Rec(key, value, headers)`` with bytes-or-None key and value
-and headers as a list of ``(str, bytes-or-None)``. Consumers use manual
-assignment only, since Tarn has no group coordinator yet: kafka-python runs
-with ``group_id=None``; confluent-kafka needs a ``group.id`` to ``assign`` but
-commits nothing (its coordinator lookups fail quietly in the background).
+and headers as a list of ``(str, bytes-or-None)``. These consumers use
+manual assignment: kafka-python runs with ``group_id=None``; confluent-kafka
+needs a ``group.id`` to ``assign`` but commits nothing. Group membership is
+tested in test_groups.py.
 """
 
 import time

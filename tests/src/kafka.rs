@@ -2,10 +2,10 @@
 //!
 //! The producer records the delivery report of every record it sends, keyed
 //! by send order, so tests can check what the broker acknowledged against
-//! what a consumer later reads. Consumers use manual assignment only: Tarn
-//! has no group coordinator yet, so nothing here subscribes or commits
-//! (librdkafka still needs a `group.id` for `assign`; its coordinator lookups
-//! fail quietly in the background).
+//! what a consumer later reads. These consumers use manual assignment
+//! (librdkafka still needs a `group.id` for `assign`) and commit nothing;
+//! group membership is tested with the `group_member` binary
+//! (`tests/tests/groups.rs`).
 
 use std::collections::HashMap;
 use std::sync::Mutex;

@@ -129,6 +129,9 @@ pub struct TarnBroker {
     scratch: tempfile::TempDir,
     /// How many times this broker has been started; names the log files.
     starts: u32,
+    /// Listen here instead of on a fresh port (restarts that clients with
+    /// open connections must find again).
+    listen: Option<String>,
 }
 
 impl TarnBroker {
@@ -155,6 +158,7 @@ impl TarnBroker {
             settings: options.settings,
             scratch,
             starts: 0,
+            listen: None,
         };
         broker.spawn();
         broker
@@ -211,7 +215,7 @@ impl TarnBroker {
             .arg("--data-dir")
             .arg(&self.data_dir)
             .arg("--listen")
-            .arg("127.0.0.1:0")
+            .arg(self.listen.as_deref().unwrap_or("127.0.0.1:0"))
             .arg("--http-listen")
             .arg("127.0.0.1:0");
         for (key, value) in &self.settings {
@@ -312,6 +316,14 @@ impl TarnBroker {
     /// Starts the broker again on the same data dir and settings (after
     /// [`TarnBroker::stop`] or [`TarnBroker::kill`]); the port may change.
     pub fn start_again(&mut self) {
+        self.spawn();
+    }
+
+    /// Like [`TarnBroker::start_again`], but on the port it had before, so
+    /// that running clients reconnect to it.
+    pub fn start_again_on_same_port(&mut self) {
+        assert!(!self.bootstrap.is_empty(), "broker never started");
+        self.listen = Some(self.bootstrap.clone());
         self.spawn();
     }
 

@@ -73,6 +73,8 @@ pub struct Broker {
     pub metrics: Metrics,
     /// The rate-limited log of refused requests.
     pub refusals: RefusalLog,
+    /// Consumer groups and committed offsets.
+    pub groups: crate::group::BrokerGroupCoordinator,
     /// The producer ids this broker may hand out: [next, end).
     producer_ids: Mutex<(i64, i64)>,
     /// Serializes replica syncs, each with the newest image, so two commits
@@ -163,6 +165,7 @@ impl Broker {
         }
         .effective();
         replicas.sync(&image, &effective, clean_shutdown)?;
+        let groups = crate::group::open(&effective, &image, &replicas, options.node_id)?;
         if clean_shutdown {
             std::fs::remove_file(&marker).map_err(io(format!("remove {}", marker.display())))?;
         }
@@ -180,6 +183,7 @@ impl Broker {
             replicas,
             metrics: Metrics::new(),
             refusals: RefusalLog::new(),
+            groups,
             producer_ids: Mutex::new((0, 0)),
             replica_sync: Mutex::new(()),
         }))
@@ -240,6 +244,7 @@ impl Broker {
 
     /// Closes every log and leaves the clean-shutdown marker.
     pub fn shutdown(&self) -> Result<(), BrokerError> {
+        self.groups.shutdown();
         self.replicas.shutdown()?;
         let marker = self.data_dir.join(CLEAN_SHUTDOWN_FILE);
         std::fs::write(&marker, b"").map_err(io(format!("write {}", marker.display())))?;

@@ -110,6 +110,19 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     def("offsets.topic.num.partitions", Int, "50", AtLeast(1)),
     def("offsets.topic.replication.factor", Int, "1", AtLeast(1)),
     def("delete.topic.enable", Bool, "true", Any),
+    def("group.initial.rebalance.delay.ms", Int, "3000", AtLeast(0)),
+    def("group.min.session.timeout.ms", Int, "6000", AtLeast(0)),
+    def("group.max.session.timeout.ms", Int, "1800000", AtLeast(0)),
+    def("group.max.size", Int, "2147483647", AtLeast(1)),
+    def("offsets.retention.minutes", Int, "10080", AtLeast(1)),
+    def(
+        "offsets.retention.check.interval.ms",
+        Long,
+        "600000",
+        AtLeast(1),
+    ),
+    def("offset.metadata.max.bytes", Int, "4096", AtLeast(0)),
+    def("offsets.topic.segment.bytes", Int, "104857600", AtLeast(14)),
 ];
 
 /// Topic-level keys with the broker key that supplies each default.

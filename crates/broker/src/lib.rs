@@ -6,6 +6,7 @@ pub mod broker;
 pub mod config;
 pub mod dynamic_config;
 pub mod error_names;
+pub mod group;
 pub mod group_lag;
 pub mod handlers;
 pub mod http;

@@ -26,6 +26,10 @@ const FRAME_GROWTH_BYTES: usize = 1 << 20;
 
 /// Accepts connections until `shutdown` turns true.
 pub async fn run(broker: Arc<Broker>, listener: TcpListener, mut shutdown: watch::Receiver<bool>) {
+    let group_timers = tokio::spawn(crate::group::run_background(
+        broker.clone(),
+        shutdown.clone(),
+    ));
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -46,6 +50,9 @@ pub async fn run(broker: Arc<Broker>, listener: TcpListener, mut shutdown: watch
             },
             _ = shutdown.changed() => break,
         }
+    }
+    if let Err(e) = group_timers.await {
+        tracing::error!(error = %e, "group coordinator timer task failed");
     }
 }
 

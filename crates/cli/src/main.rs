@@ -1,10 +1,12 @@
 //! The `tarn` binary: `serve` runs the broker; `topics` manages topics
 //! over the Kafka protocol like kafka-topics.sh; `configs` describes and
-//! alters topic and broker configs like kafka-configs.sh; `dump-log`
-//! inspects segment and index files like kafka-dump-log.sh.
+//! alters topic and broker configs like kafka-configs.sh; `groups` manages
+//! consumer groups like kafka-consumer-groups.sh; `dump-log` inspects
+//! segment and index files like kafka-dump-log.sh.
 
 mod configs;
 mod dump_log;
+mod groups;
 mod serve;
 mod topics;
 
@@ -35,6 +37,8 @@ enum Command {
     },
     /// Describe and alter topic and broker configs (like kafka-configs.sh).
     Configs(configs::ConfigsArgs),
+    /// List, describe and delete consumer groups; reset their offsets.
+    Groups(groups::GroupsArgs),
 }
 
 fn main() -> Result<()> {
@@ -44,5 +48,6 @@ fn main() -> Result<()> {
         Command::Topics { command } => topics::run(command),
         Command::Configs(args) => configs::run(args),
         Command::DumpLog(args) => dump_log::run(args),
+        Command::Groups(args) => groups::run(args),
     }
 }

@@ -13,7 +13,8 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::watch;
 
 use tarn_broker::config::parse_toml;
-use tarn_broker::group_lag::{NoGroups, SharedGroupLagSource};
+use tarn_broker::group::lag_source::CoordinatorLagSource;
+use tarn_broker::group_lag::SharedGroupLagSource;
 use tarn_broker::{http, metrics, server, Broker, BrokerConfig, BrokerOptions};
 
 #[derive(Args)]
@@ -136,8 +137,7 @@ async fn serve(args: ServeArgs, config: BrokerConfig) -> Result<()> {
     let mut sigint = signal(SignalKind::interrupt()).context("install SIGINT handler")?;
     let (stop_tx, stop_rx) = watch::channel(false);
     let server = tokio::spawn(server::run(broker.clone(), listener, stop_rx.clone()));
-    // The group coordinator plugs in here once it exists.
-    let groups: SharedGroupLagSource = Arc::new(NoGroups);
+    let groups: SharedGroupLagSource = Arc::new(CoordinatorLagSource(broker.clone()));
     let sampler = tokio::spawn(metrics::run_sampler(
         broker.clone(),
         groups.clone(),

@@ -4,6 +4,7 @@
 //! record batches with CRC-32C. No I/O lives here.
 
 pub mod codec;
+pub mod consumer_protocol;
 pub mod error;
 pub mod header;
 pub mod messages;

@@ -506,8 +506,9 @@ struct BuilderRecord {
     headers: Vec<(Vec<u8>, Option<Vec<u8>>)>,
 }
 
-/// Builds uncompressed v2 batches byte by byte, for tests in this and other
-/// crates (storage, broker). Records get consecutive offset deltas from 0.
+/// Builds uncompressed v2 batches byte by byte: for tests in this and other
+/// crates, and for the records the group coordinator writes to
+/// `__consumer_offsets`. Records get consecutive offset deltas from 0.
 #[derive(Default)]
 pub struct RecordBatchBuilder {
     base_offset: i64,

@@ -527,3 +527,466 @@ fn partitions_and_records() {
     };
     check::<_, k::DeleteRecordsResponse>(&response, 0..=2, 2);
 }
+
+#[test]
+fn find_coordinator() {
+    use find_coordinator::*;
+    use kafka_protocol::messages as k;
+    let request = FindCoordinatorRequest {
+        key: "g".into(),
+        key_type: 0,
+        coordinator_keys: vec![],
+    };
+    check::<_, k::FindCoordinatorRequest>(&request, 0..=3, 3);
+    let request = FindCoordinatorRequest {
+        key: String::new(),
+        key_type: 0,
+        coordinator_keys: vec!["a".into(), "b".into()],
+    };
+    check::<_, k::FindCoordinatorRequest>(&request, 4..=4, 3);
+    let response = FindCoordinatorResponse {
+        throttle_time_ms: 0,
+        error_code: 0,
+        error_message: None,
+        node_id: 1,
+        host: "localhost".into(),
+        port: 9092,
+        coordinators: vec![],
+    };
+    check::<_, k::FindCoordinatorResponse>(&response, 0..=3, 3);
+    let response = FindCoordinatorResponse {
+        coordinators: vec![Coordinator {
+            key: "a".into(),
+            node_id: 1,
+            host: "h".into(),
+            port: 1,
+            error_code: 15,
+            error_message: Some("x".into()),
+        }],
+        ..Default::default()
+    };
+    check::<_, k::FindCoordinatorResponse>(&response, 4..=4, 3);
+}
+
+#[test]
+fn join_and_sync_group() {
+    use join_group::*;
+    use kafka_protocol::messages as k;
+    use sync_group::*;
+    let request = JoinGroupRequest {
+        group_id: "g".into(),
+        session_timeout_ms: 10_000,
+        rebalance_timeout_ms: 30_000,
+        member_id: "m".into(),
+        group_instance_id: Some("i".into()),
+        protocol_type: "consumer".into(),
+        protocols: vec![JoinGroupRequestProtocol {
+            name: "range".into(),
+            metadata: Bytes::from_static(b"\0\x01meta"),
+        }],
+        reason: Some("why".into()),
+    };
+    check::<_, k::JoinGroupRequest>(&request, 5..=9, 6);
+    let request = JoinGroupRequest {
+        group_instance_id: None,
+        reason: None,
+        ..request
+    };
+    check::<_, k::JoinGroupRequest>(&request, 1..=9, 6);
+    let request = JoinGroupRequest {
+        rebalance_timeout_ms: -1,
+        ..request
+    };
+    check::<_, k::JoinGroupRequest>(&request, 0..=0, 6);
+    let response = JoinGroupResponse {
+        throttle_time_ms: 0,
+        error_code: 0,
+        generation_id: 3,
+        protocol_type: Some("consumer".into()),
+        protocol_name: Some("range".into()),
+        leader: "m".into(),
+        skip_assignment: true,
+        member_id: "m".into(),
+        members: vec![JoinGroupResponseMember {
+            member_id: "m".into(),
+            group_instance_id: Some("i".into()),
+            metadata: Bytes::from_static(b"meta"),
+        }],
+    };
+    check::<_, k::JoinGroupResponse>(&response, 9..=9, 6);
+    let response = JoinGroupResponse {
+        skip_assignment: false,
+        ..response
+    };
+    check::<_, k::JoinGroupResponse>(&response, 7..=8, 6);
+    let response = JoinGroupResponse {
+        protocol_type: None,
+        members: vec![JoinGroupResponseMember {
+            member_id: "m".into(),
+            group_instance_id: None,
+            metadata: Bytes::from_static(b"meta"),
+        }],
+        ..response
+    };
+    check::<_, k::JoinGroupResponse>(&response, 0..=6, 6);
+    let request = SyncGroupRequest {
+        group_id: "g".into(),
+        generation_id: 3,
+        member_id: "m".into(),
+        group_instance_id: Some("i".into()),
+        protocol_type: Some("consumer".into()),
+        protocol_name: Some("range".into()),
+        assignments: vec![SyncGroupRequestAssignment {
+            member_id: "m".into(),
+            assignment: Bytes::from_static(b"assign"),
+        }],
+    };
+    check::<_, k::SyncGroupRequest>(&request, 5..=5, 4);
+    let request = SyncGroupRequest {
+        protocol_type: None,
+        protocol_name: None,
+        ..request
+    };
+    check::<_, k::SyncGroupRequest>(&request, 3..=5, 4);
+    let request = SyncGroupRequest {
+        group_instance_id: None,
+        ..request
+    };
+    check::<_, k::SyncGroupRequest>(&request, 0..=5, 4);
+    let response = SyncGroupResponse {
+        throttle_time_ms: 0,
+        error_code: 0,
+        protocol_type: Some("consumer".into()),
+        protocol_name: Some("range".into()),
+        assignment: Bytes::from_static(b"assign"),
+    };
+    check::<_, k::SyncGroupResponse>(&response, 5..=5, 4);
+    let response = SyncGroupResponse {
+        protocol_type: None,
+        protocol_name: None,
+        ..response
+    };
+    check::<_, k::SyncGroupResponse>(&response, 0..=5, 4);
+}
+
+#[test]
+fn heartbeat_and_leave_group() {
+    use heartbeat::*;
+    use kafka_protocol::messages as k;
+    use leave_group::*;
+    let request = HeartbeatRequest {
+        group_id: "g".into(),
+        generation_id: 2,
+        member_id: "m".into(),
+        group_instance_id: Some("i".into()),
+    };
+    check::<_, k::HeartbeatRequest>(&request, 3..=4, 4);
+    let request = HeartbeatRequest {
+        group_instance_id: None,
+        ..request
+    };
+    check::<_, k::HeartbeatRequest>(&request, 0..=4, 4);
+    let response = HeartbeatResponse {
+        throttle_time_ms: 0,
+        error_code: 27,
+    };
+    check::<_, k::HeartbeatResponse>(&response, 0..=4, 4);
+    let request = LeaveGroupRequest {
+        group_id: "g".into(),
+        member_id: "m".into(),
+        members: vec![],
+    };
+    check::<_, k::LeaveGroupRequest>(&request, 0..=2, 4);
+    let request = LeaveGroupRequest {
+        group_id: "g".into(),
+        member_id: String::new(),
+        members: vec![
+            MemberIdentity {
+                member_id: "m".into(),
+                group_instance_id: None,
+                reason: Some("bye".into()),
+            },
+            MemberIdentity {
+                member_id: String::new(),
+                group_instance_id: Some("i".into()),
+                reason: None,
+            },
+        ],
+    };
+    check::<_, k::LeaveGroupRequest>(&request, 5..=5, 4);
+    let request = LeaveGroupRequest {
+        members: request
+            .members
+            .into_iter()
+            .map(|m| MemberIdentity { reason: None, ..m })
+            .collect(),
+        ..request
+    };
+    check::<_, k::LeaveGroupRequest>(&request, 3..=5, 4);
+    let response = LeaveGroupResponse {
+        throttle_time_ms: 0,
+        error_code: 0,
+        members: vec![MemberResponse {
+            member_id: "m".into(),
+            group_instance_id: None,
+            error_code: 25,
+        }],
+    };
+    check::<_, k::LeaveGroupResponse>(&response, 3..=5, 4);
+    let response = LeaveGroupResponse {
+        error_code: 25,
+        members: vec![],
+        ..response
+    };
+    check::<_, k::LeaveGroupResponse>(&response, 0..=5, 4);
+}
+
+#[test]
+fn offset_commit_and_fetch() {
+    use kafka_protocol::messages as k;
+    use offset_commit::*;
+    use offset_fetch::*;
+    let partition = OffsetCommitRequestPartition {
+        partition_index: 1,
+        committed_offset: 42,
+        committed_leader_epoch: -1,
+        commit_timestamp: -1,
+        committed_metadata: Some("meta".into()),
+    };
+    let request = OffsetCommitRequest {
+        group_id: "g".into(),
+        generation_id_or_member_epoch: 3,
+        member_id: "m".into(),
+        group_instance_id: None,
+        retention_time_ms: -1,
+        topics: vec![OffsetCommitRequestTopic {
+            name: "t".into(),
+            partitions: vec![partition.clone()],
+        }],
+    };
+    // The oracle starts at v2 (Kafka 4 removed v0-1).
+    check::<_, k::OffsetCommitRequest>(&request, 2..=8, 8);
+    let request = OffsetCommitRequest {
+        group_instance_id: Some("i".into()),
+        topics: vec![OffsetCommitRequestTopic {
+            name: "t".into(),
+            partitions: vec![OffsetCommitRequestPartition {
+                committed_leader_epoch: 5,
+                committed_metadata: None,
+                ..partition
+            }],
+        }],
+        ..request
+    };
+    check::<_, k::OffsetCommitRequest>(&request, 7..=8, 8);
+    let response = OffsetCommitResponse {
+        throttle_time_ms: 0,
+        topics: vec![OffsetCommitResponseTopic {
+            name: "t".into(),
+            partitions: vec![OffsetCommitResponsePartition {
+                partition_index: 1,
+                error_code: 22,
+            }],
+        }],
+    };
+    check::<_, k::OffsetCommitResponse>(&response, 2..=8, 8);
+
+    let topics = vec![OffsetFetchRequestTopic {
+        name: "t".into(),
+        partition_indexes: vec![0, 1],
+    }];
+    let request = OffsetFetchRequest {
+        group_id: "g".into(),
+        topics: Some(topics.clone()),
+        groups: vec![],
+        require_stable: false,
+    };
+    check::<_, k::OffsetFetchRequest>(&request, 1..=7, 6);
+    let request = OffsetFetchRequest {
+        topics: None,
+        require_stable: true,
+        ..request
+    };
+    check::<_, k::OffsetFetchRequest>(&request, 7..=7, 6);
+    let request = OffsetFetchRequest {
+        group_id: String::new(),
+        topics: Some(vec![]),
+        groups: vec![
+            OffsetFetchRequestGroup {
+                group_id: "a".into(),
+                member_id: None,
+                member_epoch: -1,
+                topics: None,
+            },
+            OffsetFetchRequestGroup {
+                group_id: "b".into(),
+                member_id: None,
+                member_epoch: -1,
+                topics: Some(topics),
+            },
+        ],
+        require_stable: false,
+    };
+    check::<_, k::OffsetFetchRequest>(&request, 8..=8, 6);
+    let partitions = vec![
+        OffsetFetchResponsePartition {
+            partition_index: 0,
+            committed_offset: 42,
+            committed_leader_epoch: 3,
+            metadata: Some("m".into()),
+            error_code: 0,
+        },
+        OffsetFetchResponsePartition {
+            partition_index: 1,
+            committed_offset: -1,
+            committed_leader_epoch: -1,
+            metadata: None,
+            error_code: 0,
+        },
+    ];
+    let response = OffsetFetchResponse {
+        throttle_time_ms: 0,
+        topics: vec![OffsetFetchResponseTopic {
+            name: "t".into(),
+            partitions: partitions.clone(),
+        }],
+        error_code: 0,
+        groups: vec![],
+    };
+    check::<_, k::OffsetFetchResponse>(&response, 5..=7, 6);
+    let response = OffsetFetchResponse {
+        topics: vec![OffsetFetchResponseTopic {
+            name: "t".into(),
+            partitions: partitions
+                .iter()
+                .map(|p| OffsetFetchResponsePartition {
+                    committed_leader_epoch: -1,
+                    ..p.clone()
+                })
+                .collect(),
+        }],
+        ..response
+    };
+    check::<_, k::OffsetFetchResponse>(&response, 1..=7, 6);
+    let response = OffsetFetchResponse {
+        throttle_time_ms: 0,
+        topics: vec![],
+        error_code: 0,
+        groups: vec![OffsetFetchResponseGroup {
+            group_id: "g".into(),
+            topics: vec![OffsetFetchResponseTopic {
+                name: "t".into(),
+                partitions,
+            }],
+            error_code: 16,
+        }],
+    };
+    check::<_, k::OffsetFetchResponse>(&response, 8..=8, 6);
+}
+
+#[test]
+fn group_admin() {
+    use delete_groups::*;
+    use describe_groups::*;
+    use kafka_protocol::messages as k;
+    use list_groups::*;
+    use offset_delete::*;
+    let request = DescribeGroupsRequest {
+        groups: vec!["a".into(), "b".into()],
+        include_authorized_operations: true,
+    };
+    check::<_, k::DescribeGroupsRequest>(&request, 3..=5, 5);
+    let member = DescribedGroupMember {
+        member_id: "m".into(),
+        group_instance_id: None,
+        client_id: "c".into(),
+        client_host: "/127.0.0.1".into(),
+        member_metadata: Bytes::from_static(b"md"),
+        member_assignment: Bytes::from_static(b"as"),
+    };
+    let response = DescribeGroupsResponse {
+        throttle_time_ms: 0,
+        groups: vec![DescribedGroup {
+            error_code: 0,
+            group_id: "a".into(),
+            group_state: "Stable".into(),
+            protocol_type: "consumer".into(),
+            protocol_data: "range".into(),
+            members: vec![member.clone()],
+            authorized_operations: i32::MIN,
+        }],
+    };
+    check::<_, k::DescribeGroupsResponse>(&response, 0..=5, 5);
+    let response = DescribeGroupsResponse {
+        groups: vec![DescribedGroup {
+            members: vec![DescribedGroupMember {
+                group_instance_id: Some("i".into()),
+                ..member
+            }],
+            authorized_operations: 328,
+            ..response.groups[0].clone()
+        }],
+        ..response
+    };
+    check::<_, k::DescribeGroupsResponse>(&response, 4..=5, 5);
+
+    let request = ListGroupsRequest {
+        states_filter: vec!["Stable".into()],
+        types_filter: vec![],
+    };
+    check::<_, k::ListGroupsRequest>(&request, 4..=4, 3);
+    check::<_, k::ListGroupsRequest>(&ListGroupsRequest::default(), 0..=4, 3);
+    let response = ListGroupsResponse {
+        throttle_time_ms: 0,
+        error_code: 0,
+        groups: vec![ListedGroup {
+            group_id: "a".into(),
+            protocol_type: "consumer".into(),
+            group_state: "Empty".into(),
+            group_type: String::new(),
+        }],
+    };
+    check::<_, k::ListGroupsResponse>(&response, 4..=4, 3);
+    let response = ListGroupsResponse {
+        groups: vec![ListedGroup {
+            group_state: String::new(),
+            ..response.groups[0].clone()
+        }],
+        ..response
+    };
+    check::<_, k::ListGroupsResponse>(&response, 0..=4, 3);
+
+    let request = DeleteGroupsRequest {
+        groups_names: vec!["a".into()],
+    };
+    check::<_, k::DeleteGroupsRequest>(&request, 0..=2, 2);
+    let response = DeleteGroupsResponse {
+        throttle_time_ms: 0,
+        results: vec![DeletableGroupResult {
+            group_id: "a".into(),
+            error_code: 68,
+        }],
+    };
+    check::<_, k::DeleteGroupsResponse>(&response, 0..=2, 2);
+
+    let request = OffsetDeleteRequest {
+        group_id: "g".into(),
+        topics: vec![OffsetDeleteRequestTopic {
+            name: "t".into(),
+            partitions: vec![OffsetDeleteRequestPartition { partition_index: 3 }],
+        }],
+    };
+    check::<_, k::OffsetDeleteRequest>(&request, 0..=0, 99);
+    let response = OffsetDeleteResponse {
+        error_code: 0,
+        throttle_time_ms: 0,
+        topics: vec![OffsetDeleteResponseTopic {
+            name: "t".into(),
+            partitions: vec![OffsetDeleteResponsePartition {
+                partition_index: 3,
+                error_code: 86,
+            }],
+        }],
+    };
+    check::<_, k::OffsetDeleteResponse>(&response, 0..=0, 99);
+}

@@ -11,17 +11,28 @@ pub mod alter_configs;
 pub mod api_versions;
 pub mod create_partitions;
 pub mod create_topics;
+pub mod delete_groups;
 pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
+pub mod describe_groups;
 pub mod fetch;
+pub mod find_coordinator;
+pub mod heartbeat;
 pub mod incremental_alter_configs;
 pub mod init_producer_id;
+pub mod join_group;
+pub mod leave_group;
+pub mod list_groups;
 pub mod list_offsets;
 pub mod metadata;
+pub mod offset_commit;
+pub mod offset_delete;
+pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+pub mod sync_group;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -66,6 +77,17 @@ pub const APIS: &[ApiSpec] = &[
     alter_configs::SPEC,
     create_partitions::SPEC,
     incremental_alter_configs::SPEC,
+    offset_commit::SPEC,
+    offset_fetch::SPEC,
+    find_coordinator::SPEC,
+    join_group::SPEC,
+    heartbeat::SPEC,
+    leave_group::SPEC,
+    sync_group::SPEC,
+    describe_groups::SPEC,
+    list_groups::SPEC,
+    delete_groups::SPEC,
+    offset_delete::SPEC,
 ];
 
 pub fn spec(key: i16) -> Option<&'static ApiSpec> {
@@ -190,7 +212,18 @@ pub async fn dispatch(
             describe_configs,
             alter_configs,
             create_partitions,
-            incremental_alter_configs
+            incremental_alter_configs,
+            offset_commit,
+            offset_fetch,
+            find_coordinator,
+            join_group,
+            heartbeat,
+            leave_group,
+            sync_group,
+            describe_groups,
+            list_groups,
+            delete_groups,
+            offset_delete
         ]
     );
     broker

@@ -1,0 +1,75 @@
+//! DescribeGroups: state, protocol and members of groups. An unknown
+//! group is described as Dead with no error, as Kafka does; members'
+//! metadata and assignments are only shown for a Stable group.
+use std::sync::Arc;
+
+use tarn_protocol::error;
+use tarn_protocol::messages::describe_groups::{
+    DescribeGroupsRequest, DescribeGroupsResponse, DescribedGroup, DescribedGroupMember,
+};
+
+use super::{authorized_operations, ApiSpec, RequestContext};
+use crate::broker::Broker;
+use crate::group;
+
+pub const KEY: i16 = 15;
+pub const SPEC: ApiSpec = ApiSpec {
+    key: KEY,
+    name: "DescribeGroups",
+    min_version: 0,
+    max_version: 5,
+    flexible_min: 5,
+};
+/// With no authorizer every group operation is allowed: READ, DELETE and
+/// DESCRIBE, as bits of Kafka's AclOperation codes.
+pub const GROUP_AUTHORIZED_OPERATIONS: i32 = 1 << 3 | 1 << 6 | 1 << 8;
+
+pub async fn handle(
+    broker: &Arc<Broker>,
+    _ctx: &RequestContext,
+    request: DescribeGroupsRequest,
+) -> DescribeGroupsResponse {
+    let ready = group::ensure_offsets_topic(broker);
+    let operations = authorized_operations(
+        request.include_authorized_operations,
+        GROUP_AUTHORIZED_OPERATIONS,
+    );
+    let groups = request
+        .groups
+        .into_iter()
+        .map(
+            |group_id| match ready.and_then(|()| broker.groups.describe(&group_id)) {
+                Ok(summary) => DescribedGroup {
+                    error_code: error::NONE,
+                    group_id,
+                    group_state: summary.state.name().to_owned(),
+                    protocol_type: summary.protocol_type,
+                    protocol_data: summary.protocol,
+                    members: summary
+                        .members
+                        .into_iter()
+                        .map(|m| DescribedGroupMember {
+                            member_id: m.member_id,
+                            group_instance_id: m.group_instance_id,
+                            client_id: m.client_id,
+                            client_host: m.client_host,
+                            member_metadata: m.metadata,
+                            member_assignment: m.assignment,
+                        })
+                        .collect(),
+                    authorized_operations: operations,
+                },
+                Err(code) => DescribedGroup {
+                    error_code: code,
+                    group_id,
+                    authorized_operations: operations,
+                    ..Default::default()
+                },
+            },
+        )
+        .collect();
+    DescribeGroupsResponse {
+        throttle_time_ms: 0,
+        groups,
+    }
+}

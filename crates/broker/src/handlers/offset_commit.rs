@@ -1,0 +1,111 @@
+//! OffsetCommit: stores consumer positions as records in
+//! `__consumer_offsets`. Members commit with their generation and member
+//! id; a commit with generation -1 and no member id is accepted for a
+//! group with no active members (standalone consumers, admin tools).
+//! Partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION.
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use tarn_protocol::error::{self, ErrorCode};
+use tarn_protocol::messages::offset_commit::{
+    OffsetCommitRequest, OffsetCommitResponse, OffsetCommitResponsePartition,
+    OffsetCommitResponseTopic,
+};
+
+use super::{ApiSpec, RequestContext};
+use crate::broker::Broker;
+use crate::group;
+use crate::group::records::OffsetAndMetadata;
+use crate::metadata::MetadataImage;
+use crate::replica_manager::TopicPartition;
+
+pub const KEY: i16 = 8;
+pub const SPEC: ApiSpec = ApiSpec {
+    key: KEY,
+    name: "OffsetCommit",
+    min_version: 0,
+    max_version: 8,
+    flexible_min: 8,
+};
+
+pub fn partition_exists(image: &MetadataImage, topic: &str, partition: i32) -> bool {
+    image
+        .topic(topic)
+        .is_some_and(|t| t.partitions.iter().any(|p| p.partition_id == partition))
+}
+
+pub async fn handle(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    request: OffsetCommitRequest,
+) -> OffsetCommitResponse {
+    let version = ctx.version.version;
+    let now = broker.groups.now_ms();
+    let image = broker.metadata.image();
+    let ready = group::ensure_offsets_topic(broker);
+    let expire_timestamp_ms =
+        (request.retention_time_ms != -1).then(|| now.saturating_add(request.retention_time_ms));
+    let mut codes: HashMap<TopicPartition, ErrorCode> = HashMap::new();
+    let mut offsets = Vec::new();
+    for topic in &request.topics {
+        for p in &topic.partitions {
+            let tp = (topic.name.clone(), p.partition_index);
+            if let Err(code) = ready {
+                codes.insert(tp, code);
+            } else if !partition_exists(&image, &topic.name, p.partition_index) {
+                codes.insert(tp, error::UNKNOWN_TOPIC_OR_PARTITION);
+            } else {
+                let commit_timestamp_ms = if version == 1 && p.commit_timestamp != -1 {
+                    p.commit_timestamp
+                } else {
+                    now
+                };
+                offsets.push((
+                    tp,
+                    OffsetAndMetadata {
+                        offset: p.committed_offset,
+                        leader_epoch: p.committed_leader_epoch,
+                        metadata: p.committed_metadata.clone().unwrap_or_default(),
+                        commit_timestamp_ms,
+                        expire_timestamp_ms,
+                    },
+                ));
+            }
+        }
+    }
+    if !offsets.is_empty() {
+        codes.extend(broker.groups.commit_offsets(
+            &request.group_id,
+            &request.member_id,
+            request.group_instance_id.as_deref(),
+            request.generation_id_or_member_epoch,
+            offsets,
+        ));
+    }
+    // Answer in the request's order.
+    let mut topics: Vec<OffsetCommitResponseTopic> = Vec::with_capacity(request.topics.len());
+    for topic in request.topics {
+        let partitions = topic
+            .partitions
+            .iter()
+            .map(|p| {
+                let code = codes
+                    .get(&(topic.name.clone(), p.partition_index))
+                    .copied()
+                    .unwrap_or(error::UNKNOWN_SERVER_ERROR);
+                OffsetCommitResponsePartition {
+                    partition_index: p.partition_index,
+                    error_code: code,
+                }
+            })
+            .collect();
+        topics.push(OffsetCommitResponseTopic {
+            name: topic.name,
+            partitions,
+        });
+    }
+    OffsetCommitResponse {
+        throttle_time_ms: 0,
+        topics,
+    }
+}
