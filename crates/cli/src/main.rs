@@ -1,6 +1,8 @@
 //! The `tarn` binary: `serve` runs the broker; `topics` manages topics
-//! over the Kafka protocol like kafka-topics.sh.
+//! over the Kafka protocol like kafka-topics.sh; `perf` measures a broker
+//! like kafka-producer-perf-test.sh and kafka-consumer-perf-test.sh.
 
+mod perf;
 mod serve;
 mod topics;
 
@@ -27,6 +29,11 @@ enum Command {
         #[command(subcommand)]
         command: topics::TopicsCommand,
     },
+    /// Measure produce and consume throughput and latency.
+    Perf {
+        #[command(subcommand)]
+        command: perf::PerfCommand,
+    },
 }
 
 fn main() -> Result<()> {
@@ -34,5 +41,6 @@ fn main() -> Result<()> {
     match cli.command {
         Command::Serve(args) => serve::run(args),
         Command::Topics { command } => topics::run(command),
+        Command::Perf { command } => perf::run(command),
     }
 }

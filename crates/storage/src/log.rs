@@ -1275,11 +1275,7 @@ mod tests {
                 log.append(&idempotent(5, 1, 0, 1), 0),
                 Err(AppendError::InvalidProducerEpoch(_))
             ));
-            assert!(
-                !log.append(&idempotent(5, 2, seq, 1), 0)
-                    .unwrap()
-                    .duplicate
-            );
+            assert!(!log.append(&idempotent(5, 2, seq, 1), 0).unwrap().duplicate);
         }
     }
 
