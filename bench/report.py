@@ -12,6 +12,47 @@ import statistics
 import sys
 from collections import defaultdict
 
+NOTES = """## Commands
+
+`bench/run.sh` builds rdperf and mockbroker from `../shared/bench/`, builds
+`target/release/tarn`, starts both brokers, and for each partition count P:
+
+    # mock broker (produce only; topics auto-created with 4 partitions)
+    rdperf produce -b MOCK -t TOPIC -n N -s SIZE -a 1 -B 65536 -l 5 -c CODEC [-R]
+    # tarn, through ../shared/bench/kbench.sh tarn-pP TARN CSV with PARTS=P BROKER_PID=<tarn pid>:
+    rdperf create  -b TARN -t TOPIC -p P -r 1
+    rdperf produce -b TARN -t TOPIC -n N -s SIZE -a 1 -B 65536 -l 5 -c CODEC [-R]
+    rdperf consume -b TARN -t TOPIC -n N -T 10
+
+Cases: `p100` = 100 B, `p200` = 200 B, `p1k` = 1024 B, all uncompressed;
+`lz4` = 100 B with lz4; `zstdr` = 100 B with zstd and a distinct payload
+per record (`-R`).
+
+## Reading these numbers
+
+- **lz4 case.** librdkafka (Debian's 2.0.2 here, and 2.12) uses lz4 only with
+  brokers that advertise FindCoordinator, its probe for "Kafka >= 0.10".
+  Tarn does not serve FindCoordinator until consumer groups land (issue 4),
+  so in the `lz4` case the client sends Tarn *uncompressed* batches while the
+  mock broker gets lz4: that row compares different work. zstd is not gated
+  this way (`zstdr` is really zstd).
+- **Consumer rate.** librdkafka 2.0.2 stops fetching a partition once its
+  local queue holds `queued.min.messages` (100,000) and looks again only
+  about once a second. Tarn answers a 1 MiB fetch in well under a
+  millisecond (sendfile), so it fills that queue faster than rdperf's poll
+  loop drains it, and the consume time is quantised in ~1 s idle stalls
+  (`-X debug=fetch` shows "not fetchable: queued.min.messages exceeded",
+  then ~0.9 s with no fetch). Runs without a stall reach 2-3 M msg/s; runs
+  with one or two land at 0.5-1 M msg/s. The broker's own cost is the
+  `broker CPU s/M consume` column.
+- **1 KiB records.** Producing 1 GB costs the broker mostly the kernel's
+  page-cache write path (ext4 delayed allocation, page allocation); the mock
+  broker stores nothing, so `vs mock` is not a like-for-like figure there.
+- **Shared machine.** Other sessions share these 2 cores; when
+  `host busy CPU s` is well above client + broker CPU, something else was
+  running during that run.
+"""
+
 TARGETS = [
     ("broker CPU per million 100-B records produced", "<= 0.12 s"),
     ("broker CPU per million 100-B records consumed", "<= 0.05 s"),
@@ -104,6 +145,7 @@ def main():
     out.append("")
     out.append("Targets (from issue 5): " + "; ".join(f"{what} {bound}" for what, bound in TARGETS) + ".\n")
 
+    out.append(NOTES)
     out.append("## Every run\n")
     out.append("| broker | partitions | case | rep | mode | secs | rate/s | MB/s | p50 ms | p99 ms "
                "| p99.9 ms | max ms | client CPU s | broker CPU s | broker CPU s/M | host busy CPU s "
