@@ -756,6 +756,29 @@ fn produce(args: ProduceArgs) -> Result<()> {
         correlation_id: 0,
         stats: stats.clone(),
     };
+    let sent = send_all(&mut producer, &args, &mut payloads);
+    // A reader that failed (the broker closed the connection, say) holds
+    // the real cause: report it before the sender's "reader stopped".
+    match (sent, producer.close()) {
+        (_, Err(reader_error)) => return Err(reader_error),
+        (Err(e), Ok(())) => return Err(e),
+        (Ok(()), Ok(())) => {}
+    }
+    let mut stats = stats.lock().expect("stats lock");
+    stats.print_total();
+    if stats.errors > 0 {
+        bail!(
+            "{} records failed; first error: {}",
+            stats.errors,
+            stats.first_error.as_deref().unwrap_or("?")
+        );
+    }
+    Ok(())
+}
+
+/// The producer loop: throttles, fills batches, sends them.
+fn send_all(producer: &mut Producer, args: &ProduceArgs, payloads: &mut Payloads) -> Result<()> {
+    let partition_count = producer.batches.len();
     let start = Instant::now();
     let mut sticky = 0usize;
     for i in 0..args.num_records {
@@ -787,18 +810,7 @@ fn produce(args: ProduceArgs) -> Result<()> {
             producer.send_ready(false, now)?;
         }
     }
-    producer.send_ready(true, Instant::now())?;
-    producer.close()?;
-    let mut stats = stats.lock().expect("stats lock");
-    stats.print_total();
-    if stats.errors > 0 {
-        bail!(
-            "{} records failed; first error: {}",
-            stats.errors,
-            stats.first_error.as_deref().unwrap_or("?")
-        );
-    }
-    Ok(())
+    producer.send_ready(true, Instant::now())
 }
 
 // ------------------------------------------------------------ consumer
