@@ -20,8 +20,9 @@ use parking_lot::{Mutex, RwLock};
 use serde::Serialize;
 
 use tarn_protocol::error::{self, ErrorCode};
-use tarn_protocol::messages::fetch::FetchResponse;
+use tarn_protocol::messages::fetch::FetchResponseOut;
 use tarn_protocol::record_batch::parse_header;
+use tarn_protocol::records::Records;
 use tarn_storage::metrics::{HistogramSnapshot, LatencyHistogram, LATENCY_BUCKETS_SECONDS};
 
 use crate::broker::Broker;
@@ -284,7 +285,7 @@ impl Metrics {
 
     /// Counts what a fetch response carries: bytes and records per topic
     /// and partition errors by code.
-    pub fn fetched(&self, response: &FetchResponse) {
+    pub fn fetched(&self, response: &FetchResponseOut) {
         for topic in &response.responses {
             let mut totals = RecordTotals::default();
             for partition in &topic.partitions {
@@ -292,7 +293,14 @@ impl Metrics {
                     self.fetch_errors[error_slot(partition.error_code)]
                         .fetch_add(1, Ordering::Relaxed);
                 }
-                totals.add(RecordTotals::of(partition.records.as_deref()));
+                totals.add(match &partition.records {
+                    None => RecordTotals::default(),
+                    Some(Records::Bytes(bytes)) => RecordTotals::of(Some(bytes)),
+                    Some(Records::File { region, .. }) => RecordTotals {
+                        bytes: u64::from(region.len),
+                        records: region.records,
+                    },
+                });
             }
             if totals == RecordTotals::default() {
                 continue;
@@ -893,7 +901,7 @@ fn render_lag(w: &mut PromWriter, lags: &[PartitionLag]) {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use tarn_protocol::messages::fetch::{FetchableTopicResponse, PartitionData};
+    use tarn_protocol::messages::fetch::{FetchableTopicResponseOut, PartitionDataOut};
     use tarn_protocol::record_batch::build_batch_for_tests;
 
     #[test]
@@ -934,19 +942,19 @@ pub(crate) mod tests {
         m.produce_error(error::CORRUPT_MESSAGE);
         m.produce_error(-1);
         m.produce_error(i16::MAX);
-        let response = FetchResponse {
-            responses: vec![FetchableTopicResponse {
+        let response = FetchResponseOut {
+            responses: vec![FetchableTopicResponseOut {
                 topic: "t".into(),
                 partitions: vec![
-                    PartitionData {
+                    PartitionDataOut {
                         partition_index: 0,
-                        records: Some(bytes::Bytes::from(batch.clone())),
+                        records: Some(Records::Bytes(bytes::Bytes::from(batch.clone()))),
                         ..Default::default()
                     },
-                    PartitionData {
+                    PartitionDataOut {
                         partition_index: 1,
                         error_code: error::OFFSET_OUT_OF_RANGE,
-                        records: Some(bytes::Bytes::new()),
+                        records: Some(Records::Bytes(bytes::Bytes::new())),
                         ..Default::default()
                     },
                 ],

@@ -10,10 +10,15 @@
 //! the `LogConfig` its topic's effective configs give now. A deleted
 //! partition's directory is renamed to Kafka's `<topic>-<partition>.<id>-delete`
 //! at once and removed by the `LogDeleter` after `file.delete.delay.ms`.
+//!
+//! A partition also applies its topic's `compression.type` on append:
+//! batches already in the topic's codec (or any codec when the topic says
+//! `producer`) go to the log as received; others are recompressed first,
+//! with decompression capped at the topic's `max.message.bytes`.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI32, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,7 +26,12 @@ use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::watch;
 
+use tarn_protocol::compression::CompressionError;
 use tarn_protocol::error::{self, ErrorCode};
+use tarn_protocol::record_batch::{
+    parse_header, recompress_batch, validate_batch, BatchError, Compression,
+};
+use tarn_protocol::records::FileRegion;
 use tarn_protocol::Uuid;
 use tarn_storage::{AppendError, AppendInfo, Log, LogConfig, StorageError};
 
@@ -38,7 +48,27 @@ pub struct Partition {
     leader_epoch: AtomicI32,
     /// The topic's `file.delete.delay.ms` as of the last sync.
     file_delete_delay_ms: AtomicI64,
+    /// The topic's `compression.type` as a codec id, or [`KEEP_PRODUCER_CODEC`].
+    compression: AtomicU8,
+    /// The topic's `max.message.bytes`, which also caps decompression.
+    max_message_bytes: AtomicU32,
     log: Mutex<Option<Log>>,
+}
+
+/// `compression.type=producer`: batches keep the codec they came with.
+const KEEP_PRODUCER_CODEC: u8 = u8::MAX;
+
+/// The codec a topic's `compression.type` stores batches in; `None` for
+/// `producer`.
+pub fn topic_codec(compression_type: &str) -> Option<Compression> {
+    match compression_type {
+        "uncompressed" => Some(Compression::None),
+        "gzip" => Some(Compression::Gzip),
+        "snappy" => Some(Compression::Snappy),
+        "lz4" => Some(Compression::Lz4),
+        "zstd" => Some(Compression::Zstd),
+        _ => None,
+    }
 }
 
 /// What a partition answered, as a Kafka error code plus a message for
@@ -127,7 +157,17 @@ impl Partition {
         }
     }
 
-    pub fn append(&self, records: &mut [u8]) -> Result<(AppendInfo, i64), PartitionError> {
+    /// Appends one produce request's record batches for this partition,
+    /// recompressing them first when the topic's codec says so.
+    pub fn append(&self, records: &[u8]) -> Result<(AppendInfo, i64), PartitionError> {
+        let converted = match Compression::from_id(self.compression.load(Ordering::Acquire)) {
+            Some(target) => {
+                let limit = self.max_message_bytes.load(Ordering::Acquire) as usize;
+                convert_codec(records, target, limit)?
+            }
+            None => None,
+        };
+        let records = converted.as_deref().unwrap_or(records);
         let epoch = self.leader_epoch();
         self.with_log(|log| {
             let info = log.append(records, epoch)?;
@@ -141,6 +181,33 @@ impl Partition {
                 log_start_offset: log.log_start_offset(),
                 high_watermark: log.log_end_offset(),
             })
+        })
+    }
+
+    /// The file range holding whole batches from `offset` (for sendfile),
+    /// or OFFSET_OUT_OF_RANGE; `None` when there is nothing to send.
+    pub fn read_region(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        min_one_batch: bool,
+    ) -> Result<(Option<FileRegion>, LogOffsets), PartitionError> {
+        self.with_log(|log| {
+            let offsets = LogOffsets {
+                log_start_offset: log.log_start_offset(),
+                high_watermark: log.log_end_offset(),
+            };
+            if offset < offsets.log_start_offset || offset > offsets.high_watermark {
+                return Err(PartitionError::new(
+                    error::OFFSET_OUT_OF_RANGE,
+                    format!(
+                        "offset {offset} is outside [{}, {}]",
+                        offsets.log_start_offset, offsets.high_watermark
+                    ),
+                ));
+            }
+            let region = log.read_region(offset, max_bytes, min_one_batch)?;
+            Ok((region, offsets))
         })
     }
 
@@ -258,6 +325,61 @@ pub fn delete_dir_name(topic: &str, partition: i32) -> String {
     format!("{}{suffix}", &topic[..keep])
 }
 
+/// Rewrites `records` with every batch in `target`'s codec; `None` when
+/// they all are already (the common case, which costs one header parse per
+/// batch). A batch to convert must pass its CRC check first, so corrupt
+/// input is never given a fresh CRC.
+fn convert_codec(
+    records: &[u8],
+    target: Compression,
+    limit: usize,
+) -> Result<Option<Vec<u8>>, PartitionError> {
+    let corrupt = |position: usize, e: BatchError| -> PartitionError {
+        match e {
+            BatchError::UnsupportedMagic(_) => PartitionError::new(
+                error::UNSUPPORTED_FOR_MESSAGE_FORMAT,
+                format!("batch at byte {position}: {e}"),
+            ),
+            BatchError::Compression(CompressionError::TooLarge { .. }) => PartitionError::new(
+                error::MESSAGE_TOO_LARGE,
+                format!("batch at byte {position}: {e} (max.message.bytes)"),
+            ),
+            e => PartitionError::new(
+                error::CORRUPT_MESSAGE,
+                format!("batch at byte {position}: {e}"),
+            ),
+        }
+    };
+    let mut position = 0;
+    let mut all_match = true;
+    while position < records.len() {
+        let header = parse_header(&records[position..]).map_err(|e| corrupt(position, e))?;
+        if header.compression() != target && !header.is_control() {
+            all_match = false;
+            break;
+        }
+        position += header.total_size();
+    }
+    if all_match {
+        return Ok(None);
+    }
+    let mut out = Vec::with_capacity(records.len());
+    let mut position = 0;
+    while position < records.len() {
+        let rest = &records[position..];
+        let header = validate_batch(rest).map_err(|e| corrupt(position, e))?;
+        let batch = &rest[..header.total_size()];
+        if header.compression() == target || header.is_control() {
+            out.extend_from_slice(batch);
+        } else {
+            recompress_batch(batch, &header, target, limit, &mut out)
+                .map_err(|e| corrupt(position, e))?;
+        }
+        position += header.total_size();
+    }
+    Ok(Some(out))
+}
+
 pub struct ReplicaManager {
     data_dir: PathBuf,
     node_id: i32,
@@ -279,6 +401,8 @@ pub fn log_config(config: &BrokerConfig, topic: &TopicInfo) -> LogConfig {
         index_interval_bytes: value("index.interval.bytes") as u32,
         segment_index_bytes: value("segment.index.bytes") as u32,
         max_message_bytes: value("max.message.bytes") as u32,
+        log_append_time: config.topic_value(&topic.configs, "message.timestamp.type")
+            == "LogAppendTime",
     }
 }
 
@@ -288,6 +412,11 @@ fn file_delete_delay_ms(config: &BrokerConfig, topic: &TopicInfo) -> i64 {
         .topic_value(&topic.configs, "file.delete.delay.ms")
         .parse()
         .unwrap_or_else(|_| panic!("validated numeric topic config file.delete.delay.ms"))
+}
+
+fn compression_id(config: &BrokerConfig, topic: &TopicInfo) -> u8 {
+    topic_codec(&config.topic_value(&topic.configs, "compression.type"))
+        .map_or(KEEP_PRODUCER_CODEC, Compression::id)
 }
 
 impl ReplicaManager {
@@ -371,19 +500,28 @@ impl ReplicaManager {
         }
         for ((name, index), (topic, epoch)) in wanted {
             let delete_delay_ms = file_delete_delay_ms(config, &topic);
+            let log_config = log_config(config, &topic);
+            let compression = compression_id(config, &topic);
+            let max_message_bytes = log_config.max_message_bytes;
             if let Some(existing) = self.get(&name, index) {
                 existing.leader_epoch.store(epoch, Ordering::Release);
-                existing.update_config(log_config(config, &topic), delete_delay_ms);
+                existing.compression.store(compression, Ordering::Release);
+                existing
+                    .max_message_bytes
+                    .store(max_message_bytes, Ordering::Release);
+                existing.update_config(log_config, delete_delay_ms);
                 continue;
             }
             let dir = self.data_dir.join(format!("{name}-{index}"));
-            let log = Log::open(&dir, log_config(config, &topic), clean_shutdown)?;
+            let log = Log::open(&dir, log_config, clean_shutdown)?;
             let partition = Arc::new(Partition {
                 topic: name.clone(),
                 topic_id: topic.topic_id,
                 index,
                 leader_epoch: AtomicI32::new(epoch),
                 file_delete_delay_ms: AtomicI64::new(delete_delay_ms),
+                compression: AtomicU8::new(compression),
+                max_message_bytes: AtomicU32::new(max_message_bytes),
                 log: Mutex::new(Some(log)),
             });
             self.partitions.write().insert((name, index), partition);

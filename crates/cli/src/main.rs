@@ -2,11 +2,13 @@
 //! over the Kafka protocol like kafka-topics.sh; `configs` describes and
 //! alters topic and broker configs like kafka-configs.sh; `groups` manages
 //! consumer groups like kafka-consumer-groups.sh; `dump-log` inspects
-//! segment and index files like kafka-dump-log.sh.
+//! segment and index files like kafka-dump-log.sh; `perf` measures a broker
+//! like kafka-producer-perf-test.sh and kafka-consumer-perf-test.sh.
 
 mod configs;
 mod dump_log;
 mod groups;
+mod perf;
 mod serve;
 mod topics;
 
@@ -39,6 +41,11 @@ enum Command {
     Configs(configs::ConfigsArgs),
     /// List, describe and delete consumer groups; reset their offsets.
     Groups(groups::GroupsArgs),
+    /// Measure produce and consume throughput and latency.
+    Perf {
+        #[command(subcommand)]
+        command: perf::PerfCommand,
+    },
 }
 
 fn main() -> Result<()> {
@@ -49,5 +56,6 @@ fn main() -> Result<()> {
         Command::Configs(args) => configs::run(args),
         Command::DumpLog(args) => dump_log::run(args),
         Command::Groups(args) => groups::run(args),
+        Command::Perf { command } => perf::run(command),
     }
 }

@@ -102,11 +102,38 @@ pub fn run(args: ServeArgs) -> Result<()> {
     if args.node_id < 0 {
         bail!("--node-id must be non-negative");
     }
+    tune_allocator();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("start the async runtime")?;
     runtime.block_on(serve(args, config))
+}
+
+/// glibc's allocator: largest block served by mmap, and free memory kept
+/// at the heap top before it is returned to the OS.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+const MALLOC_MMAP_THRESHOLD_BYTES: i32 = 32 << 20;
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+const MALLOC_TRIM_THRESHOLD_BYTES: i32 = 64 << 20;
+
+/// Request buffers (64 KiB to 1 MiB each) come and go at a high rate. With
+/// glibc's defaults many of them are mmapped and unmapped, or trimmed from
+/// the heap and faulted back in, costing a page fault per 4 KiB: about a
+/// quarter of the broker's CPU when producing 1 KiB records. Keeping them
+/// on the heap removes that at the price of up to 64 MiB of retained free
+/// memory (still far below Kafka's heap).
+fn tune_allocator() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes allocator parameters; called before any
+    // other thread exists.
+    unsafe {
+        if libc::mallopt(libc::M_MMAP_THRESHOLD, MALLOC_MMAP_THRESHOLD_BYTES) != 1
+            || libc::mallopt(libc::M_TRIM_THRESHOLD, MALLOC_TRIM_THRESHOLD_BYTES) != 1
+        {
+            tracing::warn!("could not tune the allocator (mallopt); continuing with defaults");
+        }
+    }
 }
 
 async fn serve(args: ServeArgs, config: BrokerConfig) -> Result<()> {

@@ -197,7 +197,7 @@ pub fn put_uvarint(out: &mut Vec<u8>, mut value: u32) {
     out.push(value as u8);
 }
 
-fn put_len(out: &mut Vec<u8>, v: Version, len: Option<usize>, classic_wide: bool) {
+pub(crate) fn put_len(out: &mut Vec<u8>, v: Version, len: Option<usize>, classic_wide: bool) {
     match (v.flexible, len) {
         (true, None) => put_uvarint(out, 0),
         (true, Some(n)) => put_uvarint(out, n as u32 + 1),

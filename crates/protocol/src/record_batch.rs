@@ -20,6 +20,8 @@
 
 use thiserror::Error;
 
+use crate::compression::{self, CompressionError};
+
 /// Bytes before the batch length field is counted: baseOffset + batchLength.
 pub const LOG_OVERHEAD: usize = 12;
 /// Size of the fixed v2 batch header; records start here.
@@ -73,6 +75,8 @@ pub enum BatchError {
     UnknownCompression(u8),
     #[error("malformed record: {0}")]
     MalformedRecord(&'static str),
+    #[error(transparent)]
+    Compression(#[from] CompressionError),
 }
 
 /// Compression codec from attribute bits 0-2.
@@ -300,6 +304,71 @@ pub fn set_partition_leader_epoch(batch: &mut [u8], epoch: i32) -> Result<(), Ba
     Ok(())
 }
 
+/// Stamps LogAppendTime on a batch whose first [`RECORD_BATCH_HEADER_SIZE`]
+/// bytes are `header` and whose records section is `records`: sets the
+/// timestamp-type attribute, sets the max timestamp to `now_ms`, and
+/// recomputes the CRC over the new header and the unchanged records.
+pub fn set_log_append_time(
+    header: &mut [u8; RECORD_BATCH_HEADER_SIZE],
+    records: &[u8],
+    now_ms: i64,
+) {
+    let attributes = read_i16(header, ATTRIBUTES_OFFSET) | TIMESTAMP_TYPE_MASK;
+    header[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attributes.to_be_bytes());
+    header[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8].copy_from_slice(&now_ms.to_be_bytes());
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&header[ATTRIBUTES_OFFSET..]), records);
+    header[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+}
+
+/// The records section of a validated batch, decompressed, holding at most
+/// `limit` bytes, and checked to hold exactly the header's record count
+/// with nothing after the last record.
+pub fn decompressed_records(
+    batch: &[u8],
+    header: &RecordBatchHeader,
+    limit: usize,
+) -> Result<Vec<u8>, BatchError> {
+    ensure_len(batch, header.total_size())?;
+    let section = &batch[RECORD_BATCH_HEADER_SIZE..header.total_size()];
+    let records = compression::decompress(header.compression(), section, limit)?;
+    let mut iter = RecordIter::over_records(&records, header.records_count);
+    for record in iter.by_ref() {
+        record?;
+    }
+    if iter.position() != records.len() {
+        return Err(BatchError::MalformedRecord(
+            "bytes left after the last record",
+        ));
+    }
+    Ok(records)
+}
+
+/// Re-encodes a validated batch with the `target` codec, appending it to
+/// `out`: every header field (offsets, timestamps, producer id, epoch and
+/// sequence, flags) is kept, the codec bits, length and CRC are new.
+/// Decompression is capped at `limit` bytes of records.
+pub fn recompress_batch(
+    batch: &[u8],
+    header: &RecordBatchHeader,
+    target: Compression,
+    limit: usize,
+    out: &mut Vec<u8>,
+) -> Result<(), BatchError> {
+    let records = decompressed_records(batch, header, limit)?;
+    let start = out.len();
+    out.extend_from_slice(&batch[..RECORD_BATCH_HEADER_SIZE]);
+    compression::compress(target, &records, out);
+    let batch_length = i32::try_from(out.len() - start - LOG_OVERHEAD)
+        .map_err(|_| BatchError::InvalidLength(i32::MAX))?;
+    let new = &mut out[start..];
+    new[BATCH_LENGTH_OFFSET..BATCH_LENGTH_OFFSET + 4].copy_from_slice(&batch_length.to_be_bytes());
+    let attributes = (header.attributes & !COMPRESSION_CODEC_MASK) | i16::from(target.id());
+    new[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attributes.to_be_bytes());
+    let crc = compute_crc(new);
+    new[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+    Ok(())
+}
+
 /// Walks a buffer of concatenated batches, validating each (CRC included)
 /// and yielding `(position, header)`. After the first error it yields that
 /// error once and then stops; [`BatchIter::position`] then tells where the
@@ -378,6 +447,21 @@ impl<'a> RecordIter<'a> {
             position: RECORD_BATCH_HEADER_SIZE,
             remaining: header.records_count,
         })
+    }
+
+    /// Iterates `count` records laid out back to back in `records` (a
+    /// batch's records section, decompressed if need be).
+    pub fn over_records(records: &'a [u8], count: i32) -> RecordIter<'a> {
+        RecordIter {
+            buf: records,
+            position: 0,
+            remaining: count,
+        }
+    }
+
+    /// Bytes of the buffer consumed by the records yielded so far.
+    pub fn position(&self) -> usize {
+        self.position
     }
 
     fn varlong(&mut self) -> Result<i64, BatchError> {
@@ -499,6 +583,101 @@ fn encode_nullable(bytes: Option<&[u8]>, out: &mut Vec<u8>) {
     }
 }
 
+/// Bytes a zigzag varlong takes.
+pub fn varlong_len(value: i64) -> usize {
+    let raw = ((value << 1) ^ (value >> 63)) as u64;
+    (64 - raw.max(1).leading_zeros() as usize).div_ceil(7)
+}
+
+fn nullable_len(bytes: Option<&[u8]>) -> usize {
+    match bytes {
+        None => 1,
+        Some(b) => varlong_len(b.len() as i64) + b.len(),
+    }
+}
+
+/// Encodes records straight into a batch's records section, for clients
+/// (the perf tools): no per-record allocation. Records have no headers and
+/// consecutive offset deltas from 0.
+#[derive(Debug, Default)]
+pub struct BatchWriter {
+    records: Vec<u8>,
+    count: i32,
+    base_timestamp: i64,
+    max_timestamp: i64,
+}
+
+impl BatchWriter {
+    pub fn new() -> BatchWriter {
+        BatchWriter::default()
+    }
+
+    pub fn record_count(&self) -> i32 {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Size of the batch if it were finished uncompressed now.
+    pub fn size(&self) -> usize {
+        RECORD_BATCH_HEADER_SIZE + self.records.len()
+    }
+
+    pub fn append(&mut self, timestamp: i64, key: Option<&[u8]>, value: Option<&[u8]>) {
+        if self.count == 0 {
+            self.base_timestamp = timestamp;
+            self.max_timestamp = timestamp;
+        }
+        self.max_timestamp = self.max_timestamp.max(timestamp);
+        let timestamp_delta = timestamp - self.base_timestamp;
+        let offset_delta = i64::from(self.count);
+        let body = 1
+            + varlong_len(timestamp_delta)
+            + varlong_len(offset_delta)
+            + nullable_len(key)
+            + nullable_len(value)
+            + 1;
+        self.records.reserve(body + 5);
+        encode_varlong(body as i64, &mut self.records);
+        self.records.push(0);
+        encode_varlong(timestamp_delta, &mut self.records);
+        encode_varlong(offset_delta, &mut self.records);
+        encode_nullable(key, &mut self.records);
+        encode_nullable(value, &mut self.records);
+        encode_varlong(0, &mut self.records);
+        self.count += 1;
+    }
+
+    /// Appends the finished batch, compressed with `codec`, to `out` and
+    /// empties the writer.
+    pub fn finish(&mut self, codec: Compression, out: &mut Vec<u8>) {
+        let start = out.len();
+        out.extend_from_slice(&0i64.to_be_bytes());
+        out.extend_from_slice(&[0; 4]); // batch length, below
+        out.extend_from_slice(&(-1i32).to_be_bytes());
+        out.push(MAGIC_V2 as u8);
+        out.extend_from_slice(&[0; 4]); // CRC, below
+        out.extend_from_slice(&i16::from(codec.id()).to_be_bytes());
+        out.extend_from_slice(&(self.count - 1).max(0).to_be_bytes());
+        out.extend_from_slice(&self.base_timestamp.to_be_bytes());
+        out.extend_from_slice(&self.max_timestamp.to_be_bytes());
+        out.extend_from_slice(&NO_PRODUCER_ID.to_be_bytes());
+        out.extend_from_slice(&NO_PRODUCER_EPOCH.to_be_bytes());
+        out.extend_from_slice(&NO_SEQUENCE.to_be_bytes());
+        out.extend_from_slice(&self.count.to_be_bytes());
+        compression::compress(codec, &self.records, out);
+        let batch = &mut out[start..];
+        let length = (batch.len() - LOG_OVERHEAD) as i32;
+        batch[BATCH_LENGTH_OFFSET..BATCH_LENGTH_OFFSET + 4].copy_from_slice(&length.to_be_bytes());
+        let crc = compute_crc(batch);
+        batch[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+        self.records.clear();
+        self.count = 0;
+    }
+}
+
 struct BuilderRecord {
     timestamp: i64,
     key: Option<Vec<u8>>,
@@ -519,6 +698,7 @@ pub struct RecordBatchBuilder {
     transactional: bool,
     control: bool,
     log_append_time: bool,
+    compression: Option<Compression>,
     records: Vec<BuilderRecord>,
 }
 
@@ -567,6 +747,12 @@ impl RecordBatchBuilder {
         self
     }
 
+    /// Compresses the records section with `codec`.
+    pub fn compression(mut self, codec: Compression) -> Self {
+        self.compression = Some(codec);
+        self
+    }
+
     pub fn record(self, timestamp: i64, key: Option<&[u8]>, value: Option<&[u8]>) -> Self {
         self.record_with_headers(timestamp, key, value, &[])
     }
@@ -610,7 +796,15 @@ impl RecordBatchBuilder {
             encode_varlong(body.len() as i64, &mut records);
             records.extend_from_slice(&body);
         }
-        let mut attributes: i16 = 0;
+        let codec = self.compression.unwrap_or(Compression::None);
+        let records = if codec == Compression::None {
+            records
+        } else {
+            let mut packed = Vec::new();
+            compression::compress(codec, &records, &mut packed);
+            packed
+        };
+        let mut attributes: i16 = i16::from(codec.id());
         if self.log_append_time {
             attributes |= TIMESTAMP_TYPE_MASK;
         }
@@ -851,6 +1045,115 @@ mod tests {
         ));
         assert!(iter.next().is_none());
         assert_eq!(iter.position(), a.len());
+    }
+
+    #[test]
+    fn recompression_keeps_every_header_field() {
+        let codecs = [
+            Compression::None,
+            Compression::Gzip,
+            Compression::Snappy,
+            Compression::Lz4,
+            Compression::Zstd,
+        ];
+        for from in codecs {
+            let batch = RecordBatchBuilder::new()
+                .base_offset(100)
+                .partition_leader_epoch(3)
+                .producer(7, 2, 40)
+                .transactional(true)
+                .compression(from)
+                .record(1_000, Some(b"k1"), Some(b"hello"))
+                .record(1_005, None, Some(b"world"))
+                .build();
+            let original = validate_batch(&batch).unwrap();
+            assert_eq!(original.compression(), from);
+            for to in codecs {
+                let mut out = vec![9u8; 3];
+                recompress_batch(&batch, &original, to, 1 << 20, &mut out).unwrap();
+                let h = validate_batch(&out[3..]).unwrap();
+                assert_eq!(h.compression(), to, "{from:?} -> {to:?}");
+                assert_eq!(h.total_size(), out.len() - 3);
+                let expected = RecordBatchHeader {
+                    batch_length: h.batch_length,
+                    crc: h.crc,
+                    attributes: (original.attributes & !7) | i16::from(to.id()),
+                    ..original
+                };
+                assert_eq!(h, expected);
+                let records = decompressed_records(&out[3..], &h, 1 << 20).unwrap();
+                let values: Vec<_> = RecordIter::over_records(&records, 2)
+                    .map(|r| r.unwrap().value.unwrap().to_vec())
+                    .collect();
+                assert_eq!(values, vec![b"hello".to_vec(), b"world".to_vec()]);
+            }
+        }
+    }
+
+    #[test]
+    fn recompression_checks_counts_and_caps_size() {
+        let mut batch = RecordBatchBuilder::new()
+            .compression(Compression::Lz4)
+            .record(1, None, Some(&[0u8; 5000]))
+            .record(2, None, Some(&[0u8; 5000]))
+            .build();
+        let h = validate_batch(&batch).unwrap();
+        assert!(matches!(
+            recompress_batch(&batch, &h, Compression::None, 1000, &mut Vec::new()),
+            Err(BatchError::Compression(CompressionError::TooLarge { .. }))
+        ));
+        // Claim three records where there are two.
+        batch[RECORDS_COUNT_OFFSET..RECORDS_COUNT_OFFSET + 4].copy_from_slice(&3i32.to_be_bytes());
+        let h = parse_header(&batch).unwrap();
+        assert!(matches!(
+            recompress_batch(&batch, &h, Compression::None, 1 << 20, &mut Vec::new()),
+            Err(BatchError::MalformedRecord(_))
+        ));
+        // Claim one: bytes are left over.
+        batch[RECORDS_COUNT_OFFSET..RECORDS_COUNT_OFFSET + 4].copy_from_slice(&1i32.to_be_bytes());
+        let h = parse_header(&batch).unwrap();
+        assert!(matches!(
+            recompress_batch(&batch, &h, Compression::None, 1 << 20, &mut Vec::new()),
+            Err(BatchError::MalformedRecord(_))
+        ));
+    }
+
+    #[test]
+    fn log_append_time_stamp_keeps_crc_valid() {
+        let batch = sample();
+        let mut header: [u8; RECORD_BATCH_HEADER_SIZE] =
+            batch[..RECORD_BATCH_HEADER_SIZE].try_into().unwrap();
+        set_log_append_time(&mut header, &batch[RECORD_BATCH_HEADER_SIZE..], 123_456);
+        let stamped = [&header[..], &batch[RECORD_BATCH_HEADER_SIZE..]].concat();
+        let h = validate_batch(&stamped).unwrap();
+        assert_eq!(h.timestamp_type(), TimestampType::LogAppendTime);
+        assert_eq!(h.max_timestamp, 123_456);
+        assert_eq!(h.base_timestamp, 1_000);
+    }
+
+    #[test]
+    fn batch_writer_matches_the_builder() {
+        for codec in [Compression::None, Compression::Lz4] {
+            let mut writer = BatchWriter::new();
+            writer.append(1_000, Some(b"k"), Some(b"hello"));
+            writer.append(1_010, None, Some(&[7u8; 300]));
+            writer.append(990, None, None);
+            let mut out = Vec::new();
+            writer.finish(codec, &mut out);
+            assert!(writer.is_empty());
+            let expected = RecordBatchBuilder::new()
+                .compression(codec)
+                .record(1_000, Some(b"k"), Some(b"hello"))
+                .record(1_010, None, Some(&[7u8; 300]))
+                .record(990, None, None)
+                .build();
+            assert_eq!(out, expected, "{codec:?}");
+        }
+        for v in [0i64, 1, -1, 63, 64, -65, 1 << 20, i64::MAX, i64::MIN] {
+            let mut out = Vec::new();
+            encode_varlong(v, &mut out);
+            assert_eq!(varlong_len(v), out.len(), "{v}");
+        }
     }
 
     #[test]

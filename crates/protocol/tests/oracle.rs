@@ -169,6 +169,26 @@ fn fetch() {
         }],
     };
     check::<_, k::FetchResponse>(&response, 4..=12, 12);
+    // The broker's send-side form, with in-memory records, must be the
+    // same message on the wire.
+    let out = FetchResponseOut {
+        throttle_time_ms: 0,
+        error_code: 0,
+        session_id: 0,
+        responses: vec![FetchableTopicResponseOut {
+            topic: "t".into(),
+            topic_id: Uuid::ZERO,
+            partitions: vec![PartitionDataOut {
+                partition_index: 0,
+                high_watermark: 12,
+                last_stable_offset: 12,
+                log_start_offset: 0,
+                records: records().map(tarn_protocol::records::Records::Bytes),
+                ..Default::default()
+            }],
+        }],
+    };
+    check::<_, k::FetchResponse>(&out, 4..=12, 12);
 }
 
 #[test]

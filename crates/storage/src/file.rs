@@ -8,18 +8,26 @@
 //! raw I/O here lets a fault-injecting layer replace this module later.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::Write;
+use std::io::{IoSlice, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::error::StorageError;
 use crate::metrics::timed_fsync;
 
-/// An open file that is only ever appended to, truncated, or read at a position.
+/// Most buffers one `pwritev` call takes (Linux's IOV_MAX).
+const MAX_IOVECS: usize = 1024;
+
+/// An open file that is only ever appended to, truncated, or read at a
+/// position. The handle is shared (`Arc`) so that a fetch can send a range
+/// of it after the partition lock is released; appends never change bytes
+/// below the size a reader saw.
 #[derive(Debug)]
 pub struct SegmentFile {
     path: PathBuf,
-    file: File,
+    file: Arc<File>,
     size: u64,
 }
 
@@ -39,7 +47,7 @@ impl SegmentFile {
             .len();
         Ok(SegmentFile {
             path: path.to_path_buf(),
-            file,
+            file: Arc::new(file),
             size,
         })
     }
@@ -50,6 +58,11 @@ impl SegmentFile {
 
     pub fn size(&self) -> u64 {
         self.size
+    }
+
+    /// The shared handle, for zero-copy reads (sendfile) by the caller.
+    pub fn handle(&self) -> Arc<File> {
+        self.file.clone()
     }
 
     /// Reads exactly `buf.len()` bytes at `position`.
@@ -88,6 +101,28 @@ impl SegmentFile {
         }
     }
 
+    /// Appends the concatenation of `parts` at the end with as few
+    /// `pwritev` calls as the OS allows (usually one per 1024 parts),
+    /// without copying them into one buffer first. On failure the file is
+    /// truncated back to its old size, as with [`SegmentFile::append`].
+    pub fn append_vectored(&mut self, parts: &[IoSlice<'_>]) -> Result<(), StorageError> {
+        let total: usize = parts.iter().map(|p| p.len()).sum();
+        match pwritev_all(&self.file, parts, self.size) {
+            Ok(()) => {
+                self.size += total as u64;
+                Ok(())
+            }
+            Err(e) => {
+                // Best effort: the append error is the one worth reporting.
+                let _ = self.file.set_len(self.size);
+                Err(StorageError::io(
+                    format!("append {total} bytes to {}", self.path.display()),
+                    e,
+                ))
+            }
+        }
+    }
+
     pub fn truncate(&mut self, size: u64) -> Result<(), StorageError> {
         self.file.set_len(size).map_err(|e| {
             StorageError::io(format!("truncate {} to {}", self.path.display(), size), e)
@@ -101,6 +136,43 @@ impl SegmentFile {
         timed_fsync(|| self.file.sync_all())
             .map_err(|e| StorageError::io(format!("fsync {}", self.path.display()), e))
     }
+}
+
+/// Writes all of `parts` at `position`, resuming after short writes.
+fn pwritev_all(file: &File, parts: &[IoSlice<'_>], mut position: u64) -> std::io::Result<()> {
+    let mut owned: Vec<IoSlice<'_>> = parts.iter().filter(|p| !p.is_empty()).copied().collect();
+    let mut rest = &mut owned[..];
+    while !rest.is_empty() {
+        let count = rest.len().min(MAX_IOVECS);
+        let offset = libc::off_t::try_from(position)
+            .map_err(|_| std::io::Error::other("file position beyond off_t"))?;
+        // SAFETY: IoSlice is ABI-compatible with iovec, `count` slices are
+        // valid for the duration of the call, and the fd is open.
+        let written = unsafe {
+            libc::pwritev(
+                file.as_raw_fd(),
+                rest.as_ptr().cast::<libc::iovec>(),
+                count as libc::c_int,
+                offset,
+            )
+        };
+        if written < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if written == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::WriteZero,
+                "pwritev wrote nothing",
+            ));
+        }
+        position += written as u64;
+        IoSlice::advance_slices(&mut rest, written as usize);
+    }
+    Ok(())
 }
 
 pub fn create_dir_all(dir: &Path) -> Result<(), StorageError> {

@@ -11,13 +11,15 @@
 //! inconsistent index, then rebuilds the max timestamp and producer state.
 
 use std::collections::BTreeMap;
+use std::io::IoSlice;
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use tarn_protocol::record_batch::{
-    parse_header, set_base_offset, set_partition_leader_epoch, validate_batch, BatchError,
-    RecordBatchHeader,
+    parse_header, set_base_offset, set_log_append_time, set_partition_leader_epoch, validate_batch,
+    BatchError, RecordBatchHeader, RECORD_BATCH_HEADER_SIZE,
 };
+use tarn_protocol::records::FileRegion;
 use tracing::{info, warn};
 
 use crate::error::{AppendError, StorageError};
@@ -51,7 +53,7 @@ pub const DELETE_DIR_SUFFIX: &str = "-delete";
 
 /// Per-partition settings, spelled after Kafka's topic configs
 /// (`segment.bytes`, `index.interval.bytes`, `segment.index.bytes`,
-/// `max.message.bytes`).
+/// `max.message.bytes`, `message.timestamp.type`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogConfig {
     pub segment_bytes: u64,
@@ -59,6 +61,9 @@ pub struct LogConfig {
     /// Maximum size of each index file; a full index rolls the segment.
     pub segment_index_bytes: u32,
     pub max_message_bytes: u32,
+    /// `message.timestamp.type=LogAppendTime`: the broker stamps each
+    /// batch with its append time.
+    pub log_append_time: bool,
 }
 
 impl Default for LogConfig {
@@ -68,6 +73,7 @@ impl Default for LogConfig {
             index_interval_bytes: DEFAULT_INDEX_INTERVAL_BYTES,
             segment_index_bytes: DEFAULT_SEGMENT_INDEX_BYTES,
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            log_append_time: false,
         }
     }
 }
@@ -98,7 +104,8 @@ impl LogConfig {
 pub struct AppendInfo {
     pub base_offset: i64,
     pub last_offset: i64,
-    /// Always -1: timestamps are the producer's (CreateTime).
+    /// The append time stamped on the batches under LogAppendTime, else -1
+    /// (timestamps are the producer's: CreateTime).
     pub log_append_time: i64,
     /// The batch was a retry of one already in the log; the offsets are the
     /// original ones and nothing was appended.
@@ -106,17 +113,19 @@ pub struct AppendInfo {
     pub record_count: i64,
 }
 
-/// Largest batch timestamp in the log, where it is, and its leader epoch.
+/// Largest batch timestamp in the log, the base offset of the first batch
+/// carrying it, and that batch's leader epoch. The exact record is found
+/// only when asked (ListOffsets), so appends never decode records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct MaxTimestamp {
     timestamp: i64,
-    offset: i64,
+    batch_offset: i64,
     epoch: i32,
 }
 
 const NO_MAX_TIMESTAMP: MaxTimestamp = MaxTimestamp {
     timestamp: -1,
-    offset: -1,
+    batch_offset: -1,
     epoch: -1,
 };
 
@@ -244,8 +253,7 @@ impl Log {
     }
 
     /// The segment maxima are known from open; this finds the first segment
-    /// holding the overall max and reads that batch for its epoch and the
-    /// exact record offset.
+    /// holding the overall max and reads that batch's header for its epoch.
     fn rebuild_max_timestamp(&self) -> Result<MaxTimestamp, StorageError> {
         let mut best: Option<(&LogSegment, i64, i64)> = None;
         for segment in self.segments.values() {
@@ -263,25 +271,23 @@ impl Log {
                 format!("max timestamp points at offset {offset}, which has no batch"),
             ));
         };
-        let batch = segment.read_bytes(position, header.total_size() as u64)?;
-        let (record_offset, _) = first_record_at_or_after(&batch, &header, timestamp);
+        debug_assert!(position < segment.size());
         Ok(MaxTimestamp {
             timestamp,
-            offset: record_offset,
+            batch_offset: header.base_offset,
             epoch: header.partition_leader_epoch,
         })
     }
 
     /// Appends one produce request's batches for this partition: validates
     /// them all, checks producer sequences, assigns offsets starting at the
-    /// log end, stamps `leader_epoch`, and writes them with one write call.
-    /// On any error nothing is appended. Data goes to the page cache only;
-    /// call [`Log::flush`] for durability.
-    pub fn append(
-        &mut self,
-        records: &mut [u8],
-        leader_epoch: i32,
-    ) -> Result<AppendInfo, AppendError> {
+    /// log end, stamps `leader_epoch` (and the append time under
+    /// LogAppendTime), and writes them with one vectored write call: the
+    /// patched headers come from a small buffer, the records straight from
+    /// `records`, which is never copied or changed. On any error nothing is
+    /// appended. Data goes to the page cache only; call [`Log::flush`] for
+    /// durability.
+    pub fn append(&mut self, records: &[u8], leader_epoch: i32) -> Result<AppendInfo, AppendError> {
         let mut batches = self.validate_records(records)?;
         if let [(_, header)] = batches.as_slice() {
             let check = self.producer_state.check(header).map_err(|e| match e {
@@ -299,14 +305,28 @@ impl Log {
             }
         }
         let base_offset = self.log_end_offset;
+        let append_time = if self.config.log_append_time {
+            now_ms()
+        } else {
+            -1
+        };
         let mut next_offset = base_offset;
+        let mut headers: Vec<[u8; RECORD_BATCH_HEADER_SIZE]> = Vec::with_capacity(batches.len());
         for (position, header) in &mut batches {
-            let batch = &mut records[*position..];
-            set_base_offset(batch, next_offset).expect("validated batch has a full header");
-            set_partition_leader_epoch(batch, leader_epoch)
-                .expect("validated batch has a full header");
-            header.base_offset = next_offset;
-            header.partition_leader_epoch = leader_epoch;
+            let batch = &records[*position..*position + header.total_size()];
+            let (head, body) = batch.split_at(RECORD_BATCH_HEADER_SIZE);
+            let mut patched: [u8; RECORD_BATCH_HEADER_SIZE] =
+                head.try_into().expect("validated batch has a full header");
+            set_base_offset(&mut patched, next_offset).expect("a full header");
+            set_partition_leader_epoch(&mut patched, leader_epoch).expect("a full header");
+            if append_time >= 0 {
+                set_log_append_time(&mut patched, body, append_time);
+                *header = parse_header(&patched).expect("a stamped header stays valid");
+            } else {
+                header.base_offset = next_offset;
+                header.partition_leader_epoch = leader_epoch;
+            }
+            headers.push(patched);
             next_offset = header.last_offset() + 1;
         }
         let last_offset = next_offset - 1;
@@ -314,15 +334,20 @@ impl Log {
         // The checkpoint goes first: if the write below fails, an epoch that
         // starts at the unchanged log end is harmless.
         self.leader_epoch_cache.assign(leader_epoch, base_offset)?;
-        self.active_segment_mut().append(records, &batches)?;
-        for (position, header) in &batches {
+        let mut parts = Vec::with_capacity(batches.len() * 2);
+        for ((position, header), patched) in batches.iter().zip(&headers) {
+            parts.push(IoSlice::new(patched));
+            parts.push(IoSlice::new(
+                &records[*position + RECORD_BATCH_HEADER_SIZE..*position + header.total_size()],
+            ));
+        }
+        self.active_segment_mut().append(&parts, &batches)?;
+        for (_, header) in &batches {
             self.producer_state.update(header);
             if header.max_timestamp > self.max_timestamp.timestamp {
-                let batch = &records[*position..*position + header.total_size()];
-                let (offset, _) = first_record_at_or_after(batch, header, header.max_timestamp);
                 self.max_timestamp = MaxTimestamp {
                     timestamp: header.max_timestamp,
-                    offset,
+                    batch_offset: header.base_offset,
                     epoch: leader_epoch,
                 };
             }
@@ -331,7 +356,7 @@ impl Log {
         Ok(AppendInfo {
             base_offset,
             last_offset,
-            log_append_time: -1,
+            log_append_time: append_time,
             duplicate: false,
             record_count: batches
                 .iter()
@@ -446,6 +471,36 @@ impl Log {
         Ok(Bytes::new())
     }
 
+    /// Like [`Log::read`], but answers with the file range holding those
+    /// batches (for sendfile) instead of their bytes; `None` when there is
+    /// nothing to send. The range stays valid after the log is changed:
+    /// appends only add bytes past it.
+    pub fn read_region(
+        &self,
+        fetch_offset: i64,
+        max_bytes: usize,
+        min_one_batch: bool,
+    ) -> Result<Option<FileRegion>, StorageError> {
+        if fetch_offset < self.log_start_offset() || fetch_offset > self.log_end_offset {
+            return Err(StorageError::OffsetOutOfRange {
+                offset: fetch_offset,
+                log_start_offset: self.log_start_offset(),
+                log_end_offset: self.log_end_offset,
+            });
+        }
+        let first = self
+            .segments
+            .range(..=fetch_offset)
+            .next_back()
+            .map_or(self.log_start_offset(), |(base, _)| *base);
+        for segment in self.segments.range(first..).map(|(_, s)| s) {
+            if let Some(region) = segment.read_region(fetch_offset, max_bytes, min_one_batch)? {
+                return Ok(Some(region).filter(|r| r.len > 0));
+            }
+        }
+        Ok(None)
+    }
+
     pub fn log_start_offset(&self) -> i64 {
         self.log_start_offset
     }
@@ -527,10 +582,30 @@ impl Log {
     /// (max timestamp, offset of its first record, leader epoch of its
     /// batch); (-1, -1, -1) when no batch has a timestamp. The offset is
     /// exact for uncompressed CreateTime batches, the batch base offset
-    /// otherwise.
-    pub fn max_timestamp(&self) -> (i64, i64, i32) {
+    /// otherwise; finding it reads that one batch.
+    pub fn max_timestamp(&self) -> Result<(i64, i64, i32), StorageError> {
         let m = self.max_timestamp;
-        (m.timestamp, m.offset, m.epoch)
+        if m.timestamp < 0 {
+            return Ok((-1, -1, -1));
+        }
+        let segment = self
+            .segments
+            .range(..=m.batch_offset)
+            .next_back()
+            .map(|(_, s)| s)
+            .expect("the max-timestamp batch lies in a segment");
+        let Some((position, header)) = segment.find_batch(m.batch_offset)? else {
+            return Err(StorageError::corrupt(
+                format!("segment {}", segment.base_offset()),
+                format!(
+                    "max timestamp points at offset {}, which has no batch",
+                    m.batch_offset
+                ),
+            ));
+        };
+        let batch = segment.read_bytes(position, header.total_size() as u64)?;
+        let (offset, _) = first_record_at_or_after(&batch, &header, m.timestamp);
+        Ok((m.timestamp, offset, m.epoch))
     }
 
     /// Kafka's OffsetForLeaderEpoch; see [`LeaderEpochFileCache::end_offset_for`].
@@ -635,6 +710,13 @@ fn read_log_start_checkpoint(dir: &Path) -> Result<Option<i64>, StorageError> {
     }
 }
 
+/// Wall-clock milliseconds since the Unix epoch, for LogAppendTime.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
 fn batch_error(position: usize, error: BatchError) -> AppendError {
     match error {
         BatchError::UnsupportedMagic(_) => AppendError::UnsupportedMagic,
@@ -687,8 +769,8 @@ mod tests {
     }
 
     fn append_plain(log: &mut Log, records: usize, timestamp: i64) -> AppendInfo {
-        let mut batch = build_batch_for_tests(0, records, timestamp);
-        log.append(&mut batch, 0).unwrap()
+        let batch = build_batch_for_tests(0, records, timestamp);
+        log.append(&batch, 0).unwrap()
     }
 
     fn idempotent(pid: i64, epoch: i16, seq: i32, records: usize) -> Vec<u8> {
@@ -724,9 +806,9 @@ mod tests {
         assert_eq!((log.log_start_offset(), log.log_end_offset()), (0, 0));
         let mut sizes = Vec::new();
         for (i, count) in [3usize, 1, 4].into_iter().enumerate() {
-            let mut batch = build_batch_for_tests(12345, count, 100 * i as i64);
+            let batch = build_batch_for_tests(12345, count, 100 * i as i64);
             sizes.push(batch.len());
-            let info = log.append(&mut batch, 7).unwrap();
+            let info = log.append(&batch, 7).unwrap();
             let expected_base = [0, 3, 4][i];
             assert_eq!(
                 info,
@@ -738,10 +820,16 @@ mod tests {
                     record_count: count as i64,
                 }
             );
-            // The caller's buffer now carries the assigned offset and epoch.
+            // The caller's buffer is left as it was; the log has the
+            // assigned offset and epoch.
             let header = validate_batch(&batch).unwrap();
             assert_eq!(
                 (header.base_offset, header.partition_leader_epoch),
+                (12345, -1)
+            );
+            let stored = headers(&log.read(expected_base, usize::MAX, false).unwrap());
+            assert_eq!(
+                (stored[0].base_offset, stored[0].partition_leader_epoch),
                 (expected_base, 7)
             );
         }
@@ -790,12 +878,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut log = Log::open(dir.path(), LogConfig::default(), true).unwrap();
         append_plain(&mut log, 2, 0);
-        let mut records = [
+        let records = [
             build_batch_for_tests(0, 3, 10),
             build_batch_for_tests(0, 2, 20),
         ]
         .concat();
-        let info = log.append(&mut records, 1).unwrap();
+        let info = log.append(&records, 1).unwrap();
         assert_eq!(
             (info.base_offset, info.last_offset, info.record_count),
             (2, 6, 5)
@@ -973,14 +1061,71 @@ mod tests {
     }
 
     #[test]
+    fn read_region_covers_the_same_bytes_as_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), small_config(), true).unwrap();
+        for i in 0..30 {
+            append_plain(&mut log, 3, i);
+        }
+        assert!(log.segment_base_offsets().len() > 1);
+        for (offset, max_bytes, min_one) in [
+            (0, usize::MAX, false),
+            (7, 300, false),
+            (40, 1, true),
+            (40, 1, false),
+        ] {
+            let bytes = log.read(offset, max_bytes, min_one).unwrap();
+            match log.read_region(offset, max_bytes, min_one).unwrap() {
+                None => assert!(bytes.is_empty()),
+                Some(region) => {
+                    let mut buf = vec![0; region.len as usize];
+                    std::os::unix::fs::FileExt::read_exact_at(
+                        &*region.file,
+                        &mut buf,
+                        region.position,
+                    )
+                    .unwrap();
+                    assert_eq!(buf, bytes, "offset {offset}");
+                }
+            }
+        }
+        assert!(log.read_region(90, 1000, true).unwrap().is_none());
+        assert!(matches!(
+            log.read_region(91, 1000, true),
+            Err(StorageError::OffsetOutOfRange { .. })
+        ));
+    }
+
+    #[test]
+    fn log_append_time_stamps_batches() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig {
+            log_append_time: true,
+            ..LogConfig::default()
+        };
+        let mut log = Log::open(dir.path(), config, true).unwrap();
+        let before = now_ms();
+        let info = append_plain(&mut log, 3, 1_000);
+        assert!(info.log_append_time >= before, "{info:?}");
+        let stored = headers(&log.read(0, usize::MAX, false).unwrap());
+        assert_eq!(
+            stored[0].timestamp_type(),
+            tarn_protocol::record_batch::TimestampType::LogAppendTime
+        );
+        assert_eq!(stored[0].max_timestamp, info.log_append_time);
+        assert_eq!(stored[0].base_timestamp, 1_000);
+        assert_eq!(log.max_timestamp().unwrap().0, info.log_append_time);
+    }
+
+    #[test]
     fn offset_for_timestamp_finds_the_first_record() {
         let dir = tempfile::tempdir().unwrap();
         let mut log = Log::open(dir.path(), small_config(), true).unwrap();
         assert_eq!(log.offset_for_timestamp(0).unwrap(), None);
         // Batch i holds records with timestamps 1000*i, 1000*i+1, 1000*i+2.
         for i in 0..20 {
-            let mut batch = build_batch_for_tests(0, 3, 1_000 * i);
-            log.append(&mut batch, (i / 5) as i32).unwrap();
+            let batch = build_batch_for_tests(0, 3, 1_000 * i);
+            log.append(&batch, (i / 5) as i32).unwrap();
         }
         assert!(log.segment_base_offsets().len() > 1);
         assert_eq!(log.offset_for_timestamp(-5).unwrap(), Some((0, 0, 0)));
@@ -1011,27 +1156,27 @@ mod tests {
     fn max_timestamp_is_tracked_and_rebuilt() {
         let dir = tempfile::tempdir().unwrap();
         let mut log = Log::open(dir.path(), small_config(), true).unwrap();
-        assert_eq!(log.max_timestamp(), (-1, -1, -1));
+        assert_eq!(log.max_timestamp().unwrap(), (-1, -1, -1));
         for (i, ts) in [500i64, 900, 300, 900, 100].into_iter().enumerate() {
-            let mut batch = RecordBatchBuilder::new()
+            let batch = RecordBatchBuilder::new()
                 .record(ts - 50, None, Some(b"a"))
                 .record(ts, None, Some(b"b"))
                 .record(ts - 10, None, Some(b"c"))
                 .build();
-            log.append(&mut batch, i as i32).unwrap();
+            log.append(&batch, i as i32).unwrap();
         }
         // First batch reaching 900 is the second (offsets 3..=5); its max record is offset 4.
-        assert_eq!(log.max_timestamp(), (900, 4, 1));
+        assert_eq!(log.max_timestamp().unwrap(), (900, 4, 1));
         for _ in 0..20 {
             append_plain(&mut log, 2, 0);
         }
         assert!(log.segment_base_offsets().len() > 1);
         drop(log);
         let log = Log::open(dir.path(), small_config(), false).unwrap();
-        assert_eq!(log.max_timestamp(), (900, 4, 1));
+        assert_eq!(log.max_timestamp().unwrap(), (900, 4, 1));
         log.close().unwrap();
         let log = Log::open(dir.path(), small_config(), true).unwrap();
-        assert_eq!(log.max_timestamp(), (900, 4, 1));
+        assert_eq!(log.max_timestamp().unwrap(), (900, 4, 1));
     }
 
     #[test]
@@ -1041,8 +1186,8 @@ mod tests {
         assert_eq!(log.latest_epoch(), None);
         assert_eq!(log.end_offset_for_epoch(0), (-1, -1));
         for epoch in [1, 1, 3, 3, 3, 6] {
-            let mut batch = build_batch_for_tests(0, 2, 0);
-            log.append(&mut batch, epoch).unwrap();
+            let batch = build_batch_for_tests(0, 2, 0);
+            log.append(&batch, epoch).unwrap();
         }
         assert_eq!(log.latest_epoch(), Some(6));
         assert_eq!(log.end_offset_for_epoch(1), (1, 4));
@@ -1074,12 +1219,12 @@ mod tests {
     fn epochs_past_a_truncated_tail_are_dropped() {
         let dir = tempfile::tempdir().unwrap();
         let mut log = Log::open(dir.path(), LogConfig::default(), true).unwrap();
-        let mut batch = build_batch_for_tests(0, 2, 0);
-        log.append(&mut batch, 1).unwrap();
+        let batch = build_batch_for_tests(0, 2, 0);
+        log.append(&batch, 1).unwrap();
         let name = active_log_name(&log);
         let good_len = file_len(dir.path(), &name);
-        let mut batch = build_batch_for_tests(0, 2, 0);
-        log.append(&mut batch, 2).unwrap();
+        let batch = build_batch_for_tests(0, 2, 0);
+        log.append(&batch, 2).unwrap();
         drop(log);
         let path = dir.path().join(&name);
         std::fs::OpenOptions::new()
@@ -1098,16 +1243,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut log = Log::open(dir.path(), LogConfig::default(), true).unwrap();
         append_plain(&mut log, 1, 0);
-        let first = log.append(&mut idempotent(10, 0, 0, 3), 0).unwrap();
+        let first = log.append(&idempotent(10, 0, 0, 3), 0).unwrap();
         assert_eq!(
             (first.base_offset, first.last_offset, first.duplicate),
             (1, 3, false)
         );
-        let second = log.append(&mut idempotent(10, 0, 3, 2), 0).unwrap();
+        let second = log.append(&idempotent(10, 0, 3, 2), 0).unwrap();
         assert_eq!((second.base_offset, second.last_offset), (4, 5));
         let size = file_len(dir.path(), &active_log_name(&log));
 
-        let retry = log.append(&mut idempotent(10, 0, 0, 3), 0).unwrap();
+        let retry = log.append(&idempotent(10, 0, 0, 3), 0).unwrap();
         assert_eq!(
             retry,
             AppendInfo {
@@ -1122,21 +1267,21 @@ mod tests {
         assert_eq!(file_len(dir.path(), &active_log_name(&log)), size);
 
         assert!(matches!(
-            log.append(&mut idempotent(10, 0, 7, 1), 0),
+            log.append(&idempotent(10, 0, 7, 1), 0),
             Err(AppendError::OutOfOrderSequence(_))
         ));
         assert!(matches!(
-            log.append(&mut idempotent(11, 0, 4, 1), 0),
+            log.append(&idempotent(11, 0, 4, 1), 0),
             Err(AppendError::OutOfOrderSequence(_))
         ));
         assert!(matches!(
-            log.append(&mut idempotent(10, 1, 5, 1), 0),
+            log.append(&idempotent(10, 1, 5, 1), 0),
             Err(AppendError::OutOfOrderSequence(_))
         ));
-        let bumped = log.append(&mut idempotent(10, 1, 0, 1), 0).unwrap();
+        let bumped = log.append(&idempotent(10, 1, 0, 1), 0).unwrap();
         assert_eq!(bumped.base_offset, 6);
         assert!(matches!(
-            log.append(&mut idempotent(10, 0, 5, 1), 0),
+            log.append(&idempotent(10, 0, 5, 1), 0),
             Err(AppendError::InvalidProducerEpoch(_))
         ));
         assert_eq!(log.log_end_offset(), 7);
@@ -1146,17 +1291,17 @@ mod tests {
         );
 
         // One batch per partition for idempotent producers.
-        let mut two = [idempotent(12, 0, 0, 1), idempotent(12, 0, 1, 1)].concat();
+        let two = [idempotent(12, 0, 0, 1), idempotent(12, 0, 1, 1)].concat();
         assert!(matches!(
-            log.append(&mut two, 0),
+            log.append(&two, 0),
             Err(AppendError::InvalidRecord(_))
         ));
-        let mut no_seq = RecordBatchBuilder::new()
+        let no_seq = RecordBatchBuilder::new()
             .producer(13, 0, -1)
             .record(0, None, None)
             .build();
         assert!(matches!(
-            log.append(&mut no_seq, 0),
+            log.append(&no_seq, 0),
             Err(AppendError::InvalidRecord(_))
         ));
     }
@@ -1171,13 +1316,13 @@ mod tests {
             let mut seq = 0;
             for i in 0..10 {
                 append_plain(&mut log, 2, i);
-                log.append(&mut idempotent(5, 2, seq, 2), 0).unwrap();
+                log.append(&idempotent(5, 2, seq, 2), 0).unwrap();
                 seq += 2;
             }
             if scenario == 2 {
                 log.close().unwrap();
                 log = Log::open(dir.path(), small_config(), true).unwrap();
-                log.append(&mut idempotent(5, 2, seq, 2), 0).unwrap();
+                log.append(&idempotent(5, 2, seq, 2), 0).unwrap();
                 seq += 2;
             }
             let last = log
@@ -1204,25 +1349,21 @@ mod tests {
                 Some(&last),
                 "scenario {scenario}"
             );
-            let retry = log.append(&mut idempotent(5, 2, seq - 2, 2), 0).unwrap();
+            let retry = log.append(&idempotent(5, 2, seq - 2, 2), 0).unwrap();
             assert!(retry.duplicate, "scenario {scenario}");
             assert_eq!(
                 (retry.base_offset, retry.last_offset),
                 (last.base_offset, last.last_offset)
             );
             assert!(matches!(
-                log.append(&mut idempotent(5, 2, seq + 1, 1), 0),
+                log.append(&idempotent(5, 2, seq + 1, 1), 0),
                 Err(AppendError::OutOfOrderSequence(_))
             ));
             assert!(matches!(
-                log.append(&mut idempotent(5, 1, 0, 1), 0),
+                log.append(&idempotent(5, 1, 0, 1), 0),
                 Err(AppendError::InvalidProducerEpoch(_))
             ));
-            assert!(
-                !log.append(&mut idempotent(5, 2, seq, 1), 0)
-                    .unwrap()
-                    .duplicate
-            );
+            assert!(!log.append(&idempotent(5, 2, seq, 1), 0).unwrap().duplicate);
         }
     }
 
@@ -1230,10 +1371,10 @@ mod tests {
     fn stale_snapshot_past_the_log_end_is_ignored() {
         let dir = tempfile::tempdir().unwrap();
         let mut log = Log::open(dir.path(), LogConfig::default(), true).unwrap();
-        log.append(&mut idempotent(5, 0, 0, 2), 0).unwrap();
+        log.append(&idempotent(5, 0, 0, 2), 0).unwrap();
         let name = active_log_name(&log);
         let good_len = file_len(dir.path(), &name);
-        log.append(&mut idempotent(5, 0, 2, 2), 0).unwrap();
+        log.append(&idempotent(5, 0, 2, 2), 0).unwrap();
         log.close().unwrap();
         // The second batch is lost (torn), but the snapshot at 4 remembers it.
         std::fs::OpenOptions::new()
@@ -1245,7 +1386,7 @@ mod tests {
         let mut log = Log::open(dir.path(), LogConfig::default(), false).unwrap();
         assert_eq!(log.log_end_offset(), 2);
         assert!(!dir.path().join(format!("{:020}.snapshot", 4)).exists());
-        let again = log.append(&mut idempotent(5, 0, 2, 2), 0).unwrap();
+        let again = log.append(&idempotent(5, 0, 2, 2), 0).unwrap();
         assert!(!again.duplicate);
         assert_eq!(again.base_offset, 2);
     }
@@ -1262,17 +1403,17 @@ mod tests {
         let name = active_log_name(&log);
         let size = file_len(dir.path(), &name);
 
-        let mut big = build_batch_for_tests(0, 30, 0);
+        let big = build_batch_for_tests(0, 30, 0);
         assert!(big.len() > 200);
         assert!(matches!(
-            log.append(&mut big, 0),
+            log.append(&big, 0),
             Err(AppendError::MessageTooLarge(_))
         ));
 
         let good = build_batch_for_tests(0, 2, 0);
-        let mut trailing = [good.clone(), good[..20].to_vec()].concat();
+        let trailing = [good.clone(), good[..20].to_vec()].concat();
         assert!(matches!(
-            log.append(&mut trailing, 0),
+            log.append(&trailing, 0),
             Err(AppendError::CorruptMessage(_))
         ));
 
@@ -1280,31 +1421,31 @@ mod tests {
         let last = bad_crc.len() - 1;
         bad_crc[last] ^= 1;
         assert!(matches!(
-            log.append(&mut bad_crc, 0),
+            log.append(&bad_crc, 0),
             Err(AppendError::CorruptMessage(_))
         ));
 
         let mut old_magic = good.clone();
         old_magic[16] = 1;
         assert!(matches!(
-            log.append(&mut old_magic, 0),
+            log.append(&old_magic, 0),
             Err(AppendError::UnsupportedMagic)
         ));
 
         let mut short_length = good.clone();
         short_length[8..12].copy_from_slice(&10i32.to_be_bytes());
         assert!(matches!(
-            log.append(&mut short_length, 0),
+            log.append(&short_length, 0),
             Err(AppendError::CorruptMessage(_))
         ));
 
         assert!(matches!(
-            log.append(&mut [], 0),
+            log.append(&[], 0),
             Err(AppendError::InvalidRecord(_))
         ));
-        let mut empty_batch = RecordBatchBuilder::new().build();
+        let empty_batch = RecordBatchBuilder::new().build();
         assert!(matches!(
-            log.append(&mut empty_batch, 0),
+            log.append(&empty_batch, 0),
             Err(AppendError::InvalidRecord(_))
         ));
 
@@ -1408,9 +1549,9 @@ mod tests {
             vec![0, 6],
             "rolled at the new size"
         );
-        let mut big = build_batch_for_tests(0, 20, 0);
+        let big = build_batch_for_tests(0, 20, 0);
         assert!(matches!(
-            log.append(&mut big, 0),
+            log.append(&big, 0),
             Err(AppendError::MessageTooLarge(_))
         ));
     }

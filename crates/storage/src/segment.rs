@@ -11,6 +11,7 @@
 //! validates every batch (CRC included), truncates the file at the first bad
 //! one and rebuilds both indexes from the log.
 
+use std::io::IoSlice;
 use std::path::Path;
 
 use bytes::Bytes;
@@ -18,6 +19,7 @@ use tarn_protocol::record_batch::{
     parse_header, validate_batch, Compression, RecordBatchHeader, RecordIter, TimestampType,
     RECORD_BATCH_HEADER_SIZE,
 };
+use tarn_protocol::records::FileRegion;
 use tracing::warn;
 
 use crate::error::StorageError;
@@ -253,10 +255,11 @@ impl LogSegment {
     }
 
     /// Appends already validated batches (with offsets assigned) in one
-    /// write. `batches` holds each batch's position within `data`.
+    /// vectored write of `parts`, whose concatenation is the batches.
+    /// `batches` holds each batch's position within that concatenation.
     pub fn append(
         &mut self,
-        data: &[u8],
+        parts: &[IoSlice<'_>],
         batches: &[(usize, RecordBatchHeader)],
     ) -> Result<(), StorageError> {
         let start = self.log.size();
@@ -267,7 +270,7 @@ impl LogSegment {
                 self.state.base_offset
             );
         }
-        self.log.append(data)?;
+        self.log.append_vectored(parts)?;
         for (position, header) in batches {
             self.state.index_batch(start + *position as u64, header);
         }
@@ -387,31 +390,57 @@ impl LogSegment {
         max_bytes: usize,
         min_one_batch: bool,
     ) -> Result<Option<Bytes>, StorageError> {
+        let Some(region) = self.read_region(fetch_offset, max_bytes, min_one_batch)? else {
+            return Ok(None);
+        };
+        let bytes = self.read_bytes(region.position, u64::from(region.len))?;
+        Ok(Some(Bytes::from(bytes)))
+    }
+
+    /// Like [`LogSegment::read`], but answers with the file range instead
+    /// of its bytes, for zero-copy sending.
+    pub fn read_region(
+        &self,
+        fetch_offset: i64,
+        max_bytes: usize,
+        min_one_batch: bool,
+    ) -> Result<Option<FileRegion>, StorageError> {
         let Some((start, first)) = self.find_batch(fetch_offset)? else {
             return Ok(None);
         };
+        let region = |end: u64, records: u64| FileRegion {
+            file: self.log.handle(),
+            position: start,
+            len: u32::try_from(end - start).expect("segment positions fit u32"),
+            records,
+        };
+        let count = |header: &RecordBatchHeader| u64::try_from(header.records_count).unwrap_or(0);
         let max_bytes = max_bytes as u64;
         let mut end = start;
+        let mut records = 0;
         let first_size = first.total_size() as u64;
         if first_size > max_bytes {
             if !min_one_batch {
-                return Ok(Some(Bytes::new()));
+                return Ok(Some(region(start, 0)));
             }
             end += first_size;
+            records += count(&first);
         } else {
             while end < self.log.size() {
-                let size = if end == start {
-                    first_size
+                let header = if end == start {
+                    first
                 } else {
-                    self.header_at(end)?.total_size() as u64
+                    self.header_at(end)?
                 };
+                let size = header.total_size() as u64;
                 if end - start + size > max_bytes {
                     break;
                 }
                 end += size;
+                records += count(&header);
             }
         }
-        Ok(Some(Bytes::from(self.read_bytes(start, end - start)?)))
+        Ok(Some(region(end, records)))
     }
 
     pub fn read_bytes(&self, position: u64, len: u64) -> Result<Vec<u8>, StorageError> {
@@ -559,7 +588,9 @@ mod tests {
 
     fn append(segment: &mut LogSegment, batch: Vec<u8>) {
         let header = validate_batch(&batch).unwrap();
-        segment.append(&batch, &[(0, header)]).unwrap();
+        segment
+            .append(&[IoSlice::new(&batch)], &[(0, header)])
+            .unwrap();
     }
 
     #[test]

@@ -132,8 +132,8 @@ impl GroupStore for OffsetsTopicStore {
         let Some(target) = self.partition(partition) else {
             return Err(error::NOT_COORDINATOR);
         };
-        let mut batch = build_batch(records, now_ms);
-        match target.append(&mut batch) {
+        let batch = build_batch(records, now_ms);
+        match target.append(&batch) {
             Ok(_) => Ok(()),
             Err(PartitionError { code, message }) => {
                 tracing::error!(

@@ -2,6 +2,10 @@
 //! to `max_wait_ms` for `min_bytes` of data. The wait is woken by appends
 //! (the replica manager's data version), not by polling.
 //!
+//! Record data is never read into memory: each partition's records are a
+//! file range of its segment, which the connection sends with sendfile(2)
+//! after the bytes of the response before it.
+//!
 //! Limits follow Kafka (KIP-74): each partition returns at most
 //! `partition_max_bytes` and the response at most `max_bytes`, except that
 //! the first batch of the first partition with data is returned whole even
@@ -11,8 +15,9 @@ use std::time::Duration;
 
 use tarn_protocol::error;
 use tarn_protocol::messages::fetch::{
-    FetchRequest, FetchResponse, FetchableTopicResponse, PartitionData,
+    FetchRequest, FetchResponseOut, FetchableTopicResponseOut, PartitionDataOut,
 };
+use tarn_protocol::records::Records;
 
 use super::{ApiSpec, RequestContext};
 use crate::broker::Broker;
@@ -34,7 +39,7 @@ pub async fn handle(
     broker: &Arc<Broker>,
     _ctx: &RequestContext,
     request: FetchRequest,
-) -> FetchResponse {
+) -> FetchResponseOut {
     let mut changes = broker.replicas.subscribe();
     let wait_ms = request.max_wait_ms.clamp(0, MAX_WAIT_MS_LIMIT) as u64;
     let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
@@ -59,7 +64,7 @@ pub async fn handle(
     }
 }
 
-fn read_all(broker: &Broker, request: &FetchRequest) -> (FetchResponse, usize, bool) {
+fn read_all(broker: &Broker, request: &FetchRequest) -> (FetchResponseOut, usize, bool) {
     let mut budget = request.max_bytes.max(0) as usize;
     let mut total = 0usize;
     let mut any_error = false;
@@ -79,13 +84,17 @@ fn read_all(broker: &Broker, request: &FetchRequest) -> (FetchResponse, usize, b
                 })
                 .and_then(|partition| {
                     partition.check_epoch(p.current_leader_epoch)?;
-                    partition.read(p.fetch_offset, limit, total == 0)
+                    partition.read_region(p.fetch_offset, limit, total == 0)
                 });
             let data = match result {
-                Ok((records, offsets)) => {
+                Ok((region, offsets)) => {
+                    let records = match region {
+                        Some(region) => Records::file(region),
+                        None => Records::default(),
+                    };
                     total += records.len();
                     budget = budget.saturating_sub(records.len());
-                    PartitionData {
+                    PartitionDataOut {
                         partition_index: p.partition,
                         error_code: error::NONE,
                         high_watermark: offsets.high_watermark,
@@ -102,26 +111,26 @@ fn read_all(broker: &Broker, request: &FetchRequest) -> (FetchResponse, usize, b
                         .replicas
                         .get(&topic.topic, p.partition)
                         .and_then(|partition| partition.offsets().ok());
-                    PartitionData {
+                    PartitionDataOut {
                         partition_index: p.partition,
                         error_code: e.code,
                         high_watermark: offsets.map_or(-1, |o| o.high_watermark),
                         last_stable_offset: offsets.map_or(-1, |o| o.high_watermark),
                         log_start_offset: offsets.map_or(-1, |o| o.log_start_offset),
-                        records: Some(bytes::Bytes::new()),
+                        records: Some(Records::default()),
                         ..Default::default()
                     }
                 }
             };
             partitions.push(data);
         }
-        responses.push(FetchableTopicResponse {
+        responses.push(FetchableTopicResponseOut {
             topic: topic.topic.clone(),
             partitions,
             ..Default::default()
         });
     }
-    let response = FetchResponse {
+    let response = FetchResponseOut {
         throttle_time_ms: 0,
         error_code: error::NONE,
         session_id: 0,

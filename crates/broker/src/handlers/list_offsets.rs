@@ -76,7 +76,7 @@ fn lookup(
             }
             LATEST_TIMESTAMP => Ok((-1, log.log_end_offset(), epoch)),
             MAX_TIMESTAMP if version >= 7 => {
-                let (ts, offset, batch_epoch) = log.max_timestamp();
+                let (ts, offset, batch_epoch) = log.max_timestamp()?;
                 Ok((ts, if ts < 0 { -1 } else { offset }, batch_epoch))
             }
             ts if ts < 0 => Err(PartitionError::new(

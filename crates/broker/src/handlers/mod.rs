@@ -40,6 +40,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use tarn_protocol::header::{begin_response, finish_frame, peek_header, RequestHeader};
+use tarn_protocol::records::ResponseParts;
 use tarn_protocol::{Decode, DecodeError, Encode, Reader, Version};
 
 use crate::broker::Broker;
@@ -148,17 +149,39 @@ pub fn encode_response<T: Encode>(ctx: &RequestContext, response: &T) -> Bytes {
     finish_frame(out)
 }
 
+/// Encodes a Fetch response whose records may be file ranges: the frame
+/// comes back as parts, the file ranges to be sent with sendfile.
+pub fn encode_fetch_response(
+    ctx: &RequestContext,
+    response: &tarn_protocol::messages::fetch::FetchResponseOut,
+) -> ResponseParts {
+    let mut out = begin_response(
+        ctx.header.correlation_id,
+        ctx.header.api_key,
+        ctx.version.flexible,
+    );
+    response.encode(&mut out, ctx.version);
+    ResponseParts::assemble(out, response.records())
+}
+
 macro_rules! route {
     ($broker:expr, $ctx:expr, $body:expr, [$($module:ident),*]) => {
         match $ctx.header.api_key {
             produce::KEY => {
                 let request = Decode::decode($body, $ctx.version)?;
-                Ok(produce::handle($broker, &$ctx, request).await.map(|r| encode_response(&$ctx, &r)))
+                Ok(produce::handle($broker, &$ctx, request)
+                    .await
+                    .map(|r| ResponseParts::bytes(encode_response(&$ctx, &r))))
+            }
+            fetch::KEY => {
+                let request = Decode::decode($body, $ctx.version)?;
+                let response = fetch::handle($broker, &$ctx, request).await;
+                Ok(Some(encode_fetch_response(&$ctx, &response)))
             }
             $( $module::KEY => {
                 let request = Decode::decode($body, $ctx.version)?;
                 let response = $module::handle($broker, &$ctx, request).await;
-                Ok(Some(encode_response(&$ctx, &response)))
+                Ok(Some(ResponseParts::bytes(encode_response(&$ctx, &response))))
             } )*
             key => Err(RequestError::UnknownApi(key)),
         }
@@ -170,13 +193,13 @@ pub async fn dispatch(
     broker: &Arc<Broker>,
     peer: SocketAddr,
     frame: Bytes,
-) -> Result<Option<Bytes>, RequestError> {
+) -> Result<Option<ResponseParts>, RequestError> {
     let (api_key, api_version, correlation_id) = peek_header(&frame)?;
     let spec = spec(api_key).ok_or(RequestError::UnknownApi(api_key))?;
     if !spec.serves(api_version) {
         if api_key == api_versions::KEY {
-            return Ok(Some(api_versions::unsupported_version_reply(
-                correlation_id,
+            return Ok(Some(ResponseParts::bytes(
+                api_versions::unsupported_version_reply(correlation_id),
             )));
         }
         return Err(RequestError::UnsupportedVersion {
@@ -199,7 +222,6 @@ pub async fn dispatch(
         ctx,
         body,
         [
-            fetch,
             list_offsets,
             metadata,
             offset_for_leader_epoch,

@@ -1,5 +1,7 @@
 //! Produce: validates each partition's record batches and appends them as
-//! received (acks 0, 1 and -1; on one node the in-sync set is this broker).
+//! received (acks 0, 1 and -1; on one node the in-sync set is this broker),
+//! recompressed only when the topic's `compression.type` names another
+//! codec than the batch's.
 //! Versions 0-2 are advertised, because librdkafka turns compression off
 //! when Produce does not start at v0, but answered UNSUPPORTED_VERSION:
 //! they carry the old message formats.
@@ -140,10 +142,9 @@ fn append(
     let records = data.records.ok_or_else(|| {
         PartitionError::new(error::CORRUPT_MESSAGE, "produce request has no records")
     })?;
-    // One copy from the request frame, which is shared, into a buffer we
-    // may patch (base offset, leader epoch) before it goes to the log.
-    let mut records = records.to_vec();
-    let (info, log_start_offset) = partition.append(&mut records)?;
+    // The batches go from the request frame to the file without a copy:
+    // the log writes patched headers beside the untouched record bytes.
+    let (info, log_start_offset) = partition.append(&records)?;
     Ok(PartitionProduceResponse {
         index: data.index,
         error_code: error::NONE,

@@ -502,7 +502,7 @@ mod broker_tests {
             .unwrap();
         let partition = broker.replicas.get("orders", 0).unwrap();
         partition
-            .append(&mut build_batch_for_tests(0, 10, 1_000))
+            .append(&build_batch_for_tests(0, 10, 1_000))
             .unwrap();
         let groups = Arc::new(FakeGroups::default());
         *groups.committed.lock() = 4;
