@@ -4,6 +4,7 @@
 
 pub mod broker;
 pub mod config;
+pub mod connection_quotas;
 pub mod dynamic_config;
 pub mod error_names;
 pub mod group;

@@ -50,15 +50,21 @@ pub enum Reason {
     /// A produce was answered with an error that points at the client
     /// (corrupt records, bad acks, old message format, ...).
     ProduceRejected,
+    /// A new connection over `max.connections` or `max.connections.per.ip`.
+    ConnectionLimit,
+    /// A connection silent for longer than `connections.max.idle.ms`.
+    IdleConnection,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 5] = [
+    pub const ALL: [Reason; 7] = [
         Reason::RequestSize,
         Reason::MalformedRequest,
         Reason::UnknownApi,
         Reason::UnsupportedVersion,
         Reason::ProduceRejected,
+        Reason::ConnectionLimit,
+        Reason::IdleConnection,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -68,6 +74,8 @@ impl Reason {
             Reason::UnknownApi => "unknown_api",
             Reason::UnsupportedVersion => "unsupported_version",
             Reason::ProduceRejected => "produce_rejected",
+            Reason::ConnectionLimit => "connection_limit",
+            Reason::IdleConnection => "idle_connection",
         }
     }
 

@@ -18,11 +18,17 @@
 //! Framing is bounded: a size prefix below the smallest header or above
 //! `socket.request.max.bytes` closes that connection only, and a frame's
 //! buffer grows with the bytes that actually arrive, so a client that
-//! announces a large frame and stalls holds little memory.
+//! announces a large frame and stalls holds little memory; it is closed
+//! after `connections.max.idle.ms` without progress. Bytes read but not yet
+//! answered are bounded per connection and across all connections
+//! (`queued.max.request.bytes`); at either bound the server stops reading.
+//! `max.connections` and `max.connections.per.ip` are checked on accept
+//! (see `connection_quotas`). An idle connection keeps no read buffer.
 
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter, Interest};
@@ -33,6 +39,8 @@ use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 use tarn_protocol::records::{FileRegion, Part, ResponseParts};
 
 use crate::broker::Broker;
+use crate::config::BrokerConfig;
+use crate::connection_quotas::ConnectionQuotas;
 use crate::handlers;
 use crate::refusals::Reason;
 
@@ -44,6 +52,11 @@ const FRAME_GROWTH_BYTES: usize = 1 << 20;
 /// How much the read buffer asks the socket for at a time: several
 /// typical produce requests per read call.
 const READ_CHUNK_BYTES: usize = 128 * 1024;
+/// The first read of a connection whose buffer was released while idle.
+const IDLE_READ_BYTES: usize = 16 * 1024;
+/// The bound on queued request bytes across all connections when
+/// `queued.max.request.bytes` is -1 (Kafka's "no limit"): Tarn always keeps one.
+pub const DEFAULT_QUEUED_MAX_REQUEST_BYTES: usize = 512 << 20;
 /// Requests read but not yet answered, per connection.
 pub const MAX_IN_FLIGHT_REQUESTS: usize = 64;
 /// Bytes of requests read but not yet answered, per connection. A single
@@ -52,21 +65,64 @@ pub const MAX_IN_FLIGHT_BYTES: usize = 64 << 20;
 /// Response bytes gathered before a write call.
 const WRITE_BUFFER_BYTES: usize = 64 * 1024;
 
+/// The limits every connection shares, from the broker's static config.
+struct Limits {
+    quotas: Arc<ConnectionQuotas>,
+    max_frame_bytes: usize,
+    idle: Option<Duration>,
+    /// Request bytes read but not answered, across all connections.
+    queued_bytes: Arc<Semaphore>,
+    queued_bytes_max: usize,
+}
+
+impl Limits {
+    fn from_config(config: &BrokerConfig) -> Limits {
+        let count = |key: &str| usize::try_from(config.get_i64(key)).unwrap_or(usize::MAX);
+        let queued_bytes_max = match config.get_i64("queued.max.request.bytes") {
+            n if n > 0 => usize::try_from(n)
+                .unwrap_or(usize::MAX)
+                .min(Semaphore::MAX_PERMITS),
+            _ => DEFAULT_QUEUED_MAX_REQUEST_BYTES,
+        };
+        let idle_ms = config.get_i64("connections.max.idle.ms");
+        Limits {
+            quotas: ConnectionQuotas::new(
+                count("max.connections"),
+                count("max.connections.per.ip"),
+            ),
+            max_frame_bytes: config.get_i64("socket.request.max.bytes") as usize,
+            idle: (idle_ms >= 0).then(|| Duration::from_millis(idle_ms as u64)),
+            queued_bytes: Arc::new(Semaphore::new(queued_bytes_max)),
+            queued_bytes_max,
+        }
+    }
+}
+
 /// Accepts connections until `shutdown` turns true.
 pub async fn run(broker: Arc<Broker>, listener: TcpListener, mut shutdown: watch::Receiver<bool>) {
     let group_timers = tokio::spawn(crate::group::run_background(
         broker.clone(),
         shutdown.clone(),
     ));
+    let limits = Arc::new(Limits::from_config(&broker.config));
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
-                    let broker = broker.clone();
+                    let slot = match limits.quotas.try_acquire(peer.ip()) {
+                        Ok(slot) => slot,
+                        Err(exceeded) => {
+                            let detail = format_args!("{exceeded}; closing the new connection");
+                            broker.refusals.refused(peer, None, Reason::ConnectionLimit, &detail);
+                            continue;
+                        }
+                    };
+                    let (broker, limits) = (broker.clone(), limits.clone());
                     tokio::spawn(async move {
-                        if let Err(e) = serve_connection(broker, stream, peer).await {
+                        if let Err(e) = serve_connection(broker, limits, stream, peer).await {
                             tracing::debug!(%peer, error = %e, "connection closed with an error");
                         }
+                        drop(slot);
                     });
                 }
                 Err(e) => {
@@ -84,27 +140,27 @@ pub async fn run(broker: Arc<Broker>, listener: TcpListener, mut shutdown: watch
     }
 }
 
-/// A request frame and its share of the connection's in-flight byte budget.
+/// A request frame and its share of the connection's and the broker's
+/// in-flight byte budgets, given back when it has been answered.
 struct Frame {
     bytes: bytes::Bytes,
     _budget: OwnedSemaphorePermit,
+    _queued: OwnedSemaphorePermit,
 }
 
 async fn serve_connection(
     broker: Arc<Broker>,
+    limits: Arc<Limits>,
     stream: TcpStream,
     peer: SocketAddr,
 ) -> std::io::Result<()> {
     let _connection = broker.metrics.connection_opened();
     stream.set_nodelay(true)?;
-    let max_frame_bytes = broker.config.get_i64("socket.request.max.bytes") as usize;
     let (read_half, write_half) = stream.into_split();
     let (frames_tx, mut frames) = mpsc::channel(MAX_IN_FLIGHT_REQUESTS);
     let reader_broker = broker.clone();
     let reader = tokio::spawn(async move {
-        if let Err(e) =
-            read_frames(&reader_broker, read_half, frames_tx, max_frame_bytes, peer).await
-        {
+        if let Err(e) = read_frames(&reader_broker, &limits, read_half, frames_tx, peer).await {
             tracing::debug!(%peer, error = %e, "read failed");
         }
     });
@@ -136,16 +192,28 @@ async fn serve_connection(
 /// buffer without copying; the buffer is refilled a chunk at a time.
 async fn read_frames(
     broker: &Broker,
+    limits: &Limits,
     mut socket: OwnedReadHalf,
     frames: mpsc::Sender<Frame>,
-    max_frame_bytes: usize,
     peer: SocketAddr,
 ) -> std::io::Result<()> {
+    let max_frame_bytes = limits.max_frame_bytes;
     let budget = Arc::new(Semaphore::new(MAX_IN_FLIGHT_BYTES));
-    let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
+    let mut buf = BytesMut::new();
+    // Idle while nothing is in flight: an answer still being worked on
+    // (a long-poll fetch, say) keeps the connection busy.
+    let idle = || budget.available_permits() == MAX_IN_FLIGHT_BYTES;
     loop {
-        if !fill_to(&mut socket, &mut buf, 4).await? {
-            return Ok(());
+        if buf.is_empty() && buf.capacity() > IDLE_READ_BYTES {
+            buf = BytesMut::new();
+        }
+        match fill_within(&mut socket, &mut buf, 4, limits.idle, idle).await? {
+            Fill::Done => {}
+            Fill::Eof => return Ok(()),
+            Fill::Idle => {
+                close_idle(broker, limits, peer);
+                return Ok(());
+            }
         }
         let size = i32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]);
         if size < MIN_FRAME_BYTES as i32 || size as usize > max_frame_bytes {
@@ -162,16 +230,66 @@ async fn read_frames(
         let Ok(permit) = budget.clone().acquire_many_owned(permits).await else {
             return Ok(());
         };
-        if !fill_to(&mut socket, &mut buf, 4 + size).await? {
+        let queued = size.min(limits.queued_bytes_max) as u32;
+        let Ok(queued) = limits.queued_bytes.clone().acquire_many_owned(queued).await else {
             return Ok(());
+        };
+        match fill_within(&mut socket, &mut buf, 4 + size, limits.idle, || true).await? {
+            Fill::Done => {}
+            Fill::Eof => return Ok(()),
+            Fill::Idle => {
+                close_idle(broker, limits, peer);
+                return Ok(());
+            }
         }
         buf.advance(4);
         let frame = Frame {
             bytes: buf.split_to(size).freeze(),
             _budget: permit,
+            _queued: queued,
         };
         if frames.send(frame).await.is_err() {
             return Ok(());
+        }
+    }
+}
+
+enum Fill {
+    Done,
+    Eof,
+    Idle,
+}
+
+fn close_idle(broker: &Broker, limits: &Limits, peer: SocketAddr) {
+    let idle_ms = limits.idle.map_or(0, |d| d.as_millis());
+    let detail = format_args!(
+        "no progress for {idle_ms} ms (connections.max.idle.ms); closing the connection"
+    );
+    broker
+        .refusals
+        .refused(peer, None, Reason::IdleConnection, &detail);
+}
+
+/// Like [`fill_to`], but gives up when no byte arrives for `idle` while
+/// `is_idle()` says nothing is in flight.
+async fn fill_within(
+    socket: &mut OwnedReadHalf,
+    buf: &mut BytesMut,
+    want: usize,
+    idle: Option<Duration>,
+    is_idle: impl Fn() -> bool,
+) -> std::io::Result<Fill> {
+    let done = |more: bool| if more { Fill::Done } else { Fill::Eof };
+    let Some(idle) = idle else {
+        return fill_to(socket, buf, want).await.map(done);
+    };
+    loop {
+        let before = buf.len();
+        // Cancelling a read loses nothing: read_buf only appends what it read.
+        match tokio::time::timeout(idle, fill_to(socket, buf, want)).await {
+            Ok(more) => return more.map(done),
+            Err(_) if buf.len() > before || !is_idle() => continue,
+            Err(_) => return Ok(Fill::Idle),
         }
     }
 }
@@ -184,7 +302,12 @@ async fn fill_to(
 ) -> std::io::Result<bool> {
     while buf.len() < want {
         let missing = want - buf.len();
-        buf.reserve(missing.clamp(READ_CHUNK_BYTES, FRAME_GROWTH_BYTES));
+        let chunk = if buf.capacity() == 0 {
+            IDLE_READ_BYTES
+        } else {
+            READ_CHUNK_BYTES
+        };
+        buf.reserve(missing.clamp(chunk, FRAME_GROWTH_BYTES));
         if socket.read_buf(buf).await? == 0 {
             return Ok(false);
         }
