@@ -14,7 +14,10 @@ use rand::RngCore;
 
 use tarn_protocol::Uuid;
 
+use tarn_storage::{GroupCommit, LogEnv};
+
 use crate::config::BrokerConfig;
+use crate::log_manager::LogManager;
 use crate::metadata::{FileMetadataLog, MetadataLogError, MetadataRecord, MetadataStore};
 use crate::replica_manager::ReplicaManager;
 
@@ -58,7 +61,11 @@ pub struct Broker {
     pub cluster_id: String,
     pub data_dir: PathBuf,
     pub metadata: MetadataStore,
-    pub replicas: ReplicaManager,
+    pub replicas: Arc<ReplicaManager>,
+    /// Shared fsync rounds for appends that must be durable before their ack.
+    pub group_commit: Arc<GroupCommit>,
+    /// Background retention, flushing and cleaning.
+    log_manager: Mutex<Option<LogManager>>,
     /// The producer ids this broker may hand out: [next, end).
     producer_ids: Mutex<(i64, i64)>,
 }
@@ -132,7 +139,12 @@ impl Broker {
 
         let marker = data_dir.join(CLEAN_SHUTDOWN_FILE);
         let clean_shutdown = marker.exists();
-        let replicas = ReplicaManager::new(&data_dir, options.node_id);
+        let open_files_max = options.config.get_i64("log.open.files.max") as usize;
+        let replicas = Arc::new(ReplicaManager::new(
+            &data_dir,
+            options.node_id,
+            LogEnv::os(open_files_max),
+        ));
         replicas.sync(&metadata.image(), &options.config, clean_shutdown)?;
         if clean_shutdown {
             std::fs::remove_file(&marker).map_err(io(format!("remove {}", marker.display())))?;
@@ -142,6 +154,10 @@ impl Broker {
             topics = metadata.image().topics().count(),
             "logs loaded"
         );
+        let group_commit = Arc::new(GroupCommit::start()?);
+        let log_manager =
+            LogManager::start(&options.config, replicas.clone(), group_commit.clone())
+                .map_err(io("start the log manager"))?;
         Ok(Arc::new(Broker {
             config: options.config,
             node_id: options.node_id,
@@ -149,6 +165,8 @@ impl Broker {
             data_dir,
             metadata,
             replicas,
+            group_commit,
+            log_manager: Mutex::new(Some(log_manager)),
             producer_ids: Mutex::new((0, 0)),
         }))
     }
@@ -191,6 +209,10 @@ impl Broker {
 
     /// Closes every log and leaves the clean-shutdown marker.
     pub fn shutdown(&self) -> Result<(), BrokerError> {
+        if let Some(manager) = self.log_manager.lock().take() {
+            manager.stop();
+        }
+        self.group_commit.stop();
         self.replicas.shutdown()?;
         let marker = self.data_dir.join(CLEAN_SHUTDOWN_FILE);
         std::fs::write(&marker, b"").map_err(io(format!("write {}", marker.display())))?;

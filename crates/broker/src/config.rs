@@ -110,6 +110,29 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     def("offsets.topic.num.partitions", Int, "50", AtLeast(1)),
     def("offsets.topic.replication.factor", Int, "1", AtLeast(1)),
     def("delete.topic.enable", Bool, "true", Any),
+    def(
+        "log.flush.scheduler.interval.ms",
+        Long,
+        "9223372036854775807",
+        AtLeast(1),
+    ),
+    def(
+        "log.retention.check.interval.ms",
+        Long,
+        "300000",
+        AtLeast(1),
+    ),
+    def("log.cleaner.enable", Bool, "true", Any),
+    def("log.cleaner.backoff.ms", Long, "15000", AtLeast(0)),
+    def(
+        "log.cleaner.dedupe.buffer.size",
+        Long,
+        "134217728",
+        AtLeast(1 << 20),
+    ),
+    // Tarn's own key (Kafka has none): how many segment files stay open in
+    // the broker's file-handle cache; idle partitions hold no file.
+    def("log.open.files.max", Int, "128", AtLeast(8)),
 ];
 
 /// Topic-level keys with the broker key that supplies each default.

@@ -5,6 +5,7 @@
 pub mod broker;
 pub mod config;
 pub mod handlers;
+pub mod log_manager;
 pub mod metadata;
 pub mod replica_manager;
 pub mod server;

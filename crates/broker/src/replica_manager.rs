@@ -1,10 +1,14 @@
 //! ReplicaManager: the partitions this broker hosts and their logs.
 //!
-//! It follows the metadata image: `sync` opens a log for every partition
-//! the image assigns here and closes and deletes the logs of topics that
-//! are gone. Appends and reads go through a `Partition`, which checks the
-//! leader epoch a client believes in against its own, and every append
-//! bumps `data_version` so long-polling fetches wake on new data.
+//! It follows the metadata image: `sync` compares the new image with the
+//! last one it applied and touches only the topics that changed (found by
+//! pointer equality of their `Arc<TopicInfo>`): it opens a log for every
+//! new partition assigned here, applies changed topic configs to live
+//! logs, and closes and deletes the logs of topics that are gone. So a
+//! commit costs in proportion to what it changed, not to the number of
+//! partitions. Appends and reads go through a `Partition`, which checks
+//! the leader epoch a client believes in against its own, and every
+//! append bumps `data_version` so long-polling fetches wake on new data.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -16,8 +20,11 @@ use parking_lot::{Mutex, RwLock};
 use tokio::sync::watch;
 
 use tarn_protocol::error::{self, ErrorCode};
+use tarn_protocol::record_batch::TimestampType;
 use tarn_protocol::Uuid;
-use tarn_storage::{AppendError, AppendInfo, Log, LogConfig, StorageError};
+use tarn_storage::{
+    AppendError, AppendInfo, CleanupPolicy, FlushTarget, Log, LogConfig, LogEnv, StorageError,
+};
 
 use crate::config::BrokerConfig;
 use crate::metadata::{MetadataImage, TopicInfo};
@@ -118,12 +125,34 @@ impl Partition {
         }
     }
 
-    pub fn append(&self, records: &mut [u8]) -> Result<(AppendInfo, i64), PartitionError> {
+    /// Appends `records`. When `flush.messages` says this append must be
+    /// durable before it is acknowledged, also returns the flush to wait
+    /// for (run it through the group commit, outside this partition's lock).
+    pub fn append(
+        &self,
+        records: &mut [u8],
+    ) -> Result<(AppendInfo, i64, Option<FlushTarget>), PartitionError> {
         let epoch = self.leader_epoch();
         self.with_log(|log| {
             let info = log.append(records, epoch)?;
-            Ok((info, log.log_start_offset()))
+            let flush = if !info.duplicate && log.flush_due() {
+                log.prepare_flush()?
+            } else {
+                None
+            };
+            Ok((info, log.log_start_offset(), flush))
         })
+    }
+
+    /// Runs `f` on the open log; `Ok(None)` when the partition is closed.
+    pub fn with_log_mut<T>(
+        &self,
+        f: impl FnOnce(&mut Log) -> Result<T, StorageError>,
+    ) -> Result<Option<T>, StorageError> {
+        match self.log.lock().as_mut() {
+            Some(log) => f(log).map(Some),
+            None => Ok(None),
+        }
     }
 
     pub fn offsets(&self) -> Result<LogOffsets, PartitionError> {
@@ -183,15 +212,20 @@ impl Partition {
 pub struct ReplicaManager {
     data_dir: PathBuf,
     node_id: i32,
+    env: LogEnv,
     partitions: RwLock<HashMap<TopicPartition, Arc<Partition>>>,
     data_version: watch::Sender<u64>,
+    /// The image the hosted partitions match; also serializes `sync`.
+    synced: Mutex<Arc<MetadataImage>>,
 }
 
 /// The storage settings of one topic, from its configs and the broker's.
+/// Values were validated when they entered (config file, CreateTopics,
+/// AlterConfigs), so a parse failure here is a bug.
 pub fn log_config(config: &BrokerConfig, topic: &TopicInfo) -> LogConfig {
+    let text = |key: &str| config.topic_value(&topic.configs, key);
     let value = |key: &str| -> i64 {
-        config
-            .topic_value(&topic.configs, key)
+        text(key)
             .parse()
             .unwrap_or_else(|_| panic!("validated numeric topic config {key}"))
     };
@@ -200,18 +234,48 @@ pub fn log_config(config: &BrokerConfig, topic: &TopicInfo) -> LogConfig {
         index_interval_bytes: value("index.interval.bytes") as u32,
         segment_index_bytes: value("segment.index.bytes") as u32,
         max_message_bytes: value("max.message.bytes") as u32,
+        segment_ms: value("segment.ms"),
+        retention_ms: value("retention.ms"),
+        retention_bytes: value("retention.bytes"),
+        cleanup_policy: CleanupPolicy::parse(&text("cleanup.policy"))
+            .unwrap_or_else(|e| panic!("validated cleanup.policy: {e}")),
+        delete_retention_ms: value("delete.retention.ms"),
+        min_cleanable_dirty_ratio: text("min.cleanable.dirty.ratio")
+            .parse()
+            .unwrap_or_else(|_| panic!("validated min.cleanable.dirty.ratio")),
+        min_compaction_lag_ms: value("min.compaction.lag.ms"),
+        max_compaction_lag_ms: value("max.compaction.lag.ms"),
+        flush_messages: value("flush.messages"),
+        flush_ms: value("flush.ms"),
+        file_delete_delay_ms: value("file.delete.delay.ms"),
+        message_timestamp_type: if text("message.timestamp.type") == "LogAppendTime" {
+            TimestampType::LogAppendTime
+        } else {
+            TimestampType::CreateTime
+        },
     }
 }
 
 impl ReplicaManager {
-    pub fn new(data_dir: &Path, node_id: i32) -> Self {
+    pub fn new(data_dir: &Path, node_id: i32, env: LogEnv) -> Self {
         let (data_version, _) = watch::channel(0);
         ReplicaManager {
             data_dir: data_dir.to_owned(),
             node_id,
+            env,
             partitions: RwLock::new(HashMap::new()),
             data_version,
+            synced: Mutex::new(Arc::new(MetadataImage::default())),
         }
+    }
+
+    pub fn env(&self) -> &LogEnv {
+        &self.env
+    }
+
+    /// Every hosted partition (a snapshot of the set).
+    pub fn all_partitions(&self) -> Vec<Arc<Partition>> {
+        self.partitions.read().values().cloned().collect()
     }
 
     pub fn get(&self, topic: &str, partition: i32) -> Option<Arc<Partition>> {
@@ -230,57 +294,98 @@ impl ReplicaManager {
         self.data_version.send_modify(|v| *v += 1);
     }
 
-    /// Makes the hosted partitions match the image: opens new ones,
-    /// deletes those whose topic is gone (or was re-created under a new id).
+    /// Makes the hosted partitions match the image: opens new ones, applies
+    /// changed configs, deletes those whose topic is gone (or was
+    /// re-created under a new id). Only topics that differ from the last
+    /// synced image are looked at.
     pub fn sync(
         &self,
-        image: &MetadataImage,
+        image: &Arc<MetadataImage>,
         config: &BrokerConfig,
         clean_shutdown: bool,
     ) -> Result<(), StorageError> {
-        let mut wanted: HashMap<TopicPartition, (Arc<TopicInfo>, i32)> = HashMap::new();
+        let mut synced = self.synced.lock();
+        let previous = synced.clone();
+        let mut changed: Vec<(&Arc<TopicInfo>, Option<&Arc<TopicInfo>>)> = Vec::new();
         for topic in image.topics() {
-            for p in &topic.partitions {
-                if p.replicas.contains(&self.node_id) {
-                    wanted.insert(
-                        (topic.name.clone(), p.partition_id),
-                        (topic.clone(), p.leader_epoch),
-                    );
-                }
+            match previous.topic_by_id(&topic.topic_id) {
+                Some(old) if Arc::ptr_eq(old, topic) => {}
+                old => changed.push((topic, old)),
             }
         }
-        let stale: Vec<Arc<Partition>> = {
-            let mut map = self.partitions.write();
-            let gone: Vec<TopicPartition> = map
-                .iter()
-                .filter(|(tp, p)| {
-                    wanted
-                        .get(*tp)
-                        .is_none_or(|(topic, _)| topic.topic_id != p.topic_id)
-                })
-                .map(|(tp, _)| tp.clone())
-                .collect();
-            gone.iter().filter_map(|tp| map.remove(tp)).collect()
-        };
-        for partition in stale {
-            tracing::info!(topic = %partition.topic, partition = partition.index, "deleting partition");
-            partition.delete()?;
+        let gone: Vec<Uuid> = previous
+            .topics()
+            .filter(|t| image.topic_by_id(&t.topic_id).is_none())
+            .map(|t| t.topic_id)
+            .collect();
+        if !gone.is_empty() {
+            let stale: Vec<Arc<Partition>> = {
+                let mut map = self.partitions.write();
+                let keys: Vec<TopicPartition> = map
+                    .iter()
+                    .filter(|(_, p)| gone.contains(&p.topic_id))
+                    .map(|(tp, _)| tp.clone())
+                    .collect();
+                keys.iter().filter_map(|tp| map.remove(tp)).collect()
+            };
+            for partition in stale {
+                tracing::info!(topic = %partition.topic, partition = partition.index, "deleting partition");
+                partition.delete()?;
+            }
         }
-        for ((name, index), (topic, epoch)) in wanted {
-            if let Some(existing) = self.get(&name, index) {
-                existing.leader_epoch.store(epoch, Ordering::Release);
+        for (topic, old) in changed {
+            self.sync_topic(topic, old, config, clean_shutdown)?;
+        }
+        *synced = image.clone();
+        Ok(())
+    }
+
+    fn sync_topic(
+        &self,
+        topic: &Arc<TopicInfo>,
+        old: Option<&Arc<TopicInfo>>,
+        config: &BrokerConfig,
+        clean_shutdown: bool,
+    ) -> Result<(), StorageError> {
+        let log_config = log_config(config, topic);
+        let configs_changed = old.is_some_and(|o| o.configs != topic.configs);
+        for p in &topic.partitions {
+            if !p.replicas.contains(&self.node_id) {
                 continue;
             }
-            let dir = self.data_dir.join(format!("{name}-{index}"));
-            let log = Log::open(&dir, log_config(config, &topic), clean_shutdown)?;
+            if let Some(existing) = self.get(&topic.name, p.partition_id) {
+                if existing.topic_id == topic.topic_id {
+                    existing
+                        .leader_epoch
+                        .store(p.leader_epoch, Ordering::Release);
+                    if configs_changed {
+                        existing.with_log_mut(|log| log.update_config(log_config.clone()))?;
+                    }
+                    continue;
+                }
+                // Same name, new topic id: the old topic is gone.
+                if let Some(stale) = self
+                    .partitions
+                    .write()
+                    .remove(&(topic.name.clone(), p.partition_id))
+                {
+                    stale.delete()?;
+                }
+            }
+            let dir = self
+                .data_dir
+                .join(format!("{}-{}", topic.name, p.partition_id));
+            let log = Log::open_in(&self.env, &dir, log_config.clone(), clean_shutdown)?;
             let partition = Arc::new(Partition {
-                topic: name.clone(),
+                topic: topic.name.clone(),
                 topic_id: topic.topic_id,
-                index,
-                leader_epoch: AtomicI32::new(epoch),
+                index: p.partition_id,
+                leader_epoch: AtomicI32::new(p.leader_epoch),
                 log: Mutex::new(Some(log)),
             });
-            self.partitions.write().insert((name, index), partition);
+            self.partitions
+                .write()
+                .insert((topic.name.clone(), p.partition_id), partition);
         }
         Ok(())
     }

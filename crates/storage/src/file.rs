@@ -1,45 +1,409 @@
 //! The only place that touches the file system.
 //!
-//! `SegmentFile` wraps one open file (a segment's .log, .index or .timeindex)
-//! with positional reads, appends and truncation, and tracks its size so
-//! callers never ask the OS for it. The free functions cover directory work
-//! (listing, creating, removing) and atomic whole-file replacement for small
-//! metadata files. Every error names the operation and the path. Keeping all
-//! raw I/O here lets a fault-injecting layer replace this module later.
+//! All I/O goes through the [`FileSystem`] and [`FileHandle`] traits, so a
+//! test can swap the real file system ([`OsFileSystem`]) for a simulated one
+//! that loses everything not fsynced (`crate::sim::SimFileSystem`).
+//!
+//! `SegmentFile` is one file of a segment (a .log, .index or .timeindex):
+//! it knows its path and size without holding a file descriptor, creates
+//! the file on the first write, and borrows an open handle from the shared,
+//! bounded [`FileCache`] (LRU) for each operation. So an idle partition holds
+//! no open file, and the process holds at most `log.open.files.max`
+//! descriptors for segments, plus those in use by operations in flight.
+//! Every error names the operation and the path.
 
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Debug;
 use std::fs::{self, File, OpenOptions};
-use std::io::Write;
+use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use parking_lot::Mutex;
 
 use crate::error::StorageError;
 
-/// An open file that is only ever appended to, truncated, or read at a position.
-#[derive(Debug)]
-pub struct SegmentFile {
-    path: PathBuf,
-    file: File,
-    size: u64,
+/// One open file: positional reads and writes, truncation, fsync.
+pub trait FileHandle: Send + Sync + Debug {
+    /// Reads exactly `buf.len()` bytes at `position`.
+    fn read_exact_at(&self, buf: &mut [u8], position: u64) -> io::Result<()>;
+    /// Writes all of `data` at `position`.
+    fn write_all_at(&self, data: &[u8], position: u64) -> io::Result<()>;
+    fn set_len(&self, len: u64) -> io::Result<()>;
+    /// Makes everything written so far durable (fsync).
+    fn sync(&self) -> io::Result<()>;
 }
 
-impl SegmentFile {
-    /// Opens `path` for reading and appending, creating it when missing.
-    pub fn open(path: &Path) -> Result<SegmentFile, StorageError> {
+/// Directory-level operations plus opening files.
+pub trait FileSystem: Send + Sync + Debug {
+    /// Opens `path` for reading and writing; with `create`, creates it when
+    /// missing.
+    fn open(&self, path: &Path, create: bool) -> io::Result<Arc<dyn FileHandle>>;
+    /// The size of `path`, or `None` when it does not exist.
+    fn len(&self, path: &Path) -> io::Result<Option<u64>>;
+    /// Last modification time in ms since the epoch.
+    fn modified_ms(&self, path: &Path) -> io::Result<i64>;
+    /// Names (not paths) of the entries of `dir`.
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>>;
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
+    fn remove_file(&self, path: &Path) -> io::Result<()>;
+    fn remove_dir_all(&self, dir: &Path) -> io::Result<()>;
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// fsync a directory so created, renamed and removed entries are durable.
+    fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+}
+
+/// The real file system.
+#[derive(Debug, Default)]
+pub struct OsFileSystem;
+
+#[derive(Debug)]
+struct OsFile(File);
+
+impl FileHandle for OsFile {
+    fn read_exact_at(&self, buf: &mut [u8], position: u64) -> io::Result<()> {
+        self.0.read_exact_at(buf, position)
+    }
+    fn write_all_at(&self, data: &[u8], position: u64) -> io::Result<()> {
+        self.0.write_all_at(data, position)
+    }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.0.set_len(len)
+    }
+    fn sync(&self) -> io::Result<()> {
+        self.0.sync_data()
+    }
+}
+
+impl FileSystem for OsFileSystem {
+    fn open(&self, path: &Path, create: bool) -> io::Result<Arc<dyn FileHandle>> {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
-            .create(true)
+            .create(create)
             .truncate(false)
-            .open(path)
-            .map_err(|e| StorageError::io(format!("open {}", path.display()), e))?;
-        let size = file
-            .metadata()
-            .map_err(|e| StorageError::io(format!("stat {}", path.display()), e))?
-            .len();
+            .open(path)?;
+        Ok(Arc::new(OsFile(file)))
+    }
+    fn len(&self, path: &Path) -> io::Result<Option<u64>> {
+        match fs::metadata(path) {
+            Ok(m) => Ok(Some(m.len())),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+    fn modified_ms(&self, path: &Path) -> io::Result<i64> {
+        let modified = fs::metadata(path)?.modified()?;
+        Ok(modified
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64))
+    }
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
+        let mut names = Vec::new();
+        for entry in fs::read_dir(dir)? {
+            if let Some(name) = entry?.file_name().to_str() {
+                names.push(name.to_string());
+            }
+        }
+        Ok(names)
+    }
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        fs::create_dir_all(dir)
+    }
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        fs::remove_file(path)
+    }
+    fn remove_dir_all(&self, dir: &Path) -> io::Result<()> {
+        fs::remove_dir_all(dir)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        fs::rename(from, to)
+    }
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        File::open(dir)?.sync_all()
+    }
+}
+
+/// Default for `log.open.files.max`: how many segment files stay open.
+pub const DEFAULT_OPEN_FILES_MAX: usize = 128;
+
+/// A bounded LRU of open segment files, keyed by each `SegmentFile`'s
+/// unique id (not its path, which a rename can give to another file).
+#[derive(Debug)]
+pub struct FileCache {
+    max_open: usize,
+    inner: Mutex<CacheInner>,
+}
+
+#[derive(Debug, Default)]
+struct CacheInner {
+    /// id -> (handle, last-use stamp)
+    open: HashMap<u64, (Arc<dyn FileHandle>, u64)>,
+    /// last-use stamp -> id, oldest first
+    by_use: BTreeMap<u64, u64>,
+    next_stamp: u64,
+}
+
+impl FileCache {
+    pub fn new(max_open: usize) -> FileCache {
+        FileCache {
+            max_open: max_open.max(1),
+            inner: Mutex::new(CacheInner::default()),
+        }
+    }
+
+    pub fn max_open(&self) -> usize {
+        self.max_open
+    }
+
+    /// How many handles the cache holds now.
+    pub fn open_count(&self) -> usize {
+        self.inner.lock().open.len()
+    }
+
+    fn get(&self, id: u64) -> Option<Arc<dyn FileHandle>> {
+        let mut inner = self.inner.lock();
+        let stamp = inner.next_stamp;
+        let (handle, old) = {
+            let entry = inner.open.get_mut(&id)?;
+            let old = entry.1;
+            entry.1 = stamp;
+            (entry.0.clone(), old)
+        };
+        inner.next_stamp += 1;
+        inner.by_use.remove(&old);
+        inner.by_use.insert(stamp, id);
+        Some(handle)
+    }
+
+    fn insert(&self, id: u64, handle: Arc<dyn FileHandle>) {
+        let mut inner = self.inner.lock();
+        while inner.open.len() >= self.max_open {
+            let Some((_, victim)) = inner.by_use.pop_first() else {
+                break;
+            };
+            inner.open.remove(&victim);
+        }
+        let stamp = inner.next_stamp;
+        inner.next_stamp += 1;
+        if let Some((_, old)) = inner.open.insert(id, (handle, stamp)) {
+            inner.by_use.remove(&old);
+        }
+        inner.by_use.insert(stamp, id);
+    }
+
+    fn remove(&self, id: u64) {
+        let mut inner = self.inner.lock();
+        if let Some((_, stamp)) = inner.open.remove(&id) {
+            inner.by_use.remove(&stamp);
+        }
+    }
+}
+
+/// Wall-clock time for the storage layer; tests substitute their own.
+pub trait Clock: Send + Sync + Debug {
+    fn now_ms(&self) -> i64;
+}
+
+#[derive(Debug, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ms(&self) -> i64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64)
+    }
+}
+
+/// A clock tests move by hand.
+#[derive(Debug, Default)]
+pub struct ManualClock(std::sync::atomic::AtomicI64);
+
+impl ManualClock {
+    pub fn new(now_ms: i64) -> ManualClock {
+        ManualClock(std::sync::atomic::AtomicI64::new(now_ms))
+    }
+    pub fn set(&self, now_ms: i64) {
+        self.0.store(now_ms, Ordering::SeqCst);
+    }
+    pub fn advance(&self, ms: i64) {
+        self.0.fetch_add(ms, Ordering::SeqCst);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now_ms(&self) -> i64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// What every log of a broker shares: the file system, the handle cache
+/// and the clock.
+#[derive(Debug, Clone)]
+pub struct LogEnv {
+    pub fs: Arc<dyn FileSystem>,
+    pub cache: Arc<FileCache>,
+    pub clock: Arc<dyn Clock>,
+}
+
+impl LogEnv {
+    pub fn new(fs: Arc<dyn FileSystem>, open_files_max: usize, clock: Arc<dyn Clock>) -> LogEnv {
+        LogEnv {
+            fs,
+            cache: Arc::new(FileCache::new(open_files_max)),
+            clock,
+        }
+    }
+
+    /// The real file system and clock, with a cache of `open_files_max`.
+    pub fn os(open_files_max: usize) -> LogEnv {
+        LogEnv::new(
+            Arc::new(OsFileSystem),
+            open_files_max,
+            Arc::new(SystemClock),
+        )
+    }
+
+    /// One process-wide real environment, for callers that do not care.
+    pub fn shared_default() -> LogEnv {
+        static DEFAULT: std::sync::OnceLock<LogEnv> = std::sync::OnceLock::new();
+        DEFAULT
+            .get_or_init(|| LogEnv::os(DEFAULT_OPEN_FILES_MAX))
+            .clone()
+    }
+
+    pub fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
+    pub fn create_dir_all(&self, dir: &Path) -> Result<(), StorageError> {
+        self.fs
+            .create_dir_all(dir)
+            .map_err(|e| StorageError::io(format!("create directory {}", dir.display()), e))
+    }
+
+    pub fn remove_dir_all(&self, dir: &Path) -> Result<(), StorageError> {
+        self.fs
+            .remove_dir_all(dir)
+            .map_err(|e| StorageError::io(format!("remove directory {}", dir.display()), e))
+    }
+
+    pub fn remove_file(&self, path: &Path) -> Result<(), StorageError> {
+        self.fs
+            .remove_file(path)
+            .map_err(|e| StorageError::io(format!("remove {}", path.display()), e))
+    }
+
+    /// Removes `path` if it exists.
+    pub fn remove_if_exists(&self, path: &Path) -> Result<(), StorageError> {
+        match self.fs.remove_file(path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(StorageError::io(format!("remove {}", path.display()), e)),
+        }
+    }
+
+    pub fn rename(&self, from: &Path, to: &Path) -> Result<(), StorageError> {
+        self.fs.rename(from, to).map_err(|e| {
+            StorageError::io(format!("rename {} to {}", from.display(), to.display()), e)
+        })
+    }
+
+    pub fn len(&self, path: &Path) -> Result<Option<u64>, StorageError> {
+        self.fs
+            .len(path)
+            .map_err(|e| StorageError::io(format!("stat {}", path.display()), e))
+    }
+
+    pub fn modified_ms(&self, path: &Path) -> Result<i64, StorageError> {
+        self.fs
+            .modified_ms(path)
+            .map_err(|e| StorageError::io(format!("stat {}", path.display()), e))
+    }
+
+    /// File names (not paths) of the entries in `dir`.
+    pub fn list_file_names(&self, dir: &Path) -> Result<Vec<String>, StorageError> {
+        self.fs
+            .list(dir)
+            .map_err(|e| StorageError::io(format!("list directory {}", dir.display()), e))
+    }
+
+    pub fn sync_dir(&self, dir: &Path) -> Result<(), StorageError> {
+        self.fs
+            .sync_dir(dir)
+            .map_err(|e| StorageError::io(format!("fsync directory {}", dir.display()), e))
+    }
+
+    /// Reads a whole small file; `Ok(None)` when it does not exist.
+    pub fn read_optional(&self, path: &Path) -> Result<Option<Vec<u8>>, StorageError> {
+        let context = || format!("read {}", path.display());
+        let Some(len) = self.len(path)? else {
+            return Ok(None);
+        };
+        let handle = match self.fs.open(path, false) {
+            Ok(h) => h,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(StorageError::io(context(), e)),
+        };
+        let mut buf = vec![0u8; len as usize];
+        handle
+            .read_exact_at(&mut buf, 0)
+            .map_err(|e| StorageError::io(context(), e))?;
+        Ok(Some(buf))
+    }
+
+    /// Replaces `path` with `contents` atomically: write a temporary file,
+    /// fsync it, rename it over `path`, fsync the directory. A crash leaves
+    /// either the old or the new contents, never a mix.
+    pub fn write_atomically(&self, path: &Path, contents: &[u8]) -> Result<(), StorageError> {
+        let tmp = path.with_extension("tmp");
+        let context = |what: &str, p: &Path| format!("{what} {}", p.display());
+        let file = self
+            .fs
+            .open(&tmp, true)
+            .map_err(|e| StorageError::io(context("create", &tmp), e))?;
+        file.set_len(0)
+            .and_then(|()| file.write_all_at(contents, 0))
+            .map_err(|e| StorageError::io(context("write", &tmp), e))?;
+        file.sync()
+            .map_err(|e| StorageError::io(context("fsync", &tmp), e))?;
+        drop(file);
+        self.rename(&tmp, path)?;
+        if let Some(dir) = path.parent() {
+            self.sync_dir(dir)?;
+        }
+        Ok(())
+    }
+}
+
+static NEXT_FILE_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A file that is only ever appended to, truncated, or read at a position,
+/// opened on demand through the shared [`FileCache`].
+#[derive(Debug)]
+pub struct SegmentFile {
+    path: PathBuf,
+    size: u64,
+    /// Whether the file exists on disk; it is created by the first write.
+    exists: bool,
+    id: u64,
+    env: LogEnv,
+}
+
+impl SegmentFile {
+    /// A handle on `path`, which need not exist yet; only a stat is done.
+    pub fn open(env: &LogEnv, path: &Path) -> Result<SegmentFile, StorageError> {
+        let len = env.len(path)?;
         Ok(SegmentFile {
             path: path.to_path_buf(),
-            file,
-            size,
+            size: len.unwrap_or(0),
+            exists: len.is_some(),
+            id: NEXT_FILE_ID.fetch_add(1, Ordering::Relaxed),
+            env: env.clone(),
         })
     }
 
@@ -51,34 +415,79 @@ impl SegmentFile {
         self.size
     }
 
-    /// Reads exactly `buf.len()` bytes at `position`.
-    pub fn read_at(&self, position: u64, buf: &mut [u8]) -> Result<(), StorageError> {
-        self.file.read_exact_at(buf, position).map_err(|e| {
-            StorageError::io(
-                format!(
-                    "read {} bytes at {} of {}",
-                    buf.len(),
-                    position,
-                    self.path.display()
-                ),
-                e,
-            )
-        })
+    pub fn exists(&self) -> bool {
+        self.exists
     }
 
-    /// Appends `data` at the end with one write call (retried only if the OS
-    /// writes less). On failure the file is truncated back to its old size,
-    /// so a failed append leaves nothing behind.
+    /// An open handle, from the cache or freshly opened (creating the file
+    /// when `create`).
+    pub fn handle(&mut self) -> Result<Arc<dyn FileHandle>, StorageError> {
+        self.handle_inner(true)
+    }
+
+    fn handle_inner(&mut self, create: bool) -> Result<Arc<dyn FileHandle>, StorageError> {
+        if let Some(handle) = self.env.cache.get(self.id) {
+            return Ok(handle);
+        }
+        let handle = self
+            .env
+            .fs
+            .open(&self.path, create)
+            .map_err(|e| StorageError::io(format!("open {}", self.path.display()), e))?;
+        self.exists = true;
+        self.env.cache.insert(self.id, handle.clone());
+        Ok(handle)
+    }
+
+    /// A handle for reading; the file must exist (reads below `size` imply it).
+    fn read_handle(&self) -> Result<Arc<dyn FileHandle>, StorageError> {
+        if let Some(handle) = self.env.cache.get(self.id) {
+            return Ok(handle);
+        }
+        let handle = self
+            .env
+            .fs
+            .open(&self.path, false)
+            .map_err(|e| StorageError::io(format!("open {}", self.path.display()), e))?;
+        self.env.cache.insert(self.id, handle.clone());
+        Ok(handle)
+    }
+
+    /// Reads exactly `buf.len()` bytes at `position`.
+    pub fn read_at(&self, position: u64, buf: &mut [u8]) -> Result<(), StorageError> {
+        if buf.is_empty() {
+            return Ok(());
+        }
+        self.read_handle()?
+            .read_exact_at(buf, position)
+            .map_err(|e| {
+                StorageError::io(
+                    format!(
+                        "read {} bytes at {} of {}",
+                        buf.len(),
+                        position,
+                        self.path.display()
+                    ),
+                    e,
+                )
+            })
+    }
+
+    /// Appends `data` at the end with one write call. On failure the file
+    /// is truncated back to its old size, so a failed append leaves nothing
+    /// behind.
     pub fn append(&mut self, data: &[u8]) -> Result<(), StorageError> {
-        match self.file.write_all_at(data, self.size) {
+        let handle = self.handle()?;
+        match handle.write_all_at(data, self.size) {
             Ok(()) => {
                 self.size += data.len() as u64;
                 Ok(())
             }
             Err(e) => {
-                let old_size = self.size;
                 // Best effort: the append error is the one worth reporting.
-                let _ = self.file.set_len(old_size);
+                if let Err(undo) = handle.set_len(self.size) {
+                    tracing::error!(file = %self.path.display(), error = %undo, "undo a failed append");
+                }
                 Err(StorageError::io(
                     format!("append {} bytes to {}", data.len(), self.path.display()),
                     e,
@@ -88,80 +497,78 @@ impl SegmentFile {
     }
 
     pub fn truncate(&mut self, size: u64) -> Result<(), StorageError> {
-        self.file.set_len(size).map_err(|e| {
+        if !self.exists && size == 0 {
+            return Ok(());
+        }
+        self.handle()?.set_len(size).map_err(|e| {
             StorageError::io(format!("truncate {} to {}", self.path.display(), size), e)
         })?;
         self.size = size;
         Ok(())
     }
 
-    /// fsync: data and metadata reach the disk.
-    pub fn sync(&self) -> Result<(), StorageError> {
-        self.file
-            .sync_all()
+    /// fsync; a file never created has nothing to sync.
+    pub fn sync(&mut self) -> Result<(), StorageError> {
+        if !self.exists {
+            return Ok(());
+        }
+        self.handle_inner(false)?
+            .sync()
             .map_err(|e| StorageError::io(format!("fsync {}", self.path.display()), e))
     }
-}
 
-pub fn create_dir_all(dir: &Path) -> Result<(), StorageError> {
-    fs::create_dir_all(dir)
-        .map_err(|e| StorageError::io(format!("create directory {}", dir.display()), e))
-}
-
-pub fn remove_dir_all(dir: &Path) -> Result<(), StorageError> {
-    fs::remove_dir_all(dir)
-        .map_err(|e| StorageError::io(format!("remove directory {}", dir.display()), e))
-}
-
-pub fn remove_file(path: &Path) -> Result<(), StorageError> {
-    fs::remove_file(path).map_err(|e| StorageError::io(format!("remove {}", path.display()), e))
-}
-
-/// File names (not paths) of the regular entries in `dir`.
-pub fn list_file_names(dir: &Path) -> Result<Vec<String>, StorageError> {
-    let context = || format!("list directory {}", dir.display());
-    let mut names = Vec::new();
-    for entry in fs::read_dir(dir).map_err(|e| StorageError::io(context(), e))? {
-        let entry = entry.map_err(|e| StorageError::io(context(), e))?;
-        if let Some(name) = entry.file_name().to_str() {
-            names.push(name.to_string());
+    /// Renames the file (if it exists) and keeps using it under the new name.
+    pub fn rename_to(&mut self, to: &Path) -> Result<(), StorageError> {
+        if self.exists {
+            self.env.rename(&self.path, to)?;
         }
+        self.path = to.to_path_buf();
+        Ok(())
     }
-    Ok(names)
+
+    /// Deletes the file (if it exists) and forgets its handle.
+    pub fn delete(&mut self) -> Result<(), StorageError> {
+        self.env.cache.remove(self.id);
+        if self.exists {
+            self.env.remove_if_exists(&self.path)?;
+            self.exists = false;
+        }
+        self.size = 0;
+        Ok(())
+    }
 }
 
-/// Reads a whole small file; `Ok(None)` when it does not exist.
-pub fn read_optional(path: &Path) -> Result<Option<Vec<u8>>, StorageError> {
-    match fs::read(path) {
-        Ok(bytes) => Ok(Some(bytes)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(StorageError::io(format!("read {}", path.display()), e)),
+impl Drop for SegmentFile {
+    fn drop(&mut self) {
+        self.env.cache.remove(self.id);
     }
 }
 
-/// Replaces `path` with `contents` atomically: write a temporary file, fsync
-/// it, rename it over `path`, fsync the directory. A crash leaves either the
-/// old or the new contents, never a mix.
-pub fn write_atomically(path: &Path, contents: &[u8]) -> Result<(), StorageError> {
-    let tmp = path.with_extension("tmp");
-    let context = |what: &str, p: &Path| format!("{what} {}", p.display());
-    let mut file = File::create(&tmp).map_err(|e| StorageError::io(context("create", &tmp), e))?;
-    file.write_all(contents)
-        .map_err(|e| StorageError::io(context("write", &tmp), e))?;
-    file.sync_all()
-        .map_err(|e| StorageError::io(context("fsync", &tmp), e))?;
-    fs::rename(&tmp, path).map_err(|e| {
-        StorageError::io(format!("rename {} to {}", tmp.display(), path.display()), e)
-    })?;
-    if let Some(dir) = path.parent() {
-        sync_dir(dir)?;
-    }
-    Ok(())
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// fsync a directory so created, renamed and removed entries are durable.
-pub fn sync_dir(dir: &Path) -> Result<(), StorageError> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| StorageError::io(format!("fsync directory {}", dir.display()), e))
+    #[test]
+    fn cache_keeps_at_most_its_limit_and_files_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = LogEnv::os(2);
+        let mut files: Vec<SegmentFile> = (0..5)
+            .map(|i| SegmentFile::open(&env, &dir.path().join(format!("{i}.log"))).unwrap())
+            .collect();
+        assert!(files.iter().all(|f| !f.exists()));
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        for (i, f) in files.iter_mut().enumerate() {
+            f.append(format!("file {i}").as_bytes()).unwrap();
+            assert!(env.cache.open_count() <= 2);
+        }
+        for (i, f) in files.iter().enumerate() {
+            let mut buf = vec![0u8; f.size() as usize];
+            f.read_at(0, &mut buf).unwrap();
+            assert_eq!(buf, format!("file {i}").as_bytes());
+            assert!(env.cache.open_count() <= 2);
+        }
+        files[0].sync().unwrap();
+        files.truncate(1);
+        assert!(env.cache.open_count() <= 1);
+    }
 }

@@ -19,7 +19,7 @@
 use std::path::Path;
 
 use crate::error::StorageError;
-use crate::file::SegmentFile;
+use crate::file::{LogEnv, SegmentFile};
 
 pub const OFFSET_INDEX_ENTRY_SIZE: usize = 8;
 pub const TIME_INDEX_ENTRY_SIZE: usize = 12;
@@ -101,8 +101,8 @@ impl IndexEntry for RawTimeEntry {
 }
 
 impl<E: IndexEntry> IndexFile<E> {
-    fn open(path: &Path, max_index_bytes: u32) -> Result<IndexFile<E>, StorageError> {
-        let file = SegmentFile::open(path)?;
+    fn open(env: &LogEnv, path: &Path, max_index_bytes: u32) -> Result<IndexFile<E>, StorageError> {
+        let file = SegmentFile::open(env, path)?;
         let mut index = IndexFile {
             file,
             entries: Vec::new(),
@@ -113,6 +113,9 @@ impl<E: IndexEntry> IndexFile<E> {
         let size = index.file.size();
         if size % E::SIZE as u64 != 0 {
             index.load_problem = Some(format!("size {size} is not a multiple of {}", E::SIZE));
+            return Ok(index);
+        }
+        if size == 0 {
             return Ok(index);
         }
         let mut bytes = vec![0u8; size as usize];
@@ -157,6 +160,14 @@ impl<E: IndexEntry> IndexFile<E> {
         self.persist()?;
         self.file.sync()
     }
+
+    fn rename_to(&mut self, to: &Path) -> Result<(), StorageError> {
+        self.file.rename_to(to)
+    }
+
+    fn delete(&mut self) -> Result<(), StorageError> {
+        self.file.delete()
+    }
 }
 
 fn relative(base_offset: i64, offset: i64) -> u32 {
@@ -179,13 +190,14 @@ impl OffsetIndex {
     /// Opens (or creates) the index; unreadable contents are not an error
     /// here but are reported by [`OffsetIndex::problem`].
     pub fn open(
+        env: &LogEnv,
         path: &Path,
         base_offset: i64,
         max_index_bytes: u32,
     ) -> Result<OffsetIndex, StorageError> {
         Ok(OffsetIndex {
             base_offset,
-            inner: IndexFile::open(path, max_index_bytes)?,
+            inner: IndexFile::open(env, path, max_index_bytes)?,
         })
     }
 
@@ -276,6 +288,22 @@ impl OffsetIndex {
     pub fn sync(&mut self) -> Result<(), StorageError> {
         self.inner.sync()
     }
+
+    pub fn rename_to(&mut self, to: &Path) -> Result<(), StorageError> {
+        self.inner.rename_to(to)
+    }
+
+    pub fn delete(&mut self) -> Result<(), StorageError> {
+        self.inner.delete()
+    }
+
+    pub fn path(&self) -> &Path {
+        self.inner.file.path()
+    }
+
+    pub fn file_exists(&self) -> bool {
+        self.inner.file.exists()
+    }
 }
 
 /// Maps timestamps to offsets in one segment (Kafka's `.timeindex`).
@@ -287,13 +315,14 @@ pub struct TimeIndex {
 
 impl TimeIndex {
     pub fn open(
+        env: &LogEnv,
         path: &Path,
         base_offset: i64,
         max_index_bytes: u32,
     ) -> Result<TimeIndex, StorageError> {
         Ok(TimeIndex {
             base_offset,
-            inner: IndexFile::open(path, max_index_bytes)?,
+            inner: IndexFile::open(env, path, max_index_bytes)?,
         })
     }
 
@@ -384,6 +413,22 @@ impl TimeIndex {
     pub fn sync(&mut self) -> Result<(), StorageError> {
         self.inner.sync()
     }
+
+    pub fn rename_to(&mut self, to: &Path) -> Result<(), StorageError> {
+        self.inner.rename_to(to)
+    }
+
+    pub fn delete(&mut self) -> Result<(), StorageError> {
+        self.inner.delete()
+    }
+
+    pub fn path(&self) -> &Path {
+        self.inner.file.path()
+    }
+
+    pub fn file_exists(&self) -> bool {
+        self.inner.file.exists()
+    }
 }
 
 #[cfg(test)]
@@ -394,7 +439,7 @@ mod tests {
     fn offset_index_lookup_and_reload() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("00000000000000000100.index");
-        let mut index = OffsetIndex::open(&path, 100, 1024).unwrap();
+        let mut index = OffsetIndex::open(&LogEnv::shared_default(), &path, 100, 1024).unwrap();
         assert_eq!(
             index.lookup(150),
             OffsetPosition {
@@ -438,7 +483,7 @@ mod tests {
             [0, 0, 0, 10, 0, 0, 1, 144, 0, 0, 0, 20, 0, 0, 3, 32]
         );
 
-        let reopened = OffsetIndex::open(&path, 100, 1024).unwrap();
+        let reopened = OffsetIndex::open(&LogEnv::shared_default(), &path, 100, 1024).unwrap();
         assert_eq!(reopened.entries(), index.entries());
         assert_eq!(reopened.problem(801), None);
         assert!(
@@ -452,12 +497,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("a.index");
         std::fs::write(&path, [0u8; 7]).unwrap();
-        assert!(OffsetIndex::open(&path, 0, 1024)
+        assert!(OffsetIndex::open(&LogEnv::shared_default(), &path, 0, 1024)
             .unwrap()
             .problem(1 << 20)
             .is_some());
         std::fs::write(&path, [0, 0, 0, 5, 0, 0, 0, 9, 0, 0, 0, 4, 0, 0, 0, 10]).unwrap();
-        assert!(OffsetIndex::open(&path, 0, 1024)
+        assert!(OffsetIndex::open(&LogEnv::shared_default(), &path, 0, 1024)
             .unwrap()
             .problem(1 << 20)
             .is_some());
@@ -466,7 +511,13 @@ mod tests {
     #[test]
     fn offset_index_fills_up() {
         let dir = tempfile::tempdir().unwrap();
-        let mut index = OffsetIndex::open(&dir.path().join("a.index"), 0, 16).unwrap();
+        let mut index = OffsetIndex::open(
+            &LogEnv::shared_default(),
+            &dir.path().join("a.index"),
+            0,
+            16,
+        )
+        .unwrap();
         index.append(1, 10);
         assert!(!index.is_full());
         index.append(2, 20);
@@ -477,7 +528,7 @@ mod tests {
     fn time_index_only_grows_in_timestamp() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("00000000000000000000.timeindex");
-        let mut index = TimeIndex::open(&path, 0, 1024).unwrap();
+        let mut index = TimeIndex::open(&LogEnv::shared_default(), &path, 0, 1024).unwrap();
         assert!(index.maybe_append(1_000, 0));
         assert!(!index.maybe_append(1_000, 5));
         assert!(!index.maybe_append(900, 6));
@@ -498,7 +549,7 @@ mod tests {
             })
         );
         index.persist().unwrap();
-        let reopened = TimeIndex::open(&path, 0, 1024).unwrap();
+        let reopened = TimeIndex::open(&LogEnv::shared_default(), &path, 0, 1024).unwrap();
         assert_eq!(reopened.entries(), index.entries());
         assert_eq!(reopened.problem(11), None);
         assert!(reopened.problem(10).is_some());

@@ -3,15 +3,23 @@
 //!
 //! The log owns offset assignment and the segment list. Invariants: segments
 //! are keyed by base offset and cover increasing, non-overlapping offset
-//! ranges; only the last (active) segment is appended to;
-//! `log_end_offset` is the active segment's next offset; a produce is either
-//! applied whole or not at all (validation, sequence checks and the
-//! leader-epoch checkpoint all happen before the single write). Recovery on
-//! open repairs the active segment after an unclean shutdown, rebuilds any
-//! inconsistent index, then rebuilds the max timestamp and producer state.
+//! ranges (with gaps once compaction or retention removed data); only the
+//! last (active) segment is appended to; `log_end_offset` is the active
+//! segment's next offset; `log_start_offset` is at or after the first
+//! segment's base offset; a produce is either applied whole or not at all
+//! (validation, sequence checks and the leader-epoch checkpoint all happen
+//! before the single write); every segment but the active one has been
+//! fsynced (a roll fsyncs the segment it closes), so recovery after a crash
+//! only needs to repair the active segment. Recovery on open also finishes
+//! or undoes an interrupted compaction swap, removes leftover `.deleted` and
+//! `.cleaned` files, rebuilds any inconsistent index, then rebuilds the max
+//! timestamp and producer state. Retention lives in `retention.rs`, the
+//! cleaner in `cleaner.rs`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use tarn_protocol::record_batch::{
@@ -21,67 +29,23 @@ use tarn_protocol::record_batch::{
 use tracing::{info, warn};
 
 use crate::error::{AppendError, StorageError};
-use crate::file::{create_dir_all, list_file_names, remove_dir_all, remove_file};
+use crate::file::LogEnv;
+use crate::flush::FlushTarget;
 use crate::leader_epoch::LeaderEpochFileCache;
+pub use crate::log_config::*;
 use crate::producer_state::{
     parse_snapshot_name, snapshot_path, ProducerStateError, ProducerStateManager, SequenceCheck,
 };
-use crate::segment::{first_record_at_or_after, LogSegment};
+use crate::segment::{first_record_at_or_after, LogSegment, DELETED_SUFFIX};
 
-/// Kafka's `log.segment.bytes` default: 1 GiB.
-pub const DEFAULT_SEGMENT_BYTES: u64 = 1 << 30;
-/// Kafka's `log.index.interval.bytes` default.
-pub const DEFAULT_INDEX_INTERVAL_BYTES: u32 = 4096;
-/// Kafka's `log.index.size.max.bytes` default: 10 MiB.
-pub const DEFAULT_SEGMENT_INDEX_BYTES: u32 = 10 << 20;
-/// Kafka's `message.max.bytes` default.
-pub const DEFAULT_MAX_MESSAGE_BYTES: u32 = 1_048_588;
-/// Kafka's lower bound for `segment.bytes`.
-pub const MIN_SEGMENT_BYTES: u64 = 14;
-
-/// Per-partition settings, spelled after Kafka's topic configs
-/// (`segment.bytes`, `index.interval.bytes`, `segment.index.bytes`,
-/// `max.message.bytes`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LogConfig {
-    pub segment_bytes: u64,
-    pub index_interval_bytes: u32,
-    /// Maximum size of each index file; a full index rolls the segment.
-    pub segment_index_bytes: u32,
-    pub max_message_bytes: u32,
-}
-
-impl Default for LogConfig {
-    fn default() -> Self {
-        LogConfig {
-            segment_bytes: DEFAULT_SEGMENT_BYTES,
-            index_interval_bytes: DEFAULT_INDEX_INTERVAL_BYTES,
-            segment_index_bytes: DEFAULT_SEGMENT_INDEX_BYTES,
-            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
-        }
-    }
-}
-
-impl LogConfig {
-    /// Kafka's bounds: positions in a segment must fit the index's u32 and
-    /// Kafka's signed int, and an index must hold at least one entry.
-    pub fn validate(&self) -> Result<(), StorageError> {
-        if !(MIN_SEGMENT_BYTES..=i32::MAX as u64).contains(&self.segment_bytes) {
-            return Err(StorageError::InvalidConfig(format!(
-                "segment.bytes {} is outside [{MIN_SEGMENT_BYTES}, {}]",
-                self.segment_bytes,
-                i32::MAX
-            )));
-        }
-        if self.segment_index_bytes < 12 {
-            return Err(StorageError::InvalidConfig(format!(
-                "segment.index.bytes {} is below 12",
-                self.segment_index_bytes
-            )));
-        }
-        Ok(())
-    }
-}
+/// Holds the log start offset when DeleteRecords moved it past the first
+/// segment's base offset (Kafka keeps it in `log-start-offset-checkpoint`).
+pub const LOG_START_OFFSET_FILE: &str = "log-start-offset";
+/// Suffix of a compacted segment being written.
+pub const CLEANED_SUFFIX: &str = ".cleaned";
+/// Suffix of a compacted segment that is complete and replaces the
+/// segments it overlaps.
+pub const SWAP_SUFFIX: &str = ".swap";
 
 /// What an append did, for the produce response.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,13 +62,13 @@ pub struct AppendInfo {
 
 /// Largest batch timestamp in the log, where it is, and its leader epoch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct MaxTimestamp {
-    timestamp: i64,
-    offset: i64,
-    epoch: i32,
+pub(crate) struct MaxTimestamp {
+    pub(crate) timestamp: i64,
+    pub(crate) offset: i64,
+    pub(crate) epoch: i32,
 }
 
-const NO_MAX_TIMESTAMP: MaxTimestamp = MaxTimestamp {
+pub(crate) const NO_MAX_TIMESTAMP: MaxTimestamp = MaxTimestamp {
     timestamp: -1,
     offset: -1,
     epoch: -1,
@@ -114,25 +78,49 @@ const NO_MAX_TIMESTAMP: MaxTimestamp = MaxTimestamp {
 /// appends (`&mut self`); reads only need `&self`.
 #[derive(Debug)]
 pub struct Log {
-    dir: PathBuf,
-    config: LogConfig,
-    segments: BTreeMap<i64, LogSegment>,
-    log_end_offset: i64,
+    pub(crate) env: LogEnv,
+    pub(crate) dir: PathBuf,
+    pub(crate) config: LogConfig,
+    pub(crate) segments: BTreeMap<i64, LogSegment>,
+    pub(crate) log_start_offset: i64,
+    pub(crate) log_end_offset: i64,
     leader_epoch_cache: LeaderEpochFileCache,
-    producer_state: ProducerStateManager,
-    max_timestamp: MaxTimestamp,
-    /// Segments from this base offset on may hold data not yet fsynced.
-    first_unflushed_segment: i64,
+    pub(crate) producer_state: ProducerStateManager,
+    pub(crate) max_timestamp: MaxTimestamp,
+    /// Records appended since the last flush was started.
+    unflushed_messages: i64,
+    /// When the last flush was started (ms), for `flush.ms`.
+    last_flush_ms: i64,
+    /// Offsets below this are known to be on disk (fsynced).
+    durable_offset: Arc<AtomicI64>,
+    /// A segment file was created since the directory was last fsynced.
+    dir_needs_sync: bool,
+    /// Segments renamed to `*.deleted`, with when to remove their files.
+    pub(crate) pending_deletes: Vec<(i64, LogSegment)>,
 }
 
 impl Log {
+    /// Opens the partition directory (creating it if missing) in the
+    /// process-wide default environment; see [`Log::open_in`].
+    pub fn open(dir: &Path, config: LogConfig, clean_shutdown: bool) -> Result<Log, StorageError> {
+        Log::open_in(&LogEnv::shared_default(), dir, config, clean_shutdown)
+    }
+
     /// Opens the partition directory (creating it if missing) and recovers
     /// it. With `clean_shutdown == false` the active segment is validated
     /// batch by batch and truncated at the first bad one.
-    pub fn open(dir: &Path, config: LogConfig, clean_shutdown: bool) -> Result<Log, StorageError> {
+    pub fn open_in(
+        env: &LogEnv,
+        dir: &Path,
+        config: LogConfig,
+        clean_shutdown: bool,
+    ) -> Result<Log, StorageError> {
         config.validate()?;
-        create_dir_all(dir)?;
-        let names = list_file_names(dir)?;
+        env.create_dir_all(dir)?;
+        let mut names = env.list_file_names(dir)?;
+        if crate::cleaner::recover_interrupted_cleaning(env, dir, &names)? {
+            names = env.list_file_names(dir)?;
+        }
         let mut base_offsets: Vec<i64> = names
             .iter()
             .filter_map(|n| parse_segment_log_name(n))
@@ -141,20 +129,21 @@ impl Log {
         if base_offsets.is_empty() {
             base_offsets.push(0);
         }
-        let mut leader_epoch_cache = LeaderEpochFileCache::open(dir)?;
+        let mut leader_epoch_cache = LeaderEpochFileCache::open(env, dir)?;
         let mut recovered_epochs: Vec<(i32, i64)> = Vec::new();
         let mut segments = BTreeMap::new();
         let active_base = *base_offsets.last().expect("at least one segment");
         for base_offset in base_offsets {
             let recover = !clean_shutdown && base_offset == active_base;
-            let segment = LogSegment::open(dir, base_offset, &config, recover, &mut |header| {
-                if recovered_epochs
-                    .last()
-                    .is_none_or(|(epoch, _)| *epoch != header.partition_leader_epoch)
-                {
-                    recovered_epochs.push((header.partition_leader_epoch, header.base_offset));
-                }
-            })?;
+            let segment =
+                LogSegment::open(env, dir, base_offset, &config, recover, &mut |header| {
+                    if recovered_epochs
+                        .last()
+                        .is_none_or(|(epoch, _)| *epoch != header.partition_leader_epoch)
+                    {
+                        recovered_epochs.push((header.partition_leader_epoch, header.base_offset));
+                    }
+                })?;
             segments.insert(base_offset, segment);
         }
         let log_end_offset = segments[&active_base].next_offset();
@@ -164,22 +153,36 @@ impl Log {
             leader_epoch_cache.assign(epoch, start_offset)?;
         }
         leader_epoch_cache.truncate_from_end(log_end_offset)?;
+        let first_base = *segments.keys().next().expect("at least one segment");
+        let log_start_offset = read_log_start_offset(env, dir)?
+            .map_or(first_base, |o| o.clamp(first_base, log_end_offset));
+        let durable = if clean_shutdown {
+            log_end_offset
+        } else {
+            active_base
+        };
         let mut log = Log {
+            env: env.clone(),
             dir: dir.to_path_buf(),
             config,
             segments,
+            log_start_offset,
             log_end_offset,
             leader_epoch_cache,
             producer_state: ProducerStateManager::new(),
             max_timestamp: NO_MAX_TIMESTAMP,
-            first_unflushed_segment: active_base,
+            unflushed_messages: 0,
+            last_flush_ms: env.now_ms(),
+            durable_offset: Arc::new(AtomicI64::new(durable)),
+            dir_needs_sync: false,
+            pending_deletes: Vec::new(),
         };
         log.rebuild_producer_state(&names)?;
         log.max_timestamp = log.rebuild_max_timestamp()?;
         tracing::debug!(
             dir = %log.dir.display(),
             segments = log.segments.len(),
-            log_start_offset = log.log_start_offset(),
+            log_start_offset = log.log_start_offset,
             log_end_offset,
             clean_shutdown,
             "opened log"
@@ -196,15 +199,15 @@ impl Log {
             .filter_map(|n| parse_snapshot_name(n))
             .collect();
         snapshots.sort_unstable_by(|a, b| b.cmp(a));
-        let mut replay_from = self.log_start_offset();
+        let mut replay_from = self.log_start_offset;
         for offset in snapshots {
             let path = snapshot_path(&self.dir, offset);
             if offset > self.log_end_offset {
                 warn!(file = %path.display(), log_end_offset = self.log_end_offset, "deleting producer snapshot past the log end");
-                remove_file(&path)?;
+                self.env.remove_file(&path)?;
                 continue;
             }
-            match ProducerStateManager::load_snapshot(&path) {
+            match ProducerStateManager::load_snapshot(&self.env, &path) {
                 Ok(state) => {
                     self.producer_state = state;
                     replay_from = replay_from.max(offset);
@@ -212,7 +215,7 @@ impl Log {
                 }
                 Err(e) => {
                     warn!(file = %path.display(), error = %e, "deleting unreadable producer snapshot");
-                    remove_file(&path)?;
+                    self.env.remove_file(&path)?;
                 }
             }
         }
@@ -228,7 +231,7 @@ impl Log {
     /// The segment maxima are known from open; this finds the first segment
     /// holding the overall max and reads that batch for its epoch and the
     /// exact record offset.
-    fn rebuild_max_timestamp(&self) -> Result<MaxTimestamp, StorageError> {
+    pub(crate) fn rebuild_max_timestamp(&self) -> Result<MaxTimestamp, StorageError> {
         let mut best: Option<(&LogSegment, i64, i64)> = None;
         for segment in self.segments.values() {
             let (timestamp, offset) = segment.max_timestamp();
@@ -258,7 +261,9 @@ impl Log {
     /// them all, checks producer sequences, assigns offsets starting at the
     /// log end, stamps `leader_epoch`, and writes them with one write call.
     /// On any error nothing is appended. Data goes to the page cache only;
-    /// call [`Log::flush`] for durability.
+    /// when [`Log::flush_due`] says so afterwards, the caller must make it
+    /// durable ([`Log::prepare_flush`] or [`Log::flush`]) before it
+    /// acknowledges the append.
     pub fn append(
         &mut self,
         records: &mut [u8],
@@ -282,6 +287,7 @@ impl Log {
         }
         let base_offset = self.log_end_offset;
         let mut next_offset = base_offset;
+        let mut max_timestamp = -1;
         for (position, header) in &mut batches {
             let batch = &mut records[*position..];
             set_base_offset(batch, next_offset).expect("validated batch has a full header");
@@ -290,13 +296,18 @@ impl Log {
             header.base_offset = next_offset;
             header.partition_leader_epoch = leader_epoch;
             next_offset = header.last_offset() + 1;
+            max_timestamp = max_timestamp.max(header.max_timestamp);
         }
         let last_offset = next_offset - 1;
-        self.maybe_roll(records.len() as u64, last_offset)?;
+        self.maybe_roll(records.len() as u64, last_offset, max_timestamp)?;
         // The checkpoint goes first: if the write below fails, an epoch that
         // starts at the unchanged log end is harmless.
         self.leader_epoch_cache.assign(leader_epoch, base_offset)?;
+        let created = !self.active_segment().exists();
         self.active_segment_mut().append(records, &batches)?;
+        if created {
+            self.dir_needs_sync = true;
+        }
         for (position, header) in &batches {
             self.producer_state.update(header);
             if header.max_timestamp > self.max_timestamp.timestamp {
@@ -310,15 +321,17 @@ impl Log {
             }
         }
         self.log_end_offset = next_offset;
+        let record_count = batches
+            .iter()
+            .map(|(_, h)| i64::from(h.records_count))
+            .sum();
+        self.unflushed_messages = self.unflushed_messages.saturating_add(record_count);
         Ok(AppendInfo {
             base_offset,
             last_offset,
             log_append_time: -1,
             duplicate: false,
-            record_count: batches
-                .iter()
-                .map(|(_, h)| i64::from(h.records_count))
-                .sum(),
+            record_count,
         })
     }
 
@@ -367,31 +380,66 @@ impl Log {
         Ok(batches)
     }
 
-    fn maybe_roll(&mut self, bytes: u64, last_offset: i64) -> Result<(), StorageError> {
-        if !self
-            .active_segment()
-            .should_roll(bytes, last_offset, self.config.segment_bytes)
-        {
+    fn maybe_roll(
+        &mut self,
+        bytes: u64,
+        last_offset: i64,
+        max_timestamp: i64,
+    ) -> Result<(), StorageError> {
+        let now_ms = self.env.now_ms();
+        let segment_bytes = self.config.segment_bytes;
+        let segment_ms = self.config.max_segment_ms();
+        if self.active_segment_mut().should_roll(
+            bytes,
+            last_offset,
+            max_timestamp,
+            now_ms,
+            segment_bytes,
+            segment_ms,
+        )? {
+            self.roll()?;
+        }
+        Ok(())
+    }
+
+    /// Starts a new active segment at the log end. The old one gets its
+    /// final index entries and is fsynced first, which keeps the invariant
+    /// that only the active segment can hold data that is not on disk. The
+    /// new segment's (empty) file is created at once, so a restart finds
+    /// the log end even when retention then deletes every older segment.
+    pub(crate) fn roll(&mut self) -> Result<(), StorageError> {
+        let new_base = self.log_end_offset;
+        if self.active_segment().base_offset() == new_base && self.active_segment().size() == 0 {
             return Ok(());
         }
-        let new_base = self.log_end_offset;
+        let old = self.active_segment_mut();
+        old.on_become_inactive()?;
+        old.flush()?;
         // Leftover index files at the new base offset (with no .log) are
         // found inconsistent with the empty log and rebuilt by open.
-        let segment = LogSegment::open(&self.dir, new_base, &self.config, false, &mut |_| {})?;
-        self.active_segment_mut().on_become_inactive()?;
+        let mut segment = LogSegment::open(
+            &self.env,
+            &self.dir,
+            new_base,
+            &self.config,
+            false,
+            &mut |_| {},
+        )?;
+        segment.log_handle()?;
+        self.dir_needs_sync = true;
         info!(dir = %self.dir.display(), base_offset = new_base, "rolled new segment");
         self.segments.insert(new_base, segment);
         Ok(())
     }
 
-    fn active_segment(&self) -> &LogSegment {
+    pub(crate) fn active_segment(&self) -> &LogSegment {
         self.segments
             .values()
             .next_back()
             .expect("a log always has a segment")
     }
 
-    fn active_segment_mut(&mut self) -> &mut LogSegment {
+    pub(crate) fn active_segment_mut(&mut self) -> &mut LogSegment {
         self.segments
             .values_mut()
             .next_back()
@@ -400,18 +448,19 @@ impl Log {
 
     /// Whole batches starting with the one containing `fetch_offset`, at
     /// most `max_bytes` of them unless `min_one_batch` and the first is
-    /// larger (then exactly that batch). Stops at the end of a segment.
-    /// Empty at the log end; `OffsetOutOfRange` outside [start, end].
+    /// larger (then exactly that batch). Skips offset gaps left by
+    /// compaction. Empty at the log end; `OffsetOutOfRange` outside
+    /// [start, end].
     pub fn read(
         &self,
         fetch_offset: i64,
         max_bytes: usize,
         min_one_batch: bool,
     ) -> Result<Bytes, StorageError> {
-        if fetch_offset < self.log_start_offset() || fetch_offset > self.log_end_offset {
+        if fetch_offset < self.log_start_offset || fetch_offset > self.log_end_offset {
             return Err(StorageError::OffsetOutOfRange {
                 offset: fetch_offset,
-                log_start_offset: self.log_start_offset(),
+                log_start_offset: self.log_start_offset,
                 log_end_offset: self.log_end_offset,
             });
         }
@@ -419,7 +468,7 @@ impl Log {
             .segments
             .range(..=fetch_offset)
             .next_back()
-            .map_or(self.log_start_offset(), |(base, _)| *base);
+            .map_or(self.log_start_offset, |(base, _)| *base);
         for segment in self.segments.range(first..).map(|(_, s)| s) {
             if let Some(bytes) = segment.read(fetch_offset, max_bytes, min_one_batch)? {
                 return Ok(bytes);
@@ -429,11 +478,7 @@ impl Log {
     }
 
     pub fn log_start_offset(&self) -> i64 {
-        *self
-            .segments
-            .keys()
-            .next()
-            .expect("a log always has a segment")
+        self.log_start_offset
     }
 
     pub fn log_end_offset(&self) -> i64 {
@@ -460,7 +505,7 @@ impl Log {
             let batch = segment.read_bytes(position, header.total_size() as u64)?;
             let (offset, record_timestamp) = first_record_at_or_after(&batch, &header, timestamp);
             return Ok(Some((
-                offset,
+                offset.max(self.log_start_offset),
                 record_timestamp,
                 header.partition_leader_epoch,
             )));
@@ -487,27 +532,90 @@ impl Log {
         self.leader_epoch_cache.latest_epoch()
     }
 
-    /// fsyncs every segment that may hold unflushed data, with its indexes.
-    pub fn flush(&mut self) -> Result<(), StorageError> {
-        let first = self.first_unflushed_segment;
-        for segment in self.segments.range_mut(first..).map(|(_, s)| s) {
-            segment.flush()?;
+    /// Kafka's check after an append: `flush.messages` or more records were
+    /// appended since the last flush started, so the append that got here
+    /// must not be acknowledged before a flush covers it.
+    pub fn flush_due(&self) -> bool {
+        self.unflushed_messages >= self.config.flush_messages
+    }
+
+    /// Whether `flush.ms` has passed since the last flush with data still
+    /// waiting (the background flusher's check).
+    pub fn flush_ms_due(&self, now_ms: i64) -> bool {
+        self.has_unflushed_data()
+            && now_ms.saturating_sub(self.last_flush_ms) >= self.config.flush_ms
+    }
+
+    pub fn has_unflushed_data(&self) -> bool {
+        self.durable_offset.load(Ordering::Acquire) < self.log_end_offset || self.dir_needs_sync
+    }
+
+    /// Offsets below this are on disk.
+    pub fn durable_offset(&self) -> i64 {
+        self.durable_offset.load(Ordering::Acquire)
+    }
+
+    /// Starts a flush of everything appended so far, to be run by the
+    /// group-commit thread (or by [`FlushTarget::run`]) outside this log's
+    /// lock. `None` when everything is already durable.
+    pub fn prepare_flush(&mut self) -> Result<Option<FlushTarget>, StorageError> {
+        self.unflushed_messages = 0;
+        self.last_flush_ms = self.env.now_ms();
+        if !self.has_unflushed_data() {
+            return Ok(None);
         }
-        self.first_unflushed_segment = self.active_segment().base_offset();
+        let dir = std::mem::take(&mut self.dir_needs_sync).then(|| self.dir.clone());
+        let upto = self.log_end_offset;
+        let active = self.active_segment_mut();
+        let path = active.log_path().to_path_buf();
+        let file = active.log_handle()?;
+        Ok(Some(FlushTarget {
+            env: self.env.clone(),
+            file,
+            path,
+            dir,
+            upto,
+            durable: self.durable_offset.clone(),
+        }))
+    }
+
+    /// fsyncs the active segment with its indexes (and the directory) here
+    /// and now.
+    pub fn flush(&mut self) -> Result<(), StorageError> {
+        self.unflushed_messages = 0;
+        self.last_flush_ms = self.env.now_ms();
+        self.active_segment_mut().flush()?;
+        if std::mem::take(&mut self.dir_needs_sync) {
+            self.env.sync_dir(&self.dir)?;
+        }
+        self.durable_offset
+            .fetch_max(self.log_end_offset, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Applies new settings to the live log (`AlterConfigs`); they govern
+    /// the next append, roll, flush, retention and cleaning.
+    pub fn update_config(&mut self, config: LogConfig) -> Result<(), StorageError> {
+        config.validate()?;
+        self.config = config;
         Ok(())
     }
 
     /// Flushes, writes the final index entries and a producer-state
-    /// snapshot at the log end (removing older snapshots).
+    /// snapshot at the log end (removing older snapshots), and removes
+    /// segment files still waiting for deletion.
     pub fn close(mut self) -> Result<(), StorageError> {
         self.active_segment_mut().on_become_inactive()?;
         self.flush()?;
-        let written = self
-            .producer_state
-            .write_snapshot(&self.dir, self.log_end_offset)?;
-        for name in list_file_names(&self.dir)? {
+        for (_, mut segment) in std::mem::take(&mut self.pending_deletes) {
+            segment.delete_files()?;
+        }
+        let written =
+            self.producer_state
+                .write_snapshot(&self.env, &self.dir, self.log_end_offset)?;
+        for name in self.env.list_file_names(&self.dir)? {
             if parse_snapshot_name(&name).is_some() && self.dir.join(&name) != written {
-                remove_file(&self.dir.join(&name))?;
+                self.env.remove_file(&self.dir.join(&name))?;
             }
         }
         Ok(())
@@ -516,8 +624,9 @@ impl Log {
     /// Removes the partition directory and everything in it.
     pub fn delete(self) -> Result<(), StorageError> {
         let dir = self.dir.clone();
+        let env = self.env.clone();
         drop(self);
-        remove_dir_all(&dir)
+        env.remove_dir_all(&dir)
     }
 
     pub fn dir(&self) -> &Path {
@@ -528,14 +637,52 @@ impl Log {
         &self.config
     }
 
+    pub fn env(&self) -> &LogEnv {
+        &self.env
+    }
+
     /// Base offsets of the segments, oldest first.
     pub fn segment_base_offsets(&self) -> Vec<i64> {
         self.segments.keys().copied().collect()
     }
 
+    /// Total bytes of the segments' .log files.
+    pub fn size_bytes(&self) -> u64 {
+        self.segments.values().map(LogSegment::size).sum()
+    }
+
     pub fn producer_state(&self) -> &ProducerStateManager {
         &self.producer_state
     }
+
+    /// Persists `log_start_offset` when it lies past the first segment's
+    /// base offset (otherwise the segment files say it).
+    pub(crate) fn persist_log_start_offset(&self) -> Result<(), StorageError> {
+        let path = self.dir.join(LOG_START_OFFSET_FILE);
+        let first_base = *self
+            .segments
+            .keys()
+            .next()
+            .expect("a log always has a segment");
+        if self.log_start_offset > first_base {
+            self.env
+                .write_atomically(&path, format!("{}\n", self.log_start_offset).as_bytes())
+        } else {
+            self.env.remove_if_exists(&path)
+        }
+    }
+}
+
+fn read_log_start_offset(env: &LogEnv, dir: &Path) -> Result<Option<i64>, StorageError> {
+    let path = dir.join(LOG_START_OFFSET_FILE);
+    let Some(bytes) = env.read_optional(&path)? else {
+        return Ok(None);
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    text.trim()
+        .parse()
+        .map(Some)
+        .map_err(|_| StorageError::corrupt(path.display().to_string(), "not an offset"))
 }
 
 fn batch_error(position: usize, error: BatchError) -> AppendError {
@@ -562,12 +709,18 @@ fn check_batch_semantics(position: usize, header: &RecordBatchHeader) -> Result<
 }
 
 /// The base offset a `<20 digits>.log` file name stands for.
-fn parse_segment_log_name(name: &str) -> Option<i64> {
+pub(crate) fn parse_segment_log_name(name: &str) -> Option<i64> {
     let stem = name.strip_suffix(".log")?;
     if stem.len() != 20 || !stem.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
     stem.parse().ok()
+}
+
+/// Whether `name` is a leftover a crash can leave behind and open removes:
+/// a segment file awaiting deletion or an unfinished cleaned segment.
+pub(crate) fn is_leftover_file(name: &str) -> bool {
+    name.ends_with(DELETED_SUFFIX) || name.ends_with(CLEANED_SUFFIX) || name.ends_with(".tmp")
 }
 
 #[cfg(test)]
@@ -722,6 +875,10 @@ mod tests {
         assert!(bases.len() > 3, "expected several segments, got {bases:?}");
         for base in &bases {
             assert!(file_len(dir.path(), &segment_file_name(*base, "log")) <= 1_000);
+            if base == bases.last().unwrap() {
+                // The active segment's index entries are written lazily.
+                continue;
+            }
             assert!(dir.path().join(segment_file_name(*base, "index")).exists());
             assert!(dir
                 .path()

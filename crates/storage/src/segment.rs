@@ -21,9 +21,9 @@ use tarn_protocol::record_batch::{
 use tracing::warn;
 
 use crate::error::StorageError;
-use crate::file::SegmentFile;
+use crate::file::{LogEnv, SegmentFile};
 use crate::index::{OffsetIndex, TimeIndex};
-use crate::log::LogConfig;
+use crate::log_config::LogConfig;
 
 /// Largest offset distance from the segment base; Kafka keeps relative
 /// offsets within a signed 32-bit int.
@@ -45,7 +45,17 @@ struct InvalidBatch {
 pub struct LogSegment {
     log: SegmentFile,
     state: IndexState,
+    /// Wall-clock time this segment object was created (Kafka's `created`),
+    /// the fallback for time-based rolls when batches carry no timestamp.
+    created_ms: i64,
+    /// Max timestamp of the first batch, the base of time-based rolls;
+    /// read lazily from the file.
+    rolling_base_timestamp: Option<i64>,
 }
+
+/// The file-name suffix a segment's files get when retention or the
+/// cleaner removes them; they are deleted after `file.delete.delay.ms`.
+pub const DELETED_SUFFIX: &str = ".deleted";
 
 /// Everything derived from the log's contents: the indexes and the running
 /// values that decide the next index entry. Kept apart from the log file so
@@ -121,19 +131,22 @@ impl LogSegment {
     /// the first invalid one; `on_recovered_batch` sees each valid batch of
     /// such a full scan (so the caller can rebuild its own state).
     pub fn open(
+        env: &LogEnv,
         dir: &Path,
         base_offset: i64,
         config: &LogConfig,
         recover: bool,
         on_recovered_batch: &mut dyn FnMut(&RecordBatchHeader),
     ) -> Result<LogSegment, StorageError> {
-        let log = SegmentFile::open(&dir.join(segment_file_name(base_offset, "log")))?;
+        let log = SegmentFile::open(env, &dir.join(segment_file_name(base_offset, "log")))?;
         let offset_index = OffsetIndex::open(
+            env,
             &dir.join(segment_file_name(base_offset, "index")),
             base_offset,
             config.segment_index_bytes,
         )?;
         let time_index = TimeIndex::open(
+            env,
             &dir.join(segment_file_name(base_offset, "timeindex")),
             base_offset,
             config.segment_index_bytes,
@@ -150,6 +163,8 @@ impl LogSegment {
                 max_timestamp_so_far: -1,
                 offset_of_max_timestamp_so_far: base_offset,
             },
+            created_ms: env.now_ms(),
+            rolling_base_timestamp: None,
         };
         if recover {
             segment.recover(on_recovered_batch)?;
@@ -169,6 +184,9 @@ impl LogSegment {
     /// max timestamp of the unindexed tail.
     fn load_from_indexes(&mut self) -> Result<(), String> {
         let state = &mut self.state;
+        if self.log.size() > state.index_interval_bytes && !state.offset_index.file_exists() {
+            return Err("offset index file is missing".to_string());
+        }
         if let Some(problem) = state.offset_index.problem(self.log.size()) {
             return Err(format!("offset index: {problem}"));
         }
@@ -220,6 +238,7 @@ impl LogSegment {
         &mut self,
         on_batch: &mut dyn FnMut(&RecordBatchHeader),
     ) -> Result<u64, StorageError> {
+        self.rolling_base_timestamp = None;
         let state = &mut self.state;
         state.reset()?;
         let end = scan(
@@ -268,19 +287,102 @@ impl LogSegment {
             );
         }
         self.log.append(data)?;
+        if start == 0 {
+            self.rolling_base_timestamp = batches.first().map(|(_, h)| h.max_timestamp);
+        }
         for (position, header) in batches {
             self.state.index_batch(start + *position as u64, header);
         }
         Ok(())
     }
 
-    /// Whether `bytes` more bytes ending at `last_offset` belong in a new segment.
-    pub fn should_roll(&self, bytes: u64, last_offset: i64, segment_bytes: u64) -> bool {
+    /// Whether `bytes` more bytes ending at `last_offset`, whose largest
+    /// timestamp is `max_timestamp`, belong in a new segment (Kafka's
+    /// `LogSegment.shouldRoll`: size, relative offset range, full indexes,
+    /// or the segment is older than `segment_ms`).
+    pub fn should_roll(
+        &mut self,
+        bytes: u64,
+        last_offset: i64,
+        max_timestamp: i64,
+        now_ms: i64,
+        segment_bytes: u64,
+        segment_ms: i64,
+    ) -> Result<bool, StorageError> {
         let size = self.log.size();
-        (size > 0 && size + bytes > segment_bytes)
-            || last_offset - self.state.base_offset > MAX_RELATIVE_OFFSET
-            || self.state.offset_index.is_full()
-            || self.state.time_index.is_full()
+        let full = size + bytes > segment_bytes;
+        Ok(
+            (size > 0 && (full || self.time_waited_for_roll(now_ms, max_timestamp)? > segment_ms))
+                || last_offset - self.state.base_offset > MAX_RELATIVE_OFFSET
+                || self.state.offset_index.is_full()
+                || self.state.time_index.is_full(),
+        )
+    }
+
+    /// Kafka's `timeWaitedForRoll`: how far `timestamp` is past the first
+    /// batch's max timestamp, or, when batches carry none, how long ago
+    /// this segment was created.
+    pub fn time_waited_for_roll(
+        &mut self,
+        now_ms: i64,
+        timestamp: i64,
+    ) -> Result<i64, StorageError> {
+        if self.rolling_base_timestamp.is_none() && self.log.size() > 0 {
+            self.rolling_base_timestamp = Some(self.header_at(0)?.max_timestamp);
+        }
+        Ok(match self.rolling_base_timestamp {
+            Some(base) if base >= 0 => timestamp.saturating_sub(base),
+            _ => now_ms.saturating_sub(self.created_ms),
+        })
+    }
+
+    /// The segment's largest timestamp for retention: the max batch
+    /// timestamp, or the file's modification time when no batch has one.
+    pub fn largest_timestamp(&self, env: &LogEnv) -> Result<i64, StorageError> {
+        let (timestamp, _) = self.max_timestamp();
+        if timestamp >= 0 || !self.log.exists() {
+            return Ok(timestamp);
+        }
+        env.modified_ms(self.log.path())
+    }
+
+    /// A handle on the .log file for an fsync outside the log's lock.
+    pub fn log_handle(
+        &mut self,
+    ) -> Result<std::sync::Arc<dyn crate::file::FileHandle>, StorageError> {
+        self.log.handle()
+    }
+
+    pub fn log_path(&self) -> &Path {
+        self.log.path()
+    }
+
+    /// Writes the pending index entries (without fsync).
+    pub fn persist_indexes(&mut self) -> Result<(), StorageError> {
+        self.state.offset_index.persist()?;
+        self.state.time_index.persist()
+    }
+
+    /// Renames all three files by appending `suffix` to their names.
+    pub fn add_suffix(&mut self, suffix: &str) -> Result<(), StorageError> {
+        let with = |p: &Path| {
+            let mut name = p.as_os_str().to_owned();
+            name.push(suffix);
+            std::path::PathBuf::from(name)
+        };
+        let to = with(self.log.path());
+        self.log.rename_to(&to)?;
+        let to = with(self.state.offset_index.path());
+        self.state.offset_index.rename_to(&to)?;
+        let to = with(self.state.time_index.path());
+        self.state.time_index.rename_to(&to)
+    }
+
+    /// Deletes all three files.
+    pub fn delete_files(&mut self) -> Result<(), StorageError> {
+        self.log.delete()?;
+        self.state.offset_index.delete()?;
+        self.state.time_index.delete()
     }
 
     /// Called when a newer segment takes over appends: records the final max
@@ -308,6 +410,12 @@ impl LogSegment {
 
     pub fn size(&self) -> u64 {
         self.log.size()
+    }
+
+    /// Whether the .log file exists on disk (it is created by the first
+    /// append or by a roll).
+    pub fn exists(&self) -> bool {
+        self.log.exists()
     }
 
     /// `(max timestamp, base offset of the first batch carrying it)`; the
@@ -565,8 +673,15 @@ mod tests {
     #[test]
     fn index_entries_follow_the_interval() {
         let dir = tempfile::tempdir().unwrap();
-        let mut segment =
-            LogSegment::open(dir.path(), 0, &config(200), false, &mut |_| {}).unwrap();
+        let mut segment = LogSegment::open(
+            &LogEnv::shared_default(),
+            dir.path(),
+            0,
+            &config(200),
+            false,
+            &mut |_| {},
+        )
+        .unwrap();
         let mut positions = Vec::new();
         for i in 0..10 {
             positions.push(segment.size());
@@ -596,8 +711,15 @@ mod tests {
     #[test]
     fn reopen_trusts_indexes_and_scans_the_tail() {
         let dir = tempfile::tempdir().unwrap();
-        let mut segment =
-            LogSegment::open(dir.path(), 100, &config(1), false, &mut |_| {}).unwrap();
+        let mut segment = LogSegment::open(
+            &LogEnv::shared_default(),
+            dir.path(),
+            100,
+            &config(1),
+            false,
+            &mut |_| {},
+        )
+        .unwrap();
         for i in 0..5 {
             append(&mut segment, build_batch_for_tests(100 + i * 2, 2, 50 - i));
         }
@@ -605,8 +727,15 @@ mod tests {
         let entries = segment.offset_index().entries();
         drop(segment);
         let mut scanned = 0;
-        let segment =
-            LogSegment::open(dir.path(), 100, &config(1), false, &mut |_| scanned += 1).unwrap();
+        let segment = LogSegment::open(
+            &LogEnv::shared_default(),
+            dir.path(),
+            100,
+            &config(1),
+            false,
+            &mut |_| scanned += 1,
+        )
+        .unwrap();
         assert_eq!(scanned, 0, "a sane index must not trigger a rebuild");
         assert_eq!(segment.offset_index().entries(), entries);
         assert_eq!(segment.next_offset(), 110);
