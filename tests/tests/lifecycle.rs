@@ -2,11 +2,12 @@
 //! (`flush.messages`), retention by size and time, compaction, and many
 //! cheap partitions.
 
+use std::path::Path;
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tarn_e2e::kafka::{self, Outgoing, Record, TestProducer};
-use tarn_e2e::{run_with_timeout, TarnBroker, TEST_TIMEOUT};
+use tarn_e2e::{run_with_timeout, BrokerOptions, TarnBroker, TEST_TIMEOUT};
 
 /// `tarn topics create` with `--config key=value` pairs, asserting success.
 fn create_topic_with(broker: &TarnBroker, topic: &str, partitions: i32, configs: &[(&str, &str)]) {
@@ -30,6 +31,33 @@ fn create_topic_with(broker: &TarnBroker, topic: &str, partitions: i32, configs:
     }
     let out = broker.cli(&args);
     assert!(out.status.success(), "create topic {topic}: {out}");
+}
+
+fn keyed(key: &str, value: &str) -> Outgoing {
+    Outgoing {
+        record: Record::kv(key, value),
+        partition: Some(0),
+        timestamp_ms: None,
+    }
+}
+
+/// Names of the files in a partition directory.
+fn partition_files(data_dir: &Path, topic: &str, partition: i32) -> Vec<String> {
+    let dir = data_dir.join(format!("{topic}-{partition}"));
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("list {}: {e}", dir.display()))
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+fn wait_until(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        thread::sleep(Duration::from_millis(100));
+    }
 }
 
 #[test]
@@ -61,5 +89,80 @@ fn flush_messages_one_acknowledges_every_record_from_concurrent_producers() {
         let consumed =
             kafka::consume_all(broker.bootstrap(), "durable", 400, Duration::from_secs(20));
         assert_eq!(consumed.len(), 400);
+    });
+}
+
+#[test]
+fn retention_by_size_and_time_deletes_whole_segments() {
+    run_with_timeout(TEST_TIMEOUT, || {
+        let broker = TarnBroker::start_with(
+            BrokerOptions::default()
+                .set("log.retention.check.interval.ms", "200")
+                .set("log.segment.delete.delay.ms", "300"),
+        );
+        let segment = [("segment.bytes", "2000")];
+        create_topic_with(
+            &broker,
+            "by-size",
+            1,
+            &[segment[0], ("retention.bytes", "6000")],
+        );
+        create_topic_with(
+            &broker,
+            "by-time",
+            1,
+            &[segment[0], ("retention.ms", "1500")],
+        );
+        let records: Vec<Outgoing> = (0..300)
+            .map(|i| {
+                keyed(
+                    &format!("k{i}"),
+                    &format!("value-{i:04}-{}", "x".repeat(40)),
+                )
+            })
+            .collect();
+        let mut producer = TestProducer::new(
+            broker.bootstrap(),
+            &[("linger.ms", "0"), ("batch.size", "1000")],
+        );
+        producer.produce_all("by-size", &records);
+        producer.produce_all("by-time", &records);
+
+        // Size: whole segments go until at most retention.bytes (plus the
+        // active segment) remain; the low watermark follows.
+        wait_until("size retention", Duration::from_secs(20), || {
+            kafka::watermarks(broker.bootstrap(), "by-size")[0].1 > 0
+        });
+        let (_, low, high) = kafka::watermarks(broker.bootstrap(), "by-size")[0];
+        assert_eq!(high, 300);
+        let logs: Vec<String> = partition_files(broker.data_dir(), "by-size", 0)
+            .into_iter()
+            .filter(|n| n.ends_with(".log"))
+            .collect();
+        assert_eq!(
+            logs[0],
+            format!("{low:020}.log"),
+            "low watermark is a segment base"
+        );
+        let consumed = kafka::consume_all(
+            broker.bootstrap(),
+            "by-size",
+            (high - low) as usize,
+            Duration::from_secs(20),
+        );
+        assert_eq!(consumed.first().unwrap().offset, low);
+        wait_until(".deleted files removed", Duration::from_secs(20), || {
+            !partition_files(broker.data_dir(), "by-size", 0)
+                .iter()
+                .any(|n| n.ends_with(".deleted"))
+        });
+
+        // Time: 1.5 s after the last record everything is gone, the active
+        // segment included (rolled first), and offsets go on from 300.
+        wait_until("time retention", Duration::from_secs(20), || {
+            kafka::watermarks(broker.bootstrap(), "by-time")[0].1 == 300
+        });
+        let delivered = producer.produce_all("by-time", &[keyed("after", "retention")]);
+        assert_eq!(delivered[0].offset, 300);
     });
 }
