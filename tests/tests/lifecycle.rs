@@ -166,3 +166,49 @@ fn retention_by_size_and_time_deletes_whole_segments() {
         assert_eq!(delivered[0].offset, 300);
     });
 }
+
+/// Open file descriptors of a process.
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("list /proc/PID/fd")
+        .count()
+}
+
+#[test]
+fn many_idle_partitions_hold_no_files_and_survive_a_restart() {
+    run_with_timeout(TEST_TIMEOUT, || {
+        let mut broker =
+            TarnBroker::start_with(BrokerOptions::default().set("log.open.files.max", "16"));
+        let pid = broker.pid().expect("running");
+        let before = open_fds(pid);
+        for t in 0..10 {
+            broker.create_topic(&format!("idle-{t}"), 100);
+        }
+        let after = open_fds(pid);
+        assert!(
+            after <= before + 2,
+            "1000 idle partitions opened files: {before} -> {after}"
+        );
+        // Data in many partitions: the file cache stays within its limit.
+        let records: Vec<Outgoing> = (0..200)
+            .map(|i| Outgoing {
+                record: Record::value("x"),
+                partition: Some(i % 100),
+                timestamp_ms: None,
+            })
+            .collect();
+        TestProducer::new(broker.bootstrap(), &[]).produce_all("idle-0", &records);
+        let busy = open_fds(pid);
+        assert!(
+            busy <= before + 16 + 4,
+            "file cache over its limit: {before} -> {busy}"
+        );
+        broker.restart();
+        assert_eq!(kafka::partition_count(broker.bootstrap(), "idle-9"), 100);
+        let consumed =
+            kafka::consume_all(broker.bootstrap(), "idle-0", 200, Duration::from_secs(20));
+        assert_eq!(consumed.len(), 200);
+        let pid = broker.pid().expect("running");
+        assert!(open_fds(pid) <= before + 16 + 4);
+    });
+}

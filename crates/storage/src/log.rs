@@ -81,7 +81,9 @@ pub struct Log {
     pub(crate) env: LogEnv,
     pub(crate) dir: PathBuf,
     pub(crate) config: LogConfig,
-    pub(crate) segments: BTreeMap<i64, LogSegment>,
+    /// Boxed: a B-tree leaf holds 11 slots, so an idle partition with one
+    /// segment would otherwise pay for eleven.
+    pub(crate) segments: BTreeMap<i64, Box<LogSegment>>,
     pub(crate) log_start_offset: i64,
     pub(crate) log_end_offset: i64,
     leader_epoch_cache: LeaderEpochFileCache,
@@ -96,7 +98,7 @@ pub struct Log {
     /// A segment file was created since the directory was last fsynced.
     dir_needs_sync: bool,
     /// Segments renamed to `*.deleted`, with when to remove their files.
-    pub(crate) pending_deletes: Vec<(i64, LogSegment)>,
+    pub(crate) pending_deletes: Vec<(i64, Box<LogSegment>)>,
 }
 
 impl Log {
@@ -144,7 +146,7 @@ impl Log {
                         recovered_epochs.push((header.partition_leader_epoch, header.base_offset));
                     }
                 })?;
-            segments.insert(base_offset, segment);
+            segments.insert(base_offset, Box::new(segment));
         }
         let log_end_offset = segments[&active_base].next_offset();
         // Epochs seen in recovered batches are recorded as Kafka's segment
@@ -428,7 +430,7 @@ impl Log {
         segment.log_handle()?;
         self.dir_needs_sync = true;
         info!(dir = %self.dir.display(), base_offset = new_base, "rolled new segment");
-        self.segments.insert(new_base, segment);
+        self.segments.insert(new_base, Box::new(segment));
         Ok(())
     }
 
@@ -648,7 +650,7 @@ impl Log {
 
     /// Total bytes of the segments' .log files.
     pub fn size_bytes(&self) -> u64 {
-        self.segments.values().map(LogSegment::size).sum()
+        self.segments.values().map(|s| s.size()).sum()
     }
 
     pub fn producer_state(&self) -> &ProducerStateManager {
@@ -771,6 +773,44 @@ mod tests {
             out.extend(batch_headers);
         }
         out
+    }
+
+    #[test]
+    fn idle_logs_hold_no_open_files_and_busy_ones_share_a_bounded_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = LogEnv::os(3);
+        let mut logs: Vec<Log> = (0..20)
+            .map(|i| {
+                Log::open_in(
+                    &env,
+                    &dir.path().join(format!("t-{i}")),
+                    small_config(),
+                    true,
+                )
+                .unwrap()
+            })
+            .collect();
+        assert_eq!(env.cache.open_count(), 0);
+        // A new partition is only a directory until data arrives.
+        assert!(std::fs::read_dir(dir.path().join("t-0"))
+            .unwrap()
+            .next()
+            .is_none());
+        for (i, log) in logs.iter_mut().enumerate() {
+            for _ in 0..12 {
+                append_plain(log, 2, i as i64);
+            }
+            assert!(env.cache.open_count() <= 3);
+        }
+        for (i, log) in logs.iter().enumerate() {
+            let got = read_all(log, 0);
+            assert_eq!(got.len(), 12, "log {i}");
+            assert!(env.cache.open_count() <= 3);
+        }
+        for log in logs {
+            log.close().unwrap();
+        }
+        assert_eq!(env.cache.open_count(), 0);
     }
 
     #[test]

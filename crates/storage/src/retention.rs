@@ -100,6 +100,7 @@ impl Log {
         let active = self.active_segment().base_offset();
         self.segments
             .values()
+            .map(|s| &**s)
             .filter(move |s| s.base_offset() != active || s.size() > 0)
     }
 
