@@ -2,6 +2,7 @@
 //! (`flush.messages`), retention by size and time, compaction, and many
 //! cheap partitions.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -211,4 +212,105 @@ fn many_idle_partitions_hold_no_files_and_survive_a_restart() {
         let pid = broker.pid().expect("running");
         assert!(open_fds(pid) <= before + 16 + 4);
     });
+}
+
+#[test]
+fn compaction_keeps_the_latest_value_of_every_key() {
+    run_with_timeout(TEST_TIMEOUT, || {
+        let broker = TarnBroker::start_with(
+            BrokerOptions::default()
+                .set("log.cleaner.backoff.ms", "200")
+                .set("log.segment.delete.delay.ms", "0"),
+        );
+        create_topic_with(
+            &broker,
+            "compacted",
+            1,
+            &[("cleanup.policy", "compact"), ("segment.bytes", "3000")],
+        );
+        let mut expected: BTreeMap<String, String> = BTreeMap::new();
+        let mut records = Vec::new();
+        for round in 0..20 {
+            for k in 0..30 {
+                let (key, value) = (format!("key-{k:02}"), format!("value-{round:02}-{k:02}"));
+                expected.insert(key.clone(), value.clone());
+                records.push(keyed(&key, &value));
+            }
+        }
+        let produced = records.len();
+        TestProducer::new(
+            broker.bootstrap(),
+            &[("linger.ms", "0"), ("batch.size", "1000")],
+        )
+        .produce_all("compacted", &records);
+        let segments = |broker: &TarnBroker| -> Vec<i64> {
+            partition_files(broker.data_dir(), "compacted", 0)
+                .iter()
+                .filter_map(|n| n.strip_suffix(".log").and_then(|b| b.parse().ok()))
+                .collect()
+        };
+        assert!(segments(&broker).len() > 3, "small segments roll");
+        // The cleaner checkpoint appears once a pass has finished.
+        wait_until("the cleaner", Duration::from_secs(20), || {
+            partition_files(broker.data_dir(), "compacted", 0)
+                .contains(&"cleaner-offset-checkpoint".to_string())
+        });
+        let (_, low, high) = kafka::watermarks(broker.bootstrap(), "compacted")[0];
+        assert_eq!((low, high), (0, produced as i64));
+        let active = *segments(&broker).last().unwrap();
+        // Read everything from the start: fewer records than produced, in
+        // offset order, the latest value of every key, and at most one
+        // record per key below the active segment.
+        let all = read_to_end(&broker, high);
+        assert!(
+            all.len() < produced,
+            "{} of {produced} records left",
+            all.len()
+        );
+        assert!(all.windows(2).all(|w| w[0].0 < w[1].0), "offset order");
+        let mut latest = BTreeMap::new();
+        let mut seen_below_active = std::collections::HashSet::new();
+        for (offset, key, value) in &all {
+            latest.insert(key.clone(), value.clone());
+            if *offset < active {
+                assert!(
+                    seen_below_active.insert(key.clone()),
+                    "{key} twice below {active}"
+                );
+            }
+        }
+        assert_eq!(latest, expected);
+    });
+}
+
+/// Consumes partition 0 of "compacted" from the start up to offset `end`.
+fn read_to_end(broker: &TarnBroker, end: i64) -> Vec<(i64, String, String)> {
+    use rdkafka::consumer::Consumer;
+    use rdkafka::message::Message;
+    use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+    let consumer = kafka::consumer(broker.bootstrap(), &[]);
+    let mut assignment = TopicPartitionList::new();
+    assignment
+        .add_partition_offset("compacted", 0, Offset::Beginning)
+        .unwrap();
+    consumer.assign(&assignment).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut out = Vec::new();
+    while out.last().is_none_or(|(o, _, _)| *o < end - 1) {
+        assert!(
+            Instant::now() < deadline,
+            "read stopped at {:?}",
+            out.last()
+        );
+        if let Some(message) = consumer.poll(Duration::from_millis(200)) {
+            let message = message.expect("consume");
+            let text = |b: Option<&[u8]>| String::from_utf8(b.unwrap().to_vec()).unwrap();
+            out.push((
+                message.offset(),
+                text(message.key()),
+                text(message.payload()),
+            ));
+        }
+    }
+    out
 }

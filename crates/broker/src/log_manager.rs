@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use tarn_storage::GroupCommit;
+use tarn_storage::{CleanerConfig, GroupCommit};
 
 use crate::config::BrokerConfig;
 use crate::replica_manager::ReplicaManager;
@@ -236,13 +236,60 @@ fn run_cleaner(stop: &Stop, replicas: &ReplicaManager, intervals: Intervals) {
                 return;
             }
         }
-        clean_pass(replicas, intervals.dedupe_buffer_bytes);
-        if *stop.stopping.lock() {
+        if clean_pass(stop, replicas, intervals.dedupe_buffer_bytes) {
             return;
         }
     }
 }
 
 /// Compacts every log whose cleanup policy includes `compact` and whose
-/// dirty section is due.
-fn clean_pass(_replicas: &ReplicaManager, _dedupe_buffer_bytes: usize) {}
+/// dirty section is due, one at a time; the partition's lock is held only
+/// to plan and to swap. Returns true when asked to stop.
+fn clean_pass(stop: &Stop, replicas: &ReplicaManager, dedupe_buffer_bytes: usize) -> bool {
+    let env = replicas.env().clone();
+    let cleaner = CleanerConfig {
+        dedupe_buffer_bytes,
+        ..CleanerConfig::default()
+    };
+    for partition in replicas.all_partitions() {
+        if *stop.stopping.lock() {
+            return true;
+        }
+        let now_ms = env.now_ms();
+        let failed = |what: &str, e: &dyn std::fmt::Display| {
+            tracing::error!(topic = %partition.topic, partition = partition.index, error = %e, "{what}");
+        };
+        let plan = match partition.with_log_mut(|log| log.plan_cleaning(now_ms, cleaner)) {
+            Ok(Some(Some(plan))) => plan,
+            Ok(_) => continue,
+            Err(e) => {
+                failed("plan log cleaning", &e);
+                continue;
+            }
+        };
+        let cleaned = match plan.run() {
+            Ok(cleaned) => cleaned,
+            Err(e) => {
+                // Retention or a topic deletion may have removed a segment
+                // under the cleaner; the next pass starts over.
+                failed("clean log", &e);
+                continue;
+            }
+        };
+        let mut cleaned = Some(cleaned);
+        let result = partition
+            .with_log_mut(|log| log.complete_cleaning(cleaned.take().expect("taken once")));
+        match result {
+            Ok(Some(stats)) => {
+                tracing::debug!(topic = %partition.topic, partition = partition.index, ?stats, "cleaned")
+            }
+            Ok(None) => {
+                if let Some(Err(e)) = cleaned.map(|c| c.discard(&env)) {
+                    failed("discard cleaned segments of a closed log", &e);
+                }
+            }
+            Err(e) => failed("swap in cleaned segments", &e),
+        }
+    }
+    false
+}

@@ -16,6 +16,7 @@ pub mod producer_state;
 pub mod retention;
 pub mod segment;
 
+pub use cleaner::{CleanStats, CleanerConfig, CleaningPlan, Decompressor};
 pub use error::{AppendError, StorageError};
 pub use file::{Clock, FileCache, FileSystem, LogEnv, ManualClock, OsFileSystem, SystemClock};
 pub use flush::{FlushCallback, FlushTarget, GroupCommit};

@@ -94,6 +94,13 @@ impl ProducerStateManager {
         self.producers.get(&producer_id)
     }
 
+    /// Each producer's newest batch.
+    pub fn last_batches(&self) -> impl Iterator<Item = (i64, BatchMetadata)> + '_ {
+        self.producers
+            .iter()
+            .filter_map(|(id, e)| e.batches.back().map(|b| (*id, *b)))
+    }
+
     pub fn producer_count(&self) -> usize {
         self.producers.len()
     }
