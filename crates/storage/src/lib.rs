@@ -15,6 +15,7 @@ pub mod log_config;
 pub mod producer_state;
 pub mod retention;
 pub mod segment;
+pub mod sim;
 
 pub use cleaner::{CleanStats, CleanerConfig, CleaningPlan, Decompressor};
 pub use error::{AppendError, StorageError};
