@@ -42,7 +42,18 @@ sleep 1
 RSS1=$(rss_kb); FD1=$(fds)
 COUNT=$(ls "$DATA" | grep -c '^bench-' || true)
 SECS=$(echo "$END - $START" | bc)
-LINE="| $(date -u +%Y-%m-%d) | $((TOPICS * PARTITIONS)) partitions ($TOPICS x $PARTITIONS) | ${SECS}s | $(( (RSS1 - RSS0) / 1024 )) MB ($((RSS0 / 1024)) -> $((RSS1 / 1024)) MB) | $FD0 -> $FD1 | $COUNT dirs |"
-echo "| date | created | creation time | RSS growth | open fds (before -> after) | partition dirs |"
+# Restart on the same data: time to the ready line, RSS and fds after.
+kill -TERM "$PID"; wait "$PID" || true
+: >"$LOG.out"
+START=$(date +%s.%N)
+"$TARN" serve --data-dir "$DATA" --listen "127.0.0.1:$PORT" --log-level warn >"$LOG.out" 2>"$LOG" &
+PID=$!
+for _ in $(seq 600); do grep -q "listening on" "$LOG.out" && break; sleep 0.05; done
+END=$(date +%s.%N)
+sleep 1
+RESTART=$(echo "$END - $START" | bc)
+RSS2=$(rss_kb); FD2=$(fds)
+LINE="| $(date -u +%Y-%m-%d) | $((TOPICS * PARTITIONS)) partitions ($TOPICS x $PARTITIONS) | ${SECS}s | $(( (RSS1 - RSS0) / 1024 )) MB ($((RSS0 / 1024)) -> $((RSS1 / 1024)) MB) | $FD0 -> $FD1 | $COUNT dirs | ${RESTART}s, $((RSS2 / 1024)) MB, $FD2 fds |"
+echo "| date | created | creation time | RSS growth | open fds (before -> after) | partition dirs | restart: ready in, RSS, fds |"
 echo "$LINE"
 if [ "${RECORD:-0}" = 1 ]; then echo "$LINE" >> bench/RESULTS.md; fi

@@ -314,3 +314,72 @@ fn read_to_end(broker: &TarnBroker, end: i64) -> Vec<(i64, String, String)> {
     }
     out
 }
+
+/// Many produce requests written back to back on one connection to a
+/// flush.messages=1 topic: they are appended in order and answered in
+/// order (the connection pipelines them while earlier ones wait for fsync).
+#[test]
+fn pipelined_produces_on_one_connection_stay_in_order() {
+    use std::io::{Read, Write};
+
+    use bytes::Bytes;
+    use tarn_protocol::header::{decode_response_header, RequestHeader};
+    use tarn_protocol::messages::produce::*;
+    use tarn_protocol::record_batch::RecordBatchBuilder;
+    use tarn_protocol::{Decode, Encode, Reader, Version};
+
+    run_with_timeout(TEST_TIMEOUT, || {
+        let broker = TarnBroker::start();
+        create_topic_with(&broker, "pipelined", 1, &[("flush.messages", "1")]);
+        let mut stream = std::net::TcpStream::connect(broker.bootstrap()).unwrap();
+        let v = Version::new(9, 9);
+        let requests = 40;
+        let mut frames = Vec::new();
+        for i in 0..requests {
+            let records = RecordBatchBuilder::new()
+                .record(0, Some(b"k"), Some(format!("{i}").as_bytes()))
+                .record(0, Some(b"k"), Some(b"second"))
+                .build();
+            let request = ProduceRequest {
+                transactional_id: None,
+                acks: -1,
+                timeout_ms: 1000,
+                topic_data: vec![TopicProduceData {
+                    name: "pipelined".into(),
+                    partition_data: vec![PartitionProduceData {
+                        index: 0,
+                        records: Some(Bytes::from(records)),
+                    }],
+                }],
+            };
+            let header = RequestHeader {
+                api_key: 0,
+                api_version: 9,
+                correlation_id: 1000 + i,
+                client_id: Some("pipeline-test".into()),
+            };
+            let mut frame = vec![0u8; 4];
+            header.encode(&mut frame, v.flexible);
+            request.encode(&mut frame, v);
+            let len = (frame.len() - 4) as i32;
+            frame[..4].copy_from_slice(&len.to_be_bytes());
+            frames.extend(frame);
+        }
+        stream.write_all(&frames).unwrap();
+        for i in 0..requests {
+            let mut len = [0u8; 4];
+            stream.read_exact(&mut len).unwrap();
+            let mut body = vec![0u8; i32::from_be_bytes(len) as usize];
+            stream.read_exact(&mut body).unwrap();
+            let mut r = Reader::new(Bytes::from(body));
+            assert_eq!(decode_response_header(&mut r, 0, true).unwrap(), 1000 + i);
+            let response = ProduceResponse::decode(&mut r, v).unwrap();
+            let p = &response.responses[0].partition_responses[0];
+            assert_eq!(
+                (p.error_code, p.base_offset),
+                (0, i64::from(i) * 2),
+                "request {i}"
+            );
+        }
+    });
+}
