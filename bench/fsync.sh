@@ -25,6 +25,7 @@ SETTINGS=${SETTINGS:-"default 1 10 100 1000 10000"}
 
 DATA=$(mktemp -d /var/tmp/tarn-fsync-XXXXXX)
 LOG="$DATA.broker.log"
+: >"$LOG.out"
 "$TARN" serve --data-dir "$DATA" --listen "127.0.0.1:$PORT" --log-level warn >"$LOG.out" 2>"$LOG" &
 PID=$!
 cleanup() { kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null; rm -rf "$DATA" "$LOG" "$LOG.out"; }
@@ -56,24 +57,25 @@ run_case() { # SETTING RUN PRODUCERS
   fi
 }
 
-CPU0=$(awk '{print $14 + $15}' "/proc/$PID/stat")
-echo "| flush.messages | producers | run 1 (rec/s) | run 2 (rec/s) | median vs default |"
-echo "| --- | --- | --- | --- | --- |"
+cpu_ticks() { sed -E 's/^.*\) //' "/proc/$PID/stat" | awk '{print $12 + $13}'; }
+CPU0=$(cpu_ticks)
+echo "| flush.messages | producers | $(for r in $(seq "$RUNS"); do printf "run %s (rec/s) | " "$r"; done)median | median vs default |"
+echo "| --- | --- | $(for r in $(seq "$RUNS"); do printf -- "--- | "; done)--- | --- |"
 declare -A BASE
 OUT=""
 for producers in 1 "$PRODUCERS"; do
   for setting in $SETTINGS; do
     rates=()
     for run in $(seq "$RUNS"); do rates+=("$(run_case "$setting" "$run" "$producers")"); done
-    median=$(printf '%s\n' "${rates[@]}" | sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}')
+    median=$(printf '%s\n' "${rates[@]}" | sort -n | awk '{a[NR]=$1} END {printf "%.1f\n", (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}')
     [ "$setting" = default ] && BASE[$producers]=$median
     ratio=$(echo "$median / ${BASE[$producers]}" | bc -l | xargs printf '%.2f')
-    line="| $setting | $producers | ${rates[*]} | | ${ratio}x |"
-    line=$(echo "| $setting | $producers | $(printf '%s | ' "${rates[@]}")${ratio}x |")
+    line="| $setting | $producers | $(printf '%s | ' "${rates[@]}")$median | ${ratio}x |"
     echo "$line"
     OUT+="$line"$'\n'
   done
 done
-CPU1=$(awk '{print $14 + $15}' "/proc/$PID/stat")
-echo "broker CPU: $(( (CPU1 - CPU0) / $(getconf CLK_TCK) )) s for all runs"
-if [ "${RECORD:-0}" = 1 ]; then printf '%s' "$OUT" >> bench/RESULTS.md; fi
+CPU1=$(cpu_ticks)
+CPU_LINE="broker CPU: $(echo "($CPU1 - $CPU0) / $(getconf CLK_TCK)" | bc -l | xargs printf '%.1f') s for all runs"
+echo "$CPU_LINE"
+if [ "${RECORD:-0}" = 1 ]; then printf '%s\n%s\n' "$OUT" "$CPU_LINE" >> bench/RESULTS.md; fi

@@ -18,6 +18,7 @@ PORT=${PORT:-19093}
 
 DATA=$(mktemp -d /tmp/tarn-partitions-XXXXXX)
 LOG="$DATA.broker.log"
+: >"$LOG.out"
 "$TARN" serve --data-dir "$DATA" --listen "127.0.0.1:$PORT" --log-level warn >"$LOG.out" 2>"$LOG" &
 PID=$!
 cleanup() { kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null; rm -rf "$DATA" "$LOG" "$LOG.out"; }

@@ -23,8 +23,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use tarn_protocol::record_batch::{
-    parse_header, set_base_offset, set_partition_leader_epoch, validate_batch, BatchError,
-    RecordBatchHeader,
+    compute_crc, parse_header, set_base_offset, set_partition_leader_epoch, validate_batch,
+    BatchError, Compression, RecordBatchHeader, RecordIter, TimestampType,
 };
 use tracing::{info, warn};
 
@@ -52,7 +52,8 @@ pub const SWAP_SUFFIX: &str = ".swap";
 pub struct AppendInfo {
     pub base_offset: i64,
     pub last_offset: i64,
-    /// Always -1: timestamps are the producer's (CreateTime).
+    /// The broker's time stamped on the batches when the topic's
+    /// `message.timestamp.type` is LogAppendTime; -1 with CreateTime.
     pub log_append_time: i64,
     /// The batch was a retry of one already in the log; the offsets are the
     /// original ones and nothing was appended.
@@ -290,8 +291,15 @@ impl Log {
         let base_offset = self.log_end_offset;
         let mut next_offset = base_offset;
         let mut max_timestamp = -1;
+        let log_append_time = match self.config.message_timestamp_type {
+            TimestampType::LogAppendTime => self.env.now_ms(),
+            TimestampType::CreateTime => -1,
+        };
         for (position, header) in &mut batches {
             let batch = &mut records[*position..];
+            if log_append_time >= 0 {
+                stamp_log_append_time(&mut batch[..header.total_size()], header, log_append_time);
+            }
             set_base_offset(batch, next_offset).expect("validated batch has a full header");
             set_partition_leader_epoch(batch, leader_epoch)
                 .expect("validated batch has a full header");
@@ -331,7 +339,7 @@ impl Log {
         Ok(AppendInfo {
             base_offset,
             last_offset,
-            log_append_time: -1,
+            log_append_time,
             duplicate: false,
             record_count,
         })
@@ -370,6 +378,9 @@ impl Log {
             }
             validate_batch(rest).map_err(|e| batch_error(position, e))?;
             check_batch_semantics(position, &header)?;
+            if self.config.cleanup_policy.compact {
+                check_keys(position, &rest[..header.total_size()], &header)?;
+            }
             batches.push((position, header));
             position += header.total_size();
         }
@@ -710,6 +721,41 @@ fn check_batch_semantics(position: usize, header: &RecordBatchHeader) -> Result<
     Ok(())
 }
 
+/// Kafka's rule for compacted topics: every record needs a key. Records
+/// of compressed batches are checked by the cleaner's codec support only,
+/// so such batches pass here.
+fn check_keys(
+    position: usize,
+    batch: &[u8],
+    header: &RecordBatchHeader,
+) -> Result<(), AppendError> {
+    if header.compression() != Compression::None || header.is_control() {
+        return Ok(());
+    }
+    let records = RecordIter::new(batch, header).map_err(|e| batch_error(position, e))?;
+    for record in records {
+        let record = record.map_err(|e| batch_error(position, e))?;
+        if record.key.is_none() {
+            return Err(AppendError::InvalidRecord(format!(
+                "batch at byte {position}: compacted topic cannot accept message without key"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Sets the LogAppendTime attribute and `max_timestamp` = `now_ms` on a
+/// batch, as Kafka's broker does, and recomputes its CRC.
+fn stamp_log_append_time(batch: &mut [u8], header: &mut RecordBatchHeader, now_ms: i64) {
+    const TIMESTAMP_TYPE_BIT: i16 = 0x08;
+    header.attributes |= TIMESTAMP_TYPE_BIT;
+    header.max_timestamp = now_ms;
+    batch[21..23].copy_from_slice(&header.attributes.to_be_bytes());
+    batch[35..43].copy_from_slice(&now_ms.to_be_bytes());
+    header.crc = compute_crc(batch);
+    batch[17..21].copy_from_slice(&header.crc.to_be_bytes());
+}
+
 /// The base offset a `<20 digits>.log` file name stands for.
 pub(crate) fn parse_segment_log_name(name: &str) -> Option<i64> {
     let stem = name.strip_suffix(".log")?;
@@ -811,6 +857,35 @@ mod tests {
             log.close().unwrap();
         }
         assert_eq!(env.cache.open_count(), 0);
+    }
+
+    #[test]
+    fn log_append_time_and_keyless_records_on_compacted_topics() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(crate::file::ManualClock::new(777_000));
+        let env = LogEnv::new(Arc::new(crate::file::OsFileSystem), 8, clock);
+        let config = LogConfig {
+            message_timestamp_type: TimestampType::LogAppendTime,
+            cleanup_policy: crate::log_config::CleanupPolicy::COMPACT,
+            ..LogConfig::default()
+        };
+        let mut log = Log::open_in(&env, dir.path(), config, true).unwrap();
+        let mut batch = RecordBatchBuilder::new()
+            .record(5, Some(b"k"), Some(b"v"))
+            .build();
+        let info = log.append(&mut batch, 0).unwrap();
+        assert_eq!(info.log_append_time, 777_000);
+        let stored = validate_batch(&log.read(0, usize::MAX, true).unwrap()).unwrap();
+        assert_eq!(stored.timestamp_type(), TimestampType::LogAppendTime);
+        assert_eq!(stored.max_timestamp, 777_000);
+        assert_eq!(log.max_timestamp().0, 777_000);
+        let mut keyless = RecordBatchBuilder::new()
+            .record(5, None, Some(b"v"))
+            .build();
+        assert!(matches!(
+            log.append(&mut keyless, 0),
+            Err(AppendError::InvalidRecord(m)) if m.contains("without key")
+        ));
     }
 
     #[test]

@@ -204,7 +204,7 @@ impl Log {
 mod tests {
     use std::sync::Arc;
 
-    use tarn_protocol::record_batch::{build_batch_for_tests, BatchIter};
+    use tarn_protocol::record_batch::{build_batch_for_tests, BatchIter, RecordBatchBuilder};
 
     use super::*;
     use crate::error::StorageError;
@@ -240,8 +240,13 @@ mod tests {
     /// Appends `batches` batches of 3 records with timestamps from `ts`.
     fn fill(log: &mut Log, batches: i64, ts: i64) {
         for i in 0..batches {
-            log.append(&mut build_batch_for_tests(0, 3, ts + i * 10), 0)
-                .unwrap();
+            let t = ts + i * 10;
+            let mut batch = RecordBatchBuilder::new()
+                .record(t, Some(b"a"), Some(b"v0"))
+                .record(t + 1, Some(b"b"), Some(b"v1"))
+                .record(t + 2, Some(b"c"), Some(b"v2"))
+                .build();
+            log.append(&mut batch, 0).unwrap();
         }
     }
 
