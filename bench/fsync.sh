@@ -59,14 +59,23 @@ run_case() { # SETTING RUN PRODUCERS
 
 cpu_ticks() { sed -E 's/^.*\) //' "/proc/$PID/stat" | awk '{print $12 + $13}'; }
 CPU0=$(cpu_ticks)
-echo "| flush.messages | producers | $(for r in $(seq "$RUNS"); do printf "run %s (rec/s) | " "$r"; done)median | median vs default |"
-echo "| --- | --- | $(for r in $(seq "$RUNS"); do printf -- "--- | "; done)--- | --- |"
-declare -A BASE
+HEADER="| flush.messages | producers | $(for r in $(seq "$RUNS"); do printf "run %s (rec/s) | " "$r"; done)median | median vs default |"
+SEP="| --- | --- | $(for r in $(seq "$RUNS"); do printf -- "--- | "; done)--- | --- |"
+echo "$HEADER"; echo "$SEP"
+# Rounds go through every case once, so load that drifts during the
+# benchmark spreads over all cases instead of biasing one.
+declare -A RATES BASE
+for run in $(seq "$RUNS"); do
+  for producers in 1 "$PRODUCERS"; do
+    for setting in $SETTINGS; do
+      RATES[$setting,$producers]+="$(run_case "$setting" "$run" "$producers") "
+    done
+  done
+done
 OUT=""
 for producers in 1 "$PRODUCERS"; do
   for setting in $SETTINGS; do
-    rates=()
-    for run in $(seq "$RUNS"); do rates+=("$(run_case "$setting" "$run" "$producers")"); done
+    read -r -a rates <<<"${RATES[$setting,$producers]}"
     median=$(printf '%s\n' "${rates[@]}" | sort -n | awk '{a[NR]=$1} END {printf "%.1f\n", (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}')
     [ "$setting" = default ] && BASE[$producers]=$median
     ratio=$(echo "$median / ${BASE[$producers]}" | bc -l | xargs printf '%.2f')
@@ -78,4 +87,4 @@ done
 CPU1=$(cpu_ticks)
 CPU_LINE="broker CPU: $(echo "($CPU1 - $CPU0) / $(getconf CLK_TCK)" | bc -l | xargs printf '%.1f') s for all runs"
 echo "$CPU_LINE"
-if [ "${RECORD:-0}" = 1 ]; then printf '%s\n%s\n' "$OUT" "$CPU_LINE" >> bench/RESULTS.md; fi
+if [ "${RECORD:-0}" = 1 ]; then printf '%s\n%s\n%s\n%s\n' "$HEADER" "$SEP" "$OUT" "$CPU_LINE" >> bench/RESULTS.md; fi
