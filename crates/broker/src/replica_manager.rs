@@ -404,3 +404,71 @@ impl ReplicaManager {
         first_error.map_or(Ok(()), Err)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metadata::MetadataRecord;
+
+    fn apply(image: &Arc<MetadataImage>, records: &[MetadataRecord]) -> Arc<MetadataImage> {
+        let mut next = (**image).clone();
+        for record in records {
+            next.apply(record);
+        }
+        Arc::new(next)
+    }
+
+    fn topic(name: &str, id: u8, partitions: i32) -> Vec<MetadataRecord> {
+        let mut records = vec![MetadataRecord::Topic {
+            name: name.into(),
+            topic_id: [id; 16],
+        }];
+        for partition_id in 0..partitions {
+            records.push(MetadataRecord::Partition {
+                topic_id: [id; 16],
+                partition_id,
+                replicas: vec![1],
+                isr: vec![1],
+                leader: 1,
+                leader_epoch: 0,
+            });
+        }
+        records
+    }
+
+    #[test]
+    fn sync_opens_new_partitions_applies_config_changes_and_deletes_gone_topics() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = BrokerConfig::default();
+        let replicas = ReplicaManager::new(dir.path(), 1, LogEnv::os(8));
+        let empty = Arc::new(MetadataImage::default());
+        let image = apply(&empty, &[topic("a", 1, 3), topic("b", 2, 2)].concat());
+        replicas.sync(&image, &config, true).unwrap();
+        assert_eq!(replicas.all_partitions().len(), 5);
+        let a0 = replicas.get("a", 0).unwrap();
+        let retention = |p: &Partition| p.with_log_ref(|l| l.config().retention_ms).unwrap();
+        assert_eq!(retention(&a0), 604_800_000);
+
+        let image = apply(
+            &image,
+            &[MetadataRecord::TopicConfig {
+                topic_id: [1; 16],
+                name: "retention.ms".into(),
+                value: Some("1000".into()),
+            }],
+        );
+        replicas.sync(&image, &config, true).unwrap();
+        assert_eq!(retention(&a0), 1000, "live log got the new config");
+        assert!(
+            Arc::ptr_eq(&a0, &replicas.get("a", 0).unwrap()),
+            "not reopened"
+        );
+        assert_eq!(retention(&replicas.get("b", 0).unwrap()), 604_800_000);
+
+        let image = apply(&image, &[MetadataRecord::RemoveTopic { topic_id: [2; 16] }]);
+        replicas.sync(&image, &config, true).unwrap();
+        assert!(replicas.get("b", 0).is_none());
+        assert!(!dir.path().join("b-0").exists());
+        assert!(dir.path().join("a-2").exists());
+    }
+}

@@ -341,4 +341,27 @@ mod tests {
         assert!(log.has_unflushed_data());
         assert!(!log.flush_ms_due(0), "flush.ms defaults to never");
     }
+
+    #[test]
+    fn flush_ms_is_due_once_the_last_flush_is_old_enough() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(crate::file::ManualClock::new(10_000));
+        let env = LogEnv::new(Arc::new(crate::file::OsFileSystem), 8, clock.clone());
+        let config = LogConfig {
+            flush_ms: 1_000,
+            ..LogConfig::default()
+        };
+        let mut log = Log::open_in(&env, dir.path(), config, true).unwrap();
+        assert!(!log.flush_ms_due(20_000), "nothing to flush");
+        log.append(&mut build_batch_for_tests(0, 1, 0), 0).unwrap();
+        assert!(!log.flush_due(), "flush.messages stays at its default");
+        assert!(!log.flush_ms_due(10_999));
+        assert!(log.flush_ms_due(11_000));
+        clock.set(11_000);
+        log.prepare_flush().unwrap().unwrap().run().unwrap();
+        assert!(!log.flush_ms_due(50_000), "flushed");
+        log.append(&mut build_batch_for_tests(0, 1, 0), 0).unwrap();
+        assert!(!log.flush_ms_due(11_999));
+        assert!(log.flush_ms_due(12_000));
+    }
 }
