@@ -9,7 +9,11 @@
 //!
 //! Entries live in memory (they are sparse: one per `index.interval.bytes`
 //! of log) and are appended to the file lazily, when the segment is rolled,
-//! flushed or closed. Any prefix of a valid index is itself a valid index
+//! flushed or closed. They are also read lazily: an index is only read
+//! from its file on the first lookup, and an inactive segment's entries
+//! can be dropped again ([`OffsetIndex::unload`]) since they are all in
+//! the file; an index that cannot be read then serves as an empty one
+//! (lookups scan from the segment start) with a warning. Any prefix of a valid index is itself a valid index
 //! (a missing entry only makes a lookup scan further), so a file that lags
 //! the log is harmless; after a crash the active segment's indexes are
 //! rebuilt from the log anyway. Invariants: offset entries have strictly
@@ -17,6 +21,7 @@
 //! timestamps and non-decreasing offsets.
 
 use std::path::Path;
+use std::sync::OnceLock;
 
 use crate::error::StorageError;
 use crate::file::{LogEnv, SegmentFile};
@@ -38,13 +43,13 @@ pub struct TimestampOffset {
     pub offset: i64,
 }
 
-/// Entry storage shared by both indexes: decoded entries in memory, and how
-/// many of them are already in the file.
+/// Entry storage shared by both indexes: decoded entries in memory, read
+/// from the file on first use. The file holds the first
+/// `file.size() / E::SIZE` of them.
 #[derive(Debug)]
 struct IndexFile<E> {
     file: SegmentFile,
-    entries: Vec<E>,
-    persisted_entries: usize,
+    entries: OnceLock<Vec<E>>,
     max_entries: usize,
     /// Why the file's contents were rejected at open, if they were.
     load_problem: Option<String>,
@@ -101,57 +106,101 @@ impl IndexEntry for RawTimeEntry {
 }
 
 impl<E: IndexEntry> IndexFile<E> {
+    /// Opens the index without reading it (a stat only).
     fn open(env: &LogEnv, path: &Path, max_index_bytes: u32) -> Result<IndexFile<E>, StorageError> {
         let file = SegmentFile::open(env, path)?;
-        let mut index = IndexFile {
+        let size = file.size();
+        let load_problem = (size % E::SIZE as u64 != 0)
+            .then(|| format!("size {size} is not a multiple of {}", E::SIZE));
+        Ok(IndexFile {
             file,
-            entries: Vec::new(),
-            persisted_entries: 0,
+            entries: OnceLock::new(),
             max_entries: (max_index_bytes as usize / E::SIZE).max(1),
-            load_problem: None,
-        };
-        let size = index.file.size();
-        if size % E::SIZE as u64 != 0 {
-            index.load_problem = Some(format!("size {size} is not a multiple of {}", E::SIZE));
-            return Ok(index);
+            load_problem,
+        })
+    }
+
+    fn entries(&self) -> &Vec<E> {
+        self.entries.get_or_init(|| self.load())
+    }
+
+    fn entries_mut(&mut self) -> &mut Vec<E> {
+        self.entries();
+        self.entries.get_mut().expect("initialized above")
+    }
+
+    fn load(&self) -> Vec<E> {
+        let size = self.file.size() as usize;
+        if self.load_problem.is_some() || size == 0 {
+            return Vec::new();
         }
-        if size == 0 {
-            return Ok(index);
+        let mut bytes = vec![0u8; size];
+        match self.file.read_at(0, &mut bytes) {
+            Ok(()) => bytes.chunks_exact(E::SIZE).map(E::decode).collect(),
+            Err(e) => {
+                tracing::warn!(file = %self.file.path().display(), error = %e, "index unreadable; lookups scan the segment");
+                Vec::new()
+            }
         }
-        let mut bytes = vec![0u8; size as usize];
-        index.file.read_at(0, &mut bytes)?;
-        index.entries = bytes.chunks_exact(E::SIZE).map(E::decode).collect();
-        index.persisted_entries = index.entries.len();
-        Ok(index)
+    }
+
+    /// Entries already in the file.
+    fn file_entries(&self) -> usize {
+        self.file.size() as usize / E::SIZE
+    }
+
+    /// The last entry, read from the file alone when not loaded.
+    fn last_entry(&self) -> Result<Option<E>, StorageError> {
+        if let Some(entries) = self.entries.get() {
+            return Ok(entries.last().copied());
+        }
+        let count = self.file_entries();
+        if self.load_problem.is_some() || count == 0 {
+            return Ok(None);
+        }
+        let mut bytes = vec![0u8; E::SIZE];
+        self.file
+            .read_at(((count - 1) * E::SIZE) as u64, &mut bytes)?;
+        Ok(Some(E::decode(&bytes)))
     }
 
     fn push(&mut self, entry: E) {
-        self.entries.push(entry);
+        self.entries_mut().push(entry);
     }
 
     fn is_full(&self) -> bool {
-        self.entries.len() >= self.max_entries
+        let count = self.entries.get().map_or(self.file_entries(), Vec::len);
+        count >= self.max_entries
     }
 
     /// Appends the entries not yet in the file, with one write.
     fn persist(&mut self) -> Result<(), StorageError> {
-        if self.persisted_entries == self.entries.len() {
+        let from = self.file_entries();
+        let Some(entries) = self.entries.get() else {
+            return Ok(());
+        };
+        if entries.len() <= from {
             return Ok(());
         }
-        let mut bytes = Vec::with_capacity((self.entries.len() - self.persisted_entries) * E::SIZE);
-        for entry in &self.entries[self.persisted_entries..] {
+        let mut bytes = Vec::with_capacity((entries.len() - from) * E::SIZE);
+        for entry in &entries[from..] {
             entry.encode(&mut bytes);
         }
-        self.file.append(&bytes)?;
-        self.persisted_entries = self.entries.len();
+        self.file.append(&bytes)
+    }
+
+    /// Writes pending entries and forgets them in memory; the next lookup
+    /// reads them back.
+    fn unload(&mut self) -> Result<(), StorageError> {
+        self.persist()?;
+        self.entries = OnceLock::new();
         Ok(())
     }
 
     /// Drops every entry, in memory and on disk.
     fn clear(&mut self) -> Result<(), StorageError> {
         self.file.truncate(0)?;
-        self.entries.clear();
-        self.persisted_entries = 0;
+        self.entries = OnceLock::from(Vec::new());
         self.load_problem = None;
         Ok(())
     }
@@ -207,7 +256,7 @@ impl OffsetIndex {
             return Some(problem.clone());
         }
         let mut previous: Option<RawOffsetEntry> = None;
-        for (i, entry) in self.inner.entries.iter().enumerate() {
+        for (i, entry) in self.inner.entries().iter().enumerate() {
             if u64::from(entry.position) >= log_size {
                 return Some(format!(
                     "entry {i} points to position {} beyond the log size {log_size}",
@@ -231,7 +280,7 @@ impl OffsetIndex {
             relative_offset: relative(self.base_offset, offset),
             position,
         };
-        if let Some(last) = self.inner.entries.last() {
+        if let Some(last) = self.inner.entries().last() {
             assert!(
                 entry.relative_offset > last.relative_offset && entry.position > last.position,
                 "offset index entries must increase: {last:?} then {entry:?}"
@@ -242,7 +291,7 @@ impl OffsetIndex {
 
     /// The greatest entry whose offset is <= `target`, or the segment start.
     pub fn lookup(&self, target: i64) -> OffsetPosition {
-        let entries = &self.inner.entries;
+        let entries = self.inner.entries();
         let count =
             entries.partition_point(|e| self.base_offset + i64::from(e.relative_offset) <= target);
         match count.checked_sub(1).map(|i| entries[i]) {
@@ -255,12 +304,12 @@ impl OffsetIndex {
     }
 
     pub fn last_entry(&self) -> Option<OffsetPosition> {
-        self.inner.entries.last().map(|e| self.absolute(*e))
+        self.inner.entries().last().map(|e| self.absolute(*e))
     }
 
     pub fn entries(&self) -> Vec<OffsetPosition> {
         self.inner
-            .entries
+            .entries()
             .iter()
             .map(|e| self.absolute(*e))
             .collect()
@@ -304,6 +353,21 @@ impl OffsetIndex {
     pub fn file_exists(&self) -> bool {
         self.inner.file.exists()
     }
+
+    /// Writes pending entries and frees the in-memory copy.
+    pub fn unload(&mut self) -> Result<(), StorageError> {
+        self.inner.unload()
+    }
+
+    /// Whether the entries are in memory now.
+    pub fn is_loaded(&self) -> bool {
+        self.inner.entries.get().is_some()
+    }
+
+    /// Whether the file's size is a whole number of entries.
+    pub fn size_is_sane(&self) -> bool {
+        self.inner.load_problem.is_none()
+    }
 }
 
 /// Maps timestamps to offsets in one segment (Kafka's `.timeindex`).
@@ -333,7 +397,7 @@ impl TimeIndex {
             return Some(problem.clone());
         }
         let mut previous: Option<RawTimeEntry> = None;
-        for (i, entry) in self.inner.entries.iter().enumerate() {
+        for (i, entry) in self.inner.entries().iter().enumerate() {
             if self.base_offset + i64::from(entry.relative_offset) >= next_offset {
                 return Some(format!(
                     "entry {i} points past the last offset {}",
@@ -351,6 +415,12 @@ impl TimeIndex {
         None
     }
 
+    /// The last entry, reading only that entry from the file when the
+    /// index is not loaded.
+    pub fn last_entry_in_file(&self) -> Result<Option<TimestampOffset>, StorageError> {
+        Ok(self.inner.last_entry()?.map(|e| self.absolute(e)))
+    }
+
     /// Adds an entry when `timestamp` exceeds the last entry's, as Kafka's
     /// `TimeIndex.maybeAppend` does. Returns whether one was added.
     pub fn maybe_append(&mut self, timestamp: i64, offset: i64) -> bool {
@@ -358,7 +428,7 @@ impl TimeIndex {
             timestamp,
             relative_offset: relative(self.base_offset, offset),
         };
-        if let Some(last) = self.inner.entries.last() {
+        if let Some(last) = self.inner.entries().last() {
             if timestamp <= last.timestamp {
                 return false;
             }
@@ -374,18 +444,18 @@ impl TimeIndex {
     /// The greatest entry whose timestamp is < `target`: every batch up to
     /// its offset has a max timestamp below `target`.
     pub fn lookup_before(&self, target: i64) -> Option<TimestampOffset> {
-        let entries = &self.inner.entries;
+        let entries = self.inner.entries();
         let count = entries.partition_point(|e| e.timestamp < target);
         count.checked_sub(1).map(|i| self.absolute(entries[i]))
     }
 
     pub fn last_entry(&self) -> Option<TimestampOffset> {
-        self.inner.entries.last().map(|e| self.absolute(*e))
+        self.inner.entries().last().map(|e| self.absolute(*e))
     }
 
     pub fn entries(&self) -> Vec<TimestampOffset> {
         self.inner
-            .entries
+            .entries()
             .iter()
             .map(|e| self.absolute(*e))
             .collect()
@@ -428,6 +498,21 @@ impl TimeIndex {
 
     pub fn file_exists(&self) -> bool {
         self.inner.file.exists()
+    }
+
+    /// Writes pending entries and frees the in-memory copy.
+    pub fn unload(&mut self) -> Result<(), StorageError> {
+        self.inner.unload()
+    }
+
+    /// Whether the entries are in memory now.
+    pub fn is_loaded(&self) -> bool {
+        self.inner.entries.get().is_some()
+    }
+
+    /// Whether the file's size is a whole number of entries.
+    pub fn size_is_sane(&self) -> bool {
+        self.inner.load_problem.is_none()
     }
 }
 

@@ -136,8 +136,16 @@ impl Log {
         let mut recovered_epochs: Vec<(i32, i64)> = Vec::new();
         let mut segments = BTreeMap::new();
         let active_base = *base_offsets.last().expect("at least one segment");
-        for base_offset in base_offsets {
-            let recover = !clean_shutdown && base_offset == active_base;
+        for (i, &base_offset) in base_offsets.iter().enumerate() {
+            if base_offset != active_base {
+                // Every segment but the active one was fsynced when it was
+                // rolled: trust it, and read its indexes only when needed.
+                let next_base = base_offsets[i + 1];
+                let segment = LogSegment::open_inactive(env, dir, base_offset, next_base, &config)?;
+                segments.insert(base_offset, Box::new(segment));
+                continue;
+            }
+            let recover = !clean_shutdown;
             let segment =
                 LogSegment::open(env, dir, base_offset, &config, recover, &mut |header| {
                     if recovered_epochs
@@ -428,6 +436,7 @@ impl Log {
         let old = self.active_segment_mut();
         old.on_become_inactive()?;
         old.flush()?;
+        old.unload_indexes()?;
         // Leftover index files at the new base offset (with no .log) are
         // found inconsistent with the empty log and rebuilt by open.
         let mut segment = LogSegment::open(
@@ -886,6 +895,37 @@ mod tests {
             log.append(&mut keyless, 0),
             Err(AppendError::InvalidRecord(m)) if m.contains("without key")
         ));
+    }
+
+    #[test]
+    fn inactive_segment_indexes_are_read_only_when_needed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), small_config(), true).unwrap();
+        for i in 0..60 {
+            append_plain(&mut log, 2, 1_000 + i);
+        }
+        let bases = log.segment_base_offsets();
+        assert!(bases.len() > 4);
+        let loaded = |log: &Log| -> Vec<bool> {
+            log.segments.values().map(|s| s.indexes_loaded()).collect()
+        };
+        // A roll frees the entries of the segment it closes.
+        assert!(loaded(&log)[..bases.len() - 1].iter().all(|l| !l));
+        let max = log.max_timestamp();
+        log.close().unwrap();
+        for clean in [true, false] {
+            let log = Log::open(dir.path(), small_config(), clean).unwrap();
+            // Only what open needed: the max-timestamp segment's index.
+            let before = loaded(&log);
+            assert!(before.iter().filter(|l| **l).count() <= 2, "{before:?}");
+            assert_eq!(log.max_timestamp(), max);
+            // Reading from the middle loads that segment's index only.
+            let target = bases[2] + 1;
+            let got = headers(&log.read(target, 1, true).unwrap());
+            assert!(got[0].base_offset <= target && target <= got[0].last_offset());
+            assert!(log.segments[&bases[2]].indexes_loaded());
+            assert_eq!(read_all(&log, 0).len(), 60);
+        }
     }
 
     #[test]

@@ -179,6 +179,79 @@ impl LogSegment {
         Ok(segment)
     }
 
+    /// Opens an inactive segment (every batch before `next_base_offset`,
+    /// the following segment's base) without reading its log or indexes:
+    /// the max timestamp comes from the time index's last entry (written
+    /// when the segment was rolled) and the offset index is read on the
+    /// first lookup. Falls back to [`LogSegment::open`] when an index file
+    /// is visibly damaged (a partial entry, or missing for a segment large
+    /// enough to need one), so it is rebuilt. `next_offset` is then the
+    /// upper bound `next_base_offset`.
+    pub fn open_inactive(
+        env: &LogEnv,
+        dir: &Path,
+        base_offset: i64,
+        next_base_offset: i64,
+        config: &LogConfig,
+    ) -> Result<LogSegment, StorageError> {
+        let log = SegmentFile::open(env, &dir.join(segment_file_name(base_offset, "log")))?;
+        let offset_index = OffsetIndex::open(
+            env,
+            &dir.join(segment_file_name(base_offset, "index")),
+            base_offset,
+            config.segment_index_bytes,
+        )?;
+        let time_index = TimeIndex::open(
+            env,
+            &dir.join(segment_file_name(base_offset, "timeindex")),
+            base_offset,
+            config.segment_index_bytes,
+        )?;
+        let needs_rebuild = !offset_index.size_is_sane()
+            || !time_index.size_is_sane()
+            || (log.size() > u64::from(config.index_interval_bytes)
+                && (!offset_index.file_exists() || !time_index.file_exists()));
+        if needs_rebuild {
+            drop((log, offset_index, time_index));
+            return LogSegment::open(env, dir, base_offset, config, false, &mut |_| {});
+        }
+        let (max_timestamp, max_offset) = match time_index.last_entry_in_file()? {
+            Some(last) => (last.timestamp, last.offset),
+            None => (-1, base_offset),
+        };
+        Ok(LogSegment {
+            log,
+            state: IndexState {
+                base_offset,
+                offset_index,
+                time_index,
+                index_interval_bytes: u64::from(config.index_interval_bytes),
+                next_offset: if next_base_offset > base_offset {
+                    next_base_offset
+                } else {
+                    base_offset
+                },
+                bytes_since_last_index_entry: 0,
+                max_timestamp_so_far: max_timestamp,
+                offset_of_max_timestamp_so_far: max_offset,
+            },
+            created_ms: env.now_ms(),
+            rolling_base_timestamp: None,
+        })
+    }
+
+    /// Frees the in-memory index entries of an inactive segment (they are
+    /// in the files and are read back on the next lookup).
+    pub fn unload_indexes(&mut self) -> Result<(), StorageError> {
+        self.state.offset_index.unload()?;
+        self.state.time_index.unload()
+    }
+
+    /// Whether the offset index is in memory now.
+    pub fn indexes_loaded(&self) -> bool {
+        self.state.offset_index.is_loaded()
+    }
+
     /// Trusts the index files: checks them, then scans batch headers from the
     /// last offset-index entry to the end to find the next offset and the
     /// max timestamp of the unindexed tail.
