@@ -82,7 +82,9 @@ async fn serve_connection(
     stream.set_nodelay(true)?;
     let max_frame_bytes = broker.config.get_i64("socket.request.max.bytes") as usize;
     let (read_half, write_half) = stream.into_split();
-    let (frames_tx, mut frames) = mpsc::channel(MAX_IN_FLIGHT_PER_CONNECTION);
+    // Capacity 1: at most MAX_IN_FLIGHT_PER_CONNECTION started requests
+    // plus two read-ahead frames (one queued, one being read) per connection.
+    let (frames_tx, mut frames) = mpsc::channel(1);
     let _reader = AbortOnDrop(tokio::spawn(read_frames(
         read_half,
         peer,
