@@ -289,6 +289,11 @@ impl TarnBroker {
     }
 
     /// Panics (with the broker's logs) unless the process is still running.
+    /// The broker's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     pub fn assert_alive(&mut self) {
         let child = self.child.as_mut().expect("broker was stopped");
         if let Some(status) = child.try_wait().expect("poll broker") {

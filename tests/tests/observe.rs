@@ -462,7 +462,9 @@ fn dump_log_shows_what_librdkafka_wrote_and_verify_index_catches_corruption() {
             .map(|i| Outgoing {
                 record: Record::value(&"z".repeat(100 + i)),
                 partition: Some(0),
-                timestamp_ms: None,
+                // Close to the records above: a batch more than segment.ms
+                // newer than a segment's first one rolls it, as in Kafka.
+                timestamp_ms: Some(1_700_000_000_300 + i as i64),
             })
             .collect();
         gzip.produce_all("dumped", &squeezed);

@@ -19,8 +19,11 @@ use rand::RngCore;
 
 use tarn_protocol::Uuid;
 
+use tarn_storage::{GroupCommit, LogEnv};
+
 use crate::config::BrokerConfig;
 use crate::dynamic_config::ConfigView;
+use crate::log_manager::LogManager;
 use crate::metadata::{
     FileMetadataLog, MetadataImage, MetadataLogError, MetadataRecord, MetadataStore,
 };
@@ -68,13 +71,17 @@ pub struct Broker {
     pub cluster_id: String,
     pub data_dir: PathBuf,
     pub metadata: MetadataStore,
-    pub replicas: ReplicaManager,
+    pub replicas: Arc<ReplicaManager>,
     /// Request, traffic and connection counters (see `metrics`).
     pub metrics: Metrics,
     /// The rate-limited log of refused requests.
     pub refusals: RefusalLog,
     /// Consumer groups and committed offsets.
     pub groups: crate::group::BrokerGroupCoordinator,
+    /// Shared fsync rounds for appends that must be durable before their ack.
+    pub group_commit: Arc<GroupCommit>,
+    /// Background retention, flushing and cleaning.
+    log_manager: Mutex<Option<LogManager>>,
     /// The producer ids this broker may hand out: [next, end).
     producer_ids: Mutex<(i64, i64)>,
     /// Serializes replica syncs, each with the newest image, so two commits
@@ -156,7 +163,12 @@ impl Broker {
         if removed > 0 {
             tracing::info!(removed, "removed partition directories left for deletion");
         }
-        let replicas = ReplicaManager::new(&data_dir, options.node_id);
+        let open_files_max = options.config.get_i64("log.open.files.max") as usize;
+        let replicas = Arc::new(ReplicaManager::new(
+            &data_dir,
+            options.node_id,
+            LogEnv::os(open_files_max),
+        ));
         let image = metadata.image();
         let effective = ConfigView {
             static_config: &options.config,
@@ -174,6 +186,10 @@ impl Broker {
             topics = metadata.image().topics().count(),
             "logs loaded"
         );
+        let group_commit = Arc::new(GroupCommit::start()?);
+        let log_manager =
+            LogManager::start(&options.config, replicas.clone(), group_commit.clone())
+                .map_err(io("start the log manager"))?;
         Ok(Arc::new(Broker {
             config: options.config,
             node_id: options.node_id,
@@ -184,6 +200,8 @@ impl Broker {
             metrics: Metrics::new(),
             refusals: RefusalLog::new(),
             groups,
+            group_commit,
+            log_manager: Mutex::new(Some(log_manager)),
             producer_ids: Mutex::new((0, 0)),
             replica_sync: Mutex::new(()),
         }))
@@ -245,6 +263,10 @@ impl Broker {
     /// Closes every log and leaves the clean-shutdown marker.
     pub fn shutdown(&self) -> Result<(), BrokerError> {
         self.groups.shutdown();
+        if let Some(manager) = self.log_manager.lock().take() {
+            manager.stop();
+        }
+        self.group_commit.stop();
         self.replicas.shutdown()?;
         let marker = self.data_dir.join(CLEAN_SHUTDOWN_FILE);
         std::fs::write(&marker, b"").map_err(io(format!("write {}", marker.display())))?;

@@ -127,6 +127,29 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     ),
     def("offset.metadata.max.bytes", Int, "4096", AtLeast(0)),
     def("offsets.topic.segment.bytes", Int, "104857600", AtLeast(14)),
+    def(
+        "log.flush.scheduler.interval.ms",
+        Long,
+        "9223372036854775807",
+        AtLeast(1),
+    ),
+    def(
+        "log.retention.check.interval.ms",
+        Long,
+        "300000",
+        AtLeast(1),
+    ),
+    def("log.cleaner.enable", Bool, "true", Any),
+    def("log.cleaner.backoff.ms", Long, "15000", AtLeast(0)),
+    def(
+        "log.cleaner.dedupe.buffer.size",
+        Long,
+        "134217728",
+        AtLeast(1 << 20),
+    ),
+    // Tarn's own key (Kafka has none): how many segment files stay open in
+    // the broker's file-handle cache; idle partitions hold no file.
+    def("log.open.files.max", Int, "128", AtLeast(8)),
 ];
 
 /// Topic-level keys with the broker key that supplies each default.
@@ -306,7 +329,7 @@ pub fn topic_def(key: &str) -> Option<&'static (ConfigDef, Option<&'static str>)
 
 /// The broker's static configuration: defaults overlaid with the config
 /// file and `--set` overrides, every value validated.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BrokerConfig {
     values: BTreeMap<&'static str, String>,
 }

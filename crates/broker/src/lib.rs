@@ -12,6 +12,7 @@ pub mod group_lag;
 pub mod handlers;
 pub mod http;
 pub mod log_deleter;
+pub mod log_manager;
 pub mod metadata;
 pub mod metrics;
 pub mod refusals;

@@ -1,15 +1,19 @@
 //! ReplicaManager: the partitions this broker hosts and their logs.
 //!
-//! It follows the metadata image: `sync` opens a log for every partition
-//! the image assigns here and closes and deletes the logs of topics that
-//! are gone. Appends and reads go through a `Partition`, which checks the
-//! leader epoch a client believes in against its own, and every append
-//! bumps `data_version` so long-polling fetches wake on new data.
+//! It follows the metadata image: `sync` compares the new image (and the
+//! effective broker config) with the last ones it applied and touches only
+//! the topics that changed (found by pointer equality of their
+//! `Arc<TopicInfo>`), or every topic when the broker config changed: it
+//! opens a log for every new partition assigned here, hands changed
+//! settings to live logs, and retires the logs of topics that are gone. So
+//! a commit costs in proportion to what it changed, not to the number of
+//! partitions. Appends and reads go through a `Partition`, which checks
+//! the leader epoch a client believes in against its own, and every
+//! append bumps `data_version` so long-polling fetches wake on new data.
 //!
-//! Config changes reach live logs here: each `sync` hands every open log
-//! the `LogConfig` its topic's effective configs give now. A deleted
-//! partition's directory is renamed to Kafka's `<topic>-<partition>.<id>-delete`
-//! at once and removed by the `LogDeleter` after `file.delete.delay.ms`.
+//! A deleted partition's directory is renamed to Kafka's
+//! `<topic>-<partition>.<id>-delete` at once and removed by the
+//! `LogDeleter` after `file.delete.delay.ms`.
 //!
 //! A partition also applies its topic's `compression.type` on append:
 //! batches already in the topic's codec (or any codec when the topic says
@@ -29,11 +33,13 @@ use tokio::sync::watch;
 use tarn_protocol::compression::CompressionError;
 use tarn_protocol::error::{self, ErrorCode};
 use tarn_protocol::record_batch::{
-    parse_header, recompress_batch, validate_batch, BatchError, Compression,
+    parse_header, recompress_batch, validate_batch, BatchError, Compression, TimestampType,
 };
 use tarn_protocol::records::FileRegion;
 use tarn_protocol::Uuid;
-use tarn_storage::{AppendError, AppendInfo, Log, LogConfig, StorageError};
+use tarn_storage::{
+    AppendError, AppendInfo, CleanupPolicy, FlushTarget, Log, LogConfig, LogEnv, StorageError,
+};
 
 use crate::config::BrokerConfig;
 use crate::log_deleter::LogDeleter;
@@ -158,8 +164,14 @@ impl Partition {
     }
 
     /// Appends one produce request's record batches for this partition,
-    /// recompressing them first when the topic's codec says so.
-    pub fn append(&self, records: &[u8]) -> Result<(AppendInfo, i64), PartitionError> {
+    /// recompressing them first when the topic's codec says so. When
+    /// `flush.messages` says this append must be durable before it is
+    /// acknowledged, also returns the flush to wait for (run it through the
+    /// group commit, outside this partition's lock).
+    pub fn append(
+        &self,
+        records: &[u8],
+    ) -> Result<(AppendInfo, i64, Option<FlushTarget>), PartitionError> {
         let converted = match Compression::from_id(self.compression.load(Ordering::Acquire)) {
             Some(target) => {
                 let limit = self.max_message_bytes.load(Ordering::Acquire) as usize;
@@ -171,8 +183,24 @@ impl Partition {
         let epoch = self.leader_epoch();
         self.with_log(|log| {
             let info = log.append(records, epoch)?;
-            Ok((info, log.log_start_offset()))
+            let flush = if !info.duplicate && log.flush_due() {
+                log.prepare_flush()?
+            } else {
+                None
+            };
+            Ok((info, log.log_start_offset(), flush))
         })
+    }
+
+    /// Runs `f` on the open log; `Ok(None)` when the partition is closed.
+    pub fn with_log_mut<T>(
+        &self,
+        f: impl FnOnce(&mut Log) -> Result<T, StorageError>,
+    ) -> Result<Option<T>, StorageError> {
+        match self.log.lock().as_mut() {
+            Some(log) => f(log).map(Some),
+            None => Ok(None),
+        }
     }
 
     pub fn offsets(&self) -> Result<LogOffsets, PartitionError> {
@@ -383,16 +411,22 @@ fn convert_codec(
 pub struct ReplicaManager {
     data_dir: PathBuf,
     node_id: i32,
+    env: LogEnv,
     partitions: RwLock<HashMap<TopicPartition, Arc<Partition>>>,
     data_version: watch::Sender<u64>,
     deleter: LogDeleter,
+    /// The image and effective broker config the hosted partitions match;
+    /// also serializes `sync`.
+    synced: Mutex<(Arc<MetadataImage>, BrokerConfig)>,
 }
 
 /// The storage settings of one topic, from its configs and the broker's.
+/// Values were validated when they entered (config file, CreateTopics,
+/// AlterConfigs), so a parse failure here is a bug.
 pub fn log_config(config: &BrokerConfig, topic: &TopicInfo) -> LogConfig {
+    let text = |key: &str| config.topic_value(&topic.configs, key);
     let value = |key: &str| -> i64 {
-        config
-            .topic_value(&topic.configs, key)
+        text(key)
             .parse()
             .unwrap_or_else(|_| panic!("validated numeric topic config {key}"))
     };
@@ -401,8 +435,25 @@ pub fn log_config(config: &BrokerConfig, topic: &TopicInfo) -> LogConfig {
         index_interval_bytes: value("index.interval.bytes") as u32,
         segment_index_bytes: value("segment.index.bytes") as u32,
         max_message_bytes: value("max.message.bytes") as u32,
-        log_append_time: config.topic_value(&topic.configs, "message.timestamp.type")
-            == "LogAppendTime",
+        segment_ms: value("segment.ms"),
+        retention_ms: value("retention.ms"),
+        retention_bytes: value("retention.bytes"),
+        cleanup_policy: CleanupPolicy::parse(&text("cleanup.policy"))
+            .unwrap_or_else(|e| panic!("validated cleanup.policy: {e}")),
+        delete_retention_ms: value("delete.retention.ms"),
+        min_cleanable_dirty_ratio: text("min.cleanable.dirty.ratio")
+            .parse()
+            .unwrap_or_else(|_| panic!("validated min.cleanable.dirty.ratio")),
+        min_compaction_lag_ms: value("min.compaction.lag.ms"),
+        max_compaction_lag_ms: value("max.compaction.lag.ms"),
+        flush_messages: value("flush.messages"),
+        flush_ms: value("flush.ms"),
+        file_delete_delay_ms: value("file.delete.delay.ms"),
+        message_timestamp_type: if text("message.timestamp.type") == "LogAppendTime" {
+            TimestampType::LogAppendTime
+        } else {
+            TimestampType::CreateTime
+        },
     }
 }
 
@@ -420,20 +471,31 @@ fn compression_id(config: &BrokerConfig, topic: &TopicInfo) -> u8 {
 }
 
 impl ReplicaManager {
-    pub fn new(data_dir: &Path, node_id: i32) -> Self {
+    pub fn new(data_dir: &Path, node_id: i32, env: LogEnv) -> Self {
         let (data_version, _) = watch::channel(0);
         ReplicaManager {
             data_dir: data_dir.to_owned(),
             node_id,
+            env,
             partitions: RwLock::new(HashMap::new()),
             data_version,
             deleter: LogDeleter::start(),
+            synced: Mutex::new((Arc::new(MetadataImage::default()), BrokerConfig::default())),
         }
     }
 
     /// Deleted partition directories still waiting for their delay.
     pub fn pending_deletions(&self) -> usize {
         self.deleter.pending()
+    }
+
+    pub fn env(&self) -> &LogEnv {
+        &self.env
+    }
+
+    /// Every hosted partition (a snapshot of the set).
+    pub fn all_partitions(&self) -> Vec<Arc<Partition>> {
+        self.partitions.read().values().cloned().collect()
     }
 
     pub fn get(&self, topic: &str, partition: i32) -> Option<Arc<Partition>> {
@@ -457,74 +519,120 @@ impl ReplicaManager {
         self.data_version.send_modify(|v| *v += 1);
     }
 
-    /// Makes the hosted partitions match the image: opens new ones,
-    /// retires those whose topic is gone (or was re-created under a new id),
-    /// and gives every open log the settings `config` (the effective broker
-    /// config) and its topic's configs make now. Callers serialize calls
-    /// and pass the newest image (see `Broker::commit_metadata`).
+    /// Makes the hosted partitions match the image: opens new ones, hands
+    /// changed settings (from the topic's configs and `config`, the
+    /// effective broker config) to live logs, and retires those whose topic
+    /// is gone (or was re-created under a new id). Only topics that differ
+    /// from the last synced image are looked at, unless `config` changed.
+    /// Callers pass the newest image (see `Broker::commit_metadata`).
     pub fn sync(
         &self,
-        image: &MetadataImage,
+        image: &Arc<MetadataImage>,
         config: &BrokerConfig,
         clean_shutdown: bool,
     ) -> Result<(), StorageError> {
-        let mut wanted: HashMap<TopicPartition, (Arc<TopicInfo>, i32)> = HashMap::new();
+        let mut synced = self.synced.lock();
+        let (previous, previous_config) = synced.clone();
+        let config_changed = previous_config != *config;
+        let mut changed: Vec<(&Arc<TopicInfo>, Option<&Arc<TopicInfo>>)> = Vec::new();
         for topic in image.topics() {
-            for p in &topic.partitions {
-                if p.replicas.contains(&self.node_id) {
-                    wanted.insert(
-                        (topic.name.clone(), p.partition_id),
-                        (topic.clone(), p.leader_epoch),
-                    );
-                }
+            match previous.topic_by_id(&topic.topic_id) {
+                Some(old) if Arc::ptr_eq(old, topic) && !config_changed => {}
+                old => changed.push((topic, old)),
             }
         }
-        let stale: Vec<Arc<Partition>> = {
-            let mut map = self.partitions.write();
-            let gone: Vec<TopicPartition> = map
-                .iter()
-                .filter(|(tp, p)| {
-                    wanted
-                        .get(*tp)
-                        .is_none_or(|(topic, _)| topic.topic_id != p.topic_id)
-                })
-                .map(|(tp, _)| tp.clone())
-                .collect();
-            gone.iter().filter_map(|tp| map.remove(tp)).collect()
-        };
-        for partition in stale {
-            if let Some((dir, delay)) = partition.retire()? {
-                tracing::info!(topic = %partition.topic, partition = partition.index, dir = %dir.display(), delay_ms = delay.as_millis() as u64, "deleted partition; files go after file.delete.delay.ms");
-                self.deleter.schedule(dir, delay);
+        let gone: Vec<Uuid> = previous
+            .topics()
+            .filter(|t| image.topic_by_id(&t.topic_id).is_none())
+            .map(|t| t.topic_id)
+            .collect();
+        if !gone.is_empty() {
+            let stale: Vec<Arc<Partition>> = {
+                let mut map = self.partitions.write();
+                let keys: Vec<TopicPartition> = map
+                    .iter()
+                    .filter(|(_, p)| gone.contains(&p.topic_id))
+                    .map(|(tp, _)| tp.clone())
+                    .collect();
+                keys.iter().filter_map(|tp| map.remove(tp)).collect()
+            };
+            for partition in stale {
+                self.retire(&partition)?;
             }
         }
-        for ((name, index), (topic, epoch)) in wanted {
-            let delete_delay_ms = file_delete_delay_ms(config, &topic);
-            let log_config = log_config(config, &topic);
-            let compression = compression_id(config, &topic);
-            let max_message_bytes = log_config.max_message_bytes;
-            if let Some(existing) = self.get(&name, index) {
-                existing.leader_epoch.store(epoch, Ordering::Release);
-                existing.compression.store(compression, Ordering::Release);
-                existing
-                    .max_message_bytes
-                    .store(max_message_bytes, Ordering::Release);
-                existing.update_config(log_config, delete_delay_ms);
+        for (topic, old) in changed {
+            self.sync_topic(topic, old, config, config_changed, clean_shutdown)?;
+        }
+        *synced = (image.clone(), config.clone());
+        Ok(())
+    }
+
+    /// Closes a partition's log and schedules its directory's removal.
+    fn retire(&self, partition: &Partition) -> Result<(), StorageError> {
+        if let Some((dir, delay)) = partition.retire()? {
+            tracing::info!(topic = %partition.topic, partition = partition.index, dir = %dir.display(), delay_ms = delay.as_millis() as u64, "deleted partition; files go after file.delete.delay.ms");
+            self.deleter.schedule(dir, delay);
+        }
+        Ok(())
+    }
+
+    fn sync_topic(
+        &self,
+        topic: &Arc<TopicInfo>,
+        old: Option<&Arc<TopicInfo>>,
+        config: &BrokerConfig,
+        config_changed: bool,
+        clean_shutdown: bool,
+    ) -> Result<(), StorageError> {
+        let log_config = log_config(config, topic);
+        let delete_delay_ms = file_delete_delay_ms(config, topic);
+        let compression = compression_id(config, topic);
+        let max_message_bytes = log_config.max_message_bytes;
+        let settings_changed = config_changed || old.is_some_and(|o| o.configs != topic.configs);
+        for p in &topic.partitions {
+            if !p.replicas.contains(&self.node_id) {
                 continue;
             }
-            let dir = self.data_dir.join(format!("{name}-{index}"));
-            let log = Log::open(&dir, log_config, clean_shutdown)?;
+            if let Some(existing) = self.get(&topic.name, p.partition_id) {
+                if existing.topic_id == topic.topic_id {
+                    existing
+                        .leader_epoch
+                        .store(p.leader_epoch, Ordering::Release);
+                    if settings_changed {
+                        existing.compression.store(compression, Ordering::Release);
+                        existing
+                            .max_message_bytes
+                            .store(max_message_bytes, Ordering::Release);
+                        existing.update_config(log_config.clone(), delete_delay_ms);
+                    }
+                    continue;
+                }
+                // Same name, new topic id: the old topic is gone.
+                let stale = self
+                    .partitions
+                    .write()
+                    .remove(&(topic.name.clone(), p.partition_id));
+                if let Some(stale) = stale {
+                    self.retire(&stale)?;
+                }
+            }
+            let dir = self
+                .data_dir
+                .join(format!("{}-{}", topic.name, p.partition_id));
+            let log = Log::open_in(&self.env, &dir, log_config.clone(), clean_shutdown)?;
             let partition = Arc::new(Partition {
-                topic: name.clone(),
+                topic: topic.name.clone(),
                 topic_id: topic.topic_id,
-                index,
-                leader_epoch: AtomicI32::new(epoch),
+                index: p.partition_id,
+                leader_epoch: AtomicI32::new(p.leader_epoch),
                 file_delete_delay_ms: AtomicI64::new(delete_delay_ms),
                 compression: AtomicU8::new(compression),
                 max_message_bytes: AtomicU32::new(max_message_bytes),
                 log: Mutex::new(Some(log)),
             });
-            self.partitions.write().insert((name, index), partition);
+            self.partitions
+                .write()
+                .insert((topic.name.clone(), p.partition_id), partition);
         }
         Ok(())
     }
@@ -544,5 +652,73 @@ impl ReplicaManager {
             }
         }
         first_error.map_or(Ok(()), Err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metadata::MetadataRecord;
+
+    fn apply(image: &Arc<MetadataImage>, records: &[MetadataRecord]) -> Arc<MetadataImage> {
+        let mut next = (**image).clone();
+        for record in records {
+            next.apply(record);
+        }
+        Arc::new(next)
+    }
+
+    fn topic(name: &str, id: u8, partitions: i32) -> Vec<MetadataRecord> {
+        let mut records = vec![MetadataRecord::Topic {
+            name: name.into(),
+            topic_id: [id; 16],
+        }];
+        for partition_id in 0..partitions {
+            records.push(MetadataRecord::Partition {
+                topic_id: [id; 16],
+                partition_id,
+                replicas: vec![1],
+                isr: vec![1],
+                leader: 1,
+                leader_epoch: 0,
+            });
+        }
+        records
+    }
+
+    #[test]
+    fn sync_opens_new_partitions_applies_config_changes_and_deletes_gone_topics() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = BrokerConfig::default();
+        let replicas = ReplicaManager::new(dir.path(), 1, LogEnv::os(8));
+        let empty = Arc::new(MetadataImage::default());
+        let image = apply(&empty, &[topic("a", 1, 3), topic("b", 2, 2)].concat());
+        replicas.sync(&image, &config, true).unwrap();
+        assert_eq!(replicas.all_partitions().len(), 5);
+        let a0 = replicas.get("a", 0).unwrap();
+        let retention = |p: &Partition| p.with_log_ref(|l| l.config().retention_ms).unwrap();
+        assert_eq!(retention(&a0), 604_800_000);
+
+        let image = apply(
+            &image,
+            &[MetadataRecord::TopicConfig {
+                topic_id: [1; 16],
+                name: "retention.ms".into(),
+                value: Some("1000".into()),
+            }],
+        );
+        replicas.sync(&image, &config, true).unwrap();
+        assert_eq!(retention(&a0), 1000, "live log got the new config");
+        assert!(
+            Arc::ptr_eq(&a0, &replicas.get("a", 0).unwrap()),
+            "not reopened"
+        );
+        assert_eq!(retention(&replicas.get("b", 0).unwrap()), 604_800_000);
+
+        let image = apply(&image, &[MetadataRecord::RemoveTopic { topic_id: [2; 16] }]);
+        replicas.sync(&image, &config, true).unwrap();
+        assert!(replicas.get("b", 0).is_none());
+        assert!(!dir.path().join("b-0").exists());
+        assert!(dir.path().join("a-2").exists());
     }
 }

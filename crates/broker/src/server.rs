@@ -5,11 +5,14 @@
 //! librdkafka keep up to five, or more, requests in flight), bounded by
 //! [`MAX_IN_FLIGHT_REQUESTS`] and [`MAX_IN_FLIGHT_BYTES`]: at the bound it
 //! stops reading, so a client that floods gets TCP back-pressure. The
-//! connection task handles the frames one at a time in arrival order and
-//! writes each response before the next is handled, so responses (and the
-//! effects of produces) keep the request order Kafka guarantees. A slow
-//! long-poll on one connection never holds up another: connections are
-//! separate tasks.
+//! connection task starts up to [`MAX_IN_FLIGHT_PER_CONNECTION`] requests
+//! in arrival order (each handler runs up to its first wait: a produce
+//! appends, then waits for its fsync) and writes the responses strictly in
+//! request order, as Kafka guarantees. So a producer whose batch waits for
+//! `flush.messages` keeps sending, and the batches queued behind one fsync
+//! share the next (group commit within one connection). A slow long-poll
+//! on one connection never holds up another: connections are separate
+//! tasks.
 //!
 //! Responses are written from parts: in-memory bytes through a write
 //! buffer, and file ranges (fetched record batches) with sendfile(2)
@@ -25,9 +28,13 @@
 //! `max.connections` and `max.connections.per.ip` are checked on accept
 //! (see `connection_quotas`). An idle connection keeps no read buffer.
 
+use std::collections::VecDeque;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
@@ -41,7 +48,7 @@ use tarn_protocol::records::{FileRegion, Part, ResponseParts};
 use crate::broker::Broker;
 use crate::config::BrokerConfig;
 use crate::connection_quotas::ConnectionQuotas;
-use crate::handlers;
+use crate::handlers::{self, RequestError};
 use crate::refusals::Reason;
 
 /// The smallest possible request: api key, version, correlation id and a
@@ -59,6 +66,9 @@ const IDLE_READ_BYTES: usize = 16 * 1024;
 pub const DEFAULT_QUEUED_MAX_REQUEST_BYTES: usize = 512 << 20;
 /// Requests read but not yet answered, per connection.
 pub const MAX_IN_FLIGHT_REQUESTS: usize = 64;
+/// Requests of one connection started (and so perhaps waiting, e.g. for
+/// an fsync) but not yet answered.
+pub const MAX_IN_FLIGHT_PER_CONNECTION: usize = 16;
 /// Bytes of requests read but not yet answered, per connection. A single
 /// frame larger than this still gets through, alone.
 pub const MAX_IN_FLIGHT_BYTES: usize = 64 << 20;
@@ -148,6 +158,21 @@ struct Frame {
     _queued: OwnedSemaphorePermit,
 }
 
+type Reply = Result<Option<ResponseParts>, RequestError>;
+
+/// A started request: either answered already or still waiting. It keeps
+/// its frame, whose permits hold the request's share of the read budgets
+/// until it is answered.
+struct InFlight<'a> {
+    frame: Frame,
+    state: Started<'a>,
+}
+
+enum Started<'a> {
+    Done(Reply),
+    Waiting(Pin<Box<dyn Future<Output = Reply> + Send + 'a>>),
+}
+
 async fn serve_connection(
     broker: Arc<Broker>,
     limits: Arc<Limits>,
@@ -159,32 +184,79 @@ async fn serve_connection(
     let (read_half, write_half) = stream.into_split();
     let (frames_tx, mut frames) = mpsc::channel(MAX_IN_FLIGHT_REQUESTS);
     let reader_broker = broker.clone();
-    let reader = tokio::spawn(async move {
+    let _reader = AbortOnDrop(tokio::spawn(async move {
         if let Err(e) = read_frames(&reader_broker, &limits, read_half, frames_tx, peer).await {
             tracing::debug!(%peer, error = %e, "read failed");
         }
-    });
+    }));
     let mut writer = BufWriter::with_capacity(WRITE_BUFFER_BYTES, write_half);
-    let result = async {
-        while let Some(frame) = frames.recv().await {
-            let bytes = frame.bytes;
-            match handlers::dispatch(&broker, peer, bytes.clone()).await {
-                Ok(Some(response)) => {
-                    write_response(&mut writer, response).await?;
-                    writer.flush().await?;
+    let mut queue: VecDeque<InFlight<'_>> = VecDeque::new();
+    let mut reading = true;
+    loop {
+        if queue.is_empty() && !reading {
+            return Ok(());
+        }
+        tokio::select! {
+            biased;
+            (reply, frame) = next_reply(&mut queue), if !queue.is_empty() => {
+                match reply {
+                    Ok(Some(response)) => {
+                        write_response(&mut writer, response).await?;
+                        writer.flush().await?;
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        broker.refusals.bad_request(peer, &frame.bytes, &e);
+                        return Ok(());
+                    }
                 }
-                Ok(None) => {}
-                Err(e) => {
-                    broker.refusals.bad_request(peer, &bytes, &e);
-                    break;
+            }
+            frame = frames.recv(), if reading && queue.len() < MAX_IN_FLIGHT_PER_CONNECTION => {
+                match frame {
+                    Some(frame) => queue.push_back(start(&broker, peer, frame).await),
+                    None => reading = false,
                 }
             }
         }
-        Ok(())
     }
+}
+
+/// Stops the frame reader when the connection ends, however it ends.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Starts a request: polls its handler once, right now, so that requests
+/// begin in arrival order.
+async fn start<'a>(broker: &'a Arc<Broker>, peer: SocketAddr, frame: Frame) -> InFlight<'a> {
+    let mut future: Pin<Box<dyn Future<Output = Reply> + Send + 'a>> =
+        Box::pin(handlers::dispatch(broker, peer, frame.bytes.clone()));
+    let first = std::future::poll_fn(|cx| Poll::Ready(future.as_mut().poll(cx))).await;
+    let state = match first {
+        Poll::Ready(reply) => Started::Done(reply),
+        Poll::Pending => Started::Waiting(future),
+    };
+    InFlight { frame, state }
+}
+
+/// The reply of the oldest request, once it is ready, with its frame.
+async fn next_reply(queue: &mut VecDeque<InFlight<'_>>) -> (Reply, Frame) {
+    let reply = std::future::poll_fn(|cx| match queue.front_mut().map(|f| &mut f.state) {
+        Some(Started::Waiting(future)) => future.as_mut().poll(cx).map(Some),
+        Some(Started::Done(_)) => Poll::Ready(None),
+        None => Poll::Pending,
+    })
     .await;
-    reader.abort();
-    result
+    let oldest = queue.pop_front().expect("the oldest request is there");
+    match (oldest.state, reply) {
+        (Started::Done(done), _) => (done, oldest.frame),
+        (Started::Waiting(_), Some(reply)) => (reply, oldest.frame),
+        (Started::Waiting(_), None) => unreachable!("a waiting request answered None"),
+    }
 }
 
 /// Reads frames into `frames` until the peer closes, a frame is out of

@@ -1,18 +1,29 @@
 //! The only place that touches the file system.
 //!
-//! `SegmentFile` wraps one open file (a segment's .log, .index or .timeindex)
-//! with positional reads, appends and truncation, and tracks its size so
-//! callers never ask the OS for it. The free functions cover directory work
-//! (listing, creating, removing) and atomic whole-file replacement for small
-//! metadata files. Every error names the operation and the path. Keeping all
-//! raw I/O here lets a fault-injecting layer replace this module later.
+//! All I/O goes through the [`FileSystem`] and [`FileHandle`] traits, so a
+//! test can swap the real file system ([`OsFileSystem`]) for a simulated one
+//! that loses everything not fsynced (`crate::sim::SimFileSystem`).
+//!
+//! `SegmentFile` is one file of a segment (a .log, .index or .timeindex):
+//! it knows its path and size without holding a file descriptor, creates
+//! the file on the first write, and borrows an open handle from the shared,
+//! bounded [`FileCache`] (LRU) for each operation. So an idle partition holds
+//! no open file, and the process holds at most `log.open.files.max`
+//! descriptors for segments, plus those in use by operations in flight.
+//! Every error names the operation and the path.
 
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Debug;
 use std::fs::{self, File, OpenOptions};
-use std::io::{IoSlice, Write};
+use std::io::{self, IoSlice};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use parking_lot::Mutex;
 
 use crate::error::StorageError;
 use crate::metrics::timed_fsync;
@@ -20,132 +31,87 @@ use crate::metrics::timed_fsync;
 /// Most buffers one `pwritev` call takes (Linux's IOV_MAX).
 const MAX_IOVECS: usize = 1024;
 
-/// An open file that is only ever appended to, truncated, or read at a
-/// position. The handle is shared (`Arc`) so that a fetch can send a range
-/// of it after the partition lock is released; appends never change bytes
-/// below the size a reader saw.
-#[derive(Debug)]
-pub struct SegmentFile {
-    path: PathBuf,
-    file: Arc<File>,
-    size: u64,
+/// One open file: positional reads and writes, truncation, fsync.
+pub trait FileHandle: Send + Sync + Debug {
+    /// Reads exactly `buf.len()` bytes at `position`.
+    fn read_exact_at(&self, buf: &mut [u8], position: u64) -> io::Result<()>;
+    /// Writes all of `data` at `position`.
+    fn write_all_at(&self, data: &[u8], position: u64) -> io::Result<()>;
+    /// Writes the concatenation of `parts` at `position`; the real file
+    /// system does it without first copying them into one buffer.
+    fn write_vectored_at(&self, parts: &[IoSlice<'_>], position: u64) -> io::Result<()> {
+        let joined: Vec<u8> = parts.iter().flat_map(|p| p.iter().copied()).collect();
+        self.write_all_at(&joined, position)
+    }
+    fn set_len(&self, len: u64) -> io::Result<()>;
+    /// Makes everything written so far durable (fsync).
+    fn sync(&self) -> io::Result<()>;
+    /// The OS file behind this handle, for sendfile(2); `None` in a
+    /// simulated file system.
+    fn os_file(&self) -> Option<Arc<File>> {
+        None
+    }
 }
 
-impl SegmentFile {
-    /// Opens `path` for reading and appending, creating it when missing.
-    pub fn open(path: &Path) -> Result<SegmentFile, StorageError> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)
-            .map_err(|e| StorageError::io(format!("open {}", path.display()), e))?;
-        let size = file
-            .metadata()
-            .map_err(|e| StorageError::io(format!("stat {}", path.display()), e))?
-            .len();
-        Ok(SegmentFile {
-            path: path.to_path_buf(),
-            file: Arc::new(file),
-            size,
-        })
-    }
+/// Directory-level operations plus opening files.
+pub trait FileSystem: Send + Sync + Debug {
+    /// Opens `path` for reading and writing; with `create`, creates it when
+    /// missing.
+    fn open(&self, path: &Path, create: bool) -> io::Result<Arc<dyn FileHandle>>;
+    /// The size of `path`, or `None` when it does not exist.
+    fn len(&self, path: &Path) -> io::Result<Option<u64>>;
+    /// Last modification time in ms since the epoch.
+    fn modified_ms(&self, path: &Path) -> io::Result<i64>;
+    /// Names (not paths) of the entries of `dir`.
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>>;
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
+    fn remove_file(&self, path: &Path) -> io::Result<()>;
+    fn remove_dir_all(&self, dir: &Path) -> io::Result<()>;
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// fsync a directory so created, renamed and removed entries are durable.
+    fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+}
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
+/// The real file system.
+#[derive(Debug, Default)]
+pub struct OsFileSystem;
 
-    pub fn size(&self) -> u64 {
-        self.size
-    }
+/// A real file; shared (`Arc`) so a fetch can send a range of it with
+/// sendfile after the partition lock is released and even after the cache
+/// closed its own handle. Appends never change bytes below the size a
+/// reader saw.
+#[derive(Debug)]
+struct OsFile(Arc<File>);
 
-    /// The shared handle, for zero-copy reads (sendfile) by the caller.
-    pub fn handle(&self) -> Arc<File> {
-        self.file.clone()
+impl FileHandle for OsFile {
+    fn read_exact_at(&self, buf: &mut [u8], position: u64) -> io::Result<()> {
+        self.0.read_exact_at(buf, position)
     }
-
-    /// Reads exactly `buf.len()` bytes at `position`.
-    pub fn read_at(&self, position: u64, buf: &mut [u8]) -> Result<(), StorageError> {
-        self.file.read_exact_at(buf, position).map_err(|e| {
-            StorageError::io(
-                format!(
-                    "read {} bytes at {} of {}",
-                    buf.len(),
-                    position,
-                    self.path.display()
-                ),
-                e,
-            )
-        })
+    fn write_all_at(&self, data: &[u8], position: u64) -> io::Result<()> {
+        self.0.write_all_at(data, position)
     }
-
-    /// Appends `data` at the end with one write call (retried only if the OS
-    /// writes less). On failure the file is truncated back to its old size,
-    /// so a failed append leaves nothing behind.
-    pub fn append(&mut self, data: &[u8]) -> Result<(), StorageError> {
-        match self.file.write_all_at(data, self.size) {
-            Ok(()) => {
-                self.size += data.len() as u64;
-                Ok(())
-            }
-            Err(e) => {
-                let old_size = self.size;
-                // Best effort: the append error is the one worth reporting.
-                let _ = self.file.set_len(old_size);
-                Err(StorageError::io(
-                    format!("append {} bytes to {}", data.len(), self.path.display()),
-                    e,
-                ))
-            }
-        }
+    fn write_vectored_at(&self, parts: &[IoSlice<'_>], position: u64) -> io::Result<()> {
+        pwritev_all(&self.0, parts, position)
     }
-
-    /// Appends the concatenation of `parts` at the end with as few
-    /// `pwritev` calls as the OS allows (usually one per 1024 parts),
-    /// without copying them into one buffer first. On failure the file is
-    /// truncated back to its old size, as with [`SegmentFile::append`].
-    pub fn append_vectored(&mut self, parts: &[IoSlice<'_>]) -> Result<(), StorageError> {
-        let total: usize = parts.iter().map(|p| p.len()).sum();
-        match pwritev_all(&self.file, parts, self.size) {
-            Ok(()) => {
-                self.size += total as u64;
-                Ok(())
-            }
-            Err(e) => {
-                // Best effort: the append error is the one worth reporting.
-                let _ = self.file.set_len(self.size);
-                Err(StorageError::io(
-                    format!("append {total} bytes to {}", self.path.display()),
-                    e,
-                ))
-            }
-        }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.0.set_len(len)
     }
-
-    pub fn truncate(&mut self, size: u64) -> Result<(), StorageError> {
-        self.file.set_len(size).map_err(|e| {
-            StorageError::io(format!("truncate {} to {}", self.path.display(), size), e)
-        })?;
-        self.size = size;
-        Ok(())
+    fn sync(&self) -> io::Result<()> {
+        timed_fsync(|| self.0.sync_data())
     }
-
-    /// fsync: data and metadata reach the disk.
-    pub fn sync(&self) -> Result<(), StorageError> {
-        timed_fsync(|| self.file.sync_all())
-            .map_err(|e| StorageError::io(format!("fsync {}", self.path.display()), e))
+    fn os_file(&self) -> Option<Arc<File>> {
+        Some(self.0.clone())
     }
 }
 
 /// Writes all of `parts` at `position`, resuming after short writes.
-fn pwritev_all(file: &File, parts: &[IoSlice<'_>], mut position: u64) -> std::io::Result<()> {
+fn pwritev_all(file: &File, parts: &[IoSlice<'_>], mut position: u64) -> io::Result<()> {
     let mut owned: Vec<IoSlice<'_>> = parts.iter().filter(|p| !p.is_empty()).copied().collect();
     let mut rest = &mut owned[..];
     while !rest.is_empty() {
         let count = rest.len().min(MAX_IOVECS);
         let offset = libc::off_t::try_from(position)
-            .map_err(|_| std::io::Error::other("file position beyond off_t"))?;
+            .map_err(|_| io::Error::other("file position beyond off_t"))?;
         // SAFETY: IoSlice is ABI-compatible with iovec, `count` slices are
         // valid for the duration of the call, and the fd is open.
         let written = unsafe {
@@ -157,15 +123,15 @@ fn pwritev_all(file: &File, parts: &[IoSlice<'_>], mut position: u64) -> std::io
             )
         };
         if written < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() == std::io::ErrorKind::Interrupted {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
                 continue;
             }
             return Err(e);
         }
         if written == 0 {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::WriteZero,
+            return Err(io::Error::new(
+                io::ErrorKind::WriteZero,
                 "pwritev wrote nothing",
             ));
         }
@@ -175,70 +141,531 @@ fn pwritev_all(file: &File, parts: &[IoSlice<'_>], mut position: u64) -> std::io
     Ok(())
 }
 
-pub fn create_dir_all(dir: &Path) -> Result<(), StorageError> {
-    fs::create_dir_all(dir)
-        .map_err(|e| StorageError::io(format!("create directory {}", dir.display()), e))
-}
-
-pub fn remove_dir_all(dir: &Path) -> Result<(), StorageError> {
-    fs::remove_dir_all(dir)
-        .map_err(|e| StorageError::io(format!("remove directory {}", dir.display()), e))
-}
-
-/// Renames a file or directory; both paths are in the same file system.
-pub fn rename(from: &Path, to: &Path) -> Result<(), StorageError> {
-    fs::rename(from, to)
-        .map_err(|e| StorageError::io(format!("rename {} to {}", from.display(), to.display()), e))
-}
-
-pub fn remove_file(path: &Path) -> Result<(), StorageError> {
-    fs::remove_file(path).map_err(|e| StorageError::io(format!("remove {}", path.display()), e))
-}
-
-/// File names (not paths) of the regular entries in `dir`.
-pub fn list_file_names(dir: &Path) -> Result<Vec<String>, StorageError> {
-    let context = || format!("list directory {}", dir.display());
-    let mut names = Vec::new();
-    for entry in fs::read_dir(dir).map_err(|e| StorageError::io(context(), e))? {
-        let entry = entry.map_err(|e| StorageError::io(context(), e))?;
-        if let Some(name) = entry.file_name().to_str() {
-            names.push(name.to_string());
+impl FileSystem for OsFileSystem {
+    fn open(&self, path: &Path, create: bool) -> io::Result<Arc<dyn FileHandle>> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(create)
+            .truncate(false)
+            .open(path)?;
+        Ok(Arc::new(OsFile(Arc::new(file))))
+    }
+    fn len(&self, path: &Path) -> io::Result<Option<u64>> {
+        match fs::metadata(path) {
+            Ok(m) => Ok(Some(m.len())),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
         }
     }
-    Ok(names)
-}
-
-/// Reads a whole small file; `Ok(None)` when it does not exist.
-pub fn read_optional(path: &Path) -> Result<Option<Vec<u8>>, StorageError> {
-    match fs::read(path) {
-        Ok(bytes) => Ok(Some(bytes)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(StorageError::io(format!("read {}", path.display()), e)),
+    fn modified_ms(&self, path: &Path) -> io::Result<i64> {
+        let modified = fs::metadata(path)?.modified()?;
+        Ok(modified
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64))
+    }
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
+        let mut names = Vec::new();
+        for entry in fs::read_dir(dir)? {
+            if let Some(name) = entry?.file_name().to_str() {
+                names.push(name.to_string());
+            }
+        }
+        Ok(names)
+    }
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        fs::create_dir_all(dir)
+    }
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        fs::remove_file(path)
+    }
+    fn remove_dir_all(&self, dir: &Path) -> io::Result<()> {
+        fs::remove_dir_all(dir)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        fs::rename(from, to)
+    }
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        let dir = File::open(dir)?;
+        timed_fsync(|| dir.sync_all())
     }
 }
 
-/// Replaces `path` with `contents` atomically: write a temporary file, fsync
-/// it, rename it over `path`, fsync the directory. A crash leaves either the
-/// old or the new contents, never a mix.
-pub fn write_atomically(path: &Path, contents: &[u8]) -> Result<(), StorageError> {
-    let tmp = path.with_extension("tmp");
-    let context = |what: &str, p: &Path| format!("{what} {}", p.display());
-    let mut file = File::create(&tmp).map_err(|e| StorageError::io(context("create", &tmp), e))?;
-    file.write_all(contents)
-        .map_err(|e| StorageError::io(context("write", &tmp), e))?;
-    timed_fsync(|| file.sync_all()).map_err(|e| StorageError::io(context("fsync", &tmp), e))?;
-    fs::rename(&tmp, path).map_err(|e| {
-        StorageError::io(format!("rename {} to {}", tmp.display(), path.display()), e)
-    })?;
-    if let Some(dir) = path.parent() {
-        sync_dir(dir)?;
-    }
-    Ok(())
+/// Default for `log.open.files.max`: how many segment files stay open.
+pub const DEFAULT_OPEN_FILES_MAX: usize = 128;
+
+/// A bounded LRU of open segment files, keyed by each `SegmentFile`'s
+/// unique id (not its path, which a rename can give to another file).
+#[derive(Debug)]
+pub struct FileCache {
+    max_open: usize,
+    inner: Mutex<CacheInner>,
 }
 
-/// fsync a directory so created, renamed and removed entries are durable.
-pub fn sync_dir(dir: &Path) -> Result<(), StorageError> {
-    File::open(dir)
-        .and_then(|d| timed_fsync(|| d.sync_all()))
-        .map_err(|e| StorageError::io(format!("fsync directory {}", dir.display()), e))
+#[derive(Debug, Default)]
+struct CacheInner {
+    /// id -> (handle, last-use stamp)
+    open: HashMap<u64, (Arc<dyn FileHandle>, u64)>,
+    /// last-use stamp -> id, oldest first
+    by_use: BTreeMap<u64, u64>,
+    next_stamp: u64,
+}
+
+impl FileCache {
+    pub fn new(max_open: usize) -> FileCache {
+        FileCache {
+            max_open: max_open.max(1),
+            inner: Mutex::new(CacheInner::default()),
+        }
+    }
+
+    pub fn max_open(&self) -> usize {
+        self.max_open
+    }
+
+    /// How many handles the cache holds now.
+    pub fn open_count(&self) -> usize {
+        self.inner.lock().open.len()
+    }
+
+    fn get(&self, id: u64) -> Option<Arc<dyn FileHandle>> {
+        let mut inner = self.inner.lock();
+        let stamp = inner.next_stamp;
+        let (handle, old) = {
+            let entry = inner.open.get_mut(&id)?;
+            let old = entry.1;
+            entry.1 = stamp;
+            (entry.0.clone(), old)
+        };
+        inner.next_stamp += 1;
+        inner.by_use.remove(&old);
+        inner.by_use.insert(stamp, id);
+        Some(handle)
+    }
+
+    fn insert(&self, id: u64, handle: Arc<dyn FileHandle>) {
+        let mut inner = self.inner.lock();
+        while inner.open.len() >= self.max_open {
+            let Some((_, victim)) = inner.by_use.pop_first() else {
+                break;
+            };
+            inner.open.remove(&victim);
+        }
+        let stamp = inner.next_stamp;
+        inner.next_stamp += 1;
+        if let Some((_, old)) = inner.open.insert(id, (handle, stamp)) {
+            inner.by_use.remove(&old);
+        }
+        inner.by_use.insert(stamp, id);
+    }
+
+    fn remove(&self, id: u64) {
+        let mut inner = self.inner.lock();
+        if let Some((_, stamp)) = inner.open.remove(&id) {
+            inner.by_use.remove(&stamp);
+        }
+    }
+}
+
+/// Wall-clock time for the storage layer; tests substitute their own.
+pub trait Clock: Send + Sync + Debug {
+    fn now_ms(&self) -> i64;
+}
+
+#[derive(Debug, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ms(&self) -> i64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64)
+    }
+}
+
+/// A clock tests move by hand.
+#[derive(Debug, Default)]
+pub struct ManualClock(std::sync::atomic::AtomicI64);
+
+impl ManualClock {
+    pub fn new(now_ms: i64) -> ManualClock {
+        ManualClock(std::sync::atomic::AtomicI64::new(now_ms))
+    }
+    pub fn set(&self, now_ms: i64) {
+        self.0.store(now_ms, Ordering::SeqCst);
+    }
+    pub fn advance(&self, ms: i64) {
+        self.0.fetch_add(ms, Ordering::SeqCst);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now_ms(&self) -> i64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// What every log of a broker shares: the file system, the handle cache
+/// and the clock.
+#[derive(Debug, Clone)]
+pub struct LogEnv {
+    pub fs: Arc<dyn FileSystem>,
+    pub cache: Arc<FileCache>,
+    pub clock: Arc<dyn Clock>,
+}
+
+impl LogEnv {
+    pub fn new(fs: Arc<dyn FileSystem>, open_files_max: usize, clock: Arc<dyn Clock>) -> LogEnv {
+        LogEnv {
+            fs,
+            cache: Arc::new(FileCache::new(open_files_max)),
+            clock,
+        }
+    }
+
+    /// The real file system and clock, with a cache of `open_files_max`.
+    pub fn os(open_files_max: usize) -> LogEnv {
+        LogEnv::new(
+            Arc::new(OsFileSystem),
+            open_files_max,
+            Arc::new(SystemClock),
+        )
+    }
+
+    /// One process-wide real environment, for callers that do not care.
+    pub fn shared_default() -> LogEnv {
+        static DEFAULT: std::sync::OnceLock<LogEnv> = std::sync::OnceLock::new();
+        DEFAULT
+            .get_or_init(|| LogEnv::os(DEFAULT_OPEN_FILES_MAX))
+            .clone()
+    }
+
+    pub fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
+    pub fn create_dir_all(&self, dir: &Path) -> Result<(), StorageError> {
+        self.fs
+            .create_dir_all(dir)
+            .map_err(|e| StorageError::io(format!("create directory {}", dir.display()), e))
+    }
+
+    pub fn remove_dir_all(&self, dir: &Path) -> Result<(), StorageError> {
+        self.fs
+            .remove_dir_all(dir)
+            .map_err(|e| StorageError::io(format!("remove directory {}", dir.display()), e))
+    }
+
+    pub fn remove_file(&self, path: &Path) -> Result<(), StorageError> {
+        self.fs
+            .remove_file(path)
+            .map_err(|e| StorageError::io(format!("remove {}", path.display()), e))
+    }
+
+    /// Removes `path` if it exists.
+    pub fn remove_if_exists(&self, path: &Path) -> Result<(), StorageError> {
+        match self.fs.remove_file(path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(StorageError::io(format!("remove {}", path.display()), e)),
+        }
+    }
+
+    pub fn rename(&self, from: &Path, to: &Path) -> Result<(), StorageError> {
+        self.fs.rename(from, to).map_err(|e| {
+            StorageError::io(format!("rename {} to {}", from.display(), to.display()), e)
+        })
+    }
+
+    pub fn len(&self, path: &Path) -> Result<Option<u64>, StorageError> {
+        self.fs
+            .len(path)
+            .map_err(|e| StorageError::io(format!("stat {}", path.display()), e))
+    }
+
+    pub fn modified_ms(&self, path: &Path) -> Result<i64, StorageError> {
+        self.fs
+            .modified_ms(path)
+            .map_err(|e| StorageError::io(format!("stat {}", path.display()), e))
+    }
+
+    /// File names (not paths) of the entries in `dir`.
+    pub fn list_file_names(&self, dir: &Path) -> Result<Vec<String>, StorageError> {
+        self.fs
+            .list(dir)
+            .map_err(|e| StorageError::io(format!("list directory {}", dir.display()), e))
+    }
+
+    pub fn sync_dir(&self, dir: &Path) -> Result<(), StorageError> {
+        self.fs
+            .sync_dir(dir)
+            .map_err(|e| StorageError::io(format!("fsync directory {}", dir.display()), e))
+    }
+
+    /// Reads a whole small file; `Ok(None)` when it does not exist.
+    pub fn read_optional(&self, path: &Path) -> Result<Option<Vec<u8>>, StorageError> {
+        let context = || format!("read {}", path.display());
+        let Some(len) = self.len(path)? else {
+            return Ok(None);
+        };
+        let handle = match self.fs.open(path, false) {
+            Ok(h) => h,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(StorageError::io(context(), e)),
+        };
+        let mut buf = vec![0u8; len as usize];
+        handle
+            .read_exact_at(&mut buf, 0)
+            .map_err(|e| StorageError::io(context(), e))?;
+        Ok(Some(buf))
+    }
+
+    /// Replaces `path` with `contents` atomically: write a temporary file,
+    /// fsync it, rename it over `path`, fsync the directory. A crash leaves
+    /// either the old or the new contents, never a mix.
+    pub fn write_atomically(&self, path: &Path, contents: &[u8]) -> Result<(), StorageError> {
+        let tmp = path.with_extension("tmp");
+        let context = |what: &str, p: &Path| format!("{what} {}", p.display());
+        let file = self
+            .fs
+            .open(&tmp, true)
+            .map_err(|e| StorageError::io(context("create", &tmp), e))?;
+        file.set_len(0)
+            .and_then(|()| file.write_all_at(contents, 0))
+            .map_err(|e| StorageError::io(context("write", &tmp), e))?;
+        file.sync()
+            .map_err(|e| StorageError::io(context("fsync", &tmp), e))?;
+        drop(file);
+        self.rename(&tmp, path)?;
+        if let Some(dir) = path.parent() {
+            self.sync_dir(dir)?;
+        }
+        Ok(())
+    }
+}
+
+static NEXT_FILE_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A file that is only ever appended to, truncated, or read at a position,
+/// opened on demand through the shared [`FileCache`].
+#[derive(Debug)]
+pub struct SegmentFile {
+    path: PathBuf,
+    size: u64,
+    /// Whether the file exists on disk; it is created by the first write.
+    exists: bool,
+    id: u64,
+    env: LogEnv,
+}
+
+impl SegmentFile {
+    /// A handle on `path`, which need not exist yet; only a stat is done.
+    pub fn open(env: &LogEnv, path: &Path) -> Result<SegmentFile, StorageError> {
+        let len = env.len(path)?;
+        Ok(SegmentFile {
+            path: path.to_path_buf(),
+            size: len.unwrap_or(0),
+            exists: len.is_some(),
+            id: NEXT_FILE_ID.fetch_add(1, Ordering::Relaxed),
+            env: env.clone(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    pub fn exists(&self) -> bool {
+        self.exists
+    }
+
+    /// An open handle, from the cache or freshly opened (creating the file
+    /// when `create`).
+    pub fn handle(&mut self) -> Result<Arc<dyn FileHandle>, StorageError> {
+        self.handle_inner(true)
+    }
+
+    fn handle_inner(&mut self, create: bool) -> Result<Arc<dyn FileHandle>, StorageError> {
+        if let Some(handle) = self.env.cache.get(self.id) {
+            return Ok(handle);
+        }
+        let handle = self
+            .env
+            .fs
+            .open(&self.path, create)
+            .map_err(|e| StorageError::io(format!("open {}", self.path.display()), e))?;
+        self.exists = true;
+        self.env.cache.insert(self.id, handle.clone());
+        Ok(handle)
+    }
+
+    /// A handle for reading; the file must exist (reads below `size` imply it).
+    fn read_handle(&self) -> Result<Arc<dyn FileHandle>, StorageError> {
+        if let Some(handle) = self.env.cache.get(self.id) {
+            return Ok(handle);
+        }
+        let handle = self
+            .env
+            .fs
+            .open(&self.path, false)
+            .map_err(|e| StorageError::io(format!("open {}", self.path.display()), e))?;
+        self.env.cache.insert(self.id, handle.clone());
+        Ok(handle)
+    }
+
+    /// Reads exactly `buf.len()` bytes at `position`.
+    pub fn read_at(&self, position: u64, buf: &mut [u8]) -> Result<(), StorageError> {
+        if buf.is_empty() {
+            return Ok(());
+        }
+        self.read_handle()?
+            .read_exact_at(buf, position)
+            .map_err(|e| {
+                StorageError::io(
+                    format!(
+                        "read {} bytes at {} of {}",
+                        buf.len(),
+                        position,
+                        self.path.display()
+                    ),
+                    e,
+                )
+            })
+    }
+
+    /// Appends `data` at the end with one write call. On failure the file
+    /// is truncated back to its old size, so a failed append leaves nothing
+    /// behind.
+    pub fn append(&mut self, data: &[u8]) -> Result<(), StorageError> {
+        let handle = self.handle()?;
+        match handle.write_all_at(data, self.size) {
+            Ok(()) => {
+                self.size += data.len() as u64;
+                Ok(())
+            }
+            Err(e) => {
+                // Best effort: the append error is the one worth reporting.
+                if let Err(undo) = handle.set_len(self.size) {
+                    tracing::error!(file = %self.path.display(), error = %undo, "undo a failed append");
+                }
+                Err(StorageError::io(
+                    format!("append {} bytes to {}", data.len(), self.path.display()),
+                    e,
+                ))
+            }
+        }
+    }
+
+    /// Appends the concatenation of `parts` at the end (one `pwritev` per
+    /// 1024 parts on the real file system), without copying them into one
+    /// buffer. On failure the file is truncated back, as with `append`.
+    pub fn append_vectored(&mut self, parts: &[IoSlice<'_>]) -> Result<(), StorageError> {
+        let total: usize = parts.iter().map(|p| p.len()).sum();
+        let handle = self.handle()?;
+        match handle.write_vectored_at(parts, self.size) {
+            Ok(()) => {
+                self.size += total as u64;
+                Ok(())
+            }
+            Err(e) => {
+                if let Err(undo) = handle.set_len(self.size) {
+                    tracing::error!(file = %self.path.display(), error = %undo, "undo a failed append");
+                }
+                Err(StorageError::io(
+                    format!("append {total} bytes to {}", self.path.display()),
+                    e,
+                ))
+            }
+        }
+    }
+
+    /// The OS file, for sending a range of it with sendfile(2).
+    pub fn os_file(&self) -> Result<Arc<File>, StorageError> {
+        self.read_handle()?.os_file().ok_or_else(|| {
+            StorageError::io(
+                format!("send {}", self.path.display()),
+                io::Error::new(io::ErrorKind::Unsupported, "not an OS file"),
+            )
+        })
+    }
+
+    pub fn truncate(&mut self, size: u64) -> Result<(), StorageError> {
+        if !self.exists && size == 0 {
+            return Ok(());
+        }
+        self.handle()?.set_len(size).map_err(|e| {
+            StorageError::io(format!("truncate {} to {}", self.path.display(), size), e)
+        })?;
+        self.size = size;
+        Ok(())
+    }
+
+    /// fsync; a file never created has nothing to sync.
+    pub fn sync(&mut self) -> Result<(), StorageError> {
+        if !self.exists {
+            return Ok(());
+        }
+        self.handle_inner(false)?
+            .sync()
+            .map_err(|e| StorageError::io(format!("fsync {}", self.path.display()), e))
+    }
+
+    /// Renames the file (if it exists) and keeps using it under the new name.
+    pub fn rename_to(&mut self, to: &Path) -> Result<(), StorageError> {
+        if self.exists {
+            self.env.rename(&self.path, to)?;
+        }
+        self.path = to.to_path_buf();
+        Ok(())
+    }
+
+    /// Deletes the file (if it exists) and forgets its handle.
+    pub fn delete(&mut self) -> Result<(), StorageError> {
+        self.env.cache.remove(self.id);
+        if self.exists {
+            self.env.remove_if_exists(&self.path)?;
+            self.exists = false;
+        }
+        self.size = 0;
+        Ok(())
+    }
+}
+
+impl Drop for SegmentFile {
+    fn drop(&mut self) {
+        self.env.cache.remove(self.id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cache_keeps_at_most_its_limit_and_files_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = LogEnv::os(2);
+        let mut files: Vec<SegmentFile> = (0..5)
+            .map(|i| SegmentFile::open(&env, &dir.path().join(format!("{i}.log"))).unwrap())
+            .collect();
+        assert!(files.iter().all(|f| !f.exists()));
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        for (i, f) in files.iter_mut().enumerate() {
+            f.append(format!("file {i}").as_bytes()).unwrap();
+            assert!(env.cache.open_count() <= 2);
+        }
+        for (i, f) in files.iter().enumerate() {
+            let mut buf = vec![0u8; f.size() as usize];
+            f.read_at(0, &mut buf).unwrap();
+            assert_eq!(buf, format!("file {i}").as_bytes());
+            assert!(env.cache.open_count() <= 2);
+        }
+        files[0].sync().unwrap();
+        files.truncate(1);
+        assert!(env.cache.open_count() <= 1);
+    }
 }

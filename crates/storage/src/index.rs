@@ -9,7 +9,11 @@
 //!
 //! Entries live in memory (they are sparse: one per `index.interval.bytes`
 //! of log) and are appended to the file lazily, when the segment is rolled,
-//! flushed or closed. Any prefix of a valid index is itself a valid index
+//! flushed or closed. They are also read lazily: an index is only read
+//! from its file on the first lookup, and an inactive segment's entries
+//! can be dropped again ([`OffsetIndex::unload`]) since they are all in
+//! the file; an index that cannot be read then serves as an empty one
+//! (lookups scan from the segment start) with a warning. Any prefix of a valid index is itself a valid index
 //! (a missing entry only makes a lookup scan further), so a file that lags
 //! the log is harmless; after a crash the active segment's indexes are
 //! rebuilt from the log anyway. Invariants: offset entries have strictly
@@ -17,9 +21,10 @@
 //! timestamps and non-decreasing offsets.
 
 use std::path::Path;
+use std::sync::OnceLock;
 
 use crate::error::StorageError;
-use crate::file::SegmentFile;
+use crate::file::{LogEnv, SegmentFile};
 
 pub const OFFSET_INDEX_ENTRY_SIZE: usize = 8;
 pub const TIME_INDEX_ENTRY_SIZE: usize = 12;
@@ -38,13 +43,13 @@ pub struct TimestampOffset {
     pub offset: i64,
 }
 
-/// Entry storage shared by both indexes: decoded entries in memory, and how
-/// many of them are already in the file.
+/// Entry storage shared by both indexes: decoded entries in memory, read
+/// from the file on first use. The file holds the first
+/// `file.size() / E::SIZE` of them.
 #[derive(Debug)]
 struct IndexFile<E> {
     file: SegmentFile,
-    entries: Vec<E>,
-    persisted_entries: usize,
+    entries: OnceLock<Vec<E>>,
     max_entries: usize,
     /// Why the file's contents were rejected at open, if they were.
     load_problem: Option<String>,
@@ -101,54 +106,101 @@ impl IndexEntry for RawTimeEntry {
 }
 
 impl<E: IndexEntry> IndexFile<E> {
-    fn open(path: &Path, max_index_bytes: u32) -> Result<IndexFile<E>, StorageError> {
-        let file = SegmentFile::open(path)?;
-        let mut index = IndexFile {
+    /// Opens the index without reading it (a stat only).
+    fn open(env: &LogEnv, path: &Path, max_index_bytes: u32) -> Result<IndexFile<E>, StorageError> {
+        let file = SegmentFile::open(env, path)?;
+        let size = file.size();
+        let load_problem = (size % E::SIZE as u64 != 0)
+            .then(|| format!("size {size} is not a multiple of {}", E::SIZE));
+        Ok(IndexFile {
             file,
-            entries: Vec::new(),
-            persisted_entries: 0,
+            entries: OnceLock::new(),
             max_entries: (max_index_bytes as usize / E::SIZE).max(1),
-            load_problem: None,
-        };
-        let size = index.file.size();
-        if size % E::SIZE as u64 != 0 {
-            index.load_problem = Some(format!("size {size} is not a multiple of {}", E::SIZE));
-            return Ok(index);
+            load_problem,
+        })
+    }
+
+    fn entries(&self) -> &Vec<E> {
+        self.entries.get_or_init(|| self.load())
+    }
+
+    fn entries_mut(&mut self) -> &mut Vec<E> {
+        self.entries();
+        self.entries.get_mut().expect("initialized above")
+    }
+
+    fn load(&self) -> Vec<E> {
+        let size = self.file.size() as usize;
+        if self.load_problem.is_some() || size == 0 {
+            return Vec::new();
         }
-        let mut bytes = vec![0u8; size as usize];
-        index.file.read_at(0, &mut bytes)?;
-        index.entries = bytes.chunks_exact(E::SIZE).map(E::decode).collect();
-        index.persisted_entries = index.entries.len();
-        Ok(index)
+        let mut bytes = vec![0u8; size];
+        match self.file.read_at(0, &mut bytes) {
+            Ok(()) => bytes.chunks_exact(E::SIZE).map(E::decode).collect(),
+            Err(e) => {
+                tracing::warn!(file = %self.file.path().display(), error = %e, "index unreadable; lookups scan the segment");
+                Vec::new()
+            }
+        }
+    }
+
+    /// Entries already in the file.
+    fn file_entries(&self) -> usize {
+        self.file.size() as usize / E::SIZE
+    }
+
+    /// The last entry, read from the file alone when not loaded.
+    fn last_entry(&self) -> Result<Option<E>, StorageError> {
+        if let Some(entries) = self.entries.get() {
+            return Ok(entries.last().copied());
+        }
+        let count = self.file_entries();
+        if self.load_problem.is_some() || count == 0 {
+            return Ok(None);
+        }
+        let mut bytes = vec![0u8; E::SIZE];
+        self.file
+            .read_at(((count - 1) * E::SIZE) as u64, &mut bytes)?;
+        Ok(Some(E::decode(&bytes)))
     }
 
     fn push(&mut self, entry: E) {
-        self.entries.push(entry);
+        self.entries_mut().push(entry);
     }
 
     fn is_full(&self) -> bool {
-        self.entries.len() >= self.max_entries
+        let count = self.entries.get().map_or(self.file_entries(), Vec::len);
+        count >= self.max_entries
     }
 
     /// Appends the entries not yet in the file, with one write.
     fn persist(&mut self) -> Result<(), StorageError> {
-        if self.persisted_entries == self.entries.len() {
+        let from = self.file_entries();
+        let Some(entries) = self.entries.get() else {
+            return Ok(());
+        };
+        if entries.len() <= from {
             return Ok(());
         }
-        let mut bytes = Vec::with_capacity((self.entries.len() - self.persisted_entries) * E::SIZE);
-        for entry in &self.entries[self.persisted_entries..] {
+        let mut bytes = Vec::with_capacity((entries.len() - from) * E::SIZE);
+        for entry in &entries[from..] {
             entry.encode(&mut bytes);
         }
-        self.file.append(&bytes)?;
-        self.persisted_entries = self.entries.len();
+        self.file.append(&bytes)
+    }
+
+    /// Writes pending entries and forgets them in memory; the next lookup
+    /// reads them back.
+    fn unload(&mut self) -> Result<(), StorageError> {
+        self.persist()?;
+        self.entries = OnceLock::new();
         Ok(())
     }
 
     /// Drops every entry, in memory and on disk.
     fn clear(&mut self) -> Result<(), StorageError> {
         self.file.truncate(0)?;
-        self.entries.clear();
-        self.persisted_entries = 0;
+        self.entries = OnceLock::from(Vec::new());
         self.load_problem = None;
         Ok(())
     }
@@ -156,6 +208,14 @@ impl<E: IndexEntry> IndexFile<E> {
     fn sync(&mut self) -> Result<(), StorageError> {
         self.persist()?;
         self.file.sync()
+    }
+
+    fn rename_to(&mut self, to: &Path) -> Result<(), StorageError> {
+        self.file.rename_to(to)
+    }
+
+    fn delete(&mut self) -> Result<(), StorageError> {
+        self.file.delete()
     }
 }
 
@@ -179,13 +239,14 @@ impl OffsetIndex {
     /// Opens (or creates) the index; unreadable contents are not an error
     /// here but are reported by [`OffsetIndex::problem`].
     pub fn open(
+        env: &LogEnv,
         path: &Path,
         base_offset: i64,
         max_index_bytes: u32,
     ) -> Result<OffsetIndex, StorageError> {
         Ok(OffsetIndex {
             base_offset,
-            inner: IndexFile::open(path, max_index_bytes)?,
+            inner: IndexFile::open(env, path, max_index_bytes)?,
         })
     }
 
@@ -195,7 +256,7 @@ impl OffsetIndex {
             return Some(problem.clone());
         }
         let mut previous: Option<RawOffsetEntry> = None;
-        for (i, entry) in self.inner.entries.iter().enumerate() {
+        for (i, entry) in self.inner.entries().iter().enumerate() {
             if u64::from(entry.position) >= log_size {
                 return Some(format!(
                     "entry {i} points to position {} beyond the log size {log_size}",
@@ -219,7 +280,7 @@ impl OffsetIndex {
             relative_offset: relative(self.base_offset, offset),
             position,
         };
-        if let Some(last) = self.inner.entries.last() {
+        if let Some(last) = self.inner.entries().last() {
             assert!(
                 entry.relative_offset > last.relative_offset && entry.position > last.position,
                 "offset index entries must increase: {last:?} then {entry:?}"
@@ -230,7 +291,7 @@ impl OffsetIndex {
 
     /// The greatest entry whose offset is <= `target`, or the segment start.
     pub fn lookup(&self, target: i64) -> OffsetPosition {
-        let entries = &self.inner.entries;
+        let entries = self.inner.entries();
         let count =
             entries.partition_point(|e| self.base_offset + i64::from(e.relative_offset) <= target);
         match count.checked_sub(1).map(|i| entries[i]) {
@@ -243,12 +304,12 @@ impl OffsetIndex {
     }
 
     pub fn last_entry(&self) -> Option<OffsetPosition> {
-        self.inner.entries.last().map(|e| self.absolute(*e))
+        self.inner.entries().last().map(|e| self.absolute(*e))
     }
 
     pub fn entries(&self) -> Vec<OffsetPosition> {
         self.inner
-            .entries
+            .entries()
             .iter()
             .map(|e| self.absolute(*e))
             .collect()
@@ -276,6 +337,37 @@ impl OffsetIndex {
     pub fn sync(&mut self) -> Result<(), StorageError> {
         self.inner.sync()
     }
+
+    pub fn rename_to(&mut self, to: &Path) -> Result<(), StorageError> {
+        self.inner.rename_to(to)
+    }
+
+    pub fn delete(&mut self) -> Result<(), StorageError> {
+        self.inner.delete()
+    }
+
+    pub fn path(&self) -> &Path {
+        self.inner.file.path()
+    }
+
+    pub fn file_exists(&self) -> bool {
+        self.inner.file.exists()
+    }
+
+    /// Writes pending entries and frees the in-memory copy.
+    pub fn unload(&mut self) -> Result<(), StorageError> {
+        self.inner.unload()
+    }
+
+    /// Whether the entries are in memory now.
+    pub fn is_loaded(&self) -> bool {
+        self.inner.entries.get().is_some()
+    }
+
+    /// Whether the file's size is a whole number of entries.
+    pub fn size_is_sane(&self) -> bool {
+        self.inner.load_problem.is_none()
+    }
 }
 
 /// Maps timestamps to offsets in one segment (Kafka's `.timeindex`).
@@ -287,13 +379,14 @@ pub struct TimeIndex {
 
 impl TimeIndex {
     pub fn open(
+        env: &LogEnv,
         path: &Path,
         base_offset: i64,
         max_index_bytes: u32,
     ) -> Result<TimeIndex, StorageError> {
         Ok(TimeIndex {
             base_offset,
-            inner: IndexFile::open(path, max_index_bytes)?,
+            inner: IndexFile::open(env, path, max_index_bytes)?,
         })
     }
 
@@ -304,7 +397,7 @@ impl TimeIndex {
             return Some(problem.clone());
         }
         let mut previous: Option<RawTimeEntry> = None;
-        for (i, entry) in self.inner.entries.iter().enumerate() {
+        for (i, entry) in self.inner.entries().iter().enumerate() {
             if self.base_offset + i64::from(entry.relative_offset) >= next_offset {
                 return Some(format!(
                     "entry {i} points past the last offset {}",
@@ -322,6 +415,12 @@ impl TimeIndex {
         None
     }
 
+    /// The last entry, reading only that entry from the file when the
+    /// index is not loaded.
+    pub fn last_entry_in_file(&self) -> Result<Option<TimestampOffset>, StorageError> {
+        Ok(self.inner.last_entry()?.map(|e| self.absolute(e)))
+    }
+
     /// Adds an entry when `timestamp` exceeds the last entry's, as Kafka's
     /// `TimeIndex.maybeAppend` does. Returns whether one was added.
     pub fn maybe_append(&mut self, timestamp: i64, offset: i64) -> bool {
@@ -329,7 +428,7 @@ impl TimeIndex {
             timestamp,
             relative_offset: relative(self.base_offset, offset),
         };
-        if let Some(last) = self.inner.entries.last() {
+        if let Some(last) = self.inner.entries().last() {
             if timestamp <= last.timestamp {
                 return false;
             }
@@ -345,18 +444,18 @@ impl TimeIndex {
     /// The greatest entry whose timestamp is < `target`: every batch up to
     /// its offset has a max timestamp below `target`.
     pub fn lookup_before(&self, target: i64) -> Option<TimestampOffset> {
-        let entries = &self.inner.entries;
+        let entries = self.inner.entries();
         let count = entries.partition_point(|e| e.timestamp < target);
         count.checked_sub(1).map(|i| self.absolute(entries[i]))
     }
 
     pub fn last_entry(&self) -> Option<TimestampOffset> {
-        self.inner.entries.last().map(|e| self.absolute(*e))
+        self.inner.entries().last().map(|e| self.absolute(*e))
     }
 
     pub fn entries(&self) -> Vec<TimestampOffset> {
         self.inner
-            .entries
+            .entries()
             .iter()
             .map(|e| self.absolute(*e))
             .collect()
@@ -384,6 +483,37 @@ impl TimeIndex {
     pub fn sync(&mut self) -> Result<(), StorageError> {
         self.inner.sync()
     }
+
+    pub fn rename_to(&mut self, to: &Path) -> Result<(), StorageError> {
+        self.inner.rename_to(to)
+    }
+
+    pub fn delete(&mut self) -> Result<(), StorageError> {
+        self.inner.delete()
+    }
+
+    pub fn path(&self) -> &Path {
+        self.inner.file.path()
+    }
+
+    pub fn file_exists(&self) -> bool {
+        self.inner.file.exists()
+    }
+
+    /// Writes pending entries and frees the in-memory copy.
+    pub fn unload(&mut self) -> Result<(), StorageError> {
+        self.inner.unload()
+    }
+
+    /// Whether the entries are in memory now.
+    pub fn is_loaded(&self) -> bool {
+        self.inner.entries.get().is_some()
+    }
+
+    /// Whether the file's size is a whole number of entries.
+    pub fn size_is_sane(&self) -> bool {
+        self.inner.load_problem.is_none()
+    }
 }
 
 #[cfg(test)]
@@ -394,7 +524,7 @@ mod tests {
     fn offset_index_lookup_and_reload() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("00000000000000000100.index");
-        let mut index = OffsetIndex::open(&path, 100, 1024).unwrap();
+        let mut index = OffsetIndex::open(&LogEnv::shared_default(), &path, 100, 1024).unwrap();
         assert_eq!(
             index.lookup(150),
             OffsetPosition {
@@ -438,7 +568,7 @@ mod tests {
             [0, 0, 0, 10, 0, 0, 1, 144, 0, 0, 0, 20, 0, 0, 3, 32]
         );
 
-        let reopened = OffsetIndex::open(&path, 100, 1024).unwrap();
+        let reopened = OffsetIndex::open(&LogEnv::shared_default(), &path, 100, 1024).unwrap();
         assert_eq!(reopened.entries(), index.entries());
         assert_eq!(reopened.problem(801), None);
         assert!(
@@ -452,12 +582,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("a.index");
         std::fs::write(&path, [0u8; 7]).unwrap();
-        assert!(OffsetIndex::open(&path, 0, 1024)
+        assert!(OffsetIndex::open(&LogEnv::shared_default(), &path, 0, 1024)
             .unwrap()
             .problem(1 << 20)
             .is_some());
         std::fs::write(&path, [0, 0, 0, 5, 0, 0, 0, 9, 0, 0, 0, 4, 0, 0, 0, 10]).unwrap();
-        assert!(OffsetIndex::open(&path, 0, 1024)
+        assert!(OffsetIndex::open(&LogEnv::shared_default(), &path, 0, 1024)
             .unwrap()
             .problem(1 << 20)
             .is_some());
@@ -466,7 +596,13 @@ mod tests {
     #[test]
     fn offset_index_fills_up() {
         let dir = tempfile::tempdir().unwrap();
-        let mut index = OffsetIndex::open(&dir.path().join("a.index"), 0, 16).unwrap();
+        let mut index = OffsetIndex::open(
+            &LogEnv::shared_default(),
+            &dir.path().join("a.index"),
+            0,
+            16,
+        )
+        .unwrap();
         index.append(1, 10);
         assert!(!index.is_full());
         index.append(2, 20);
@@ -477,7 +613,7 @@ mod tests {
     fn time_index_only_grows_in_timestamp() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("00000000000000000000.timeindex");
-        let mut index = TimeIndex::open(&path, 0, 1024).unwrap();
+        let mut index = TimeIndex::open(&LogEnv::shared_default(), &path, 0, 1024).unwrap();
         assert!(index.maybe_append(1_000, 0));
         assert!(!index.maybe_append(1_000, 5));
         assert!(!index.maybe_append(900, 6));
@@ -498,7 +634,7 @@ mod tests {
             })
         );
         index.persist().unwrap();
-        let reopened = TimeIndex::open(&path, 0, 1024).unwrap();
+        let reopened = TimeIndex::open(&LogEnv::shared_default(), &path, 0, 1024).unwrap();
         assert_eq!(reopened.entries(), index.entries());
         assert_eq!(reopened.problem(11), None);
         assert!(reopened.problem(10).is_some());

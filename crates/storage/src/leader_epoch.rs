@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use tracing::warn;
 
 use crate::error::StorageError;
-use crate::file::{read_optional, write_atomically};
+use crate::file::LogEnv;
 
 pub const LEADER_EPOCH_CHECKPOINT_FILE: &str = "leader-epoch-checkpoint";
 pub const UNDEFINED_EPOCH: i32 = -1;
@@ -27,20 +27,25 @@ pub struct EpochEntry {
 
 #[derive(Debug)]
 pub struct LeaderEpochFileCache {
+    env: LogEnv,
     path: PathBuf,
     entries: Vec<EpochEntry>,
 }
 
 impl LeaderEpochFileCache {
     /// Loads `<dir>/leader-epoch-checkpoint`, or starts empty without one.
-    pub fn open(dir: &Path) -> Result<LeaderEpochFileCache, StorageError> {
+    pub fn open(env: &LogEnv, dir: &Path) -> Result<LeaderEpochFileCache, StorageError> {
         let path = dir.join(LEADER_EPOCH_CHECKPOINT_FILE);
-        let entries = match read_optional(&path)? {
+        let entries = match env.read_optional(&path)? {
             Some(bytes) => parse_checkpoint(&bytes)
                 .map_err(|detail| StorageError::corrupt(path.display().to_string(), detail))?,
             None => Vec::new(),
         };
-        Ok(LeaderEpochFileCache { path, entries })
+        Ok(LeaderEpochFileCache {
+            env: env.clone(),
+            path,
+            entries,
+        })
     }
 
     pub fn entries(&self) -> &[EpochEntry] {
@@ -132,7 +137,7 @@ impl LeaderEpochFileCache {
         for e in &entries {
             text.push_str(&format!("{} {}\n", e.epoch, e.start_offset));
         }
-        write_atomically(&self.path, text.as_bytes())?;
+        self.env.write_atomically(&self.path, text.as_bytes())?;
         self.entries = entries;
         Ok(())
     }
@@ -190,7 +195,7 @@ mod tests {
     #[test]
     fn assign_end_offset_and_reload() {
         let dir = tempfile::tempdir().unwrap();
-        let mut cache = LeaderEpochFileCache::open(dir.path()).unwrap();
+        let mut cache = LeaderEpochFileCache::open(&LogEnv::shared_default(), dir.path()).unwrap();
         assert_eq!(
             cache.end_offset_for(0, 10),
             (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
@@ -218,7 +223,7 @@ mod tests {
 
         let text = std::fs::read_to_string(dir.path().join(LEADER_EPOCH_CHECKPOINT_FILE)).unwrap();
         assert_eq!(text, "0\n3\n2 0\n4 10\n7 25\n");
-        let reloaded = LeaderEpochFileCache::open(dir.path()).unwrap();
+        let reloaded = LeaderEpochFileCache::open(&LogEnv::shared_default(), dir.path()).unwrap();
         assert_eq!(reloaded.entries(), cache.entries());
 
         cache.truncate_from_end(10).unwrap();
@@ -230,7 +235,9 @@ mod tests {
             }]
         );
         assert_eq!(
-            LeaderEpochFileCache::open(dir.path()).unwrap().entries(),
+            LeaderEpochFileCache::open(&LogEnv::shared_default(), dir.path())
+                .unwrap()
+                .entries(),
             cache.entries()
         );
     }
@@ -242,7 +249,7 @@ mod tests {
         for bad in ["1\n0\n", "0\n2\n1 0\n", "0\n2\n3 0\n2 5\n", "0\n1\nx 0\n"] {
             std::fs::write(&path, bad).unwrap();
             assert!(
-                LeaderEpochFileCache::open(dir.path()).is_err(),
+                LeaderEpochFileCache::open(&LogEnv::shared_default(), dir.path()).is_err(),
                 "{bad:?} accepted"
             );
         }

@@ -1,23 +1,30 @@
 //! Kafka-format partition logs: segments of v2 record batches with sparse
 //! offset and time indexes, crash recovery, leader-epoch checkpoints and
 //! idempotent-producer state. No sockets live here; all file-system access
-//! goes through the `file` module.
+//! goes through the `file` module's `FileSystem` trait, so tests can inject
+//! faults.
 
+pub mod cleaner;
 mod error;
-mod file;
+pub mod file;
+pub mod flush;
 pub mod index;
 pub mod leader_epoch;
 pub mod log;
+pub mod log_config;
 pub mod metrics;
 pub mod producer_state;
+pub mod retention;
 pub mod segment;
+pub mod sim;
 
+pub use cleaner::{CleanStats, CleanerConfig, CleaningPlan, Decompressor};
 pub use error::{AppendError, StorageError};
+pub use file::{Clock, FileCache, FileSystem, LogEnv, ManualClock, OsFileSystem, SystemClock};
+pub use flush::{FlushCallback, FlushTarget, GroupCommit};
 pub use index::{OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset};
 pub use leader_epoch::{EpochEntry, LeaderEpochFileCache, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
-pub use log::{
-    delete_dir, remove_dirs_marked_for_deletion, AppendInfo, Log, LogConfig, DELETE_DIR_SUFFIX,
-    LOG_START_OFFSET_CHECKPOINT_FILE,
-};
+pub use log::{delete_dir, remove_dirs_marked_for_deletion, AppendInfo, Log, DELETE_DIR_SUFFIX};
+pub use log_config::{CleanupPolicy, LogConfig};
 pub use producer_state::{BatchMetadata, ProducerStateEntry, ProducerStateManager, SequenceCheck};
 pub use segment::LogSegment;

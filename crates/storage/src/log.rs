@@ -3,109 +3,60 @@
 //!
 //! The log owns offset assignment and the segment list. Invariants: segments
 //! are keyed by base offset and cover increasing, non-overlapping offset
-//! ranges; only the last (active) segment is appended to;
-//! `log_end_offset` is the active segment's next offset; a produce is either
-//! applied whole or not at all (validation, sequence checks and the
-//! leader-epoch checkpoint all happen before the single write). Recovery on
-//! open repairs the active segment after an unclean shutdown, rebuilds any
-//! inconsistent index, then rebuilds the max timestamp and producer state.
+//! ranges (with gaps once compaction or retention removed data); only the
+//! last (active) segment is appended to; `log_end_offset` is the active
+//! segment's next offset; `log_start_offset` is at or after the first
+//! segment's base offset; a produce is either applied whole or not at all
+//! (validation, sequence checks and the leader-epoch checkpoint all happen
+//! before the single write); every segment but the active one has been
+//! fsynced (a roll fsyncs the segment it closes), so recovery after a crash
+//! only needs to repair the active segment. Recovery on open also finishes
+//! or undoes an interrupted compaction swap, removes leftover `.deleted` and
+//! `.cleaned` files, rebuilds any inconsistent index, then rebuilds the max
+//! timestamp and producer state. Retention lives in `retention.rs`, the
+//! cleaner in `cleaner.rs`.
 
 use std::collections::BTreeMap;
 use std::io::IoSlice;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use tarn_protocol::record_batch::{
     parse_header, set_base_offset, set_log_append_time, set_partition_leader_epoch, validate_batch,
-    BatchError, RecordBatchHeader, RECORD_BATCH_HEADER_SIZE,
+    BatchError, Compression, RecordBatchHeader, RecordIter, TimestampType,
+    RECORD_BATCH_HEADER_SIZE,
 };
 use tarn_protocol::records::FileRegion;
 use tracing::{info, warn};
 
 use crate::error::{AppendError, StorageError};
-use crate::file::{
-    create_dir_all, list_file_names, read_optional, remove_dir_all, remove_file, rename, sync_dir,
-    write_atomically,
-};
+use crate::file::LogEnv;
+use crate::flush::FlushTarget;
 use crate::leader_epoch::LeaderEpochFileCache;
+pub use crate::log_config::*;
 use crate::producer_state::{
     parse_snapshot_name, snapshot_path, ProducerStateError, ProducerStateManager, SequenceCheck,
 };
-use crate::segment::{first_record_at_or_after, LogSegment};
+use crate::segment::{first_record_at_or_after, LogSegment, DELETED_SUFFIX};
 
-/// Kafka's `log.segment.bytes` default: 1 GiB.
-pub const DEFAULT_SEGMENT_BYTES: u64 = 1 << 30;
-/// Kafka's `log.index.interval.bytes` default.
-pub const DEFAULT_INDEX_INTERVAL_BYTES: u32 = 4096;
-/// Kafka's `log.index.size.max.bytes` default: 10 MiB.
-pub const DEFAULT_SEGMENT_INDEX_BYTES: u32 = 10 << 20;
-/// Kafka's `message.max.bytes` default.
-pub const DEFAULT_MAX_MESSAGE_BYTES: u32 = 1_048_588;
-/// Kafka's lower bound for `segment.bytes`.
-pub const MIN_SEGMENT_BYTES: u64 = 14;
-
-/// The file in a partition directory that keeps a log start offset moved
-/// past the first segment's base (DeleteRecords): `0\n<offset>\n`
-/// (format version, offset), replaced atomically.
-pub const LOG_START_OFFSET_CHECKPOINT_FILE: &str = "log-start-offset-checkpoint";
-/// Kafka's suffix for a partition directory waiting to be deleted.
-pub const DELETE_DIR_SUFFIX: &str = "-delete";
-
-/// Per-partition settings, spelled after Kafka's topic configs
-/// (`segment.bytes`, `index.interval.bytes`, `segment.index.bytes`,
-/// `max.message.bytes`, `message.timestamp.type`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LogConfig {
-    pub segment_bytes: u64,
-    pub index_interval_bytes: u32,
-    /// Maximum size of each index file; a full index rolls the segment.
-    pub segment_index_bytes: u32,
-    pub max_message_bytes: u32,
-    /// `message.timestamp.type=LogAppendTime`: the broker stamps each
-    /// batch with its append time.
-    pub log_append_time: bool,
-}
-
-impl Default for LogConfig {
-    fn default() -> Self {
-        LogConfig {
-            segment_bytes: DEFAULT_SEGMENT_BYTES,
-            index_interval_bytes: DEFAULT_INDEX_INTERVAL_BYTES,
-            segment_index_bytes: DEFAULT_SEGMENT_INDEX_BYTES,
-            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
-            log_append_time: false,
-        }
-    }
-}
-
-impl LogConfig {
-    /// Kafka's bounds: positions in a segment must fit the index's u32 and
-    /// Kafka's signed int, and an index must hold at least one entry.
-    pub fn validate(&self) -> Result<(), StorageError> {
-        if !(MIN_SEGMENT_BYTES..=i32::MAX as u64).contains(&self.segment_bytes) {
-            return Err(StorageError::InvalidConfig(format!(
-                "segment.bytes {} is outside [{MIN_SEGMENT_BYTES}, {}]",
-                self.segment_bytes,
-                i32::MAX
-            )));
-        }
-        if self.segment_index_bytes < 12 {
-            return Err(StorageError::InvalidConfig(format!(
-                "segment.index.bytes {} is below 12",
-                self.segment_index_bytes
-            )));
-        }
-        Ok(())
-    }
-}
+/// Holds the log start offset when DeleteRecords moved it past the first
+/// segment's base offset (Kafka keeps it in `log-start-offset-checkpoint`).
+pub const LOG_START_OFFSET_FILE: &str = "log-start-offset";
+/// Suffix of a compacted segment being written.
+pub const CLEANED_SUFFIX: &str = ".cleaned";
+/// Suffix of a compacted segment that is complete and replaces the
+/// segments it overlaps.
+pub const SWAP_SUFFIX: &str = ".swap";
 
 /// What an append did, for the produce response.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AppendInfo {
     pub base_offset: i64,
     pub last_offset: i64,
-    /// The append time stamped on the batches under LogAppendTime, else -1
-    /// (timestamps are the producer's: CreateTime).
+    /// The broker's time stamped on the batches when the topic's
+    /// `message.timestamp.type` is LogAppendTime; -1 with CreateTime.
     pub log_append_time: i64,
     /// The batch was a retry of one already in the log; the offsets are the
     /// original ones and nothing was appended.
@@ -117,15 +68,16 @@ pub struct AppendInfo {
 /// carrying it, and that batch's leader epoch. The exact record is found
 /// only when asked (ListOffsets), so appends never decode records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct MaxTimestamp {
-    timestamp: i64,
-    batch_offset: i64,
-    epoch: i32,
+pub(crate) struct MaxTimestamp {
+    pub(crate) timestamp: i64,
+    /// The base offset of the batch holding the max timestamp.
+    pub(crate) offset: i64,
+    pub(crate) epoch: i32,
 }
 
-const NO_MAX_TIMESTAMP: MaxTimestamp = MaxTimestamp {
+pub(crate) const NO_MAX_TIMESTAMP: MaxTimestamp = MaxTimestamp {
     timestamp: -1,
-    batch_offset: -1,
+    offset: -1,
     epoch: -1,
 };
 
@@ -133,28 +85,51 @@ const NO_MAX_TIMESTAMP: MaxTimestamp = MaxTimestamp {
 /// appends (`&mut self`); reads only need `&self`.
 #[derive(Debug)]
 pub struct Log {
-    dir: PathBuf,
-    config: LogConfig,
-    segments: BTreeMap<i64, LogSegment>,
-    log_end_offset: i64,
+    pub(crate) env: LogEnv,
+    pub(crate) dir: PathBuf,
+    pub(crate) config: LogConfig,
+    /// Boxed: a B-tree leaf holds 11 slots, so an idle partition with one
+    /// segment would otherwise pay for eleven.
+    pub(crate) segments: BTreeMap<i64, Box<LogSegment>>,
+    pub(crate) log_start_offset: i64,
+    pub(crate) log_end_offset: i64,
     leader_epoch_cache: LeaderEpochFileCache,
-    producer_state: ProducerStateManager,
-    max_timestamp: MaxTimestamp,
-    /// Segments from this base offset on may hold data not yet fsynced.
-    first_unflushed_segment: i64,
-    /// The first offset a reader may ask for: the first segment's base, or
-    /// later when DeleteRecords moved it (checkpointed).
-    log_start_offset: i64,
+    pub(crate) producer_state: ProducerStateManager,
+    pub(crate) max_timestamp: MaxTimestamp,
+    /// Records appended since the last flush was started.
+    unflushed_messages: i64,
+    /// When the last flush was started (ms), for `flush.ms`.
+    last_flush_ms: i64,
+    /// Offsets below this are known to be on disk (fsynced).
+    durable_offset: Arc<AtomicI64>,
+    /// A segment file was created since the directory was last fsynced.
+    dir_needs_sync: bool,
+    /// Segments renamed to `*.deleted`, with when to remove their files.
+    pub(crate) pending_deletes: Vec<(i64, Box<LogSegment>)>,
 }
 
 impl Log {
+    /// Opens the partition directory (creating it if missing) in the
+    /// process-wide default environment; see [`Log::open_in`].
+    pub fn open(dir: &Path, config: LogConfig, clean_shutdown: bool) -> Result<Log, StorageError> {
+        Log::open_in(&LogEnv::shared_default(), dir, config, clean_shutdown)
+    }
+
     /// Opens the partition directory (creating it if missing) and recovers
     /// it. With `clean_shutdown == false` the active segment is validated
     /// batch by batch and truncated at the first bad one.
-    pub fn open(dir: &Path, config: LogConfig, clean_shutdown: bool) -> Result<Log, StorageError> {
+    pub fn open_in(
+        env: &LogEnv,
+        dir: &Path,
+        config: LogConfig,
+        clean_shutdown: bool,
+    ) -> Result<Log, StorageError> {
         config.validate()?;
-        create_dir_all(dir)?;
-        let names = list_file_names(dir)?;
+        env.create_dir_all(dir)?;
+        let mut names = env.list_file_names(dir)?;
+        if crate::cleaner::recover_interrupted_cleaning(env, dir, &names)? {
+            names = env.list_file_names(dir)?;
+        }
         let mut base_offsets: Vec<i64> = names
             .iter()
             .filter_map(|n| parse_segment_log_name(n))
@@ -163,21 +138,30 @@ impl Log {
         if base_offsets.is_empty() {
             base_offsets.push(0);
         }
-        let mut leader_epoch_cache = LeaderEpochFileCache::open(dir)?;
+        let mut leader_epoch_cache = LeaderEpochFileCache::open(env, dir)?;
         let mut recovered_epochs: Vec<(i32, i64)> = Vec::new();
         let mut segments = BTreeMap::new();
         let active_base = *base_offsets.last().expect("at least one segment");
-        for base_offset in base_offsets {
-            let recover = !clean_shutdown && base_offset == active_base;
-            let segment = LogSegment::open(dir, base_offset, &config, recover, &mut |header| {
-                if recovered_epochs
-                    .last()
-                    .is_none_or(|(epoch, _)| *epoch != header.partition_leader_epoch)
-                {
-                    recovered_epochs.push((header.partition_leader_epoch, header.base_offset));
-                }
-            })?;
-            segments.insert(base_offset, segment);
+        for (i, &base_offset) in base_offsets.iter().enumerate() {
+            if base_offset != active_base {
+                // Every segment but the active one was fsynced when it was
+                // rolled: trust it, and read its indexes only when needed.
+                let next_base = base_offsets[i + 1];
+                let segment = LogSegment::open_inactive(env, dir, base_offset, next_base, &config)?;
+                segments.insert(base_offset, Box::new(segment));
+                continue;
+            }
+            let recover = !clean_shutdown;
+            let segment =
+                LogSegment::open(env, dir, base_offset, &config, recover, &mut |header| {
+                    if recovered_epochs
+                        .last()
+                        .is_none_or(|(epoch, _)| *epoch != header.partition_leader_epoch)
+                    {
+                        recovered_epochs.push((header.partition_leader_epoch, header.base_offset));
+                    }
+                })?;
+            segments.insert(base_offset, Box::new(segment));
         }
         let log_end_offset = segments[&active_base].next_offset();
         // Epochs seen in recovered batches are recorded as Kafka's segment
@@ -187,26 +171,35 @@ impl Log {
         }
         leader_epoch_cache.truncate_from_end(log_end_offset)?;
         let first_base = *segments.keys().next().expect("at least one segment");
-        let log_start_offset = read_log_start_checkpoint(dir)?
-            .map_or(first_base, |offset| offset.max(first_base))
-            .min(log_end_offset);
+        let log_start_offset = read_log_start_offset(env, dir)?
+            .map_or(first_base, |o| o.clamp(first_base, log_end_offset));
+        let durable = if clean_shutdown {
+            log_end_offset
+        } else {
+            active_base
+        };
         let mut log = Log {
+            env: env.clone(),
             dir: dir.to_path_buf(),
             config,
             segments,
+            log_start_offset,
             log_end_offset,
             leader_epoch_cache,
             producer_state: ProducerStateManager::new(),
             max_timestamp: NO_MAX_TIMESTAMP,
-            first_unflushed_segment: active_base,
-            log_start_offset,
+            unflushed_messages: 0,
+            last_flush_ms: env.now_ms(),
+            durable_offset: Arc::new(AtomicI64::new(durable)),
+            dir_needs_sync: false,
+            pending_deletes: Vec::new(),
         };
         log.rebuild_producer_state(&names)?;
         log.max_timestamp = log.rebuild_max_timestamp()?;
         tracing::debug!(
             dir = %log.dir.display(),
             segments = log.segments.len(),
-            log_start_offset = log.log_start_offset(),
+            log_start_offset = log.log_start_offset,
             log_end_offset,
             clean_shutdown,
             "opened log"
@@ -223,15 +216,15 @@ impl Log {
             .filter_map(|n| parse_snapshot_name(n))
             .collect();
         snapshots.sort_unstable_by(|a, b| b.cmp(a));
-        let mut replay_from = self.log_start_offset();
+        let mut replay_from = self.log_start_offset;
         for offset in snapshots {
             let path = snapshot_path(&self.dir, offset);
             if offset > self.log_end_offset {
                 warn!(file = %path.display(), log_end_offset = self.log_end_offset, "deleting producer snapshot past the log end");
-                remove_file(&path)?;
+                self.env.remove_file(&path)?;
                 continue;
             }
-            match ProducerStateManager::load_snapshot(&path) {
+            match ProducerStateManager::load_snapshot(&self.env, &path) {
                 Ok(state) => {
                     self.producer_state = state;
                     replay_from = replay_from.max(offset);
@@ -239,7 +232,7 @@ impl Log {
                 }
                 Err(e) => {
                     warn!(file = %path.display(), error = %e, "deleting unreadable producer snapshot");
-                    remove_file(&path)?;
+                    self.env.remove_file(&path)?;
                 }
             }
         }
@@ -254,7 +247,7 @@ impl Log {
 
     /// The segment maxima are known from open; this finds the first segment
     /// holding the overall max and reads that batch's header for its epoch.
-    fn rebuild_max_timestamp(&self) -> Result<MaxTimestamp, StorageError> {
+    pub(crate) fn rebuild_max_timestamp(&self) -> Result<MaxTimestamp, StorageError> {
         let mut best: Option<(&LogSegment, i64, i64)> = None;
         for segment in self.segments.values() {
             let (timestamp, offset) = segment.max_timestamp();
@@ -274,19 +267,18 @@ impl Log {
         debug_assert!(position < segment.size());
         Ok(MaxTimestamp {
             timestamp,
-            batch_offset: header.base_offset,
+            offset: header.base_offset,
             epoch: header.partition_leader_epoch,
         })
     }
 
     /// Appends one produce request's batches for this partition: validates
     /// them all, checks producer sequences, assigns offsets starting at the
-    /// log end, stamps `leader_epoch` (and the append time under
-    /// LogAppendTime), and writes them with one vectored write call: the
-    /// patched headers come from a small buffer, the records straight from
-    /// `records`, which is never copied or changed. On any error nothing is
-    /// appended. Data goes to the page cache only; call [`Log::flush`] for
-    /// durability.
+    /// log end, stamps `leader_epoch`, and writes them with one write call.
+    /// On any error nothing is appended. Data goes to the page cache only;
+    /// when [`Log::flush_due`] says so afterwards, the caller must make it
+    /// durable ([`Log::prepare_flush`] or [`Log::flush`]) before it
+    /// acknowledges the append.
     pub fn append(&mut self, records: &[u8], leader_epoch: i32) -> Result<AppendInfo, AppendError> {
         let mut batches = self.validate_records(records)?;
         if let [(_, header)] = batches.as_slice() {
@@ -305,12 +297,15 @@ impl Log {
             }
         }
         let base_offset = self.log_end_offset;
-        let append_time = if self.config.log_append_time {
-            now_ms()
-        } else {
-            -1
-        };
         let mut next_offset = base_offset;
+        let mut max_timestamp = -1;
+        let log_append_time = match self.config.message_timestamp_type {
+            TimestampType::LogAppendTime => self.env.now_ms(),
+            TimestampType::CreateTime => -1,
+        };
+        // The request's bytes are never copied or changed: each batch's
+        // header is patched in a small copy (offset, epoch, and append time
+        // with a new CRC) and written before the batch's records.
         let mut headers: Vec<[u8; RECORD_BATCH_HEADER_SIZE]> = Vec::with_capacity(batches.len());
         for (position, header) in &mut batches {
             let batch = &records[*position..*position + header.total_size()];
@@ -319,8 +314,8 @@ impl Log {
                 head.try_into().expect("validated batch has a full header");
             set_base_offset(&mut patched, next_offset).expect("a full header");
             set_partition_leader_epoch(&mut patched, leader_epoch).expect("a full header");
-            if append_time >= 0 {
-                set_log_append_time(&mut patched, body, append_time);
+            if log_append_time >= 0 {
+                set_log_append_time(&mut patched, body, log_append_time);
                 *header = parse_header(&patched).expect("a stamped header stays valid");
             } else {
                 header.base_offset = next_offset;
@@ -328,12 +323,14 @@ impl Log {
             }
             headers.push(patched);
             next_offset = header.last_offset() + 1;
+            max_timestamp = max_timestamp.max(header.max_timestamp);
         }
         let last_offset = next_offset - 1;
-        self.maybe_roll(records.len() as u64, last_offset)?;
+        self.maybe_roll(records.len() as u64, last_offset, max_timestamp)?;
         // The checkpoint goes first: if the write below fails, an epoch that
         // starts at the unchanged log end is harmless.
         self.leader_epoch_cache.assign(leader_epoch, base_offset)?;
+        let created = !self.active_segment().exists();
         let mut parts = Vec::with_capacity(batches.len() * 2);
         for ((position, header), patched) in batches.iter().zip(&headers) {
             parts.push(IoSlice::new(patched));
@@ -342,26 +339,31 @@ impl Log {
             ));
         }
         self.active_segment_mut().append(&parts, &batches)?;
+        if created {
+            self.dir_needs_sync = true;
+        }
         for (_, header) in &batches {
             self.producer_state.update(header);
             if header.max_timestamp > self.max_timestamp.timestamp {
                 self.max_timestamp = MaxTimestamp {
                     timestamp: header.max_timestamp,
-                    batch_offset: header.base_offset,
+                    offset: header.base_offset,
                     epoch: leader_epoch,
                 };
             }
         }
         self.log_end_offset = next_offset;
+        let record_count = batches
+            .iter()
+            .map(|(_, h)| i64::from(h.records_count))
+            .sum();
+        self.unflushed_messages = self.unflushed_messages.saturating_add(record_count);
         Ok(AppendInfo {
             base_offset,
             last_offset,
-            log_append_time: append_time,
+            log_append_time,
             duplicate: false,
-            record_count: batches
-                .iter()
-                .map(|(_, h)| i64::from(h.records_count))
-                .sum(),
+            record_count,
         })
     }
 
@@ -398,6 +400,9 @@ impl Log {
             }
             validate_batch(rest).map_err(|e| batch_error(position, e))?;
             check_batch_semantics(position, &header)?;
+            if self.config.cleanup_policy.compact {
+                check_keys(position, &rest[..header.total_size()], &header)?;
+            }
             batches.push((position, header));
             position += header.total_size();
         }
@@ -410,31 +415,67 @@ impl Log {
         Ok(batches)
     }
 
-    fn maybe_roll(&mut self, bytes: u64, last_offset: i64) -> Result<(), StorageError> {
-        if !self
-            .active_segment()
-            .should_roll(bytes, last_offset, self.config.segment_bytes)
-        {
-            return Ok(());
+    fn maybe_roll(
+        &mut self,
+        bytes: u64,
+        last_offset: i64,
+        max_timestamp: i64,
+    ) -> Result<(), StorageError> {
+        let now_ms = self.env.now_ms();
+        let segment_bytes = self.config.segment_bytes;
+        let segment_ms = self.config.max_segment_ms();
+        if self.active_segment_mut().should_roll(
+            bytes,
+            last_offset,
+            max_timestamp,
+            now_ms,
+            segment_bytes,
+            segment_ms,
+        )? {
+            self.roll()?;
         }
-        let new_base = self.log_end_offset;
-        // Leftover index files at the new base offset (with no .log) are
-        // found inconsistent with the empty log and rebuilt by open.
-        let segment = LogSegment::open(&self.dir, new_base, &self.config, false, &mut |_| {})?;
-        self.active_segment_mut().on_become_inactive()?;
-        info!(dir = %self.dir.display(), base_offset = new_base, "rolled new segment");
-        self.segments.insert(new_base, segment);
         Ok(())
     }
 
-    fn active_segment(&self) -> &LogSegment {
+    /// Starts a new active segment at the log end. The old one gets its
+    /// final index entries and is fsynced first, which keeps the invariant
+    /// that only the active segment can hold data that is not on disk. The
+    /// new segment's (empty) file is created at once, so a restart finds
+    /// the log end even when retention then deletes every older segment.
+    pub(crate) fn roll(&mut self) -> Result<(), StorageError> {
+        let new_base = self.log_end_offset;
+        if self.active_segment().base_offset() == new_base && self.active_segment().size() == 0 {
+            return Ok(());
+        }
+        let old = self.active_segment_mut();
+        old.on_become_inactive()?;
+        old.flush()?;
+        old.unload_indexes()?;
+        // Leftover index files at the new base offset (with no .log) are
+        // found inconsistent with the empty log and rebuilt by open.
+        let mut segment = LogSegment::open(
+            &self.env,
+            &self.dir,
+            new_base,
+            &self.config,
+            false,
+            &mut |_| {},
+        )?;
+        segment.log_handle()?;
+        self.dir_needs_sync = true;
+        info!(dir = %self.dir.display(), base_offset = new_base, "rolled new segment");
+        self.segments.insert(new_base, Box::new(segment));
+        Ok(())
+    }
+
+    pub(crate) fn active_segment(&self) -> &LogSegment {
         self.segments
             .values()
             .next_back()
             .expect("a log always has a segment")
     }
 
-    fn active_segment_mut(&mut self) -> &mut LogSegment {
+    pub(crate) fn active_segment_mut(&mut self) -> &mut LogSegment {
         self.segments
             .values_mut()
             .next_back()
@@ -443,18 +484,19 @@ impl Log {
 
     /// Whole batches starting with the one containing `fetch_offset`, at
     /// most `max_bytes` of them unless `min_one_batch` and the first is
-    /// larger (then exactly that batch). Stops at the end of a segment.
-    /// Empty at the log end; `OffsetOutOfRange` outside [start, end].
+    /// larger (then exactly that batch). Skips offset gaps left by
+    /// compaction. Empty at the log end; `OffsetOutOfRange` outside
+    /// [start, end].
     pub fn read(
         &self,
         fetch_offset: i64,
         max_bytes: usize,
         min_one_batch: bool,
     ) -> Result<Bytes, StorageError> {
-        if fetch_offset < self.log_start_offset() || fetch_offset > self.log_end_offset {
+        if fetch_offset < self.log_start_offset || fetch_offset > self.log_end_offset {
             return Err(StorageError::OffsetOutOfRange {
                 offset: fetch_offset,
-                log_start_offset: self.log_start_offset(),
+                log_start_offset: self.log_start_offset,
                 log_end_offset: self.log_end_offset,
             });
         }
@@ -462,7 +504,7 @@ impl Log {
             .segments
             .range(..=fetch_offset)
             .next_back()
-            .map_or(self.log_start_offset(), |(base, _)| *base);
+            .map_or(self.log_start_offset, |(base, _)| *base);
         for segment in self.segments.range(first..).map(|(_, s)| s) {
             if let Some(bytes) = segment.read(fetch_offset, max_bytes, min_one_batch)? {
                 return Ok(bytes);
@@ -471,80 +513,8 @@ impl Log {
         Ok(Bytes::new())
     }
 
-    /// Like [`Log::read`], but answers with the file range holding those
-    /// batches (for sendfile) instead of their bytes; `None` when there is
-    /// nothing to send. The range stays valid after the log is changed:
-    /// appends only add bytes past it.
-    pub fn read_region(
-        &self,
-        fetch_offset: i64,
-        max_bytes: usize,
-        min_one_batch: bool,
-    ) -> Result<Option<FileRegion>, StorageError> {
-        if fetch_offset < self.log_start_offset() || fetch_offset > self.log_end_offset {
-            return Err(StorageError::OffsetOutOfRange {
-                offset: fetch_offset,
-                log_start_offset: self.log_start_offset(),
-                log_end_offset: self.log_end_offset,
-            });
-        }
-        let first = self
-            .segments
-            .range(..=fetch_offset)
-            .next_back()
-            .map_or(self.log_start_offset(), |(base, _)| *base);
-        for segment in self.segments.range(first..).map(|(_, s)| s) {
-            if let Some(region) = segment.read_region(fetch_offset, max_bytes, min_one_batch)? {
-                return Ok(Some(region).filter(|r| r.len > 0));
-            }
-        }
-        Ok(None)
-    }
-
     pub fn log_start_offset(&self) -> i64 {
         self.log_start_offset
-    }
-
-    /// Kafka's DeleteRecords: moves the log start offset up to `offset`
-    /// (never down) and checkpoints it before answering, so records below
-    /// it stay unreadable after a restart. Returns the new log start
-    /// offset; `OffsetOutOfRange` when `offset` is negative or past the end.
-    pub fn delete_records_before(&mut self, offset: i64) -> Result<i64, StorageError> {
-        if offset < 0 || offset > self.log_end_offset {
-            return Err(StorageError::OffsetOutOfRange {
-                offset,
-                log_start_offset: self.log_start_offset,
-                log_end_offset: self.log_end_offset,
-            });
-        }
-        if offset > self.log_start_offset {
-            let path = self.dir.join(LOG_START_OFFSET_CHECKPOINT_FILE);
-            write_atomically(&path, format!("0\n{offset}\n").as_bytes())?;
-            self.log_start_offset = offset;
-        }
-        Ok(self.log_start_offset)
-    }
-
-    /// Swaps the settings used from now on: size limits apply to the next
-    /// append and roll; index settings to segments opened from now on.
-    pub fn update_config(&mut self, config: LogConfig) -> Result<(), StorageError> {
-        config.validate()?;
-        self.config = config;
-        Ok(())
-    }
-
-    /// Closes the log without flushing (its data is being deleted) and
-    /// renames its directory to `new_name` beside it, as Kafka does before
-    /// deleting a partition after `file.delete.delay.ms`. Returns the new
-    /// path; the caller removes it later with [`delete_dir`].
-    pub fn rename_for_deletion(self, new_name: &str) -> Result<PathBuf, StorageError> {
-        let dir = self.dir.clone();
-        drop(self);
-        let parent = dir.parent().unwrap_or(Path::new("."));
-        let target = parent.join(new_name);
-        rename(&dir, &target)?;
-        sync_dir(parent)?;
-        Ok(target)
     }
 
     pub fn log_end_offset(&self) -> i64 {
@@ -571,7 +541,7 @@ impl Log {
             let batch = segment.read_bytes(position, header.total_size() as u64)?;
             let (offset, record_timestamp) = first_record_at_or_after(&batch, &header, timestamp);
             return Ok(Some((
-                offset,
+                offset.max(self.log_start_offset),
                 record_timestamp,
                 header.partition_leader_epoch,
             )));
@@ -588,24 +558,83 @@ impl Log {
         if m.timestamp < 0 {
             return Ok((-1, -1, -1));
         }
-        let segment = self
-            .segments
-            .range(..=m.batch_offset)
-            .next_back()
-            .map(|(_, s)| s)
-            .expect("the max-timestamp batch lies in a segment");
-        let Some((position, header)) = segment.find_batch(m.batch_offset)? else {
+        let Some(segment) = self.segments.range(..=m.offset).next_back().map(|(_, s)| s) else {
+            return Ok((m.timestamp, m.offset, m.epoch));
+        };
+        let Some((position, header)) = segment.find_batch(m.offset)? else {
             return Err(StorageError::corrupt(
                 format!("segment {}", segment.base_offset()),
                 format!(
                     "max timestamp points at offset {}, which has no batch",
-                    m.batch_offset
+                    m.offset
                 ),
             ));
         };
         let batch = segment.read_bytes(position, header.total_size() as u64)?;
         let (offset, _) = first_record_at_or_after(&batch, &header, m.timestamp);
         Ok((m.timestamp, offset, m.epoch))
+    }
+
+    /// Like [`Log::read`], but answers with the file range holding those
+    /// batches (for sendfile) instead of their bytes; `None` when there is
+    /// nothing to send. The range stays valid after the log is changed:
+    /// appends only add bytes past it, and the file stays open while the
+    /// region holds it.
+    pub fn read_region(
+        &self,
+        fetch_offset: i64,
+        max_bytes: usize,
+        min_one_batch: bool,
+    ) -> Result<Option<FileRegion>, StorageError> {
+        if fetch_offset < self.log_start_offset || fetch_offset > self.log_end_offset {
+            return Err(StorageError::OffsetOutOfRange {
+                offset: fetch_offset,
+                log_start_offset: self.log_start_offset,
+                log_end_offset: self.log_end_offset,
+            });
+        }
+        let first = self
+            .segments
+            .range(..=fetch_offset)
+            .next_back()
+            .map_or(self.log_start_offset, |(base, _)| *base);
+        for segment in self.segments.range(first..).map(|(_, s)| s) {
+            if let Some(region) = segment.read_region(fetch_offset, max_bytes, min_one_batch)? {
+                return Ok(Some(region).filter(|r| r.len > 0));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Kafka's DeleteRecords: moves the log start offset up to `offset`
+    /// (never down), persists it before answering and deletes the segments
+    /// wholly below it. Returns the new log start offset;
+    /// `OffsetOutOfRange` when `offset` is negative or past the end.
+    pub fn delete_records_before(&mut self, offset: i64) -> Result<i64, StorageError> {
+        if offset < 0 || offset > self.log_end_offset {
+            return Err(StorageError::OffsetOutOfRange {
+                offset,
+                log_start_offset: self.log_start_offset,
+                log_end_offset: self.log_end_offset,
+            });
+        }
+        let now_ms = self.env.now_ms();
+        self.advance_log_start_offset(offset, now_ms)
+    }
+
+    /// Closes the log without flushing (its data is being deleted) and
+    /// renames its directory to `new_name` beside it, as Kafka does before
+    /// deleting a partition after `file.delete.delay.ms`. Returns the new
+    /// path; the caller removes it later with [`delete_dir`].
+    pub fn rename_for_deletion(self, new_name: &str) -> Result<PathBuf, StorageError> {
+        let dir = self.dir.clone();
+        let env = self.env.clone();
+        drop(self);
+        let parent = dir.parent().unwrap_or(Path::new("."));
+        let target = parent.join(new_name);
+        env.rename(&dir, &target)?;
+        env.sync_dir(parent)?;
+        Ok(target)
     }
 
     /// Kafka's OffsetForLeaderEpoch; see [`LeaderEpochFileCache::end_offset_for`].
@@ -618,27 +647,90 @@ impl Log {
         self.leader_epoch_cache.latest_epoch()
     }
 
-    /// fsyncs every segment that may hold unflushed data, with its indexes.
-    pub fn flush(&mut self) -> Result<(), StorageError> {
-        let first = self.first_unflushed_segment;
-        for segment in self.segments.range_mut(first..).map(|(_, s)| s) {
-            segment.flush()?;
+    /// Kafka's check after an append: `flush.messages` or more records were
+    /// appended since the last flush started, so the append that got here
+    /// must not be acknowledged before a flush covers it.
+    pub fn flush_due(&self) -> bool {
+        self.unflushed_messages >= self.config.flush_messages
+    }
+
+    /// Whether `flush.ms` has passed since the last flush with data still
+    /// waiting (the background flusher's check).
+    pub fn flush_ms_due(&self, now_ms: i64) -> bool {
+        self.has_unflushed_data()
+            && now_ms.saturating_sub(self.last_flush_ms) >= self.config.flush_ms
+    }
+
+    pub fn has_unflushed_data(&self) -> bool {
+        self.durable_offset.load(Ordering::Acquire) < self.log_end_offset || self.dir_needs_sync
+    }
+
+    /// Offsets below this are on disk.
+    pub fn durable_offset(&self) -> i64 {
+        self.durable_offset.load(Ordering::Acquire)
+    }
+
+    /// Starts a flush of everything appended so far, to be run by the
+    /// group-commit thread (or by [`FlushTarget::run`]) outside this log's
+    /// lock. `None` when everything is already durable.
+    pub fn prepare_flush(&mut self) -> Result<Option<FlushTarget>, StorageError> {
+        self.unflushed_messages = 0;
+        self.last_flush_ms = self.env.now_ms();
+        if !self.has_unflushed_data() {
+            return Ok(None);
         }
-        self.first_unflushed_segment = self.active_segment().base_offset();
+        let dir = std::mem::take(&mut self.dir_needs_sync).then(|| self.dir.clone());
+        let upto = self.log_end_offset;
+        let active = self.active_segment_mut();
+        let path = active.log_path().to_path_buf();
+        let file = active.log_handle()?;
+        Ok(Some(FlushTarget {
+            env: self.env.clone(),
+            file,
+            path,
+            dir,
+            upto,
+            durable: self.durable_offset.clone(),
+        }))
+    }
+
+    /// fsyncs the active segment with its indexes (and the directory) here
+    /// and now.
+    pub fn flush(&mut self) -> Result<(), StorageError> {
+        self.unflushed_messages = 0;
+        self.last_flush_ms = self.env.now_ms();
+        self.active_segment_mut().flush()?;
+        if std::mem::take(&mut self.dir_needs_sync) {
+            self.env.sync_dir(&self.dir)?;
+        }
+        self.durable_offset
+            .fetch_max(self.log_end_offset, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Applies new settings to the live log (`AlterConfigs`); they govern
+    /// the next append, roll, flush, retention and cleaning.
+    pub fn update_config(&mut self, config: LogConfig) -> Result<(), StorageError> {
+        config.validate()?;
+        self.config = config;
         Ok(())
     }
 
     /// Flushes, writes the final index entries and a producer-state
-    /// snapshot at the log end (removing older snapshots).
+    /// snapshot at the log end (removing older snapshots), and removes
+    /// segment files still waiting for deletion.
     pub fn close(mut self) -> Result<(), StorageError> {
         self.active_segment_mut().on_become_inactive()?;
         self.flush()?;
-        let written = self
-            .producer_state
-            .write_snapshot(&self.dir, self.log_end_offset)?;
-        for name in list_file_names(&self.dir)? {
+        for (_, mut segment) in std::mem::take(&mut self.pending_deletes) {
+            segment.delete_files()?;
+        }
+        let written =
+            self.producer_state
+                .write_snapshot(&self.env, &self.dir, self.log_end_offset)?;
+        for name in self.env.list_file_names(&self.dir)? {
             if parse_snapshot_name(&name).is_some() && self.dir.join(&name) != written {
-                remove_file(&self.dir.join(&name))?;
+                self.env.remove_file(&self.dir.join(&name))?;
             }
         }
         Ok(())
@@ -647,8 +739,9 @@ impl Log {
     /// Removes the partition directory and everything in it.
     pub fn delete(self) -> Result<(), StorageError> {
         let dir = self.dir.clone();
+        let env = self.env.clone();
         drop(self);
-        remove_dir_all(&dir)
+        env.remove_dir_all(&dir)
     }
 
     pub fn dir(&self) -> &Path {
@@ -659,9 +752,8 @@ impl Log {
         &self.config
     }
 
-    /// Bytes in the segments' `.log` files (indexes not counted).
-    pub fn size_bytes(&self) -> u64 {
-        self.segments.values().map(LogSegment::size).sum()
+    pub fn env(&self) -> &LogEnv {
+        &self.env
     }
 
     /// Base offsets of the segments, oldest first.
@@ -669,52 +761,43 @@ impl Log {
         self.segments.keys().copied().collect()
     }
 
+    /// Total bytes of the segments' .log files.
+    pub fn size_bytes(&self) -> u64 {
+        self.segments.values().map(|s| s.size()).sum()
+    }
+
     pub fn producer_state(&self) -> &ProducerStateManager {
         &self.producer_state
     }
-}
 
-/// Removes a partition directory renamed by [`Log::rename_for_deletion`].
-pub fn delete_dir(dir: &Path) -> Result<(), StorageError> {
-    remove_dir_all(dir)
-}
-
-/// Removes every `*-delete` directory directly under `data_dir` (left by a
-/// run that stopped before their delay passed); returns how many.
-pub fn remove_dirs_marked_for_deletion(data_dir: &Path) -> Result<usize, StorageError> {
-    let mut removed = 0;
-    for name in list_file_names(data_dir)? {
-        let path = data_dir.join(&name);
-        if name.ends_with(DELETE_DIR_SUFFIX) && path.is_dir() {
-            remove_dir_all(&path)?;
-            removed += 1;
+    /// Persists `log_start_offset` when it lies past the first segment's
+    /// base offset (otherwise the segment files say it).
+    pub(crate) fn persist_log_start_offset(&self) -> Result<(), StorageError> {
+        let path = self.dir.join(LOG_START_OFFSET_FILE);
+        let first_base = *self
+            .segments
+            .keys()
+            .next()
+            .expect("a log always has a segment");
+        if self.log_start_offset > first_base {
+            self.env
+                .write_atomically(&path, format!("{}\n", self.log_start_offset).as_bytes())
+        } else {
+            self.env.remove_if_exists(&path)
         }
     }
-    Ok(removed)
 }
 
-/// The log start offset checkpointed by DeleteRecords, if any.
-fn read_log_start_checkpoint(dir: &Path) -> Result<Option<i64>, StorageError> {
-    let path = dir.join(LOG_START_OFFSET_CHECKPOINT_FILE);
-    let Some(bytes) = read_optional(&path)? else {
+fn read_log_start_offset(env: &LogEnv, dir: &Path) -> Result<Option<i64>, StorageError> {
+    let path = dir.join(LOG_START_OFFSET_FILE);
+    let Some(bytes) = env.read_optional(&path)? else {
         return Ok(None);
     };
     let text = String::from_utf8_lossy(&bytes);
-    let mut lines = text.lines();
-    match (lines.next(), lines.next().map(str::parse::<i64>)) {
-        (Some("0"), Some(Ok(offset))) if offset >= 0 => Ok(Some(offset)),
-        _ => Err(StorageError::corrupt(
-            path.display().to_string(),
-            format!("expected \"0\\n<offset>\\n\", found {text:?}"),
-        )),
-    }
-}
-
-/// Wall-clock milliseconds since the Unix epoch, for LogAppendTime.
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+    text.trim()
+        .parse()
+        .map(Some)
+        .map_err(|_| StorageError::corrupt(path.display().to_string(), "not an offset"))
 }
 
 fn batch_error(position: usize, error: BatchError) -> AppendError {
@@ -740,13 +823,65 @@ fn check_batch_semantics(position: usize, header: &RecordBatchHeader) -> Result<
     Ok(())
 }
 
+/// Kafka's rule for compacted topics: every record needs a key. Records
+/// of compressed batches are checked by the cleaner's codec support only,
+/// so such batches pass here.
+fn check_keys(
+    position: usize,
+    batch: &[u8],
+    header: &RecordBatchHeader,
+) -> Result<(), AppendError> {
+    if header.compression() != Compression::None || header.is_control() {
+        return Ok(());
+    }
+    let records = RecordIter::new(batch, header).map_err(|e| batch_error(position, e))?;
+    for record in records {
+        let record = record.map_err(|e| batch_error(position, e))?;
+        if record.key.is_none() {
+            return Err(AppendError::InvalidRecord(format!(
+                "batch at byte {position}: compacted topic cannot accept message without key"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Kafka's suffix for a partition directory waiting to be deleted.
+pub const DELETE_DIR_SUFFIX: &str = "-delete";
+
+/// Removes a partition directory renamed by [`Log::rename_for_deletion`].
+pub fn delete_dir(dir: &Path) -> Result<(), StorageError> {
+    LogEnv::shared_default().remove_dir_all(dir)
+}
+
+/// Removes every `*-delete` directory directly under `data_dir` (left by a
+/// run that stopped before their delay passed); returns how many.
+pub fn remove_dirs_marked_for_deletion(data_dir: &Path) -> Result<usize, StorageError> {
+    let env = LogEnv::shared_default();
+    let mut removed = 0;
+    for name in env.list_file_names(data_dir)? {
+        let path = data_dir.join(&name);
+        if name.ends_with(DELETE_DIR_SUFFIX) && path.is_dir() {
+            env.remove_dir_all(&path)?;
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
 /// The base offset a `<20 digits>.log` file name stands for.
-fn parse_segment_log_name(name: &str) -> Option<i64> {
+pub(crate) fn parse_segment_log_name(name: &str) -> Option<i64> {
     let stem = name.strip_suffix(".log")?;
     if stem.len() != 20 || !stem.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
     stem.parse().ok()
+}
+
+/// Whether `name` is a leftover a crash can leave behind and open removes:
+/// a segment file awaiting deletion or an unfinished cleaned segment.
+pub(crate) fn is_leftover_file(name: &str) -> bool {
+    name.ends_with(DELETED_SUFFIX) || name.ends_with(CLEANED_SUFFIX) || name.ends_with(".tmp")
 }
 
 #[cfg(test)]
@@ -800,6 +935,104 @@ mod tests {
     }
 
     #[test]
+    fn idle_logs_hold_no_open_files_and_busy_ones_share_a_bounded_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = LogEnv::os(3);
+        let mut logs: Vec<Log> = (0..20)
+            .map(|i| {
+                Log::open_in(
+                    &env,
+                    &dir.path().join(format!("t-{i}")),
+                    small_config(),
+                    true,
+                )
+                .unwrap()
+            })
+            .collect();
+        assert_eq!(env.cache.open_count(), 0);
+        // A new partition is only a directory until data arrives.
+        assert!(std::fs::read_dir(dir.path().join("t-0"))
+            .unwrap()
+            .next()
+            .is_none());
+        for (i, log) in logs.iter_mut().enumerate() {
+            for _ in 0..12 {
+                append_plain(log, 2, i as i64);
+            }
+            assert!(env.cache.open_count() <= 3);
+        }
+        for (i, log) in logs.iter().enumerate() {
+            let got = read_all(log, 0);
+            assert_eq!(got.len(), 12, "log {i}");
+            assert!(env.cache.open_count() <= 3);
+        }
+        for log in logs {
+            log.close().unwrap();
+        }
+        assert_eq!(env.cache.open_count(), 0);
+    }
+
+    #[test]
+    fn log_append_time_and_keyless_records_on_compacted_topics() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(crate::file::ManualClock::new(777_000));
+        let env = LogEnv::new(Arc::new(crate::file::OsFileSystem), 8, clock);
+        let config = LogConfig {
+            message_timestamp_type: TimestampType::LogAppendTime,
+            cleanup_policy: crate::log_config::CleanupPolicy::COMPACT,
+            ..LogConfig::default()
+        };
+        let mut log = Log::open_in(&env, dir.path(), config, true).unwrap();
+        let batch = RecordBatchBuilder::new()
+            .record(5, Some(b"k"), Some(b"v"))
+            .build();
+        let info = log.append(&batch, 0).unwrap();
+        assert_eq!(info.log_append_time, 777_000);
+        let stored = validate_batch(&log.read(0, usize::MAX, true).unwrap()).unwrap();
+        assert_eq!(stored.timestamp_type(), TimestampType::LogAppendTime);
+        assert_eq!(stored.max_timestamp, 777_000);
+        assert_eq!(log.max_timestamp().unwrap().0, 777_000);
+        let keyless = RecordBatchBuilder::new()
+            .record(5, None, Some(b"v"))
+            .build();
+        assert!(matches!(
+            log.append(&keyless, 0),
+            Err(AppendError::InvalidRecord(m)) if m.contains("without key")
+        ));
+    }
+
+    #[test]
+    fn inactive_segment_indexes_are_read_only_when_needed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), small_config(), true).unwrap();
+        for i in 0..60 {
+            append_plain(&mut log, 2, 1_000 + i);
+        }
+        let bases = log.segment_base_offsets();
+        assert!(bases.len() > 4);
+        let loaded = |log: &Log| -> Vec<bool> {
+            log.segments.values().map(|s| s.indexes_loaded()).collect()
+        };
+        // A roll frees the entries of the segment it closes.
+        assert!(loaded(&log)[..bases.len() - 1].iter().all(|l| !l));
+        let max = log.max_timestamp().unwrap();
+        log.close().unwrap();
+        for clean in [true, false] {
+            let log = Log::open(dir.path(), small_config(), clean).unwrap();
+            // Only what open needed: the max-timestamp segment's index.
+            let before = loaded(&log);
+            assert!(before.iter().filter(|l| **l).count() <= 2, "{before:?}");
+            assert_eq!(log.max_timestamp().unwrap(), max);
+            // Reading from the middle loads that segment's index only.
+            let target = bases[2] + 1;
+            let got = headers(&log.read(target, 1, true).unwrap());
+            assert!(got[0].base_offset <= target && target <= got[0].last_offset());
+            assert!(log.segments[&bases[2]].indexes_loaded());
+            assert_eq!(read_all(&log, 0).len(), 60);
+        }
+    }
+
+    #[test]
     fn append_and_read_round_trip() {
         let dir = tempfile::tempdir().unwrap();
         let mut log = Log::open(dir.path(), LogConfig::default(), true).unwrap();
@@ -808,6 +1041,7 @@ mod tests {
         for (i, count) in [3usize, 1, 4].into_iter().enumerate() {
             let batch = build_batch_for_tests(12345, count, 100 * i as i64);
             sizes.push(batch.len());
+            let original = batch.clone();
             let info = log.append(&batch, 7).unwrap();
             let expected_base = [0, 3, 4][i];
             assert_eq!(
@@ -820,16 +1054,13 @@ mod tests {
                     record_count: count as i64,
                 }
             );
-            // The caller's buffer is left as it was; the log has the
-            // assigned offset and epoch.
-            let header = validate_batch(&batch).unwrap();
+            // The caller's buffer is left as it was; the log's copy carries
+            // the assigned offset and epoch.
+            assert_eq!(batch, original);
+            let stored = log.read(expected_base, usize::MAX, true).unwrap();
+            let stored = validate_batch(&stored).unwrap();
             assert_eq!(
-                (header.base_offset, header.partition_leader_epoch),
-                (12345, -1)
-            );
-            let stored = headers(&log.read(expected_base, usize::MAX, false).unwrap());
-            assert_eq!(
-                (stored[0].base_offset, stored[0].partition_leader_epoch),
+                (stored.base_offset, stored.partition_leader_epoch),
                 (expected_base, 7)
             );
         }
@@ -907,6 +1138,10 @@ mod tests {
         assert!(bases.len() > 3, "expected several segments, got {bases:?}");
         for base in &bases {
             assert!(file_len(dir.path(), &segment_file_name(*base, "log")) <= 1_000);
+            if base == bases.last().unwrap() {
+                // The active segment's index entries are written lazily.
+                continue;
+            }
             assert!(dir.path().join(segment_file_name(*base, "index")).exists());
             assert!(dir
                 .path()
@@ -1058,63 +1293,6 @@ mod tests {
                 assert_eq!(got[0], *h, "offset {offset}");
             }
         }
-    }
-
-    #[test]
-    fn read_region_covers_the_same_bytes_as_read() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut log = Log::open(dir.path(), small_config(), true).unwrap();
-        for i in 0..30 {
-            append_plain(&mut log, 3, i);
-        }
-        assert!(log.segment_base_offsets().len() > 1);
-        for (offset, max_bytes, min_one) in [
-            (0, usize::MAX, false),
-            (7, 300, false),
-            (40, 1, true),
-            (40, 1, false),
-        ] {
-            let bytes = log.read(offset, max_bytes, min_one).unwrap();
-            match log.read_region(offset, max_bytes, min_one).unwrap() {
-                None => assert!(bytes.is_empty()),
-                Some(region) => {
-                    let mut buf = vec![0; region.len as usize];
-                    std::os::unix::fs::FileExt::read_exact_at(
-                        &*region.file,
-                        &mut buf,
-                        region.position,
-                    )
-                    .unwrap();
-                    assert_eq!(buf, bytes, "offset {offset}");
-                }
-            }
-        }
-        assert!(log.read_region(90, 1000, true).unwrap().is_none());
-        assert!(matches!(
-            log.read_region(91, 1000, true),
-            Err(StorageError::OffsetOutOfRange { .. })
-        ));
-    }
-
-    #[test]
-    fn log_append_time_stamps_batches() {
-        let dir = tempfile::tempdir().unwrap();
-        let config = LogConfig {
-            log_append_time: true,
-            ..LogConfig::default()
-        };
-        let mut log = Log::open(dir.path(), config, true).unwrap();
-        let before = now_ms();
-        let info = append_plain(&mut log, 3, 1_000);
-        assert!(info.log_append_time >= before, "{info:?}");
-        let stored = headers(&log.read(0, usize::MAX, false).unwrap());
-        assert_eq!(
-            stored[0].timestamp_type(),
-            tarn_protocol::record_batch::TimestampType::LogAppendTime
-        );
-        assert_eq!(stored[0].max_timestamp, info.log_append_time);
-        assert_eq!(stored[0].base_timestamp, 1_000);
-        assert_eq!(log.max_timestamp().unwrap().0, info.log_append_time);
     }
 
     #[test]
@@ -1472,105 +1650,5 @@ mod tests {
         assert!(partition.join("00000000000000000000.log").exists());
         log.delete().unwrap();
         assert!(!partition.exists());
-    }
-
-    #[test]
-    fn delete_records_moves_the_start_durably_and_never_back() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut log = Log::open(dir.path(), small_config(), true).unwrap();
-        for _ in 0..4 {
-            append_plain(&mut log, 3, 0);
-        }
-        assert_eq!(log.log_end_offset(), 12);
-        assert!(matches!(
-            log.delete_records_before(13),
-            Err(StorageError::OffsetOutOfRange { offset: 13, .. })
-        ));
-        assert!(log.delete_records_before(-2).is_err());
-        assert_eq!(log.delete_records_before(4).unwrap(), 4);
-        assert_eq!(log.delete_records_before(2).unwrap(), 4, "never moves back");
-        assert!(matches!(
-            log.read(3, usize::MAX, true),
-            Err(StorageError::OffsetOutOfRange { offset: 3, .. })
-        ));
-        // Reading at the start gives the batch that holds it, as Kafka does.
-        assert_eq!(
-            headers(&log.read(4, usize::MAX, true).unwrap())[0].base_offset,
-            3
-        );
-        log.close().unwrap();
-        for clean in [true, false] {
-            let log = Log::open(dir.path(), small_config(), clean).unwrap();
-            assert_eq!(log.log_start_offset(), 4, "clean={clean}");
-            assert_eq!(log.log_end_offset(), 12);
-        }
-        let mut log = Log::open(dir.path(), small_config(), true).unwrap();
-        assert_eq!(log.delete_records_before(12).unwrap(), 12);
-        assert!(log.read(12, usize::MAX, true).unwrap().is_empty());
-        append_plain(&mut log, 1, 0);
-        assert_eq!(
-            headers(&log.read(12, usize::MAX, true).unwrap())[0].base_offset,
-            12
-        );
-    }
-
-    #[test]
-    fn corrupt_log_start_checkpoint_is_an_error() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join(LOG_START_OFFSET_CHECKPOINT_FILE), "0\nx\n").unwrap();
-        assert!(matches!(
-            Log::open(dir.path(), small_config(), true),
-            Err(StorageError::Corrupt { .. })
-        ));
-    }
-
-    #[test]
-    fn updated_config_applies_to_the_next_append() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut log = Log::open(dir.path(), LogConfig::default(), true).unwrap();
-        for _ in 0..3 {
-            append_plain(&mut log, 2, 0);
-        }
-        assert_eq!(log.segment_base_offsets(), vec![0]);
-        let bad = LogConfig {
-            segment_bytes: 1,
-            ..LogConfig::default()
-        };
-        assert!(log.update_config(bad).is_err());
-        log.update_config(LogConfig {
-            segment_bytes: 100,
-            max_message_bytes: 200,
-            ..LogConfig::default()
-        })
-        .unwrap();
-        append_plain(&mut log, 1, 0);
-        assert_eq!(
-            log.segment_base_offsets(),
-            vec![0, 6],
-            "rolled at the new size"
-        );
-        let big = build_batch_for_tests(0, 20, 0);
-        assert!(matches!(
-            log.append(&big, 0),
-            Err(AppendError::MessageTooLarge(_))
-        ));
-    }
-
-    #[test]
-    fn renamed_log_dirs_are_removed() {
-        let data = tempfile::tempdir().unwrap();
-        let partition = data.path().join("t-0");
-        let mut log = Log::open(&partition, LogConfig::default(), true).unwrap();
-        append_plain(&mut log, 1, 0);
-        let renamed = log.rename_for_deletion("t-0.abc-delete").unwrap();
-        assert!(!partition.exists());
-        assert!(renamed.join("00000000000000000000.log").exists());
-        std::fs::create_dir(data.path().join("u-1.def-delete")).unwrap();
-        std::fs::create_dir(data.path().join("u-2")).unwrap();
-        delete_dir(&renamed).unwrap();
-        assert!(!renamed.exists());
-        assert_eq!(remove_dirs_marked_for_deletion(data.path()).unwrap(), 1);
-        assert!(data.path().join("u-2").exists());
-        assert!(!data.path().join("u-1.def-delete").exists());
     }
 }

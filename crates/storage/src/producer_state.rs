@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use tarn_protocol::record_batch::{increment_sequence, RecordBatchHeader};
 
 use crate::error::StorageError;
-use crate::file::{read_optional, write_atomically};
+use crate::file::LogEnv;
 
 /// How many recent batches per producer are kept for duplicate detection
 /// (Kafka's `max.in.flight.requests.per.connection` limit for idempotence).
@@ -92,6 +92,13 @@ impl ProducerStateManager {
 
     pub fn entry(&self, producer_id: i64) -> Option<&ProducerStateEntry> {
         self.producers.get(&producer_id)
+    }
+
+    /// Each producer's newest batch.
+    pub fn last_batches(&self) -> impl Iterator<Item = (i64, BatchMetadata)> + '_ {
+        self.producers
+            .iter()
+            .filter_map(|(id, e)| e.batches.back().map(|b| (*id, *b)))
     }
 
     pub fn producer_count(&self) -> usize {
@@ -190,7 +197,12 @@ impl ProducerStateManager {
     /// Writes the whole state to `<dir>/<20-digit offset>.snapshot`
     /// atomically. Producers are written in id order so equal states give
     /// equal files.
-    pub fn write_snapshot(&self, dir: &Path, offset: i64) -> Result<PathBuf, StorageError> {
+    pub fn write_snapshot(
+        &self,
+        env: &LogEnv,
+        dir: &Path,
+        offset: i64,
+    ) -> Result<PathBuf, StorageError> {
         let mut body = Vec::new();
         let mut ids: Vec<_> = self.producers.keys().copied().collect();
         ids.sort_unstable();
@@ -215,14 +227,14 @@ impl ProducerStateManager {
         contents.extend_from_slice(&count);
         contents.extend_from_slice(&body);
         let path = snapshot_path(dir, offset);
-        write_atomically(&path, &contents)?;
+        env.write_atomically(&path, &contents)?;
         Ok(path)
     }
 
     /// Reads a snapshot written by [`ProducerStateManager::write_snapshot`].
-    pub fn load_snapshot(path: &Path) -> Result<ProducerStateManager, StorageError> {
+    pub fn load_snapshot(env: &LogEnv, path: &Path) -> Result<ProducerStateManager, StorageError> {
         let corrupt = |detail: &str| StorageError::corrupt(path.display().to_string(), detail);
-        let bytes = read_optional(path)?.ok_or_else(|| corrupt("missing"))?;
+        let bytes = env.read_optional(path)?.ok_or_else(|| corrupt("missing"))?;
         if bytes.len() < SNAPSHOT_HEADER_SIZE || &bytes[..4] != SNAPSHOT_MAGIC {
             return Err(corrupt("bad header"));
         }
@@ -418,14 +430,16 @@ mod tests {
             state.update(&batch(1, 2, i * 2, 2, i64::from(i) * 2));
         }
         state.update(&batch(77, 0, 0, 1, 6));
-        let path = state.write_snapshot(dir.path(), 7).unwrap();
+        let path = state
+            .write_snapshot(&LogEnv::shared_default(), dir.path(), 7)
+            .unwrap();
         assert_eq!(path.file_name().unwrap(), "00000000000000000007.snapshot");
         assert_eq!(
             parse_snapshot_name("00000000000000000007.snapshot"),
             Some(7)
         );
         assert_eq!(parse_snapshot_name("7.snapshot"), None);
-        let loaded = ProducerStateManager::load_snapshot(&path).unwrap();
+        let loaded = ProducerStateManager::load_snapshot(&LogEnv::shared_default(), &path).unwrap();
         assert_eq!(loaded.producers, state.producers);
 
         let mut bytes = std::fs::read(&path).unwrap();
@@ -433,7 +447,7 @@ mod tests {
         bytes[last] ^= 1;
         std::fs::write(&path, &bytes).unwrap();
         assert!(matches!(
-            ProducerStateManager::load_snapshot(&path),
+            ProducerStateManager::load_snapshot(&LogEnv::shared_default(), &path),
             Err(StorageError::Corrupt { .. })
         ));
     }

@@ -23,9 +23,9 @@ use tarn_protocol::records::FileRegion;
 use tracing::warn;
 
 use crate::error::StorageError;
-use crate::file::SegmentFile;
+use crate::file::{LogEnv, SegmentFile};
 use crate::index::{OffsetIndex, TimeIndex};
-use crate::log::LogConfig;
+use crate::log_config::LogConfig;
 
 /// Largest offset distance from the segment base; Kafka keeps relative
 /// offsets within a signed 32-bit int.
@@ -47,7 +47,17 @@ struct InvalidBatch {
 pub struct LogSegment {
     log: SegmentFile,
     state: IndexState,
+    /// Wall-clock time this segment object was created (Kafka's `created`),
+    /// the fallback for time-based rolls when batches carry no timestamp.
+    created_ms: i64,
+    /// Max timestamp of the first batch, the base of time-based rolls;
+    /// read lazily from the file.
+    rolling_base_timestamp: Option<i64>,
 }
+
+/// The file-name suffix a segment's files get when retention or the
+/// cleaner removes them; they are deleted after `file.delete.delay.ms`.
+pub const DELETED_SUFFIX: &str = ".deleted";
 
 /// Everything derived from the log's contents: the indexes and the running
 /// values that decide the next index entry. Kept apart from the log file so
@@ -123,19 +133,22 @@ impl LogSegment {
     /// the first invalid one; `on_recovered_batch` sees each valid batch of
     /// such a full scan (so the caller can rebuild its own state).
     pub fn open(
+        env: &LogEnv,
         dir: &Path,
         base_offset: i64,
         config: &LogConfig,
         recover: bool,
         on_recovered_batch: &mut dyn FnMut(&RecordBatchHeader),
     ) -> Result<LogSegment, StorageError> {
-        let log = SegmentFile::open(&dir.join(segment_file_name(base_offset, "log")))?;
+        let log = SegmentFile::open(env, &dir.join(segment_file_name(base_offset, "log")))?;
         let offset_index = OffsetIndex::open(
+            env,
             &dir.join(segment_file_name(base_offset, "index")),
             base_offset,
             config.segment_index_bytes,
         )?;
         let time_index = TimeIndex::open(
+            env,
             &dir.join(segment_file_name(base_offset, "timeindex")),
             base_offset,
             config.segment_index_bytes,
@@ -152,6 +165,8 @@ impl LogSegment {
                 max_timestamp_so_far: -1,
                 offset_of_max_timestamp_so_far: base_offset,
             },
+            created_ms: env.now_ms(),
+            rolling_base_timestamp: None,
         };
         if recover {
             segment.recover(on_recovered_batch)?;
@@ -166,11 +181,87 @@ impl LogSegment {
         Ok(segment)
     }
 
+    /// Opens an inactive segment (every batch before `next_base_offset`,
+    /// the following segment's base) without reading its log or indexes:
+    /// the max timestamp comes from the time index's last entry (written
+    /// when the segment was rolled) and the offset index is read on the
+    /// first lookup. Falls back to [`LogSegment::open`] when an index file
+    /// is visibly damaged (a partial entry, or missing for a segment large
+    /// enough to need one), so it is rebuilt. `next_offset` is then the
+    /// upper bound `next_base_offset`.
+    pub fn open_inactive(
+        env: &LogEnv,
+        dir: &Path,
+        base_offset: i64,
+        next_base_offset: i64,
+        config: &LogConfig,
+    ) -> Result<LogSegment, StorageError> {
+        let log = SegmentFile::open(env, &dir.join(segment_file_name(base_offset, "log")))?;
+        let offset_index = OffsetIndex::open(
+            env,
+            &dir.join(segment_file_name(base_offset, "index")),
+            base_offset,
+            config.segment_index_bytes,
+        )?;
+        let time_index = TimeIndex::open(
+            env,
+            &dir.join(segment_file_name(base_offset, "timeindex")),
+            base_offset,
+            config.segment_index_bytes,
+        )?;
+        let needs_rebuild = !offset_index.size_is_sane()
+            || !time_index.size_is_sane()
+            || (log.size() > u64::from(config.index_interval_bytes)
+                && (!offset_index.file_exists() || !time_index.file_exists()));
+        if needs_rebuild {
+            drop((log, offset_index, time_index));
+            return LogSegment::open(env, dir, base_offset, config, false, &mut |_| {});
+        }
+        let (max_timestamp, max_offset) = match time_index.last_entry_in_file()? {
+            Some(last) => (last.timestamp, last.offset),
+            None => (-1, base_offset),
+        };
+        Ok(LogSegment {
+            log,
+            state: IndexState {
+                base_offset,
+                offset_index,
+                time_index,
+                index_interval_bytes: u64::from(config.index_interval_bytes),
+                next_offset: if next_base_offset > base_offset {
+                    next_base_offset
+                } else {
+                    base_offset
+                },
+                bytes_since_last_index_entry: 0,
+                max_timestamp_so_far: max_timestamp,
+                offset_of_max_timestamp_so_far: max_offset,
+            },
+            created_ms: env.now_ms(),
+            rolling_base_timestamp: None,
+        })
+    }
+
+    /// Frees the in-memory index entries of an inactive segment (they are
+    /// in the files and are read back on the next lookup).
+    pub fn unload_indexes(&mut self) -> Result<(), StorageError> {
+        self.state.offset_index.unload()?;
+        self.state.time_index.unload()
+    }
+
+    /// Whether the offset index is in memory now.
+    pub fn indexes_loaded(&self) -> bool {
+        self.state.offset_index.is_loaded()
+    }
+
     /// Trusts the index files: checks them, then scans batch headers from the
     /// last offset-index entry to the end to find the next offset and the
     /// max timestamp of the unindexed tail.
     fn load_from_indexes(&mut self) -> Result<(), String> {
         let state = &mut self.state;
+        if self.log.size() > state.index_interval_bytes && !state.offset_index.file_exists() {
+            return Err("offset index file is missing".to_string());
+        }
         if let Some(problem) = state.offset_index.problem(self.log.size()) {
             return Err(format!("offset index: {problem}"));
         }
@@ -222,6 +313,7 @@ impl LogSegment {
         &mut self,
         on_batch: &mut dyn FnMut(&RecordBatchHeader),
     ) -> Result<u64, StorageError> {
+        self.rolling_base_timestamp = None;
         let state = &mut self.state;
         state.reset()?;
         let end = scan(
@@ -271,19 +363,102 @@ impl LogSegment {
             );
         }
         self.log.append_vectored(parts)?;
+        if start == 0 {
+            self.rolling_base_timestamp = batches.first().map(|(_, h)| h.max_timestamp);
+        }
         for (position, header) in batches {
             self.state.index_batch(start + *position as u64, header);
         }
         Ok(())
     }
 
-    /// Whether `bytes` more bytes ending at `last_offset` belong in a new segment.
-    pub fn should_roll(&self, bytes: u64, last_offset: i64, segment_bytes: u64) -> bool {
+    /// Whether `bytes` more bytes ending at `last_offset`, whose largest
+    /// timestamp is `max_timestamp`, belong in a new segment (Kafka's
+    /// `LogSegment.shouldRoll`: size, relative offset range, full indexes,
+    /// or the segment is older than `segment_ms`).
+    pub fn should_roll(
+        &mut self,
+        bytes: u64,
+        last_offset: i64,
+        max_timestamp: i64,
+        now_ms: i64,
+        segment_bytes: u64,
+        segment_ms: i64,
+    ) -> Result<bool, StorageError> {
         let size = self.log.size();
-        (size > 0 && size + bytes > segment_bytes)
-            || last_offset - self.state.base_offset > MAX_RELATIVE_OFFSET
-            || self.state.offset_index.is_full()
-            || self.state.time_index.is_full()
+        let full = size + bytes > segment_bytes;
+        Ok(
+            (size > 0 && (full || self.time_waited_for_roll(now_ms, max_timestamp)? > segment_ms))
+                || last_offset - self.state.base_offset > MAX_RELATIVE_OFFSET
+                || self.state.offset_index.is_full()
+                || self.state.time_index.is_full(),
+        )
+    }
+
+    /// Kafka's `timeWaitedForRoll`: how far `timestamp` is past the first
+    /// batch's max timestamp, or, when batches carry none, how long ago
+    /// this segment was created.
+    pub fn time_waited_for_roll(
+        &mut self,
+        now_ms: i64,
+        timestamp: i64,
+    ) -> Result<i64, StorageError> {
+        if self.rolling_base_timestamp.is_none() && self.log.size() > 0 {
+            self.rolling_base_timestamp = Some(self.header_at(0)?.max_timestamp);
+        }
+        Ok(match self.rolling_base_timestamp {
+            Some(base) if base >= 0 => timestamp.saturating_sub(base),
+            _ => now_ms.saturating_sub(self.created_ms),
+        })
+    }
+
+    /// The segment's largest timestamp for retention: the max batch
+    /// timestamp, or the file's modification time when no batch has one.
+    pub fn largest_timestamp(&self, env: &LogEnv) -> Result<i64, StorageError> {
+        let (timestamp, _) = self.max_timestamp();
+        if timestamp >= 0 || !self.log.exists() {
+            return Ok(timestamp);
+        }
+        env.modified_ms(self.log.path())
+    }
+
+    /// A handle on the .log file for an fsync outside the log's lock.
+    pub fn log_handle(
+        &mut self,
+    ) -> Result<std::sync::Arc<dyn crate::file::FileHandle>, StorageError> {
+        self.log.handle()
+    }
+
+    pub fn log_path(&self) -> &Path {
+        self.log.path()
+    }
+
+    /// Writes the pending index entries (without fsync).
+    pub fn persist_indexes(&mut self) -> Result<(), StorageError> {
+        self.state.offset_index.persist()?;
+        self.state.time_index.persist()
+    }
+
+    /// Renames all three files by appending `suffix` to their names.
+    pub fn add_suffix(&mut self, suffix: &str) -> Result<(), StorageError> {
+        let with = |p: &Path| {
+            let mut name = p.as_os_str().to_owned();
+            name.push(suffix);
+            std::path::PathBuf::from(name)
+        };
+        let to = with(self.log.path());
+        self.log.rename_to(&to)?;
+        let to = with(self.state.offset_index.path());
+        self.state.offset_index.rename_to(&to)?;
+        let to = with(self.state.time_index.path());
+        self.state.time_index.rename_to(&to)
+    }
+
+    /// Deletes all three files.
+    pub fn delete_files(&mut self) -> Result<(), StorageError> {
+        self.log.delete()?;
+        self.state.offset_index.delete()?;
+        self.state.time_index.delete()
     }
 
     /// Called when a newer segment takes over appends: records the final max
@@ -311,6 +486,12 @@ impl LogSegment {
 
     pub fn size(&self) -> u64 {
         self.log.size()
+    }
+
+    /// Whether the .log file exists on disk (it is created by the first
+    /// append or by a roll).
+    pub fn exists(&self) -> bool {
+        self.log.exists()
     }
 
     /// `(max timestamp, base offset of the first batch carrying it)`; the
@@ -390,11 +571,11 @@ impl LogSegment {
         max_bytes: usize,
         min_one_batch: bool,
     ) -> Result<Option<Bytes>, StorageError> {
-        let Some(region) = self.read_region(fetch_offset, max_bytes, min_one_batch)? else {
-            return Ok(None);
-        };
-        let bytes = self.read_bytes(region.position, u64::from(region.len))?;
-        Ok(Some(Bytes::from(bytes)))
+        Ok(self
+            .batch_range(fetch_offset, max_bytes, min_one_batch)?
+            .map(|(start, end, _)| self.read_bytes(start, end - start))
+            .transpose()?
+            .map(Bytes::from))
     }
 
     /// Like [`LogSegment::read`], but answers with the file range instead
@@ -405,42 +586,57 @@ impl LogSegment {
         max_bytes: usize,
         min_one_batch: bool,
     ) -> Result<Option<FileRegion>, StorageError> {
-        let Some((start, first)) = self.find_batch(fetch_offset)? else {
+        let Some((start, end, records)) =
+            self.batch_range(fetch_offset, max_bytes, min_one_batch)?
+        else {
             return Ok(None);
         };
-        let region = |end: u64, records: u64| FileRegion {
-            file: self.log.handle(),
+        Ok(Some(FileRegion {
+            file: self.log.os_file()?,
             position: start,
             len: u32::try_from(end - start).expect("segment positions fit u32"),
             records,
+        }))
+    }
+
+    /// The whole batches a read from `fetch_offset` returns: file positions
+    /// [start, end) and how many records they hold. At most `max_bytes`,
+    /// except that with `min_one_batch` a first batch larger than that is
+    /// returned whole; `None` when no batch holds `fetch_offset`.
+    fn batch_range(
+        &self,
+        fetch_offset: i64,
+        max_bytes: usize,
+        min_one_batch: bool,
+    ) -> Result<Option<(u64, u64, u64)>, StorageError> {
+        let Some((start, first)) = self.find_batch(fetch_offset)? else {
+            return Ok(None);
         };
         let count = |header: &RecordBatchHeader| u64::try_from(header.records_count).unwrap_or(0);
         let max_bytes = max_bytes as u64;
-        let mut end = start;
-        let mut records = 0;
         let first_size = first.total_size() as u64;
         if first_size > max_bytes {
-            if !min_one_batch {
-                return Ok(Some(region(start, 0)));
-            }
-            end += first_size;
-            records += count(&first);
-        } else {
-            while end < self.log.size() {
-                let header = if end == start {
-                    first
-                } else {
-                    self.header_at(end)?
-                };
-                let size = header.total_size() as u64;
-                if end - start + size > max_bytes {
-                    break;
-                }
-                end += size;
-                records += count(&header);
-            }
+            return Ok(Some(if min_one_batch {
+                (start, start + first_size, count(&first))
+            } else {
+                (start, start, 0)
+            }));
         }
-        Ok(Some(region(end, records)))
+        let (mut end, mut records) = (start, 0);
+        while end < self.log.size() {
+            let header = if end == start {
+                first
+            } else {
+                self.header_at(end)?
+            };
+            let size = header.total_size() as u64;
+            if end - start + size > max_bytes {
+                break;
+            }
+            end += size;
+            records += count(&header);
+        }
+        Ok(Some((start, end, records)))
     }
 
     pub fn read_bytes(&self, position: u64, len: u64) -> Result<Vec<u8>, StorageError> {
@@ -596,8 +792,15 @@ mod tests {
     #[test]
     fn index_entries_follow_the_interval() {
         let dir = tempfile::tempdir().unwrap();
-        let mut segment =
-            LogSegment::open(dir.path(), 0, &config(200), false, &mut |_| {}).unwrap();
+        let mut segment = LogSegment::open(
+            &LogEnv::shared_default(),
+            dir.path(),
+            0,
+            &config(200),
+            false,
+            &mut |_| {},
+        )
+        .unwrap();
         let mut positions = Vec::new();
         for i in 0..10 {
             positions.push(segment.size());
@@ -627,8 +830,15 @@ mod tests {
     #[test]
     fn reopen_trusts_indexes_and_scans_the_tail() {
         let dir = tempfile::tempdir().unwrap();
-        let mut segment =
-            LogSegment::open(dir.path(), 100, &config(1), false, &mut |_| {}).unwrap();
+        let mut segment = LogSegment::open(
+            &LogEnv::shared_default(),
+            dir.path(),
+            100,
+            &config(1),
+            false,
+            &mut |_| {},
+        )
+        .unwrap();
         for i in 0..5 {
             append(&mut segment, build_batch_for_tests(100 + i * 2, 2, 50 - i));
         }
@@ -636,8 +846,15 @@ mod tests {
         let entries = segment.offset_index().entries();
         drop(segment);
         let mut scanned = 0;
-        let segment =
-            LogSegment::open(dir.path(), 100, &config(1), false, &mut |_| scanned += 1).unwrap();
+        let segment = LogSegment::open(
+            &LogEnv::shared_default(),
+            dir.path(),
+            100,
+            &config(1),
+            false,
+            &mut |_| scanned += 1,
+        )
+        .unwrap();
         assert_eq!(scanned, 0, "a sane index must not trigger a rebuild");
         assert_eq!(segment.offset_index().entries(), entries);
         assert_eq!(segment.next_offset(), 110);

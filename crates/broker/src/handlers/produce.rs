@@ -5,6 +5,11 @@
 //! Versions 0-2 are advertised, because librdkafka turns compression off
 //! when Produce does not start at v0, but answered UNSUPPORTED_VERSION:
 //! they carry the old message formats.
+//!
+//! Durability: when an append reaches the partition's `flush.messages`, the
+//! response waits until the group-commit thread has fsynced it (Kafka
+//! flushes before acknowledging, too); concurrent waiters share fsyncs.
+//! A failed fsync answers KAFKA_STORAGE_ERROR for that partition.
 use std::sync::Arc;
 
 use tarn_protocol::error;
@@ -12,6 +17,9 @@ use tarn_protocol::messages::produce::{
     PartitionProduceData, PartitionProduceResponse, ProduceRequest, ProduceResponse,
     TopicProduceResponse,
 };
+
+use tarn_storage::FlushTarget;
+use tokio::sync::oneshot;
 
 use super::{ApiSpec, RequestContext};
 use crate::broker::Broker;
@@ -73,6 +81,8 @@ pub async fn handle(
     }
     let mut appended = false;
     let mut responses = Vec::with_capacity(request.topic_data.len());
+    // (topic index, partition index, completion) of appends awaiting fsync.
+    let mut flushes = Vec::new();
     for topic in request.topic_data {
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
         let mut produced = RecordTotals::default();
@@ -82,9 +92,16 @@ pub async fn handle(
             let response = match &refusal {
                 Some(e) => partition_error(index, e.clone()),
                 None => match append(broker, &topic.name, data) {
-                    Ok(r) => {
+                    Ok((r, flush)) => {
                         appended = true;
                         produced.add(sent);
+                        if let Some(target) = flush {
+                            flushes.push((
+                                responses.len(),
+                                partitions.len(),
+                                submit(broker, target),
+                            ));
+                        }
                         r
                     }
                     Err(e) => {
@@ -113,6 +130,18 @@ pub async fn handle(
     if appended {
         broker.replicas.notify_appended();
     }
+    for (topic, partition, done) in flushes {
+        let outcome = done.await.unwrap_or_else(|_| {
+            Err(PartitionError::new(
+                error::KAFKA_STORAGE_ERROR,
+                "the group-commit thread stopped before the flush ran",
+            ))
+        });
+        if let Err(e) = outcome {
+            let index = responses[topic].partition_responses[partition].index;
+            responses[topic].partition_responses[partition] = partition_error(index, e);
+        }
+    }
     if request.acks == 0 {
         return None;
     }
@@ -122,11 +151,29 @@ pub async fn handle(
     })
 }
 
+/// Queues a flush on the group commit; the receiver gets its outcome.
+fn submit(broker: &Broker, target: FlushTarget) -> oneshot::Receiver<Result<(), PartitionError>> {
+    let (tx, rx) = oneshot::channel();
+    broker.group_commit.submit(
+        target,
+        Some(Box::new(move |result| {
+            let outcome = result.map_err(|e| {
+                PartitionError::new(error::KAFKA_STORAGE_ERROR, format!("flush failed: {e}"))
+            });
+            // The receiver is gone only when the connection task ended.
+            if tx.send(outcome).is_err() {
+                tracing::debug!("produce flush finished after its request was dropped");
+            }
+        })),
+    );
+    rx
+}
+
 fn append(
     broker: &Broker,
     topic: &str,
     data: PartitionProduceData,
-) -> Result<PartitionProduceResponse, PartitionError> {
+) -> Result<(PartitionProduceResponse, Option<FlushTarget>), PartitionError> {
     if topic.starts_with("__") {
         return Err(PartitionError::new(
             error::INVALID_TOPIC_EXCEPTION,
@@ -144,13 +191,16 @@ fn append(
     })?;
     // The batches go from the request frame to the file without a copy:
     // the log writes patched headers beside the untouched record bytes.
-    let (info, log_start_offset) = partition.append(&records)?;
-    Ok(PartitionProduceResponse {
-        index: data.index,
-        error_code: error::NONE,
-        base_offset: info.base_offset,
-        log_append_time_ms: info.log_append_time,
-        log_start_offset,
-        ..Default::default()
-    })
+    let (info, log_start_offset, flush) = partition.append(&records)?;
+    Ok((
+        PartitionProduceResponse {
+            index: data.index,
+            error_code: error::NONE,
+            base_offset: info.base_offset,
+            log_append_time_ms: info.log_append_time,
+            log_start_offset,
+            ..Default::default()
+        },
+        flush,
+    ))
 }

@@ -1,0 +1,1137 @@
+//! `LogCleaner`: log compaction (`cleanup.policy=compact`).
+//!
+//! A pass over one log has three phases, so appends and fetches are only
+//! blocked for the first and the last, which are short:
+//! 1. [`Log::plan_cleaning`] (under the log's lock) decides whether the
+//!    dirty section — from the cleaner checkpoint to the first uncleanable
+//!    offset (the active segment, or the first segment younger than
+//!    `min.compaction.lag.ms`) — is due: its share of the cleanable bytes
+//!    reaches `min.cleanable.dirty.ratio`, or its oldest record is older
+//!    than `max.compaction.lag.ms`.
+//! 2. [`CleaningPlan::run`] (no lock; inactive segments are immutable)
+//!    builds a map key -> latest offset over the dirty section (bounded by
+//!    `log.cleaner.dedupe.buffer.size`), then rewrites every cleanable
+//!    segment, in groups that fit `segment.bytes`, keeping a record when no
+//!    later record has its key; a tombstone (null value) is also dropped
+//!    once its batch is older than `delete.retention.ms`. Offsets are kept
+//!    (gaps are allowed), as are batch headers' producer id, epoch, base
+//!    sequence and last offset delta; the last batch of each idempotent
+//!    producer is kept even when emptied, so its sequence survives. Batches
+//!    whose records all stay are copied byte for byte (compressed ones
+//!    too); rewritten batches are written uncompressed. Compressed batches
+//!    are decoded through a pluggable [`Decompressor`]; without one for
+//!    their codec they are kept whole and their keys do not supersede
+//!    older records (nothing is lost, the batch is just not compacted).
+//!    Control batches are kept.
+//! 3. [`Log::complete_cleaning`] (under the lock) swaps the results in and
+//!    moves the cleaner checkpoint to the end of the cleaned range.
+//!
+//! Recovery side: a cleaned segment is written as `<base>.log.cleaned`,
+//! fsynced, renamed to `<base>.log.swap` (the commit point), then the
+//! segments it replaces are renamed to `*.deleted` and the swap file is
+//! renamed to `<base>.log`. [`recover_interrupted_cleaning`] runs when a
+//! log opens and finishes whatever step a crash interrupted: `.cleaned`
+//! files are dropped (the originals are intact), a `.swap` file replaces
+//! every segment whose base offset falls in its offset range, and
+//! `.deleted`/`.tmp` leftovers are removed.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use tarn_protocol::record_batch::{
+    compute_crc, encode_varlong, parse_header, BatchError, Compression, Record, RecordBatchHeader,
+    RecordIter, TimestampType, LOG_OVERHEAD, RECORD_BATCH_HEADER_SIZE,
+};
+use tracing::{info, warn};
+
+use crate::error::StorageError;
+use crate::file::{LogEnv, SegmentFile};
+use crate::log::{is_leftover_file, parse_segment_log_name, Log, CLEANED_SUFFIX, SWAP_SUFFIX};
+use crate::segment::{segment_file_name, LogSegment, DELETED_SUFFIX, MAX_RELATIVE_OFFSET};
+
+/// Finishes or undoes an interrupted cleaning in `dir` (whose entries are
+/// `names`). Returns whether it changed anything.
+pub(crate) fn recover_interrupted_cleaning(
+    env: &LogEnv,
+    dir: &Path,
+    names: &[String],
+) -> Result<bool, StorageError> {
+    let mut changed = false;
+    for name in names.iter().filter(|n| is_leftover_file(n)) {
+        env.remove_if_exists(&dir.join(name))?;
+        changed = true;
+    }
+    let mut swaps: Vec<i64> = names
+        .iter()
+        .filter_map(|n| n.strip_suffix(SWAP_SUFFIX))
+        .filter_map(parse_segment_log_name)
+        .collect();
+    swaps.sort_unstable();
+    for base in swaps {
+        let swap = dir.join(format!("{}{SWAP_SUFFIX}", segment_file_name(base, "log")));
+        let last_offset = last_offset_in(env, &swap)?.unwrap_or(base);
+        warn!(file = %swap.display(), last_offset, "completing an interrupted compaction swap");
+        for old in names.iter().filter_map(|n| parse_segment_log_name(n)) {
+            if (base..=last_offset).contains(&old) {
+                for suffix in ["log", "index", "timeindex"] {
+                    env.remove_if_exists(&dir.join(segment_file_name(old, suffix)))?;
+                }
+            }
+        }
+        for suffix in ["index", "timeindex"] {
+            env.remove_if_exists(&dir.join(segment_file_name(base, suffix)))?;
+        }
+        env.rename(&swap, &dir.join(segment_file_name(base, "log")))?;
+        env.sync_dir(dir)?;
+        changed = true;
+    }
+    Ok(changed)
+}
+
+/// The last offset of the last whole batch in a segment file, by walking
+/// the batch headers.
+fn last_offset_in(env: &LogEnv, path: &Path) -> Result<Option<i64>, StorageError> {
+    let file = SegmentFile::open(env, path)?;
+    let mut position = 0u64;
+    let mut last = None;
+    let mut header_buf = [0u8; RECORD_BATCH_HEADER_SIZE];
+    while position + RECORD_BATCH_HEADER_SIZE as u64 <= file.size() {
+        file.read_at(position, &mut header_buf)?;
+        let Ok(header) = parse_header(&header_buf) else {
+            break;
+        };
+        if position + header.total_size() as u64 > file.size() {
+            break;
+        }
+        last = Some(header.last_offset());
+        position += header.total_size() as u64;
+    }
+    Ok(last)
+}
+
+/// Holds the offset up to which the log has been cleaned (Kafka keeps it in
+/// `cleaner-offset-checkpoint` per data directory).
+pub const CLEANER_CHECKPOINT_FILE: &str = "cleaner-offset-checkpoint";
+/// Fixed per-entry cost charged against the dedupe buffer for each key.
+const MAP_ENTRY_OVERHEAD_BYTES: usize = 48;
+/// Output is written in chunks of this size.
+const WRITE_CHUNK_BYTES: usize = 1 << 20;
+
+/// Decodes a compressed batch's records section. `Err` means "cannot":
+/// the batch is then kept whole.
+pub type Decompressor = fn(Compression, &[u8]) -> Result<Vec<u8>, String>;
+
+/// The default: no codec is linked into the storage crate yet, so every
+/// compressed batch is kept as it is.
+pub fn no_decompressor(codec: Compression, _: &[u8]) -> Result<Vec<u8>, String> {
+    Err(format!(
+        "no {codec:?} decompressor is available to the cleaner"
+    ))
+}
+
+/// Settings of the cleaner itself (broker-wide).
+#[derive(Debug, Clone, Copy)]
+pub struct CleanerConfig {
+    /// `log.cleaner.dedupe.buffer.size`: memory for the key -> offset map.
+    pub dedupe_buffer_bytes: usize,
+    pub decompressor: Decompressor,
+}
+
+impl Default for CleanerConfig {
+    fn default() -> Self {
+        CleanerConfig {
+            dedupe_buffer_bytes: 128 << 20,
+            decompressor: no_decompressor,
+        }
+    }
+}
+
+/// One segment to read: its base offset and its size when planned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SourceSegment {
+    base_offset: i64,
+    size: u64,
+}
+
+/// What phase 1 decided; run it with [`CleaningPlan::run`].
+#[derive(Debug)]
+pub struct CleaningPlan {
+    env: LogEnv,
+    dir: PathBuf,
+    config: CleanerConfig,
+    segment_bytes: u64,
+    /// Every cleanable segment, oldest first; the dirty ones start at
+    /// index `first_dirty_index`.
+    segments: Vec<SourceSegment>,
+    first_dirty_index: usize,
+    /// Base offset of the first segment not cleaned (the range end).
+    end_offset: i64,
+    delete_horizon_ms: i64,
+    /// producer id -> base offset of its last batch in the log.
+    last_batch_of_producer: HashMap<i64, i64>,
+}
+
+/// Phase 2's output: cleaned groups waiting in `.swap` files.
+#[derive(Debug)]
+pub struct CleanedSegments {
+    groups: Vec<CleanedGroup>,
+    end_offset: i64,
+    stats: CleanStats,
+}
+
+#[derive(Debug)]
+struct CleanedGroup {
+    base_offset: i64,
+    members: Vec<SourceSegment>,
+    swap: PathBuf,
+}
+
+impl CleanedSegments {
+    /// Drops the results (the log closed meanwhile): removes the swap files
+    /// so a later open does not apply them.
+    pub fn discard(self, env: &LogEnv) -> Result<(), StorageError> {
+        for group in self.groups {
+            env.remove_if_exists(&group.swap)?;
+        }
+        Ok(())
+    }
+}
+
+/// What one pass did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CleanStats {
+    pub segments_read: usize,
+    pub segments_written: usize,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    pub records_read: u64,
+    pub records_removed: u64,
+    pub tombstones_removed: u64,
+    /// Compressed batches kept whole for lack of a decompressor.
+    pub batches_not_decoded: u64,
+}
+
+/// Where a test wants `complete_cleaning` to stop, as if the process died.
+#[cfg(test)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CrashPoint {
+    SwapFilesWritten,
+    OldSegmentsRenamed,
+    FirstGroupSwapped,
+}
+
+impl Log {
+    /// Phase 1: the cleaning to do now, if any (see the module docs).
+    pub fn plan_cleaning(
+        &mut self,
+        now_ms: i64,
+        config: CleanerConfig,
+    ) -> Result<Option<CleaningPlan>, StorageError> {
+        if !self.config.cleanup_policy.compact {
+            return Ok(None);
+        }
+        let active = self.active_segment().base_offset();
+        let lag_ms = self.config.min_compaction_lag_ms;
+        let env = self.env.clone();
+        let mut segments = Vec::new();
+        for segment in self.segments.values() {
+            if segment.base_offset() == active {
+                break;
+            }
+            if lag_ms > 0 && now_ms.saturating_sub(segment.largest_timestamp(&env)?) <= lag_ms {
+                break;
+            }
+            segments.push(SourceSegment {
+                base_offset: segment.base_offset(),
+                size: segment.size(),
+            });
+        }
+        let Some(end_offset) = self
+            .segments
+            .keys()
+            .copied()
+            .find(|b| segments.last().is_some_and(|s| *b > s.base_offset))
+        else {
+            return Ok(None);
+        };
+        let checkpoint = read_checkpoint(&self.env, &self.dir)?.unwrap_or(0);
+        let first_dirty_index = segments
+            .iter()
+            .position(|s| s.base_offset >= checkpoint)
+            .unwrap_or(segments.len());
+        let clean_bytes: u64 = segments[..first_dirty_index].iter().map(|s| s.size).sum();
+        let dirty_bytes: u64 = segments[first_dirty_index..].iter().map(|s| s.size).sum();
+        if dirty_bytes == 0 {
+            return Ok(None);
+        }
+        let ratio = dirty_bytes as f64 / (clean_bytes + dirty_bytes) as f64;
+        let first_dirty_base = segments[first_dirty_index].base_offset;
+        let overdue = {
+            let first_dirty = self
+                .segments
+                .get_mut(&first_dirty_base)
+                .expect("planned segment");
+            first_dirty.time_waited_for_roll(now_ms, now_ms)? > self.config.max_compaction_lag_ms
+        };
+        if ratio < self.config.min_cleanable_dirty_ratio && !overdue {
+            return Ok(None);
+        }
+        let last_batch_of_producer = self
+            .producer_state
+            .last_batches()
+            .map(|(id, b)| (id, b.base_offset))
+            .collect();
+        Ok(Some(CleaningPlan {
+            env: self.env.clone(),
+            dir: self.dir.clone(),
+            config,
+            segment_bytes: self.config.segment_bytes,
+            segments,
+            first_dirty_index,
+            end_offset,
+            delete_horizon_ms: now_ms.saturating_sub(self.config.delete_retention_ms),
+            last_batch_of_producer,
+        }))
+    }
+
+    /// Phase 3: replaces the cleaned segments with their `.swap` files and
+    /// records the new checkpoint. Groups whose segments changed since the
+    /// plan (retention deleted them) are dropped.
+    pub fn complete_cleaning(
+        &mut self,
+        cleaned: CleanedSegments,
+    ) -> Result<CleanStats, StorageError> {
+        self.complete_cleaning_until(cleaned, None)
+    }
+
+    pub(crate) fn complete_cleaning_until(
+        &mut self,
+        cleaned: CleanedSegments,
+        #[cfg(test)] crash: Option<CrashPoint>,
+        #[cfg(not(test))] _crash: Option<()>,
+    ) -> Result<CleanStats, StorageError> {
+        let now_ms = self.env.now_ms();
+        let deadline = now_ms.saturating_add(self.config.file_delete_delay_ms);
+        let mut groups = Vec::new();
+        for group in cleaned.groups {
+            let intact = group.members.iter().all(|m| {
+                self.segments
+                    .get(&m.base_offset)
+                    .is_some_and(|s| s.size() == m.size)
+            }) && self.active_segment().base_offset() > group.base_offset;
+            if intact {
+                groups.push(group);
+            } else {
+                warn!(dir = %self.dir.display(), base_offset = group.base_offset, "segments changed while cleaning; dropping the cleaned group");
+                self.env.remove_if_exists(&group.swap)?;
+            }
+        }
+        #[cfg(test)]
+        if crash == Some(CrashPoint::SwapFilesWritten) {
+            return Ok(cleaned.stats);
+        }
+        for group in &groups {
+            for member in &group.members {
+                let mut old = self
+                    .segments
+                    .remove(&member.base_offset)
+                    .expect("checked above");
+                old.add_suffix(DELETED_SUFFIX)?;
+                self.pending_deletes.push((deadline, old));
+            }
+            #[cfg(test)]
+            if crash == Some(CrashPoint::OldSegmentsRenamed) {
+                return Ok(cleaned.stats);
+            }
+            let base = group.base_offset;
+            self.env
+                .rename(&group.swap, &self.dir.join(segment_file_name(base, "log")))?;
+            let segment =
+                LogSegment::open(&self.env, &self.dir, base, &self.config, true, &mut |_| {})?;
+            self.segments.insert(base, Box::new(segment));
+            #[cfg(test)]
+            if base == groups[0].base_offset && crash == Some(CrashPoint::FirstGroupSwapped) {
+                return Ok(cleaned.stats);
+            }
+        }
+        self.env.sync_dir(&self.dir)?;
+        write_checkpoint(&self.env, &self.dir, cleaned.end_offset)?;
+        self.max_timestamp = self.rebuild_max_timestamp()?;
+        info!(
+            dir = %self.dir.display(),
+            end_offset = cleaned.end_offset,
+            stats = ?cleaned.stats,
+            "cleaned log"
+        );
+        Ok(cleaned.stats)
+    }
+
+    /// All three phases at once, holding `&mut self` throughout.
+    pub fn clean(
+        &mut self,
+        now_ms: i64,
+        config: CleanerConfig,
+    ) -> Result<Option<CleanStats>, StorageError> {
+        let Some(plan) = self.plan_cleaning(now_ms, config)? else {
+            return Ok(None);
+        };
+        let cleaned = plan.run()?;
+        self.complete_cleaning(cleaned).map(Some)
+    }
+
+    /// The cleaner checkpoint: offsets below it have been cleaned.
+    pub fn cleaner_checkpoint(&self) -> Result<i64, StorageError> {
+        Ok(read_checkpoint(&self.env, &self.dir)?.unwrap_or(0))
+    }
+}
+
+fn read_checkpoint(env: &LogEnv, dir: &Path) -> Result<Option<i64>, StorageError> {
+    let path = dir.join(CLEANER_CHECKPOINT_FILE);
+    let Some(bytes) = env.read_optional(&path)? else {
+        return Ok(None);
+    };
+    String::from_utf8_lossy(&bytes)
+        .trim()
+        .parse()
+        .map(Some)
+        .map_err(|_| StorageError::corrupt(path.display().to_string(), "not an offset"))
+}
+
+fn write_checkpoint(env: &LogEnv, dir: &Path, offset: i64) -> Result<(), StorageError> {
+    env.write_atomically(
+        &dir.join(CLEANER_CHECKPOINT_FILE),
+        format!("{offset}\n").as_bytes(),
+    )
+}
+
+/// Reads the batches of one segment file in order.
+struct BatchReader {
+    file: SegmentFile,
+    position: u64,
+}
+
+impl BatchReader {
+    fn open(env: &LogEnv, dir: &Path, base_offset: i64) -> Result<BatchReader, StorageError> {
+        let file = SegmentFile::open(env, &dir.join(segment_file_name(base_offset, "log")))?;
+        Ok(BatchReader { file, position: 0 })
+    }
+
+    fn next(&mut self) -> Result<Option<(RecordBatchHeader, Vec<u8>)>, StorageError> {
+        if self.position >= self.file.size() {
+            return Ok(None);
+        }
+        let corrupt = |position: u64, detail: String| {
+            StorageError::corrupt(
+                self.file.path().display().to_string(),
+                format!("at position {position}: {detail}"),
+            )
+        };
+        let mut header_buf = [0u8; RECORD_BATCH_HEADER_SIZE];
+        if self.position + header_buf.len() as u64 > self.file.size() {
+            return Err(corrupt(self.position, "partial batch header".into()));
+        }
+        self.file.read_at(self.position, &mut header_buf)?;
+        let header =
+            parse_header(&header_buf).map_err(|e| corrupt(self.position, e.to_string()))?;
+        let size = header.total_size() as u64;
+        if self.position + size > self.file.size() {
+            return Err(corrupt(self.position, "batch runs past the end".into()));
+        }
+        let mut batch = vec![0u8; size as usize];
+        self.file.read_at(self.position, &mut batch)?;
+        self.position += size;
+        Ok(Some((header, batch)))
+    }
+}
+
+/// The records of `batch` as an uncompressed batch (the batch itself, or a
+/// copy with the records section decompressed); `None` when it cannot be
+/// decoded.
+fn decoded(
+    header: &RecordBatchHeader,
+    batch: Vec<u8>,
+    decompressor: Decompressor,
+) -> Option<(RecordBatchHeader, Vec<u8>)> {
+    let codec = header.compression();
+    if codec == Compression::None {
+        return Some((*header, batch));
+    }
+    let records = decompressor(codec, &batch[RECORD_BATCH_HEADER_SIZE..]).ok()?;
+    let mut plain = Vec::with_capacity(RECORD_BATCH_HEADER_SIZE + records.len());
+    plain.extend_from_slice(&batch[..RECORD_BATCH_HEADER_SIZE]);
+    plain.extend_from_slice(&records);
+    let length = i32::try_from(plain.len() - LOG_OVERHEAD).ok()?;
+    plain[8..12].copy_from_slice(&length.to_be_bytes());
+    let attributes = header.attributes & !COMPRESSION_MASK;
+    plain[21..23].copy_from_slice(&attributes.to_be_bytes());
+    let plain_header = parse_header(&plain).ok()?;
+    Some((plain_header, plain))
+}
+
+const COMPRESSION_MASK: i16 = 0x07;
+
+impl CleaningPlan {
+    /// Phase 2 (see the module docs). On error, every file it wrote is
+    /// removed again.
+    pub fn run(self) -> Result<CleanedSegments, StorageError> {
+        let mut written = Vec::new();
+        let result = self.run_inner(&mut written);
+        if result.is_err() {
+            for path in &written {
+                if let Err(e) = self.env.remove_if_exists(path) {
+                    warn!(file = %path.display(), error = %e, "remove a partial cleaned segment");
+                }
+            }
+        }
+        result
+    }
+
+    fn run_inner(&self, written: &mut Vec<PathBuf>) -> Result<CleanedSegments, StorageError> {
+        let mut stats = CleanStats::default();
+        let (map, end_index) = self.build_offset_map(&mut stats)?;
+        let segments = &self.segments[..end_index];
+        let end_offset = self
+            .segments
+            .get(end_index)
+            .map_or(self.end_offset, |s| s.base_offset);
+        let mut groups = Vec::new();
+        for members in group_segments(segments, self.segment_bytes) {
+            let base = members[0].base_offset;
+            let cleaned = self.dir.join(format!(
+                "{}{CLEANED_SUFFIX}",
+                segment_file_name(base, "log")
+            ));
+            written.push(cleaned.clone());
+            self.env.remove_if_exists(&cleaned)?;
+            let mut out = SegmentFile::open(&self.env, &cleaned)?;
+            let mut buffer = Vec::new();
+            for member in &members {
+                self.clean_segment(member, &map, &mut out, &mut buffer, &mut stats)?;
+            }
+            out.append(&buffer)?;
+            out.handle()?;
+            out.sync()?;
+            stats.bytes_written += out.size();
+            stats.segments_written += 1;
+            let swap = self
+                .dir
+                .join(format!("{}{SWAP_SUFFIX}", segment_file_name(base, "log")));
+            drop(out);
+            self.env.rename(&cleaned, &swap)?;
+            written.pop();
+            written.push(swap.clone());
+            groups.push(CleanedGroup {
+                base_offset: base,
+                members,
+                swap,
+            });
+        }
+        // The swap files are the commit point: make their names durable.
+        self.env.sync_dir(&self.dir)?;
+        Ok(CleanedSegments {
+            groups,
+            end_offset,
+            stats,
+        })
+    }
+
+    /// key -> offset of its latest record in the dirty section, and the
+    /// index of the first segment left out because the map was full.
+    fn build_offset_map(
+        &self,
+        stats: &mut CleanStats,
+    ) -> Result<(HashMap<Vec<u8>, i64>, usize), StorageError> {
+        let mut map: HashMap<Vec<u8>, i64> = HashMap::new();
+        let mut used = 0usize;
+        for (index, segment) in self
+            .segments
+            .iter()
+            .enumerate()
+            .skip(self.first_dirty_index)
+        {
+            let mut latest: HashMap<Vec<u8>, i64> = HashMap::new();
+            let mut reader = BatchReader::open(&self.env, &self.dir, segment.base_offset)?;
+            while let Some((header, batch)) = reader.next()? {
+                if header.is_control() {
+                    continue;
+                }
+                let Some((plain_header, plain)) = decoded(&header, batch, self.config.decompressor)
+                else {
+                    continue;
+                };
+                for record in records(&plain_header, &plain, segment.base_offset, &self.dir)? {
+                    if let Some(key) = record.key {
+                        let offset = plain_header.base_offset + i64::from(record.offset_delta);
+                        latest.insert(key.to_vec(), offset);
+                    }
+                }
+            }
+            let added: usize = latest
+                .keys()
+                .filter(|k| !map.contains_key(*k))
+                .map(|k| k.len() + MAP_ENTRY_OVERHEAD_BYTES)
+                .sum();
+            if used + added > self.config.dedupe_buffer_bytes && index > self.first_dirty_index {
+                // This segment does not fit: clean up to the one before it.
+                info!(dir = %self.dir.display(), base_offset = segment.base_offset, "dedupe buffer full; cleaning a shorter range");
+                return Ok((map, index));
+            }
+            used += added;
+            map.extend(latest);
+            stats.segments_read += 1;
+        }
+        Ok((map, self.segments.len()))
+    }
+
+    fn clean_segment(
+        &self,
+        segment: &SourceSegment,
+        map: &HashMap<Vec<u8>, i64>,
+        out: &mut SegmentFile,
+        buffer: &mut Vec<u8>,
+        stats: &mut CleanStats,
+    ) -> Result<(), StorageError> {
+        let mut reader = BatchReader::open(&self.env, &self.dir, segment.base_offset)?;
+        stats.bytes_read += segment.size;
+        while let Some((header, batch)) = reader.next()? {
+            if header.is_control() {
+                buffer.extend_from_slice(&batch);
+                continue;
+            }
+            let Some((plain_header, plain)) =
+                decoded(&header, batch.clone(), self.config.decompressor)
+            else {
+                stats.batches_not_decoded += 1;
+                warn!(dir = %self.dir.display(), offset = header.base_offset, codec = ?header.compression(), "keeping a compressed batch the cleaner cannot decode");
+                buffer.extend_from_slice(&batch);
+                continue;
+            };
+            let mut kept = Vec::new();
+            let mut kept_count = 0i32;
+            let mut max_timestamp = -1i64;
+            let mut all = 0i32;
+            let tombstones_expire = plain_header.max_timestamp < self.delete_horizon_ms;
+            for record in records(&plain_header, &plain, segment.base_offset, &self.dir)? {
+                all += 1;
+                let offset = plain_header.base_offset + i64::from(record.offset_delta);
+                let superseded = record
+                    .key
+                    .and_then(|k| map.get(k))
+                    .is_some_and(|latest| *latest > offset);
+                let expired_tombstone = record.value.is_none() && tombstones_expire;
+                if superseded || expired_tombstone {
+                    stats.records_removed += 1;
+                    if expired_tombstone && !superseded {
+                        stats.tombstones_removed += 1;
+                    }
+                    continue;
+                }
+                kept_count += 1;
+                max_timestamp =
+                    max_timestamp.max(plain_header.base_timestamp + record.timestamp_delta);
+                encode_record(&record, &mut kept);
+            }
+            stats.records_read += all as u64;
+            if kept_count == all {
+                buffer.extend_from_slice(&batch);
+            } else if kept_count > 0 || self.is_last_batch_of_producer(&header) {
+                if plain_header.timestamp_type() == TimestampType::LogAppendTime || kept_count == 0
+                {
+                    max_timestamp = plain_header.max_timestamp;
+                }
+                rebuild_batch(&plain_header, &kept, kept_count, max_timestamp, buffer);
+            }
+            if buffer.len() >= WRITE_CHUNK_BYTES {
+                out.append(buffer)?;
+                buffer.clear();
+            }
+        }
+        Ok(())
+    }
+
+    fn is_last_batch_of_producer(&self, header: &RecordBatchHeader) -> bool {
+        header.has_producer_id()
+            && self.last_batch_of_producer.get(&header.producer_id) == Some(&header.base_offset)
+    }
+}
+
+/// Splits the cleanable segments into runs whose combined size fits
+/// `segment.bytes` and whose offsets fit one segment's relative range.
+fn group_segments(segments: &[SourceSegment], segment_bytes: u64) -> Vec<Vec<SourceSegment>> {
+    let mut groups: Vec<Vec<SourceSegment>> = Vec::new();
+    for (i, segment) in segments.iter().enumerate() {
+        let next_base = segments.get(i + 1).map(|s| s.base_offset);
+        let fits = groups.last().is_some_and(|g| {
+            let size: u64 = g.iter().map(|s| s.size).sum();
+            size + segment.size <= segment_bytes
+                && next_base.is_none_or(|n| n - g[0].base_offset <= MAX_RELATIVE_OFFSET)
+        });
+        if fits {
+            groups.last_mut().expect("checked").push(*segment);
+        } else {
+            groups.push(vec![*segment]);
+        }
+    }
+    groups
+}
+
+/// Decodes every record of an uncompressed batch.
+fn records<'a>(
+    header: &RecordBatchHeader,
+    batch: &'a [u8],
+    segment: i64,
+    dir: &Path,
+) -> Result<Vec<Record<'a>>, StorageError> {
+    let corrupt = |e: BatchError| {
+        StorageError::corrupt(
+            dir.join(segment_file_name(segment, "log"))
+                .display()
+                .to_string(),
+            format!("batch at offset {}: {e}", header.base_offset),
+        )
+    };
+    RecordIter::new(batch, header)
+        .map_err(corrupt)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(corrupt)
+}
+
+fn encode_nullable(bytes: Option<&[u8]>, out: &mut Vec<u8>) {
+    match bytes {
+        None => encode_varlong(-1, out),
+        Some(b) => {
+            encode_varlong(b.len() as i64, out);
+            out.extend_from_slice(b);
+        }
+    }
+}
+
+/// Appends one record in the v2 format, deltas unchanged.
+fn encode_record(record: &Record<'_>, out: &mut Vec<u8>) {
+    let mut body = vec![record.attributes as u8];
+    encode_varlong(record.timestamp_delta, &mut body);
+    encode_varlong(i64::from(record.offset_delta), &mut body);
+    encode_nullable(record.key, &mut body);
+    encode_nullable(record.value, &mut body);
+    encode_varlong(record.headers.len() as i64, &mut body);
+    for (key, value) in &record.headers {
+        encode_nullable(Some(key), &mut body);
+        encode_nullable(*value, &mut body);
+    }
+    encode_varlong(body.len() as i64, out);
+    out.extend_from_slice(&body);
+}
+
+/// Appends an uncompressed batch holding `records` with `original`'s
+/// offsets (base and last), producer fields, epoch and base timestamp.
+fn rebuild_batch(
+    original: &RecordBatchHeader,
+    records: &[u8],
+    count: i32,
+    max_timestamp: i64,
+    out: &mut Vec<u8>,
+) {
+    let start = out.len();
+    let total = RECORD_BATCH_HEADER_SIZE + records.len();
+    out.extend_from_slice(&original.base_offset.to_be_bytes());
+    out.extend_from_slice(&((total - LOG_OVERHEAD) as i32).to_be_bytes());
+    out.extend_from_slice(&original.partition_leader_epoch.to_be_bytes());
+    out.push(original.magic as u8);
+    out.extend_from_slice(&[0; 4]);
+    out.extend_from_slice(&(original.attributes & !COMPRESSION_MASK).to_be_bytes());
+    out.extend_from_slice(&original.last_offset_delta.to_be_bytes());
+    out.extend_from_slice(&original.base_timestamp.to_be_bytes());
+    out.extend_from_slice(&max_timestamp.to_be_bytes());
+    out.extend_from_slice(&original.producer_id.to_be_bytes());
+    out.extend_from_slice(&original.producer_epoch.to_be_bytes());
+    out.extend_from_slice(&original.base_sequence.to_be_bytes());
+    out.extend_from_slice(&count.to_be_bytes());
+    out.extend_from_slice(records);
+    let crc = compute_crc(&out[start..]);
+    out[start + 17..start + 21].copy_from_slice(&crc.to_be_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use tarn_protocol::record_batch::{BatchIter, RecordBatchBuilder};
+
+    use super::*;
+    use crate::file::{ManualClock, OsFileSystem};
+    use crate::log_config::{CleanupPolicy, LogConfig};
+
+    type Entry = (i64, Option<Vec<u8>>, Option<Vec<u8>>);
+
+    fn env() -> LogEnv {
+        LogEnv::new(Arc::new(OsFileSystem), 32, Arc::new(ManualClock::new(0)))
+    }
+
+    fn config() -> LogConfig {
+        LogConfig {
+            segment_bytes: 600,
+            index_interval_bytes: 100,
+            cleanup_policy: CleanupPolicy::COMPACT,
+            delete_retention_ms: 1_000_000,
+            file_delete_delay_ms: 0,
+            ..LogConfig::default()
+        }
+    }
+
+    fn put(log: &mut Log, key: &str, value: Option<&str>, ts: i64) -> i64 {
+        let batch = RecordBatchBuilder::new()
+            .record(ts, Some(key.as_bytes()), value.map(str::as_bytes))
+            .build();
+        log.append(&batch, 0).unwrap().base_offset
+    }
+
+    /// Everything a consumer reading from the start would see.
+    fn read_all(log: &Log) -> Vec<Entry> {
+        let mut out = Vec::new();
+        let mut next = log.log_start_offset();
+        while next < log.log_end_offset() {
+            let bytes = log.read(next, usize::MAX, true).unwrap();
+            if bytes.is_empty() {
+                break;
+            }
+            for item in BatchIter::new(&bytes) {
+                let (position, header) = item.unwrap();
+                for record in RecordIter::new(&bytes[position..], &header).unwrap() {
+                    let record = record.unwrap();
+                    out.push((
+                        header.base_offset + i64::from(record.offset_delta),
+                        record.key.map(<[u8]>::to_vec),
+                        record.value.map(<[u8]>::to_vec),
+                    ));
+                }
+                next = header.last_offset() + 1;
+            }
+        }
+        out
+    }
+
+    /// key -> (offset, value) of the newest record of each key.
+    fn latest(entries: &[Entry]) -> BTreeMap<Vec<u8>, (i64, Option<Vec<u8>>)> {
+        let mut map = BTreeMap::new();
+        for (offset, key, value) in entries {
+            map.insert(key.clone().unwrap(), (*offset, value.clone()));
+        }
+        map
+    }
+
+    fn fill(log: &mut Log, rounds: usize, keys: usize) {
+        for round in 0..rounds {
+            for k in 0..keys {
+                put(
+                    log,
+                    &format!("key-{k}"),
+                    Some(&format!("value-{round}-{k}")),
+                    1_000 + round as i64,
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn keeps_exactly_the_latest_value_of_each_key_with_offsets() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open_in(&env(), dir.path(), config(), true).unwrap();
+        fill(&mut log, 10, 7);
+        let before = read_all(&log);
+        let expected = latest(&before);
+        let active = *log.segment_base_offsets().last().unwrap();
+        let stats = log
+            .clean(10_000, CleanerConfig::default())
+            .unwrap()
+            .expect("due");
+        assert!(stats.records_removed > 0, "{stats:?}");
+        let after = read_all(&log);
+        assert_eq!(latest(&after), expected);
+        // Offsets strictly increase, and below the active segment each key
+        // appears once; the active segment is untouched.
+        assert!(after.windows(2).all(|w| w[0].0 < w[1].0));
+        let cleaned: Vec<&Entry> = after.iter().filter(|e| e.0 < active).collect();
+        let mut keys: Vec<_> = cleaned.iter().map(|e| e.1.clone()).collect();
+        keys.sort();
+        keys.dedup();
+        assert_eq!(
+            keys.len(),
+            cleaned.len(),
+            "one record per key below the active segment"
+        );
+        let tail: Vec<&Entry> = before.iter().filter(|e| e.0 >= active).collect();
+        assert_eq!(
+            after.iter().filter(|e| e.0 >= active).collect::<Vec<_>>(),
+            tail
+        );
+        assert_eq!(log.cleaner_checkpoint().unwrap(), active);
+        assert_eq!(log.log_end_offset(), 70);
+        // Survives a reopen, clean or not.
+        drop(log);
+        let log = Log::open_in(&env(), dir.path(), config(), false).unwrap();
+        assert_eq!(read_all(&log), after);
+    }
+
+    #[test]
+    fn dirty_ratio_and_lags_decide_when_to_clean() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open_in(&env(), dir.path(), config(), true).unwrap();
+        fill(&mut log, 10, 7);
+        assert!(log
+            .clean(10_000, CleanerConfig::default())
+            .unwrap()
+            .is_some());
+        // New dirty data, but below a 0.99 ratio: nothing to do.
+        fill(&mut log, 3, 7);
+        let mut strict = config();
+        strict.min_cleanable_dirty_ratio = 0.99;
+        log.update_config(strict.clone()).unwrap();
+        assert!(log
+            .clean(10_000, CleanerConfig::default())
+            .unwrap()
+            .is_none());
+        // max.compaction.lag.ms forces it once the dirty data is old enough.
+        let mut lagged = strict;
+        lagged.max_compaction_lag_ms = 5_000;
+        log.update_config(lagged.clone()).unwrap();
+        assert!(log
+            .clean(5_500, CleanerConfig::default())
+            .unwrap()
+            .is_none());
+        assert!(log
+            .clean(1_000_000, CleanerConfig::default())
+            .unwrap()
+            .is_some());
+        // min.compaction.lag.ms holds back segments younger than the lag.
+        let dir2 = tempfile::tempdir().unwrap();
+        let young = LogConfig {
+            min_compaction_lag_ms: 60_000,
+            ..config()
+        };
+        let mut log2 = Log::open_in(&env(), dir2.path(), young, true).unwrap();
+        fill(&mut log2, 10, 7);
+        assert!(log2
+            .clean(30_000, CleanerConfig::default())
+            .unwrap()
+            .is_none());
+        assert!(log2
+            .clean(100_000, CleanerConfig::default())
+            .unwrap()
+            .is_some());
+    }
+
+    #[test]
+    fn tombstones_stay_for_delete_retention_ms_then_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let conf = LogConfig {
+            delete_retention_ms: 10_000,
+            ..config()
+        };
+        let mut log = Log::open_in(&env(), dir.path(), conf, true).unwrap();
+        fill(&mut log, 3, 5);
+        put(&mut log, "key-1", None, 2_000);
+        put(&mut log, "key-3", None, 2_000);
+        fill(&mut log, 3, 0);
+        for i in 0..30 {
+            put(&mut log, &format!("other-{i}"), Some("x"), 3_000);
+        }
+        log.clean(5_000, CleanerConfig::default())
+            .unwrap()
+            .expect("due");
+        let after = latest(&read_all(&log));
+        assert_eq!(
+            after[b"key-1".as_slice()].1,
+            None,
+            "tombstone kept within delete.retention.ms"
+        );
+        assert!(after.contains_key(b"key-0".as_slice()));
+        // Later, with more dirty data, the tombstones expire.
+        for i in 0..60 {
+            put(&mut log, &format!("other-{i}"), Some("y"), 20_000);
+        }
+        let stats = log
+            .clean(20_000, CleanerConfig::default())
+            .unwrap()
+            .expect("due");
+        assert_eq!(stats.tombstones_removed, 2, "{stats:?}");
+        let after = latest(&read_all(&log));
+        assert!(!after.contains_key(b"key-1".as_slice()));
+        assert!(!after.contains_key(b"key-3".as_slice()));
+        assert!(after.contains_key(b"key-4".as_slice()));
+    }
+
+    #[test]
+    fn idempotent_producers_keep_their_last_batch_and_sequence() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open_in(&env(), dir.path(), config(), true).unwrap();
+        for round in 0..10 {
+            let seq = round;
+            let batch = RecordBatchBuilder::new()
+                .producer(42, 3, seq)
+                .record(1_000, Some(b"k"), Some(format!("v{round}").as_bytes()))
+                .build();
+            log.append(&batch, 0).unwrap();
+            // Another writer supersedes "k" later in the log.
+            fill(&mut log, 1, 4);
+        }
+        put(&mut log, "k", Some("final"), 2_000);
+        fill(&mut log, 4, 4);
+        let last = *log
+            .producer_state()
+            .entry(42)
+            .unwrap()
+            .batches
+            .back()
+            .unwrap();
+        log.clean(10_000, CleanerConfig::default())
+            .unwrap()
+            .expect("due");
+        // The producer's last batch is still there, empty, at its offsets.
+        let bytes = log.read(last.base_offset, usize::MAX, true).unwrap();
+        let (_, header) = BatchIter::new(&bytes).next().unwrap().unwrap();
+        assert_eq!(
+            (
+                header.base_offset,
+                header.producer_id,
+                header.producer_epoch,
+                header.base_sequence,
+                header.records_count
+            ),
+            (last.base_offset, 42, 3, 9, 0)
+        );
+        drop(log);
+        let mut log = Log::open_in(&env(), dir.path(), config(), false).unwrap();
+        let retry = RecordBatchBuilder::new()
+            .producer(42, 3, 9)
+            .record(1_000, Some(b"k"), Some(b"v9"))
+            .build();
+        assert!(log.append(&retry.clone(), 0).unwrap().duplicate);
+        let next = RecordBatchBuilder::new()
+            .producer(42, 3, 10)
+            .record(1_000, Some(b"k"), Some(b"v10"))
+            .build();
+        assert!(!log.append(&next, 0).unwrap().duplicate);
+    }
+
+    /// A "codec" for tests: the records section is stored reversed.
+    fn reversed(_: Compression, data: &[u8]) -> Result<Vec<u8>, String> {
+        Ok(data.iter().rev().copied().collect())
+    }
+
+    /// A gzip-flagged batch whose records section is reversed bytes.
+    fn fake_compressed(key: &str, value: &str) -> Vec<u8> {
+        let plain = RecordBatchBuilder::new()
+            .record(1_000, Some(key.as_bytes()), Some(value.as_bytes()))
+            .record(1_000, Some(b"shared"), Some(value.as_bytes()))
+            .build();
+        let mut batch = plain[..RECORD_BATCH_HEADER_SIZE].to_vec();
+        batch.extend(plain[RECORD_BATCH_HEADER_SIZE..].iter().rev());
+        batch[22] |= 1; // gzip
+        let crc = compute_crc(&batch);
+        batch[17..21].copy_from_slice(&crc.to_be_bytes());
+        batch
+    }
+
+    #[test]
+    fn compressed_batches_are_decoded_when_possible_and_kept_whole_otherwise() {
+        for with_codec in [true, false] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut log = Log::open_in(&env(), dir.path(), config(), true).unwrap();
+            for i in 0..8 {
+                log.append(&fake_compressed(&format!("c{i}"), &format!("v{i}")), 0)
+                    .unwrap();
+                fill(&mut log, 1, 3);
+            }
+            put(&mut log, "shared", Some("newest"), 5_000);
+            fill(&mut log, 3, 3);
+            let cleaner = CleanerConfig {
+                decompressor: if with_codec {
+                    reversed
+                } else {
+                    no_decompressor
+                },
+                ..CleanerConfig::default()
+            };
+            let stats = log.clean(10_000, cleaner).unwrap().expect("due");
+            if with_codec {
+                assert_eq!(stats.batches_not_decoded, 0);
+                // Every compressed batch lost its "shared" record and was
+                // rewritten uncompressed; its own key survives.
+                let after = read_all(&log);
+                let shared: Vec<_> = after
+                    .iter()
+                    .filter(|e| e.1.as_deref() == Some(b"shared"))
+                    .collect();
+                assert_eq!(shared.len(), 1);
+                assert_eq!(shared[0].2.as_deref(), Some(b"newest".as_slice()));
+                for i in 0..8 {
+                    let key = format!("c{i}").into_bytes();
+                    assert!(after.iter().any(|e| e.1.as_ref() == Some(&key)));
+                }
+            } else {
+                assert_eq!(stats.batches_not_decoded, 8);
+                let mut count = 0;
+                let bytes = log.read(0, usize::MAX, true).unwrap();
+                for item in BatchIter::new(&bytes) {
+                    count += usize::from(item.unwrap().1.compression() != Compression::None);
+                }
+                assert!(count > 0, "compressed batches are still there");
+            }
+        }
+    }
+
+    #[test]
+    fn a_crash_at_any_step_of_the_swap_recovers_to_the_old_or_new_contents() {
+        for crash in [
+            CrashPoint::SwapFilesWritten,
+            CrashPoint::OldSegmentsRenamed,
+            CrashPoint::FirstGroupSwapped,
+        ] {
+            for stop_before_swap in [false, true] {
+                let dir = tempfile::tempdir().unwrap();
+                let mut log = Log::open_in(&env(), dir.path(), config(), true).unwrap();
+                fill(&mut log, 12, 6);
+                let before = read_all(&log);
+                let plan = log
+                    .plan_cleaning(10_000, CleanerConfig::default())
+                    .unwrap()
+                    .unwrap();
+                let cleaned = plan.run().unwrap();
+                if stop_before_swap {
+                    // Crash while a .cleaned file was still being written.
+                    let swap = &cleaned.groups[0].swap;
+                    let name = swap.to_string_lossy().replace(SWAP_SUFFIX, CLEANED_SUFFIX);
+                    std::fs::rename(swap, &name).unwrap();
+                    for g in &cleaned.groups[1..] {
+                        std::fs::remove_file(&g.swap).unwrap();
+                    }
+                } else {
+                    log.complete_cleaning_until(cleaned, Some(crash)).unwrap();
+                }
+                drop(log);
+                let log = Log::open_in(&env(), dir.path(), config(), false).unwrap();
+                let after = read_all(&log);
+                assert_eq!(
+                    latest(&after),
+                    latest(&before),
+                    "{crash:?} {stop_before_swap}"
+                );
+                assert!(after.windows(2).all(|w| w[0].0 < w[1].0));
+                let names: Vec<String> = std::fs::read_dir(dir.path())
+                    .unwrap()
+                    .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                    .collect();
+                assert!(
+                    !names.iter().any(|n| n.ends_with(".swap")
+                        || n.ends_with(".cleaned")
+                        || n.ends_with(".deleted")),
+                    "{names:?}"
+                );
+                if stop_before_swap {
+                    assert_eq!(after, before, "an unfinished clean changes nothing");
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,367 @@
+//! Group commit: fsyncs shared by every append that waits for one.
+//!
+//! An append that must be durable before it is acknowledged (Kafka's
+//! `flush.messages` reached) does not fsync under the partition's lock.
+//! Instead the log hands out a [`FlushTarget`] (the active segment's open
+//! file, the offset it must cover, and the log's durable-offset cell) and
+//! the caller submits it to the [`GroupCommit`] thread with a completion
+//! callback. The thread takes every request queued so far as one round,
+//! fsyncs each distinct file once (and each directory that gained a
+//! segment file), advances each log's durable offset and runs all the
+//! callbacks; requests that arrive during a round form the next one. So N
+//! concurrent waiters — on one partition or many, from any connection —
+//! cost one fsync per file per round instead of N.
+//!
+//! Invariant: a log's durable offset only grows, and only after an fsync
+//! that began after every byte below it was written.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::error::StorageError;
+use crate::file::{FileHandle, LogEnv};
+
+/// At most this many requests wait in the queue; `submit` blocks beyond
+/// it (back-pressure on producers that outrun the disk).
+pub const GROUP_COMMIT_QUEUE_MAX: usize = 65_536;
+
+/// What one log needs fsynced so that offsets below `upto` are durable.
+#[derive(Debug, Clone)]
+pub struct FlushTarget {
+    pub(crate) env: LogEnv,
+    pub(crate) file: Arc<dyn FileHandle>,
+    pub(crate) path: PathBuf,
+    /// A directory whose entries changed (a new segment file) and must be
+    /// fsynced too.
+    pub(crate) dir: Option<PathBuf>,
+    pub(crate) upto: i64,
+    pub(crate) durable: Arc<AtomicI64>,
+}
+
+impl FlushTarget {
+    pub fn upto(&self) -> i64 {
+        self.upto
+    }
+
+    /// Does the fsyncs right here and advances the durable offset.
+    pub fn run(&self) -> Result<(), StorageError> {
+        self.file
+            .sync()
+            .map_err(|e| StorageError::io(format!("fsync {}", self.path.display()), e))?;
+        if let Some(dir) = &self.dir {
+            self.env.sync_dir(dir)?;
+        }
+        self.durable.fetch_max(self.upto, Ordering::AcqRel);
+        Ok(())
+    }
+}
+
+/// Called once with the outcome of the round that covered a request.
+pub type FlushCallback = Box<dyn FnOnce(Result<(), Arc<StorageError>>) + Send>;
+
+struct Request {
+    target: FlushTarget,
+    done: Option<FlushCallback>,
+}
+
+#[derive(Default)]
+struct Queue {
+    pending: VecDeque<Request>,
+    stopping: bool,
+}
+
+struct Shared {
+    queue: Mutex<Queue>,
+    wake: Condvar,
+    room: Condvar,
+    rounds: AtomicI64,
+    fsyncs: AtomicI64,
+}
+
+/// The group-commit thread. Dropping it (or [`GroupCommit::stop`]) runs
+/// the queued requests, then ends the thread.
+pub struct GroupCommit {
+    shared: Arc<Shared>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for GroupCommit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GroupCommit")
+            .field("rounds", &self.rounds())
+            .field("fsyncs", &self.fsyncs())
+            .finish()
+    }
+}
+
+impl GroupCommit {
+    pub fn start() -> Result<GroupCommit, StorageError> {
+        let shared = Arc::new(Shared {
+            queue: Mutex::new(Queue::default()),
+            wake: Condvar::new(),
+            room: Condvar::new(),
+            rounds: AtomicI64::new(0),
+            fsyncs: AtomicI64::new(0),
+        });
+        let worker = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("group-commit".into())
+            .spawn(move || run(&worker))
+            .map_err(|e| StorageError::io("start the group-commit thread", e))?;
+        Ok(GroupCommit {
+            shared,
+            thread: Mutex::new(Some(thread)),
+        })
+    }
+
+    /// Queues `target`; `done` runs on the group-commit thread once an
+    /// fsync round that covers it has finished.
+    pub fn submit(&self, target: FlushTarget, done: Option<FlushCallback>) {
+        let mut queue = self.shared.queue.lock();
+        while queue.pending.len() >= GROUP_COMMIT_QUEUE_MAX && !queue.stopping {
+            self.shared.room.wait(&mut queue);
+        }
+        if queue.stopping {
+            drop(queue);
+            let result = target.run().map_err(Arc::new);
+            if let Some(done) = done {
+                done(result);
+            }
+            return;
+        }
+        queue.pending.push_back(Request { target, done });
+        self.shared.wake.notify_one();
+    }
+
+    /// Rounds run so far (each is one batch of requests).
+    pub fn rounds(&self) -> i64 {
+        self.shared.rounds.load(Ordering::Relaxed)
+    }
+
+    /// File fsyncs done so far.
+    pub fn fsyncs(&self) -> i64 {
+        self.shared.fsyncs.load(Ordering::Relaxed)
+    }
+
+    /// Runs what is queued and ends the thread.
+    pub fn stop(&self) {
+        self.shared.queue.lock().stopping = true;
+        self.shared.wake.notify_all();
+        self.shared.room.notify_all();
+        if let Some(thread) = self.thread.lock().take() {
+            if thread.join().is_err() {
+                tracing::error!("the group-commit thread panicked");
+            }
+        }
+    }
+}
+
+impl Drop for GroupCommit {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn run(shared: &Shared) {
+    loop {
+        let round: Vec<Request> = {
+            let mut queue = shared.queue.lock();
+            while queue.pending.is_empty() && !queue.stopping {
+                shared.wake.wait(&mut queue);
+            }
+            if queue.pending.is_empty() {
+                return;
+            }
+            let round = queue.pending.drain(..).collect();
+            shared.room.notify_all();
+            round
+        };
+        shared.rounds.fetch_add(1, Ordering::Relaxed);
+        run_round(shared, round);
+    }
+}
+
+/// One fsync per distinct file (the highest `upto` of its requests), then
+/// every callback.
+fn run_round(shared: &Shared, round: Vec<Request>) {
+    let mut distinct: Vec<(FlushTarget, Vec<usize>)> = Vec::new();
+    for (i, request) in round.iter().enumerate() {
+        let t = &request.target;
+        match distinct
+            .iter_mut()
+            .find(|(d, _)| Arc::ptr_eq(&d.file, &t.file) || d.path == t.path)
+        {
+            Some((d, members)) => {
+                d.upto = d.upto.max(t.upto);
+                if d.dir.is_none() {
+                    d.dir.clone_from(&t.dir);
+                }
+                members.push(i);
+            }
+            None => distinct.push((t.clone(), vec![i])),
+        }
+    }
+    let mut results: Vec<Option<Result<(), Arc<StorageError>>>> = vec![None; round.len()];
+    for (target, members) in &distinct {
+        shared.fsyncs.fetch_add(1, Ordering::Relaxed);
+        let result = target.run().map_err(Arc::new);
+        if let Err(e) = &result {
+            tracing::error!(file = %target.path.display(), error = %e, "group commit fsync failed");
+        } else {
+            // Requests that shared the file but carried their own durable
+            // cell (a log reopened under the same path) advance too.
+            for &i in members {
+                let t = &round[i].target;
+                if !Arc::ptr_eq(&t.durable, &target.durable) {
+                    t.durable.fetch_max(t.upto, Ordering::AcqRel);
+                }
+            }
+        }
+        for &i in members {
+            results[i] = Some(result.clone());
+        }
+    }
+    for (request, result) in round.into_iter().zip(results) {
+        if let Some(done) = request.done {
+            done(result.unwrap_or(Ok(())));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io;
+    use std::sync::mpsc;
+
+    use tarn_protocol::record_batch::build_batch_for_tests;
+
+    use crate::log::Log;
+    use crate::log_config::LogConfig;
+
+    /// A file whose first fsync blocks until the test releases it, and
+    /// which counts fsyncs.
+    #[derive(Debug)]
+    struct GatedFile {
+        syncs: AtomicI64,
+        started: Mutex<Option<mpsc::Sender<()>>>,
+        release: Mutex<Option<mpsc::Receiver<()>>>,
+    }
+
+    impl FileHandle for GatedFile {
+        fn read_exact_at(&self, _: &mut [u8], _: u64) -> io::Result<()> {
+            Ok(())
+        }
+        fn write_all_at(&self, _: &[u8], _: u64) -> io::Result<()> {
+            Ok(())
+        }
+        fn set_len(&self, _: u64) -> io::Result<()> {
+            Ok(())
+        }
+        fn sync(&self) -> io::Result<()> {
+            self.syncs.fetch_add(1, Ordering::SeqCst);
+            if let Some(started) = self.started.lock().take() {
+                started.send(()).unwrap();
+                self.release.lock().take().unwrap().recv().unwrap();
+            }
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn waiters_during_an_fsync_share_the_next_one() {
+        let (started_tx, started_rx) = mpsc::channel();
+        let (release_tx, release_rx) = mpsc::channel();
+        let file = Arc::new(GatedFile {
+            syncs: AtomicI64::new(0),
+            started: Mutex::new(Some(started_tx)),
+            release: Mutex::new(Some(release_rx)),
+        });
+        let durable = Arc::new(AtomicI64::new(0));
+        let target = |upto: i64| FlushTarget {
+            env: LogEnv::shared_default(),
+            file: file.clone(),
+            path: PathBuf::from("gated.log"),
+            dir: None,
+            upto,
+            durable: durable.clone(),
+        };
+        let commit = GroupCommit::start().unwrap();
+        let (done_tx, done_rx) = mpsc::channel();
+        let callback = |id: i64| -> Option<FlushCallback> {
+            let done_tx = done_tx.clone();
+            Some(Box::new(move |r| done_tx.send((id, r.is_ok())).unwrap()))
+        };
+        commit.submit(target(1), callback(1));
+        started_rx.recv().unwrap();
+        // The first fsync is in progress: these ten queue up behind it.
+        for upto in 2..=11 {
+            commit.submit(target(upto), callback(upto));
+        }
+        assert_eq!(durable.load(Ordering::SeqCst), 0);
+        release_tx.send(()).unwrap();
+        let mut done: Vec<(i64, bool)> = (0..11).map(|_| done_rx.recv().unwrap()).collect();
+        done.sort_unstable();
+        assert_eq!(done, (1..=11).map(|i| (i, true)).collect::<Vec<_>>());
+        assert_eq!(file.syncs.load(Ordering::SeqCst), 2, "one fsync per round");
+        assert_eq!(commit.rounds(), 2);
+        assert_eq!(durable.load(Ordering::SeqCst), 11);
+    }
+
+    #[test]
+    fn flush_messages_decides_which_appends_wait() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig {
+            flush_messages: 5,
+            ..LogConfig::default()
+        };
+        let mut log = Log::open(dir.path(), config, true).unwrap();
+        let commit = GroupCommit::start().unwrap();
+        let mut due = Vec::new();
+        for _ in 0..6 {
+            log.append(&build_batch_for_tests(0, 2, 0), 0).unwrap();
+            due.push(log.flush_due());
+            if log.flush_due() {
+                let target = log.prepare_flush().unwrap().expect("data to flush");
+                let (tx, rx) = mpsc::channel();
+                commit.submit(target, Some(Box::new(move |r| tx.send(r.is_ok()).unwrap())));
+                assert!(rx.recv().unwrap());
+                assert_eq!(log.durable_offset(), log.log_end_offset());
+            }
+        }
+        // 2, 4, 6 (>= 5: flush), 2, 4, 6 (flush).
+        assert_eq!(due, [false, false, true, false, false, true]);
+        assert!(!log.has_unflushed_data());
+        log.append(&build_batch_for_tests(0, 1, 0), 0).unwrap();
+        assert!(log.has_unflushed_data());
+        assert!(!log.flush_ms_due(0), "flush.ms defaults to never");
+    }
+
+    #[test]
+    fn flush_ms_is_due_once_the_last_flush_is_old_enough() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(crate::file::ManualClock::new(10_000));
+        let env = LogEnv::new(Arc::new(crate::file::OsFileSystem), 8, clock.clone());
+        let config = LogConfig {
+            flush_ms: 1_000,
+            ..LogConfig::default()
+        };
+        let mut log = Log::open_in(&env, dir.path(), config, true).unwrap();
+        assert!(!log.flush_ms_due(20_000), "nothing to flush");
+        log.append(&build_batch_for_tests(0, 1, 0), 0).unwrap();
+        assert!(!log.flush_due(), "flush.messages stays at its default");
+        assert!(!log.flush_ms_due(10_999));
+        assert!(log.flush_ms_due(11_000));
+        clock.set(11_000);
+        log.prepare_flush().unwrap().unwrap().run().unwrap();
+        assert!(!log.flush_ms_due(50_000), "flushed");
+        log.append(&build_batch_for_tests(0, 1, 0), 0).unwrap();
+        assert!(!log.flush_ms_due(11_999));
+        assert!(log.flush_ms_due(12_000));
+    }
+}
