@@ -221,6 +221,17 @@ fn many_idle_partitions_hold_no_files_and_survive_a_restart() {
 
 #[test]
 fn compaction_keeps_the_latest_value_of_every_key() {
+    compaction_keeps_latest("compacted", "none", "3000");
+}
+
+/// Compressed batches are decompressed by the cleaner and compacted too
+/// (rewritten batches are stored uncompressed).
+#[test]
+fn compaction_handles_compressed_batches() {
+    compaction_keeps_latest("compacted-gzip", "gzip", "400");
+}
+
+fn compaction_keeps_latest(topic: &'static str, codec: &'static str, segment_bytes: &'static str) {
     run_with_timeout(TEST_TIMEOUT, || {
         let broker = TarnBroker::start_with(
             BrokerOptions::default()
@@ -229,9 +240,12 @@ fn compaction_keeps_the_latest_value_of_every_key() {
         );
         create_topic_with(
             &broker,
-            "compacted",
+            topic,
             1,
-            &[("cleanup.policy", "compact"), ("segment.bytes", "3000")],
+            &[
+                ("cleanup.policy", "compact"),
+                ("segment.bytes", segment_bytes),
+            ],
         );
         let mut expected: BTreeMap<String, String> = BTreeMap::new();
         let mut records = Vec::new();
@@ -245,11 +259,15 @@ fn compaction_keeps_the_latest_value_of_every_key() {
         let produced = records.len();
         TestProducer::new(
             broker.bootstrap(),
-            &[("linger.ms", "0"), ("batch.size", "1000")],
+            &[
+                ("linger.ms", "0"),
+                ("batch.size", "1000"),
+                ("compression.type", codec),
+            ],
         )
-        .produce_all("compacted", &records);
+        .produce_all(topic, &records);
         let segments = |broker: &TarnBroker| -> Vec<i64> {
-            partition_files(broker.data_dir(), "compacted", 0)
+            partition_files(broker.data_dir(), topic, 0)
                 .iter()
                 .filter_map(|n| n.strip_suffix(".log").and_then(|b| b.parse().ok()))
                 .collect()
@@ -257,16 +275,16 @@ fn compaction_keeps_the_latest_value_of_every_key() {
         assert!(segments(&broker).len() > 3, "small segments roll");
         // The cleaner checkpoint appears once a pass has finished.
         wait_until("the cleaner", Duration::from_secs(20), || {
-            partition_files(broker.data_dir(), "compacted", 0)
+            partition_files(broker.data_dir(), topic, 0)
                 .contains(&"cleaner-offset-checkpoint".to_string())
         });
-        let (_, low, high) = kafka::watermarks(broker.bootstrap(), "compacted")[0];
+        let (_, low, high) = kafka::watermarks(broker.bootstrap(), topic)[0];
         assert_eq!((low, high), (0, produced as i64));
         let active = *segments(&broker).last().unwrap();
         // Read everything from the start: fewer records than produced, in
         // offset order, the latest value of every key, and at most one
         // record per key below the active segment.
-        let all = read_to_end(&broker, high);
+        let all = read_to_end(&broker, topic, high);
         assert!(
             all.len() < produced,
             "{} of {produced} records left",
@@ -288,15 +306,15 @@ fn compaction_keeps_the_latest_value_of_every_key() {
     });
 }
 
-/// Consumes partition 0 of "compacted" from the start up to offset `end`.
-fn read_to_end(broker: &TarnBroker, end: i64) -> Vec<(i64, String, String)> {
+/// Consumes partition 0 of `topic` from the start up to offset `end`.
+fn read_to_end(broker: &TarnBroker, topic: &str, end: i64) -> Vec<(i64, String, String)> {
     use rdkafka::consumer::Consumer;
     use rdkafka::message::Message;
     use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
     let consumer = kafka::consumer(broker.bootstrap(), &[]);
     let mut assignment = TopicPartitionList::new();
     assignment
-        .add_partition_offset("compacted", 0, Offset::Beginning)
+        .add_partition_offset(topic, 0, Offset::Beginning)
         .unwrap();
     consumer.assign(&assignment).unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);

@@ -22,6 +22,8 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
+use tarn_protocol::compression::decompress;
+use tarn_protocol::record_batch::Compression;
 use tarn_storage::{CleanerConfig, GroupCommit};
 
 use crate::config::BrokerConfig;
@@ -242,6 +244,16 @@ fn run_cleaner(stop: &Stop, replicas: &ReplicaManager, intervals: Intervals) {
     }
 }
 
+/// The most a compressed batch may expand to for the cleaner to compact
+/// it; a batch past this is kept whole (nothing is lost, it is just not
+/// compacted).
+const CLEANER_DECOMPRESSED_MAX_BYTES: usize = 64 << 20;
+
+/// The cleaner's codecs: Kafka's four, capped.
+fn decompress_for_cleaner(codec: Compression, data: &[u8]) -> Result<Vec<u8>, String> {
+    decompress(codec, data, CLEANER_DECOMPRESSED_MAX_BYTES).map_err(|e| e.to_string())
+}
+
 /// Compacts every log whose cleanup policy includes `compact` and whose
 /// dirty section is due, one at a time; the partition's lock is held only
 /// to plan and to swap. Returns true when asked to stop.
@@ -249,7 +261,7 @@ fn clean_pass(stop: &Stop, replicas: &ReplicaManager, dedupe_buffer_bytes: usize
     let env = replicas.env().clone();
     let cleaner = CleanerConfig {
         dedupe_buffer_bytes,
-        ..CleanerConfig::default()
+        decompressor: decompress_for_cleaner,
     };
     for partition in replicas.all_partitions() {
         if *stop.stopping.lock() {
