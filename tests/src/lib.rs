@@ -15,6 +15,7 @@
 
 pub mod cli;
 pub mod kafka;
+pub mod wire;
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};

@@ -4,8 +4,8 @@
 
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use tarn_cli::client::Client;
+use tarn_e2e::wire::{self, produce, produce_version};
 use tarn_e2e::{run_with_timeout, TarnBroker, TEST_TIMEOUT};
 use tarn_protocol::error;
 use tarn_protocol::messages::api_versions::{ApiVersionsRequest, ApiVersionsResponse};
@@ -18,8 +18,7 @@ use tarn_protocol::messages::init_producer_id::*;
 use tarn_protocol::messages::list_offsets::*;
 use tarn_protocol::messages::metadata::*;
 use tarn_protocol::messages::offset_for_leader_epoch::*;
-use tarn_protocol::messages::produce::*;
-use tarn_protocol::record_batch::{BatchIter, RecordBatchBuilder};
+use tarn_protocol::record_batch::BatchIter;
 use tarn_protocol::{Decode, Uuid, Version};
 
 fn create(
@@ -51,48 +50,7 @@ fn create(
 }
 
 fn batch(records: usize, timestamp: i64) -> Vec<u8> {
-    let mut builder = RecordBatchBuilder::new();
-    for i in 0..records {
-        builder = builder.record(
-            timestamp + i as i64,
-            Some(format!("k{i}").as_bytes()),
-            Some(b"value"),
-        );
-    }
-    builder.build()
-}
-
-fn produce_version(
-    client: &mut Client,
-    version: i16,
-    acks: i16,
-    topic: &str,
-    partition: i32,
-    records: Vec<u8>,
-) -> PartitionProduceResponse {
-    let request = ProduceRequest {
-        transactional_id: None,
-        acks,
-        timeout_ms: 1000,
-        topic_data: vec![TopicProduceData {
-            name: topic.into(),
-            partition_data: vec![PartitionProduceData {
-                index: partition,
-                records: Some(Bytes::from(records)),
-            }],
-        }],
-    };
-    let response: ProduceResponse = client.call(0, version, 9, &request).unwrap();
-    response.responses[0].partition_responses[0].clone()
-}
-
-fn produce(
-    client: &mut Client,
-    topic: &str,
-    partition: i32,
-    records: Vec<u8>,
-) -> PartitionProduceResponse {
-    produce_version(client, 9, -1, topic, partition, records)
+    wire::batch(records, timestamp, b"value")
 }
 
 fn fetch(

@@ -6,6 +6,7 @@ pub mod broker;
 pub mod config;
 pub mod connection_quotas;
 pub mod dynamic_config;
+pub mod episode;
 pub mod error_names;
 pub mod group;
 pub mod group_lag;

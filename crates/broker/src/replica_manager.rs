@@ -42,6 +42,7 @@ use tarn_storage::{
 };
 
 use crate::config::BrokerConfig;
+use crate::episode::FailureEpisode;
 use crate::log_deleter::LogDeleter;
 use crate::metadata::{MetadataImage, TopicInfo};
 
@@ -58,6 +59,10 @@ pub struct Partition {
     compression: AtomicU8,
     /// The topic's `max.message.bytes`, which also caps decompression.
     max_message_bytes: AtomicU32,
+    /// Appends, and reads, failing on storage (a full disk, say): the cause
+    /// is logged once and the next success is logged as recovery.
+    writes_failing: FailureEpisode,
+    reads_failing: FailureEpisode,
     log: Mutex<Option<Log>>,
 }
 
@@ -96,7 +101,6 @@ impl PartitionError {
 
 impl From<StorageError> for PartitionError {
     fn from(e: StorageError) -> Self {
-        tracing::error!(error = %e, "storage error");
         PartitionError::new(error::KAFKA_STORAGE_ERROR, e.to_string())
     }
 }
@@ -112,9 +116,6 @@ impl From<AppendError> for PartitionError {
             AppendError::InvalidRecord(_) => error::INVALID_RECORD,
             AppendError::Storage(_) => error::KAFKA_STORAGE_ERROR,
         };
-        if code == error::KAFKA_STORAGE_ERROR {
-            tracing::error!(error = %e, "append failed");
-        }
         PartitionError::new(code, e.to_string())
     }
 }
@@ -163,6 +164,31 @@ impl Partition {
         }
     }
 
+    /// Logs a storage failure once when it starts and once when the
+    /// partition works again, so a full disk cannot flood the log while
+    /// every request to the partition answers KAFKA_STORAGE_ERROR.
+    fn note_storage<T>(
+        &self,
+        episode: &FailureEpisode,
+        what: &str,
+        result: Result<T, PartitionError>,
+    ) -> Result<T, PartitionError> {
+        match &result {
+            Err(e) if e.code == error::KAFKA_STORAGE_ERROR => {
+                if episode.failed() {
+                    tracing::error!(topic = %self.topic, partition = self.index, error = %e.message, "{what} failed on storage; answering KAFKA_STORAGE_ERROR until it works again");
+                }
+            }
+            Ok(_) => {
+                if episode.succeeded() {
+                    tracing::info!(topic = %self.topic, partition = self.index, "{what} works again");
+                }
+            }
+            Err(_) => {}
+        }
+        result
+    }
+
     /// Appends one produce request's record batches for this partition,
     /// recompressing them first when the topic's codec says so. When
     /// `flush.messages` says this append must be durable before it is
@@ -181,7 +207,7 @@ impl Partition {
         };
         let records = converted.as_deref().unwrap_or(records);
         let epoch = self.leader_epoch();
-        self.with_log(|log| {
+        let result = self.with_log(|log| {
             let info = log.append(records, epoch)?;
             let flush = if !info.duplicate && log.flush_due() {
                 log.prepare_flush()?
@@ -189,7 +215,8 @@ impl Partition {
                 None
             };
             Ok((info, log.log_start_offset(), flush))
-        })
+        });
+        self.note_storage(&self.writes_failing, "appending", result)
     }
 
     /// Runs `f` on the open log; `Ok(None)` when the partition is closed.
@@ -220,7 +247,7 @@ impl Partition {
         max_bytes: usize,
         min_one_batch: bool,
     ) -> Result<(Option<FileRegion>, LogOffsets), PartitionError> {
-        self.with_log(|log| {
+        let result = self.with_log(|log| {
             let offsets = LogOffsets {
                 log_start_offset: log.log_start_offset(),
                 high_watermark: log.log_end_offset(),
@@ -236,7 +263,8 @@ impl Partition {
             }
             let region = log.read_region(offset, max_bytes, min_one_batch)?;
             Ok((region, offsets))
-        })
+        });
+        self.note_storage(&self.reads_failing, "reading", result)
     }
 
     /// Reads whole batches from `offset`, or OFFSET_OUT_OF_RANGE.
@@ -246,7 +274,7 @@ impl Partition {
         max_bytes: usize,
         min_one_batch: bool,
     ) -> Result<(Bytes, LogOffsets), PartitionError> {
-        self.with_log(|log| {
+        let result = self.with_log(|log| {
             let offsets = LogOffsets {
                 log_start_offset: log.log_start_offset(),
                 high_watermark: log.log_end_offset(),
@@ -262,7 +290,8 @@ impl Partition {
             }
             let data = log.read(offset, max_bytes, min_one_batch)?;
             Ok((data, offsets))
-        })
+        });
+        self.note_storage(&self.reads_failing, "reading", result)
     }
 
     pub fn with_log_ref<T>(&self, f: impl FnOnce(&Log) -> T) -> Result<T, PartitionError> {
@@ -628,6 +657,8 @@ impl ReplicaManager {
                 file_delete_delay_ms: AtomicI64::new(delete_delay_ms),
                 compression: AtomicU8::new(compression),
                 max_message_bytes: AtomicU32::new(max_message_bytes),
+                writes_failing: FailureEpisode::new(),
+                reads_failing: FailureEpisode::new(),
                 log: Mutex::new(Some(log)),
             });
             self.partitions

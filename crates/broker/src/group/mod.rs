@@ -29,6 +29,7 @@ pub use store::{partition_for, GroupStore, OffsetsTopicStore, OFFSETS_TOPIC};
 
 use crate::broker::{Broker, BrokerError};
 use crate::config::BrokerConfig;
+use crate::episode::FailureEpisode;
 use crate::metadata::MetadataImage;
 use crate::replica_manager::{Partition, ReplicaManager};
 use crate::topics::{create_topic_records, NewTopic};
@@ -99,6 +100,9 @@ pub fn open(
 /// `offsets.topic.replication.factor`, `cleanup.policy=compact` and
 /// `segment.bytes=offsets.topic.segment.bytes`. A failure is answered as
 /// COORDINATOR_NOT_AVAILABLE, which clients retry.
+/// Creating the offsets topic failed (and was logged) and has not worked since.
+static OFFSETS_TOPIC_FAILING: FailureEpisode = FailureEpisode::new();
+
 pub fn ensure_offsets_topic(broker: &Broker) -> Result<(), ErrorCode> {
     if broker.groups.store().is_attached() {
         return Ok(());
@@ -132,9 +136,14 @@ pub fn ensure_offsets_topic(broker: &Broker) -> Result<(), ErrorCode> {
             }
         }
         Err(e) => {
-            tracing::error!(error = %e, "cannot create {OFFSETS_TOPIC}");
+            if OFFSETS_TOPIC_FAILING.failed() {
+                tracing::error!(error = %e, "cannot create {OFFSETS_TOPIC}; group requests answer COORDINATOR_NOT_AVAILABLE until it can");
+            }
             return Err(error::COORDINATOR_NOT_AVAILABLE);
         }
+    }
+    if OFFSETS_TOPIC_FAILING.succeeded() {
+        tracing::info!("{OFFSETS_TOPIC} is available again");
     }
     let image = broker.metadata.image();
     let partitions = local_partitions(&image, &broker.replicas, broker.node_id)

@@ -114,10 +114,24 @@ impl MetadataLog for FileMetadataLog {
             buf.extend_from_slice(&crc32c::crc32c(&body).to_be_bytes());
             buf.extend_from_slice(&body);
         }
-        self.file
+        let before = self
+            .file
+            .metadata()
+            .map_err(io(format!("stat {}", self.path.display())))?
+            .len();
+        let written = self
+            .file
             .write_all(&buf)
-            .map_err(io(format!("append to {}", self.path.display())))?;
-        timed_fsync(|| self.file.sync_data()).map_err(io(format!("fsync {}", self.path.display())))
+            .and_then(|()| timed_fsync(|| self.file.sync_data()));
+        if let Err(e) = written {
+            // A partial entry would hide every later one from replay: cut
+            // the file back to where this append started.
+            if let Err(undo) = self.file.set_len(before) {
+                tracing::error!(path = %self.path.display(), error = %undo, "undo a failed metadata append");
+            }
+            return Err(io(format!("append to {}", self.path.display()))(e));
+        }
+        Ok(())
     }
 }
 
