@@ -247,24 +247,9 @@ impl Partition {
         max_bytes: usize,
         min_one_batch: bool,
     ) -> Result<(Option<FileRegion>, LogOffsets), PartitionError> {
-        let result = self.with_log(|log| {
-            let offsets = LogOffsets {
-                log_start_offset: log.log_start_offset(),
-                high_watermark: log.log_end_offset(),
-            };
-            if offset < offsets.log_start_offset || offset > offsets.high_watermark {
-                return Err(PartitionError::new(
-                    error::OFFSET_OUT_OF_RANGE,
-                    format!(
-                        "offset {offset} is outside [{}, {}]",
-                        offsets.log_start_offset, offsets.high_watermark
-                    ),
-                ));
-            }
-            let region = log.read_region(offset, max_bytes, min_one_batch)?;
-            Ok((region, offsets))
-        });
-        self.note_storage(&self.reads_failing, "reading", result)
+        self.read_at(offset, |log| {
+            log.read_region(offset, max_bytes, min_one_batch)
+        })
     }
 
     /// Reads whole batches from `offset`, or OFFSET_OUT_OF_RANGE.
@@ -274,6 +259,16 @@ impl Partition {
         max_bytes: usize,
         min_one_batch: bool,
     ) -> Result<(Bytes, LogOffsets), PartitionError> {
+        self.read_at(offset, |log| log.read(offset, max_bytes, min_one_batch))
+    }
+
+    /// Runs `read` when `offset` is inside the log, with the log's offsets;
+    /// OFFSET_OUT_OF_RANGE otherwise.
+    fn read_at<T>(
+        &self,
+        offset: i64,
+        read: impl FnOnce(&Log) -> Result<T, StorageError>,
+    ) -> Result<(T, LogOffsets), PartitionError> {
         let result = self.with_log(|log| {
             let offsets = LogOffsets {
                 log_start_offset: log.log_start_offset(),
@@ -288,8 +283,7 @@ impl Partition {
                     ),
                 ));
             }
-            let data = log.read(offset, max_bytes, min_one_batch)?;
-            Ok((data, offsets))
+            Ok((read(log)?, offsets))
         });
         self.note_storage(&self.reads_failing, "reading", result)
     }
