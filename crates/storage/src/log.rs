@@ -1166,6 +1166,42 @@ mod tests {
     }
 
     #[test]
+    fn a_corrupted_byte_in_a_closed_segment_is_never_served() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), small_config(), true).unwrap();
+        for i in 0..40 {
+            append_plain(&mut log, 2, i);
+        }
+        let bases = log.segment_base_offsets();
+        log.close().unwrap();
+        // Flip a byte inside the third batch of the first (closed) segment.
+        let path = dir.path().join(segment_file_name(bases[0], "log"));
+        let mut bytes = std::fs::read(&path).unwrap();
+        let batch_size = validate_batch(&bytes).unwrap().total_size();
+        bytes[2 * batch_size + 70] ^= 0x40;
+        std::fs::write(&path, &bytes).unwrap();
+
+        // A clean open does not recover closed segments; the first read
+        // that reaches the bytes checks them.
+        let log = Log::open(dir.path(), small_config(), true).unwrap();
+        let served = headers(&log.read(0, usize::MAX, false).unwrap());
+        assert_eq!(
+            served.iter().map(|h| h.base_offset).collect::<Vec<_>>(),
+            vec![0, 2],
+            "only the batches before the corrupt one"
+        );
+        for offset in [4, 5] {
+            let err = log.read(offset, usize::MAX, true).unwrap_err();
+            assert!(matches!(err, StorageError::Corrupt { .. }), "{err}");
+        }
+        // Later segments are unaffected.
+        assert_eq!(
+            headers(&log.read(bases[1], 1, true).unwrap())[0].base_offset,
+            bases[1]
+        );
+    }
+
+    #[test]
     fn reopen_clean_and_unclean_continue_at_the_log_end() {
         for clean in [true, false] {
             let dir = tempfile::tempdir().unwrap();

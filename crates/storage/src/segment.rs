@@ -13,6 +13,7 @@
 
 use std::io::IoSlice;
 use std::path::Path;
+use std::sync::OnceLock;
 
 use bytes::Bytes;
 use tarn_protocol::record_batch::{
@@ -53,6 +54,14 @@ pub struct LogSegment {
     /// Max timestamp of the first batch, the base of time-based rolls;
     /// read lazily from the file.
     rolling_base_timestamp: Option<i64>,
+    /// Bytes that were in the file when it was opened without recovery and
+    /// whose CRCs have not been checked since (appends are checked as they
+    /// come, recovery checks everything).
+    unverified_bytes: u64,
+    /// Set by the first read that reaches the unverified bytes: the first
+    /// batch among them that fails validation, if any. Reads stop before
+    /// it, so a corrupted byte is never served as good data.
+    verified: OnceLock<Option<InvalidBatch>>,
 }
 
 /// The file-name suffix a segment's files get when retention or the
@@ -167,6 +176,8 @@ impl LogSegment {
             },
             created_ms: env.now_ms(),
             rolling_base_timestamp: None,
+            unverified_bytes: 0,
+            verified: OnceLock::new(),
         };
         if recover {
             segment.recover(on_recovered_batch)?;
@@ -177,6 +188,8 @@ impl LogSegment {
                 "rebuilding segment indexes"
             );
             segment.recover(on_recovered_batch)?;
+        } else {
+            segment.unverified_bytes = segment.log.size();
         }
         Ok(segment)
     }
@@ -217,6 +230,7 @@ impl LogSegment {
             drop((log, offset_index, time_index));
             return LogSegment::open(env, dir, base_offset, config, false, &mut |_| {});
         }
+        let size = log.size();
         let (max_timestamp, max_offset) = match time_index.last_entry_in_file()? {
             Some(last) => (last.timestamp, last.offset),
             None => (-1, base_offset),
@@ -239,6 +253,8 @@ impl LogSegment {
             },
             created_ms: env.now_ms(),
             rolling_base_timestamp: None,
+            unverified_bytes: size,
+            verified: OnceLock::new(),
         })
     }
 
@@ -314,6 +330,7 @@ impl LogSegment {
         on_batch: &mut dyn FnMut(&RecordBatchHeader),
     ) -> Result<u64, StorageError> {
         self.rolling_base_timestamp = None;
+        self.unverified_bytes = 0;
         let state = &mut self.state;
         state.reset()?;
         let end = scan(
@@ -612,6 +629,7 @@ impl LogSegment {
         let Some((start, first)) = self.find_batch(fetch_offset)? else {
             return Ok(None);
         };
+        let limit = self.readable_end(start)?;
         let count = |header: &RecordBatchHeader| u64::try_from(header.records_count).unwrap_or(0);
         let max_bytes = max_bytes as u64;
         let first_size = first.total_size() as u64;
@@ -623,7 +641,7 @@ impl LogSegment {
             }));
         }
         let (mut end, mut records) = (start, 0);
-        while end < self.log.size() {
+        while end < limit {
             let header = if end == start {
                 first
             } else {
@@ -637,6 +655,39 @@ impl LogSegment {
             records += count(&header);
         }
         Ok(Some((start, end, records)))
+    }
+
+    /// Where reads starting at `start` must stop: the end of the file, or
+    /// the first batch that failed validation when the bytes this process
+    /// did not write or recover were checked (once, on the first read that
+    /// reaches them). A read starting at a failed batch is an error.
+    fn readable_end(&self, start: u64) -> Result<u64, StorageError> {
+        if start >= self.unverified_bytes {
+            return Ok(self.log.size());
+        }
+        let invalid = match self.verified.get() {
+            Some(invalid) => invalid,
+            None => {
+                let found = scan(
+                    &self.log,
+                    0,
+                    self.state.base_offset,
+                    self.state.base_offset,
+                    true,
+                    &mut |_, _| {},
+                )?
+                .filter(|bad| bad.position < self.unverified_bytes);
+                self.verified.get_or_init(|| found)
+            }
+        };
+        match invalid {
+            Some(bad) if bad.position <= start => Err(self.corrupt(
+                bad.position,
+                &format!("batch fails validation on read: {}", bad.reason),
+            )),
+            Some(bad) => Ok(bad.position),
+            None => Ok(self.log.size()),
+        }
     }
 
     pub fn read_bytes(&self, position: u64, len: u64) -> Result<Vec<u8>, StorageError> {
