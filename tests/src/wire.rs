@@ -3,11 +3,15 @@
 
 use bytes::Bytes;
 use tarn_cli::client::Client;
+use tarn_protocol::messages::fetch::{
+    FetchPartition, FetchRequest, FetchResponse, FetchTopic, PartitionData,
+};
 use tarn_protocol::messages::produce::{
     PartitionProduceData, PartitionProduceResponse, ProduceRequest, ProduceResponse,
     TopicProduceData,
 };
 use tarn_protocol::record_batch::RecordBatchBuilder;
+use tarn_protocol::Uuid;
 
 /// An uncompressed batch of `records` keyed records with timestamps from
 /// `timestamp` on and `value` as every value.
@@ -57,4 +61,34 @@ pub fn produce(
     records: Vec<u8>,
 ) -> PartitionProduceResponse {
     produce_version(client, 9, -1, topic, partition, records)
+}
+
+/// Fetch v12 of partition 0 from `offset`, up to 1 MiB, with the client's
+/// idea of the leader `epoch` (-1: none) and a long-poll of `max_wait_ms`.
+pub fn fetch(
+    client: &mut Client,
+    topic: &str,
+    offset: i64,
+    epoch: i32,
+    max_wait_ms: i32,
+) -> PartitionData {
+    let request = FetchRequest {
+        max_wait_ms,
+        min_bytes: 1,
+        max_bytes: 1 << 20,
+        topics: vec![FetchTopic {
+            topic: topic.into(),
+            topic_id: Uuid::ZERO,
+            partitions: vec![FetchPartition {
+                partition: 0,
+                current_leader_epoch: epoch,
+                fetch_offset: offset,
+                partition_max_bytes: 1 << 20,
+                ..Default::default()
+            }],
+        }],
+        ..Default::default()
+    };
+    let response: FetchResponse = client.call(1, 12, 12, &request).expect("fetch");
+    response.responses[0].partitions[0].clone()
 }

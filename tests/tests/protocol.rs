@@ -5,15 +5,12 @@
 use std::time::{Duration, Instant};
 
 use tarn_cli::client::Client;
-use tarn_e2e::wire::{self, produce, produce_version};
+use tarn_e2e::wire::{self, fetch, produce, produce_version};
 use tarn_e2e::{run_with_timeout, TarnBroker, TEST_TIMEOUT};
 use tarn_protocol::error;
 use tarn_protocol::messages::api_versions::{ApiVersionsRequest, ApiVersionsResponse};
 use tarn_protocol::messages::create_topics::*;
 use tarn_protocol::messages::delete_topics::*;
-use tarn_protocol::messages::fetch::{
-    FetchPartition, FetchRequest, FetchResponse, FetchTopic, PartitionData,
-};
 use tarn_protocol::messages::init_producer_id::*;
 use tarn_protocol::messages::list_offsets::*;
 use tarn_protocol::messages::metadata::*;
@@ -51,34 +48,6 @@ fn create(
 
 fn batch(records: usize, timestamp: i64) -> Vec<u8> {
     wire::batch(records, timestamp, b"value")
-}
-
-fn fetch(
-    client: &mut Client,
-    topic: &str,
-    offset: i64,
-    epoch: i32,
-    max_wait_ms: i32,
-) -> PartitionData {
-    let request = FetchRequest {
-        max_wait_ms,
-        min_bytes: 1,
-        max_bytes: 1 << 20,
-        topics: vec![FetchTopic {
-            topic: topic.into(),
-            topic_id: Uuid::ZERO,
-            partitions: vec![FetchPartition {
-                partition: 0,
-                current_leader_epoch: epoch,
-                fetch_offset: offset,
-                partition_max_bytes: 1 << 20,
-                ..Default::default()
-            }],
-        }],
-        ..Default::default()
-    };
-    let response: FetchResponse = client.call(1, 12, 12, &request).unwrap();
-    response.responses[0].partitions[0].clone()
 }
 
 #[test]
