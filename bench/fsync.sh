@@ -28,7 +28,7 @@ LOG="$DATA.broker.log"
 : >"$LOG.out"
 "$TARN" serve --data-dir "$DATA" --listen "127.0.0.1:$PORT" --log-level warn >"$LOG.out" 2>"$LOG" &
 PID=$!
-cleanup() { kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null; rm -rf "$DATA" "$LOG" "$LOG.out"; }
+cleanup() { kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null; rm -rf "$DATA" "$LOG" "$LOG.out" "$LOG".rdperf.*; }
 trap cleanup EXIT
 for _ in $(seq 100); do grep -q "listening on" "$LOG.out" && break; sleep 0.1; done
 grep -q "listening on" "$LOG.out" || { echo "broker did not start:" >&2; cat "$LOG" >&2; exit 1; }
@@ -36,8 +36,11 @@ BOOT="127.0.0.1:$PORT"
 
 # produce TOPIC N -> prints records/s of one rdperf run
 produce() {
-  "$RDPERF" produce -b "$BOOT" -t "$1" -n "$2" -s 300 -B 65536 -a 1 2>/dev/null | grep '^RESULT' \
-    | sed -E 's/.* rps=([0-9.]+).*/\1/'
+  local out err="$LOG.rdperf.$BASHPID"
+  if ! out=$("$RDPERF" produce -b "$BOOT" -t "$1" -n "$2" -s 300 -B 65536 -a 1 2>"$err"); then
+    echo "fsync: rdperf produce to $1 failed:" >&2; cat "$err" >&2; exit 1
+  fi
+  grep '^RESULT' <<<"$out" | sed -E 's/.* rps=([0-9.]+).*/\1/'
 }
 
 run_case() { # SETTING RUN PRODUCERS
