@@ -493,6 +493,22 @@ impl Log {
         max_bytes: usize,
         min_one_batch: bool,
     ) -> Result<Bytes, StorageError> {
+        Ok(self
+            .read_from_segments(fetch_offset, |segment| {
+                segment.read(fetch_offset, max_bytes, min_one_batch)
+            })?
+            .unwrap_or_default())
+    }
+
+    /// Checks `fetch_offset` against [start, end] and asks the segments
+    /// from the one holding it onwards, in order, until one answers: the
+    /// next holds the following batch when compaction emptied the rest of
+    /// one.
+    fn read_from_segments<T>(
+        &self,
+        fetch_offset: i64,
+        read: impl Fn(&LogSegment) -> Result<Option<T>, StorageError>,
+    ) -> Result<Option<T>, StorageError> {
         if fetch_offset < self.log_start_offset || fetch_offset > self.log_end_offset {
             return Err(StorageError::OffsetOutOfRange {
                 offset: fetch_offset,
@@ -506,11 +522,11 @@ impl Log {
             .next_back()
             .map_or(self.log_start_offset, |(base, _)| *base);
         for segment in self.segments.range(first..).map(|(_, s)| s) {
-            if let Some(bytes) = segment.read(fetch_offset, max_bytes, min_one_batch)? {
-                return Ok(bytes);
+            if let Some(found) = read(segment)? {
+                return Ok(Some(found));
             }
         }
-        Ok(Bytes::new())
+        Ok(None)
     }
 
     pub fn log_start_offset(&self) -> i64 {
@@ -586,24 +602,10 @@ impl Log {
         max_bytes: usize,
         min_one_batch: bool,
     ) -> Result<Option<FileRegion>, StorageError> {
-        if fetch_offset < self.log_start_offset || fetch_offset > self.log_end_offset {
-            return Err(StorageError::OffsetOutOfRange {
-                offset: fetch_offset,
-                log_start_offset: self.log_start_offset,
-                log_end_offset: self.log_end_offset,
-            });
-        }
-        let first = self
-            .segments
-            .range(..=fetch_offset)
-            .next_back()
-            .map_or(self.log_start_offset, |(base, _)| *base);
-        for segment in self.segments.range(first..).map(|(_, s)| s) {
-            if let Some(region) = segment.read_region(fetch_offset, max_bytes, min_one_batch)? {
-                return Ok(Some(region).filter(|r| r.len > 0));
-            }
-        }
-        Ok(None)
+        let region = self.read_from_segments(fetch_offset, |segment| {
+            segment.read_region(fetch_offset, max_bytes, min_one_batch)
+        })?;
+        Ok(region.filter(|r| r.len > 0))
     }
 
     /// Kafka's DeleteRecords: moves the log start offset up to `offset`
