@@ -10,7 +10,8 @@
 #
 # Load: two rdperf producers in a loop (200-byte records, acks=1, lz4 on
 # one), two rdperf consumers in one group (subscribe, auto commit) and one
-# assign()ed reader from the beginning, all on a 6-partition topic.
+# assign()ed reader from the beginning, all on a 6-partition topic whose
+# retention.bytes bounds the disk it uses (about 3 GiB).
 # Needs gcc and librdkafka-dev (installed with apt-get when missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,7 +36,7 @@ cargo build --release -p tarn-cli
 tarn=$here/target/release/tarn
 
 "$tarn" serve --data-dir "$work/data" --listen 127.0.0.1:0 --http-listen 127.0.0.1:0 \
-    --set group.initial.rebalance.delay.ms=0 >"$work/serve.out" 2>"$work/serve.err" &
+    --set group.initial.rebalance.delay.ms=0 --set log.retention.check.interval.ms=10000 >"$work/serve.out" 2>"$work/serve.err" &
 broker=$!
 pids+=("$broker")
 for _ in $(seq 100); do
@@ -45,7 +46,10 @@ done
 bootstrap=$(sed -n 's/^tarn: listening on \([^,]*\),.*/\1/p' "$work/serve.out")
 http=$(sed -n 's/^tarn: http on //p' "$work/serve.out")
 [[ -n $bootstrap && -n $http ]] || { cat "$work/serve.err" >&2; echo "soak: broker did not start" >&2; exit 1; }
-"$tarn" topics create --bootstrap-server "$bootstrap" --topic soak --partitions 6
+# Retention keeps the disk bounded however long the soak runs: at most
+# about 512 MiB per partition (64 MiB segments), 3 GiB in all.
+"$tarn" topics create --bootstrap-server "$bootstrap" --topic soak --partitions 6 \
+    --config retention.bytes=536870912 --config segment.bytes=67108864
 
 produce_loop() { # codec
     while :; do
