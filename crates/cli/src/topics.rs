@@ -116,6 +116,18 @@ pub(crate) fn error_name(code: i16) -> &'static str {
     }
 }
 
+/// Fails with kafka-topics.sh's wording when the broker answered an error.
+fn check(code: i16, message: Option<&str>) -> Result<()> {
+    if code != error::NONE {
+        bail!(
+            "Error while executing topic command : {} ({code}): {}",
+            error_name(code),
+            message.unwrap_or("")
+        );
+    }
+    Ok(())
+}
+
 fn create(args: CreateArgs) -> Result<()> {
     let mut configs = Vec::new();
     for pair in &args.configs {
@@ -147,14 +159,7 @@ fn create(args: CreateArgs) -> Result<()> {
     if result.error_code == error::TOPIC_ALREADY_EXISTS && args.if_not_exists {
         return Ok(());
     }
-    if result.error_code != error::NONE {
-        bail!(
-            "Error while executing topic command : {} ({}): {}",
-            error_name(result.error_code),
-            result.error_code,
-            result.error_message.as_deref().unwrap_or("")
-        );
-    }
+    check(result.error_code, result.error_message.as_deref())?;
     println!("Created topic {}.", args.topic);
     Ok(())
 }
@@ -238,14 +243,7 @@ fn alter(args: AlterArgs) -> Result<()> {
         .results
         .first()
         .context("broker returned no result for the topic")?;
-    if result.error_code != error::NONE {
-        bail!(
-            "Error while executing topic command : {} ({}): {}",
-            error_name(result.error_code),
-            result.error_code,
-            result.error_message.as_deref().unwrap_or("")
-        );
-    }
+    check(result.error_code, result.error_message.as_deref())?;
     let metadata = fetch_metadata(&args.common.bootstrap_server, Some(&args.topic))?;
     let count = metadata
         .topics
@@ -278,14 +276,7 @@ fn delete(args: DeleteArgs) -> Result<()> {
         .responses
         .first()
         .context("broker returned no result for the topic")?;
-    if result.error_code != error::NONE {
-        bail!(
-            "Error while executing topic command : {} ({}): {}",
-            error_name(result.error_code),
-            result.error_code,
-            result.error_message.as_deref().unwrap_or("")
-        );
-    }
+    check(result.error_code, result.error_message.as_deref())?;
     println!("Deleted topic {}.", args.topic);
     Ok(())
 }
