@@ -33,6 +33,29 @@ use crate::log_config::LogConfig;
 pub const MAX_RELATIVE_OFFSET: i64 = i32::MAX as i64;
 
 /// `00000000000000001000.log` and friends.
+/// Opens (without reading) a segment's `.log`, `.index` and `.timeindex`.
+fn open_files(
+    env: &LogEnv,
+    dir: &Path,
+    base_offset: i64,
+    config: &LogConfig,
+) -> Result<(SegmentFile, OffsetIndex, TimeIndex), StorageError> {
+    let log = SegmentFile::open(env, &dir.join(segment_file_name(base_offset, "log")))?;
+    let offset_index = OffsetIndex::open(
+        env,
+        &dir.join(segment_file_name(base_offset, "index")),
+        base_offset,
+        config.segment_index_bytes,
+    )?;
+    let time_index = TimeIndex::open(
+        env,
+        &dir.join(segment_file_name(base_offset, "timeindex")),
+        base_offset,
+        config.segment_index_bytes,
+    )?;
+    Ok((log, offset_index, time_index))
+}
+
 pub fn segment_file_name(base_offset: i64, suffix: &str) -> String {
     format!("{base_offset:020}.{suffix}")
 }
@@ -149,36 +172,15 @@ impl LogSegment {
         recover: bool,
         on_recovered_batch: &mut dyn FnMut(&RecordBatchHeader),
     ) -> Result<LogSegment, StorageError> {
-        let log = SegmentFile::open(env, &dir.join(segment_file_name(base_offset, "log")))?;
-        let offset_index = OffsetIndex::open(
+        let (log, offset_index, time_index) = open_files(env, dir, base_offset, config)?;
+        let mut segment = LogSegment::assemble(
             env,
-            &dir.join(segment_file_name(base_offset, "index")),
+            config,
+            (log, offset_index, time_index),
             base_offset,
-            config.segment_index_bytes,
-        )?;
-        let time_index = TimeIndex::open(
-            env,
-            &dir.join(segment_file_name(base_offset, "timeindex")),
             base_offset,
-            config.segment_index_bytes,
-        )?;
-        let mut segment = LogSegment {
-            log,
-            state: IndexState {
-                base_offset,
-                offset_index,
-                time_index,
-                index_interval_bytes: u64::from(config.index_interval_bytes),
-                next_offset: base_offset,
-                bytes_since_last_index_entry: 0,
-                max_timestamp_so_far: -1,
-                offset_of_max_timestamp_so_far: base_offset,
-            },
-            created_ms: env.now_ms(),
-            rolling_base_timestamp: None,
-            unverified_bytes: 0,
-            verified: OnceLock::new(),
-        };
+            (-1, base_offset),
+        );
         if recover {
             segment.recover(on_recovered_batch)?;
         } else if let Err(problem) = segment.load_from_indexes() {
@@ -209,19 +211,7 @@ impl LogSegment {
         next_base_offset: i64,
         config: &LogConfig,
     ) -> Result<LogSegment, StorageError> {
-        let log = SegmentFile::open(env, &dir.join(segment_file_name(base_offset, "log")))?;
-        let offset_index = OffsetIndex::open(
-            env,
-            &dir.join(segment_file_name(base_offset, "index")),
-            base_offset,
-            config.segment_index_bytes,
-        )?;
-        let time_index = TimeIndex::open(
-            env,
-            &dir.join(segment_file_name(base_offset, "timeindex")),
-            base_offset,
-            config.segment_index_bytes,
-        )?;
+        let (log, offset_index, time_index) = open_files(env, dir, base_offset, config)?;
         let needs_rebuild = !offset_index.size_is_sane()
             || !time_index.size_is_sane()
             || (log.size() > u64::from(config.index_interval_bytes)
@@ -230,32 +220,51 @@ impl LogSegment {
             drop((log, offset_index, time_index));
             return LogSegment::open(env, dir, base_offset, config, false, &mut |_| {});
         }
-        let size = log.size();
-        let (max_timestamp, max_offset) = match time_index.last_entry_in_file()? {
+        let max_timestamp = match time_index.last_entry_in_file()? {
             Some(last) => (last.timestamp, last.offset),
             None => (-1, base_offset),
         };
-        Ok(LogSegment {
+        let mut segment = LogSegment::assemble(
+            env,
+            config,
+            (log, offset_index, time_index),
+            base_offset,
+            next_base_offset.max(base_offset),
+            max_timestamp,
+        );
+        segment.unverified_bytes = segment.log.size();
+        Ok(segment)
+    }
+
+    /// A segment based at `base_offset` over opened files whose batches end
+    /// before `next_offset`,
+    /// with `max_timestamp` = (largest timestamp, offset of its batch);
+    /// nothing is marked unverified.
+    fn assemble(
+        env: &LogEnv,
+        config: &LogConfig,
+        (log, offset_index, time_index): (SegmentFile, OffsetIndex, TimeIndex),
+        base_offset: i64,
+        next_offset: i64,
+        (max_timestamp, max_offset): (i64, i64),
+    ) -> LogSegment {
+        LogSegment {
             log,
             state: IndexState {
                 base_offset,
                 offset_index,
                 time_index,
                 index_interval_bytes: u64::from(config.index_interval_bytes),
-                next_offset: if next_base_offset > base_offset {
-                    next_base_offset
-                } else {
-                    base_offset
-                },
+                next_offset,
                 bytes_since_last_index_entry: 0,
                 max_timestamp_so_far: max_timestamp,
                 offset_of_max_timestamp_so_far: max_offset,
             },
             created_ms: env.now_ms(),
             rolling_base_timestamp: None,
-            unverified_bytes: size,
+            unverified_bytes: 0,
             verified: OnceLock::new(),
-        })
+        }
     }
 
     /// Frees the in-memory index entries of an inactive segment (they are
