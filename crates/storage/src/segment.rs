@@ -237,9 +237,8 @@ impl LogSegment {
     }
 
     /// A segment based at `base_offset` over opened files whose batches end
-    /// before `next_offset`,
-    /// with `max_timestamp` = (largest timestamp, offset of its batch);
-    /// nothing is marked unverified.
+    /// before `next_offset`, with `max_timestamp` = (largest timestamp,
+    /// offset of its batch); nothing is marked unverified.
     fn assemble(
         env: &LogEnv,
         config: &LogConfig,
