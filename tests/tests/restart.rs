@@ -141,3 +141,90 @@ fn empty_topic_survives_restart() {
         broker.stop();
     });
 }
+
+/// Copies the files of directory `from` into a new directory `to`.
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+    }
+}
+
+fn dirs_ending_in(dir: &std::path::Path, suffix: &str) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(suffix))
+        .collect()
+}
+
+/// A crash between a topic deletion's commit and the rename of its
+/// directories leaves `<topic>-<n>` on disk. Whether or not the topic is
+/// created again, that data must never be served as the new topic's.
+#[test]
+fn a_deleted_topics_leftover_directory_is_never_served_again() {
+    run_with_timeout(TEST_TIMEOUT, || {
+        const T: &str = "reborn";
+        let mut broker = TarnBroker::start();
+        broker.create_topic(T, 1);
+        let old: Vec<Outgoing> = (0..20)
+            .map(|i| Outgoing {
+                record: Record::value(&format!("old-{i}")),
+                partition: Some(0),
+                timestamp_ms: None,
+            })
+            .collect();
+        TestProducer::new(broker.bootstrap(), &[("acks", "all")]).produce_all(T, &old);
+        broker.stop();
+        let saved = tempfile::tempdir().unwrap();
+        let live = broker.data_dir().join(format!("{T}-0"));
+        copy_dir(&live, saved.path());
+
+        broker.start_again();
+        let out = broker.cli(&[
+            "topics",
+            "delete",
+            "--bootstrap-server",
+            broker.bootstrap(),
+            "--topic",
+            T,
+        ]);
+        assert!(out.status.success(), "delete: {out}");
+        broker.stop();
+        // The crash: the directory is back under its live name.
+        copy_dir(saved.path(), &live);
+
+        broker.start_again();
+        assert!(!live.exists(), "the leftover is set aside at start-up");
+        assert_eq!(dirs_ending_in(broker.data_dir(), "-stray").len(), 1);
+        assert!(!broker.list_topics().iter().any(|t| t == T));
+        broker.create_topic(T, 1);
+        assert_eq!(kafka::watermarks(broker.bootstrap(), T), vec![(0, 0, 0)]);
+
+        // The same leftover under the re-created topic's live name.
+        broker.stop();
+        std::fs::remove_dir_all(&live).unwrap();
+        copy_dir(saved.path(), &live);
+        broker.start_again();
+        assert_eq!(kafka::watermarks(broker.bootstrap(), T), vec![(0, 0, 0)]);
+        let new: Vec<Outgoing> = (0..3)
+            .map(|i| Outgoing {
+                record: Record::value(&format!("new-{i}")),
+                partition: Some(0),
+                timestamp_ms: None,
+            })
+            .collect();
+        TestProducer::new(broker.bootstrap(), &[("acks", "all")]).produce_all(T, &new);
+        let values: Vec<Option<Vec<u8>>> =
+            kafka::consume_all(broker.bootstrap(), T, 3, Duration::from_secs(20))
+                .into_iter()
+                .map(|m| m.record.value)
+                .collect();
+        let expected: Vec<Option<Vec<u8>>> = (0..3)
+            .map(|i| Some(format!("new-{i}").into_bytes()))
+            .collect();
+        assert_eq!(values, expected);
+        broker.stop();
+    });
+}

@@ -177,6 +177,13 @@ impl Broker {
         }
         .effective();
         replicas.sync(&image, &effective, clean_shutdown)?;
+        let strays = replicas.set_aside_strays()?;
+        if strays > 0 {
+            tracing::warn!(
+                strays,
+                "set aside partition directories that no partition owns"
+            );
+        }
         let groups = crate::group::open(&effective, &image, &replicas, options.node_id)?;
         if clean_shutdown {
             std::fs::remove_file(&marker).map_err(io(format!("remove {}", marker.display())))?;

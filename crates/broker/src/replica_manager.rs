@@ -13,7 +13,10 @@
 //!
 //! A deleted partition's directory is renamed to Kafka's
 //! `<topic>-<partition>.<id>-delete` at once and removed by the
-//! `LogDeleter` after `file.delete.delay.ms`.
+//! `LogDeleter` after `file.delete.delay.ms`. Each directory records its
+//! topic id (`partition.metadata`), so one an earlier topic of the same name
+//! left behind is deleted rather than reopened, and at start-up directories
+//! that no partition owns are set aside as `-stray`, not served.
 //!
 //! A partition also applies its topic's `compression.type` on append:
 //! batches already in the topic's codec (or any codec when the topic says
@@ -37,8 +40,10 @@ use tarn_protocol::record_batch::{
 };
 use tarn_protocol::records::FileRegion;
 use tarn_protocol::Uuid;
+use tarn_storage::partition_metadata::{read_topic_id, write_topic_id};
 use tarn_storage::{
     AppendError, AppendInfo, CleanupPolicy, FlushTarget, Log, LogConfig, LogEnv, StorageError,
+    DELETE_DIR_SUFFIX,
 };
 
 use crate::config::BrokerConfig;
@@ -361,19 +366,41 @@ impl Partition {
     }
 }
 
+/// Kafka's suffix for a partition directory that no partition owns.
+pub const STRAY_DIR_SUFFIX: &str = "-stray";
+
+/// The metadata log's directory is named like a partition's; it is no stray.
+const METADATA_TOPIC: &str = "__cluster_metadata";
+
 /// Kafka's name for a partition directory waiting for deletion:
 /// `<topic>-<partition>.<32 hex digits>-delete`, the topic cut short so the
 /// name fits in 255 bytes.
 pub fn delete_dir_name(topic: &str, partition: i32) -> String {
+    set_aside_name(topic, partition, DELETE_DIR_SUFFIX)
+}
+
+/// `<topic>-<partition>.<32 hex digits><suffix>`, within 255 bytes.
+fn set_aside_name(topic: &str, partition: i32, suffix: &str) -> String {
     let unique: String = crate::broker::random_uuid()
         .0
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect();
-    let suffix = format!("-{partition}.{unique}{}", tarn_storage::DELETE_DIR_SUFFIX);
+    let suffix = format!("-{partition}.{unique}{suffix}");
     // Topic names are ASCII, so any byte length is a char boundary.
     let keep = topic.len().min(255 - suffix.len());
     format!("{}{suffix}", &topic[..keep])
+}
+
+/// `(topic, partition)` for a live partition directory's name,
+/// `<topic>-<partition>`; `None` for anything else (set-aside directories
+/// end in a suffix, not in a number).
+fn parse_partition_dir_name(name: &str) -> Option<(&str, i32)> {
+    let (topic, partition) = name.rsplit_once('-')?;
+    if topic.is_empty() || partition.is_empty() || !partition.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((topic, partition.parse().ok()?))
 }
 
 /// Rewrites `records` with every batch in `target`'s codec; `None` when
@@ -642,7 +669,19 @@ impl ReplicaManager {
             let dir = self
                 .data_dir
                 .join(format!("{}-{}", topic.name, p.partition_id));
+            let recorded = read_topic_id(&self.env, &dir)?;
+            if let Some(other) = recorded.filter(|id| *id != topic.topic_id) {
+                // An earlier topic of this name left its directory behind.
+                let name = set_aside_name(&topic.name, p.partition_id, DELETE_DIR_SUFFIX);
+                let moved = self.move_aside(&dir, &name)?;
+                tracing::warn!(topic = %topic.name, partition = p.partition_id, old_topic_id = %other, dir = %moved.display(), "a partition directory of an earlier topic with this name was left behind; deleting it");
+                let delay = Duration::from_millis(delete_delay_ms.max(0) as u64);
+                self.deleter.schedule(moved, delay);
+            }
             let log = Log::open_in(&self.env, &dir, log_config.clone(), clean_shutdown)?;
+            if recorded != Some(topic.topic_id) {
+                write_topic_id(&self.env, &dir, topic.topic_id)?;
+            }
             let partition = Arc::new(Partition {
                 topic: topic.name.clone(),
                 topic_id: topic.topic_id,
@@ -660,6 +699,38 @@ impl ReplicaManager {
                 .insert((topic.name.clone(), p.partition_id), partition);
         }
         Ok(())
+    }
+
+    /// Renames every partition directory under the data directory that no
+    /// hosted partition owns to `<topic>-<partition>.<id>-stray` and keeps
+    /// it, as Kafka does with stray replicas: its topic is gone from the
+    /// metadata (a crash came between a deletion's commit and the rename of
+    /// its directories) or was never assigned here. Nothing is deleted; the
+    /// operator decides. Call after the first `sync`. Returns how many.
+    pub fn set_aside_strays(&self) -> Result<usize, StorageError> {
+        let mut moved = 0;
+        for name in self.env.list_file_names(&self.data_dir)? {
+            let Some((topic, partition)) = parse_partition_dir_name(&name) else {
+                continue;
+            };
+            let path = self.data_dir.join(&name);
+            if topic == METADATA_TOPIC || self.get(topic, partition).is_some() || !path.is_dir() {
+                continue;
+            }
+            let target =
+                self.move_aside(&path, &set_aside_name(topic, partition, STRAY_DIR_SUFFIX))?;
+            tracing::warn!(topic, partition, dir = %target.display(), "a partition directory belongs to no partition in the metadata; kept aside as stray");
+            moved += 1;
+        }
+        Ok(moved)
+    }
+
+    /// Renames `dir` to `name` beside it, durably; returns the new path.
+    fn move_aside(&self, dir: &Path, name: &str) -> Result<PathBuf, StorageError> {
+        let target = self.data_dir.join(name);
+        self.env.rename(dir, &target)?;
+        self.env.sync_dir(&self.data_dir)?;
+        Ok(target)
     }
 
     /// Closes every log (flushing data, writing indexes and snapshots).
@@ -745,5 +816,75 @@ mod tests {
         assert!(replicas.get("b", 0).is_none());
         assert!(!dir.path().join("b-0").exists());
         assert!(dir.path().join("a-2").exists());
+    }
+
+    /// Names of the entries under `dir` ending in `suffix`.
+    fn ending_in(dir: &Path, suffix: &str) -> Vec<String> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.ends_with(suffix))
+            .collect()
+    }
+
+    #[test]
+    fn directories_left_by_an_earlier_topic_are_never_reopened() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = BrokerConfig::default();
+        let empty = Arc::new(MetadataImage::default());
+        let old = apply(&empty, &topic("t", 1, 1));
+        let replicas = ReplicaManager::new(dir.path(), 1, LogEnv::os(8));
+        replicas.sync(&old, &config, true).unwrap();
+        let batch = tarn_protocol::record_batch::build_batch_for_tests(0, 5, 1_700_000_000_000);
+        replicas.get("t", 0).unwrap().append(&batch).unwrap();
+        replicas.shutdown().unwrap();
+
+        // A crash after the deletion's commit, before the rename: the
+        // directory of topic id 1 is still `t-0` when `t` comes back as id 2.
+        let new = apply(
+            &apply(&old, &[MetadataRecord::RemoveTopic { topic_id: [1; 16] }]),
+            &topic("t", 2, 1),
+        );
+        let replicas = ReplicaManager::new(dir.path(), 1, LogEnv::os(8));
+        replicas.sync(&new, &config, false).unwrap();
+        let t0 = replicas.get("t", 0).unwrap();
+        assert_eq!(
+            t0.offsets().unwrap().high_watermark,
+            0,
+            "the new topic starts empty"
+        );
+        assert_eq!(
+            ending_in(dir.path(), "-delete").len(),
+            1,
+            "the old directory awaits deletion"
+        );
+        let recorded = read_topic_id(replicas.env(), &dir.path().join("t-0")).unwrap();
+        assert_eq!(recorded, Some(Uuid([2; 16])));
+        replicas.shutdown().unwrap();
+
+        // Gone from the metadata altogether: set aside, not served, not deleted.
+        let replicas = ReplicaManager::new(dir.path(), 1, LogEnv::os(8));
+        let none = apply(&new, &[MetadataRecord::RemoveTopic { topic_id: [2; 16] }]);
+        replicas.sync(&none, &config, true).unwrap();
+        assert_eq!(replicas.set_aside_strays().unwrap(), 1);
+        assert!(!dir.path().join("t-0").exists());
+        let strays = ending_in(dir.path(), STRAY_DIR_SUFFIX);
+        assert_eq!(strays.len(), 1);
+        assert!(strays[0].starts_with("t-0."), "{strays:?}");
+        assert_eq!(
+            replicas.set_aside_strays().unwrap(),
+            0,
+            "set-aside names are not partitions"
+        );
+    }
+
+    #[test]
+    fn partition_directory_names_parse_as_kafka_writes_them() {
+        assert_eq!(parse_partition_dir_name("orders-3"), Some(("orders", 3)));
+        assert_eq!(parse_partition_dir_name("a-b-12"), Some(("a-b", 12)));
+        assert_eq!(parse_partition_dir_name(&delete_dir_name("t", 0)), None);
+        for name in ["t", "-1", "t-", "t-x", "meta.properties", "t-99999999999"] {
+            assert_eq!(parse_partition_dir_name(name), None, "{name}");
+        }
     }
 }

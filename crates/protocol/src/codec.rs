@@ -278,6 +278,37 @@ impl Uuid {
         }
         out
     }
+
+    /// Parses [`Uuid::to_base64`]'s form; `None` for anything else.
+    pub fn from_base64(text: &str) -> Option<Uuid> {
+        fn value(c: u8) -> Option<u32> {
+            Some(match c {
+                b'A'..=b'Z' => c - b'A',
+                b'a'..=b'z' => c - b'a' + 26,
+                b'0'..=b'9' => c - b'0' + 52,
+                b'-' => 62,
+                b'_' => 63,
+                _ => return None,
+            } as u32)
+        }
+        let text = text.as_bytes();
+        if text.len() != 22 {
+            return None;
+        }
+        let mut out = [0u8; 16];
+        for (i, chunk) in text.chunks(4).enumerate() {
+            let mut n = 0u32;
+            for (j, &c) in chunk.iter().enumerate() {
+                n |= value(c)? << (18 - 6 * j);
+            }
+            let bytes = n.to_be_bytes();
+            let take = chunk.len() - 1;
+            out[i * 3..i * 3 + take].copy_from_slice(&bytes[1..1 + take]);
+        }
+        // The last character carries 6 bits of which only the top 2 belong
+        // to the 16th byte; the canonical form has the rest zero.
+        (Uuid(out).to_base64().as_bytes() == text).then_some(Uuid(out))
+    }
 }
 
 impl std::fmt::Display for Uuid {
@@ -569,5 +600,15 @@ mod tests {
     fn uuid_base64_matches_kafka_form() {
         assert_eq!(Uuid::ZERO.to_base64(), "AAAAAAAAAAAAAAAAAAAAAA");
         assert_eq!(Uuid([0xff; 16]).to_base64().len(), 22);
+        for id in [Uuid::ZERO, Uuid([0xff; 16]), Uuid(*b"0123456789abcdef")] {
+            assert_eq!(Uuid::from_base64(&id.to_base64()), Some(id));
+        }
+        assert_eq!(
+            Uuid::from_base64("AAAAAAAAAAAAAAAAAAAAAB"),
+            None,
+            "non-canonical tail"
+        );
+        assert_eq!(Uuid::from_base64("AAAAAAAAAAAAAAAAAAAA+A"), None);
+        assert_eq!(Uuid::from_base64("AAAA"), None);
     }
 }

@@ -13,6 +13,7 @@ pub mod leader_epoch;
 pub mod log;
 pub mod log_config;
 pub mod metrics;
+pub mod partition_metadata;
 pub mod producer_state;
 pub mod retention;
 pub mod segment;
