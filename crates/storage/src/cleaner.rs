@@ -129,12 +129,26 @@ pub fn no_decompressor(codec: Compression, _: &[u8]) -> Result<Vec<u8>, String> 
     ))
 }
 
+/// Encodes a rewritten batch's records section with the codec of the batch
+/// it came from, appending to the buffer. `Err` means "cannot": the batch
+/// is then written uncompressed (whatever was appended is dropped).
+pub type Compressor = fn(Compression, &[u8], &mut Vec<u8>) -> Result<(), String>;
+
+/// The default: no codec is linked into the storage crate, so every
+/// rewritten batch is written uncompressed.
+pub fn no_compressor(codec: Compression, _: &[u8], _: &mut Vec<u8>) -> Result<(), String> {
+    Err(format!(
+        "no {codec:?} compressor is available to the cleaner"
+    ))
+}
+
 /// Settings of the cleaner itself (broker-wide).
 #[derive(Debug, Clone, Copy)]
 pub struct CleanerConfig {
     /// `log.cleaner.dedupe.buffer.size`: memory for the key -> offset map.
     pub dedupe_buffer_bytes: usize,
     pub decompressor: Decompressor,
+    pub compressor: Compressor,
 }
 
 impl Default for CleanerConfig {
@@ -142,6 +156,7 @@ impl Default for CleanerConfig {
         CleanerConfig {
             dedupe_buffer_bytes: 128 << 20,
             decompressor: no_decompressor,
+            compressor: no_compressor,
         }
     }
 }
@@ -209,6 +224,9 @@ pub struct CleanStats {
     pub tombstones_removed: u64,
     /// Compressed batches kept whole for lack of a decompressor.
     pub batches_not_decoded: u64,
+    /// Rewritten batches of a compressed batch that had to be written
+    /// uncompressed for lack of a compressor.
+    pub batches_not_recompressed: u64,
 }
 
 /// Where a test wants `complete_cleaning` to stop, as if the process died.
@@ -404,6 +422,46 @@ fn write_checkpoint(env: &LogEnv, dir: &Path, offset: i64) -> Result<(), Storage
     )
 }
 
+/// One cleaned segment being written: the source segments it replaces,
+/// its `.cleaned` file, and bytes not yet appended to it.
+struct GroupWriter {
+    base_offset: i64,
+    members: Vec<SourceSegment>,
+    out: SegmentFile,
+    buffer: Vec<u8>,
+}
+
+impl GroupWriter {
+    /// Bytes written so far, buffered ones included.
+    fn size(&self) -> u64 {
+        self.out.size() + self.buffer.len() as u64
+    }
+
+    fn flush(&mut self) -> Result<(), StorageError> {
+        if !self.buffer.is_empty() {
+            self.out.append(&self.buffer)?;
+            self.buffer.clear();
+        }
+        Ok(())
+    }
+
+    /// Moves everything written from file position `position` on (file
+    /// tail and buffer) to the end of `to`.
+    fn move_tail(&mut self, position: u64, to: &mut GroupWriter) -> Result<(), StorageError> {
+        to.flush()?;
+        let mut chunk = vec![0u8; WRITE_CHUNK_BYTES.min((self.out.size() - position) as usize)];
+        let mut at = position;
+        while at < self.out.size() {
+            let len = chunk.len().min((self.out.size() - at) as usize);
+            self.out.read_at(at, &mut chunk[..len])?;
+            to.out.append(&chunk[..len])?;
+            at += len as u64;
+        }
+        to.buffer.append(&mut self.buffer);
+        self.out.truncate(position)
+    }
+}
+
 /// Reads the batches of one segment file in order.
 struct BatchReader {
     file: SegmentFile,
@@ -494,37 +552,36 @@ impl CleaningPlan {
             .segments
             .get(end_index)
             .map_or(self.end_offset, |s| s.base_offset);
+        // Groups are cut by what is actually written (compaction shrinks
+        // segments; a recompressed batch may be larger than the original),
+        // so a member whose output overflows `segment.bytes` moves on to
+        // start the next group.
         let mut groups = Vec::new();
-        for members in group_segments(segments, self.segment_bytes) {
-            let base = members[0].base_offset;
-            let cleaned = self.dir.join(format!(
-                "{}{CLEANED_SUFFIX}",
-                segment_file_name(base, "log")
-            ));
-            written.push(cleaned.clone());
-            self.env.remove_if_exists(&cleaned)?;
-            let mut out = SegmentFile::open(&self.env, &cleaned)?;
-            let mut buffer = Vec::new();
-            for member in &members {
-                self.clean_segment(member, &map, &mut out, &mut buffer, &mut stats)?;
+        let mut current: Option<GroupWriter> = None;
+        for (i, segment) in segments.iter().enumerate() {
+            let end = segments.get(i + 1).map_or(end_offset, |s| s.base_offset);
+            let mut group = match current.take() {
+                Some(g) if end - g.base_offset <= MAX_RELATIVE_OFFSET => g,
+                Some(g) => {
+                    groups.push(self.finish_group(g, written, &mut stats)?);
+                    self.start_group(segment.base_offset, written)?
+                }
+                None => self.start_group(segment.base_offset, written)?,
+            };
+            group.flush()?;
+            let mark = group.out.size();
+            self.clean_segment(segment, &map, &mut group.out, &mut group.buffer, &mut stats)?;
+            if !group.members.is_empty() && group.size() > self.segment_bytes {
+                let mut next = self.start_group(segment.base_offset, written)?;
+                group.move_tail(mark, &mut next)?;
+                groups.push(self.finish_group(group, written, &mut stats)?);
+                group = next;
             }
-            out.append(&buffer)?;
-            out.handle()?;
-            out.sync()?;
-            stats.bytes_written += out.size();
-            stats.segments_written += 1;
-            let swap = self
-                .dir
-                .join(format!("{}{SWAP_SUFFIX}", segment_file_name(base, "log")));
-            drop(out);
-            self.env.rename(&cleaned, &swap)?;
-            written.pop();
-            written.push(swap.clone());
-            groups.push(CleanedGroup {
-                base_offset: base,
-                members,
-                swap,
-            });
+            group.members.push(*segment);
+            current = Some(group);
+        }
+        if let Some(group) = current {
+            groups.push(self.finish_group(group, written, &mut stats)?);
         }
         // The swap files are the commit point: make their names durable.
         self.env.sync_dir(&self.dir)?;
@@ -532,6 +589,63 @@ impl CleaningPlan {
             groups,
             end_offset,
             stats,
+        })
+    }
+
+    /// A new group starting at `base_offset`, written to
+    /// `<base>.log.cleaned` (recorded in `written`).
+    fn start_group(
+        &self,
+        base_offset: i64,
+        written: &mut Vec<PathBuf>,
+    ) -> Result<GroupWriter, StorageError> {
+        let cleaned = self.dir.join(format!(
+            "{}{CLEANED_SUFFIX}",
+            segment_file_name(base_offset, "log")
+        ));
+        written.push(cleaned.clone());
+        self.env.remove_if_exists(&cleaned)?;
+        Ok(GroupWriter {
+            base_offset,
+            members: Vec::new(),
+            out: SegmentFile::open(&self.env, &cleaned)?,
+            buffer: Vec::new(),
+        })
+    }
+
+    /// Writes out and fsyncs a group, then renames it to `<base>.log.swap`.
+    fn finish_group(
+        &self,
+        group: GroupWriter,
+        written: &mut [PathBuf],
+        stats: &mut CleanStats,
+    ) -> Result<CleanedGroup, StorageError> {
+        let GroupWriter {
+            base_offset,
+            members,
+            mut out,
+            buffer,
+        } = group;
+        out.append(&buffer)?;
+        // Created even when empty: the swap file must replace its members.
+        out.handle()?;
+        out.sync()?;
+        stats.bytes_written += out.size();
+        stats.segments_written += 1;
+        let cleaned = out.path().to_path_buf();
+        let swap = self.dir.join(format!(
+            "{}{SWAP_SUFFIX}",
+            segment_file_name(base_offset, "log")
+        ));
+        drop(out);
+        self.env.rename(&cleaned, &swap)?;
+        if let Some(path) = written.iter_mut().find(|p| **p == cleaned) {
+            *path = swap.clone();
+        }
+        Ok(CleanedGroup {
+            base_offset,
+            members,
+            swap,
         })
     }
 
@@ -639,7 +753,20 @@ impl CleaningPlan {
                 {
                     max_timestamp = plain_header.max_timestamp;
                 }
-                rebuild_batch(&plain_header, &kept, kept_count, max_timestamp, buffer);
+                let codec = header.compression();
+                let compressor = self.config.compressor;
+                if let Some(reason) = rebuild_batch(
+                    &plain_header,
+                    codec,
+                    compressor,
+                    &kept,
+                    kept_count,
+                    max_timestamp,
+                    buffer,
+                ) {
+                    stats.batches_not_recompressed += 1;
+                    warn!(dir = %self.dir.display(), offset = header.base_offset, ?codec, %reason, "writing a rewritten batch uncompressed");
+                }
             }
             if buffer.len() >= WRITE_CHUNK_BYTES {
                 out.append(buffer)?;
@@ -653,26 +780,6 @@ impl CleaningPlan {
         header.has_producer_id()
             && self.last_batch_of_producer.get(&header.producer_id) == Some(&header.base_offset)
     }
-}
-
-/// Splits the cleanable segments into runs whose combined size fits
-/// `segment.bytes` and whose offsets fit one segment's relative range.
-fn group_segments(segments: &[SourceSegment], segment_bytes: u64) -> Vec<Vec<SourceSegment>> {
-    let mut groups: Vec<Vec<SourceSegment>> = Vec::new();
-    for (i, segment) in segments.iter().enumerate() {
-        let next_base = segments.get(i + 1).map(|s| s.base_offset);
-        let fits = groups.last().is_some_and(|g| {
-            let size: u64 = g.iter().map(|s| s.size).sum();
-            size + segment.size <= segment_bytes
-                && next_base.is_none_or(|n| n - g[0].base_offset <= MAX_RELATIVE_OFFSET)
-        });
-        if fits {
-            groups.last_mut().expect("checked").push(*segment);
-        } else {
-            groups.push(vec![*segment]);
-        }
-    }
-    groups
 }
 
 /// Decodes every record of an uncompressed batch.
@@ -722,23 +829,28 @@ fn encode_record(record: &Record<'_>, out: &mut Vec<u8>) {
     out.extend_from_slice(&body);
 }
 
-/// Appends an uncompressed batch holding `records` with `original`'s
-/// offsets (base and last), producer fields, epoch and base timestamp.
+/// Appends a batch holding `records` (`count` uncompressed records) with
+/// `original`'s offsets (base and last), producer fields, epoch, flags and
+/// base timestamp. Its records section is compressed with `codec`, as
+/// Kafka's cleaner does, unless the batch is empty (Kafka writes empty
+/// batches uncompressed) or `compressor` cannot; then it is written
+/// uncompressed and the reason is returned.
 fn rebuild_batch(
     original: &RecordBatchHeader,
+    codec: Compression,
+    compressor: Compressor,
     records: &[u8],
     count: i32,
     max_timestamp: i64,
     out: &mut Vec<u8>,
-) {
+) -> Option<String> {
     let start = out.len();
-    let total = RECORD_BATCH_HEADER_SIZE + records.len();
     out.extend_from_slice(&original.base_offset.to_be_bytes());
-    out.extend_from_slice(&((total - LOG_OVERHEAD) as i32).to_be_bytes());
+    out.extend_from_slice(&[0; 4]); // length, set below
     out.extend_from_slice(&original.partition_leader_epoch.to_be_bytes());
     out.push(original.magic as u8);
-    out.extend_from_slice(&[0; 4]);
-    out.extend_from_slice(&(original.attributes & !COMPRESSION_MASK).to_be_bytes());
+    out.extend_from_slice(&[0; 4]); // CRC, set below
+    out.extend_from_slice(&[0; 2]); // attributes, set below
     out.extend_from_slice(&original.last_offset_delta.to_be_bytes());
     out.extend_from_slice(&original.base_timestamp.to_be_bytes());
     out.extend_from_slice(&max_timestamp.to_be_bytes());
@@ -746,9 +858,30 @@ fn rebuild_batch(
     out.extend_from_slice(&original.producer_epoch.to_be_bytes());
     out.extend_from_slice(&original.base_sequence.to_be_bytes());
     out.extend_from_slice(&count.to_be_bytes());
-    out.extend_from_slice(records);
-    let crc = compute_crc(&out[start..]);
-    out[start + 17..start + 21].copy_from_slice(&crc.to_be_bytes());
+    let section = out.len();
+    let mut stored = Compression::None;
+    let mut fallback = None;
+    if codec != Compression::None && count > 0 {
+        match compressor(codec, records, out) {
+            Ok(()) if i32::try_from(out.len() - start - LOG_OVERHEAD).is_ok() => stored = codec,
+            Ok(()) => fallback = Some(format!("{codec:?} output does not fit a batch")),
+            Err(e) => fallback = Some(e),
+        }
+    }
+    if stored == Compression::None {
+        out.truncate(section);
+        out.extend_from_slice(records);
+    }
+    // An uncompressed section is no larger than the decoded batch, whose
+    // length fitted an i32.
+    let length = i32::try_from(out.len() - start - LOG_OVERHEAD).expect("batch length fits");
+    let attributes = (original.attributes & !COMPRESSION_MASK) | i16::from(stored.id());
+    let batch = &mut out[start..];
+    batch[8..12].copy_from_slice(&length.to_be_bytes());
+    batch[21..23].copy_from_slice(&attributes.to_be_bytes());
+    let crc = compute_crc(batch);
+    batch[17..21].copy_from_slice(&crc.to_be_bytes());
+    fallback
 }
 
 #[cfg(test)]
