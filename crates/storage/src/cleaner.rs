@@ -930,7 +930,9 @@ mod tests {
             }
             for item in BatchIter::new(&bytes) {
                 let (position, header) = item.unwrap();
-                for record in RecordIter::new(&bytes[position..], &header).unwrap() {
+                let batch = bytes[position..position + header.total_size()].to_vec();
+                let (header, batch) = decoded(&header, batch, reversed).unwrap();
+                for record in RecordIter::new(&batch, &header).unwrap() {
                     let record = record.unwrap();
                     out.push((
                         header.base_offset + i64::from(record.offset_delta),
@@ -1147,71 +1149,325 @@ mod tests {
         assert!(!log.append(&next, 0).unwrap().duplicate);
     }
 
-    /// A "codec" for tests: the records section is stored reversed.
+    /// A "codec" for tests: a compressed records section is a padding
+    /// length byte, that many padding bytes, then the records reversed.
     fn reversed(_: Compression, data: &[u8]) -> Result<Vec<u8>, String> {
-        Ok(data.iter().rev().copied().collect())
+        let (&pad, rest) = data.split_first().ok_or("empty")?;
+        let records = rest.get(usize::from(pad)..).ok_or("short padding")?;
+        Ok(records.iter().rev().copied().collect())
     }
 
-    /// A gzip-flagged batch whose records section is reversed bytes.
-    fn fake_compressed(key: &str, value: &str) -> Vec<u8> {
+    /// The test codec's compressor, without padding.
+    fn reversed_into(_: Compression, data: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
+        out.push(0);
+        out.extend(data.iter().rev());
+        Ok(())
+    }
+
+    /// The test codec's compressor, inflating every section by 201 bytes.
+    fn padded_into(_: Compression, data: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
+        out.push(200);
+        out.extend([0xEE; 200]);
+        out.extend(data.iter().rev());
+        Ok(())
+    }
+
+    /// A batch flagged with `codec` whose records section is in the test
+    /// codec, holding `key` and "shared" (both with `value`).
+    fn fake_compressed(codec: Compression, key: &str, value: &str) -> Vec<u8> {
         let plain = RecordBatchBuilder::new()
             .record(1_000, Some(key.as_bytes()), Some(value.as_bytes()))
             .record(1_000, Some(b"shared"), Some(value.as_bytes()))
             .build();
         let mut batch = plain[..RECORD_BATCH_HEADER_SIZE].to_vec();
-        batch.extend(plain[RECORD_BATCH_HEADER_SIZE..].iter().rev());
-        batch[22] |= 1; // gzip
+        reversed_into(codec, &plain[RECORD_BATCH_HEADER_SIZE..], &mut batch).unwrap();
+        let length = (batch.len() - LOG_OVERHEAD) as i32;
+        batch[8..12].copy_from_slice(&length.to_be_bytes());
+        batch[22] |= codec.id();
         let crc = compute_crc(&batch);
         batch[17..21].copy_from_slice(&crc.to_be_bytes());
         batch
     }
 
+    /// Every batch of the log as stored: header and raw bytes.
+    fn stored_batches(log: &Log) -> Vec<(RecordBatchHeader, Vec<u8>)> {
+        let bytes = log.read(0, usize::MAX, true).unwrap();
+        let mut out = Vec::new();
+        let mut next = 0;
+        while next < log.log_end_offset() {
+            let bytes = log.read(next, usize::MAX, true).unwrap();
+            if bytes.is_empty() {
+                break;
+            }
+            for item in BatchIter::new(&bytes) {
+                let (position, header) = item.unwrap();
+                out.push((
+                    header,
+                    bytes[position..position + header.total_size()].to_vec(),
+                ));
+                next = header.last_offset() + 1;
+            }
+        }
+        assert!(!bytes.is_empty());
+        out
+    }
+
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum Codecs {
+        Both,
+        DecompressorOnly,
+        Neither,
+    }
+
     #[test]
     fn compressed_batches_are_decoded_when_possible_and_kept_whole_otherwise() {
-        for with_codec in [true, false] {
+        for codecs in [Codecs::Both, Codecs::DecompressorOnly, Codecs::Neither] {
             let dir = tempfile::tempdir().unwrap();
             let mut log = Log::open_in(&env(), dir.path(), config(), true).unwrap();
+            let codec_of = |i: usize| [Compression::Gzip, Compression::Lz4][i % 2];
             for i in 0..8 {
-                log.append(&fake_compressed(&format!("c{i}"), &format!("v{i}")), 0)
-                    .unwrap();
+                let batch = fake_compressed(codec_of(i), &format!("c{i}"), &format!("v{i}"));
+                log.append(&batch, 0).unwrap();
                 fill(&mut log, 1, 3);
             }
             put(&mut log, "shared", Some("newest"), 5_000);
             fill(&mut log, 3, 3);
             let cleaner = CleanerConfig {
-                decompressor: if with_codec {
-                    reversed
-                } else {
+                decompressor: if codecs == Codecs::Neither {
                     no_decompressor
+                } else {
+                    reversed
+                },
+                compressor: if codecs == Codecs::Both {
+                    reversed_into
+                } else {
+                    no_compressor
                 },
                 ..CleanerConfig::default()
             };
             let stats = log.clean(10_000, cleaner).unwrap().expect("due");
-            if with_codec {
-                assert_eq!(stats.batches_not_decoded, 0);
-                // Every compressed batch lost its "shared" record and was
-                // rewritten uncompressed; its own key survives.
-                let after = read_all(&log);
-                let shared: Vec<_> = after
+            let stored = stored_batches(&log);
+            let c_batch = |i: usize| {
+                let key = format!("c{i}").into_bytes();
+                stored
                     .iter()
-                    .filter(|e| e.1.as_deref() == Some(b"shared"))
-                    .collect();
-                assert_eq!(shared.len(), 1);
-                assert_eq!(shared[0].2.as_deref(), Some(b"newest".as_slice()));
-                for i in 0..8 {
-                    let key = format!("c{i}").into_bytes();
-                    assert!(after.iter().any(|e| e.1.as_ref() == Some(&key)));
-                }
-            } else {
+                    .find(|(header, batch)| {
+                        let (header, plain) = decoded(header, batch.clone(), reversed).unwrap();
+                        RecordIter::new(&plain, &header)
+                            .unwrap()
+                            .any(|r| r.unwrap().key == Some(&key))
+                    })
+                    .unwrap_or_else(|| panic!("c{i} is gone"))
+            };
+            if codecs == Codecs::Neither {
                 assert_eq!(stats.batches_not_decoded, 8);
-                let mut count = 0;
-                let bytes = log.read(0, usize::MAX, true).unwrap();
-                for item in BatchIter::new(&bytes) {
-                    count += usize::from(item.unwrap().1.compression() != Compression::None);
+                for i in 0..8 {
+                    let (header, _) = c_batch(i);
+                    assert_eq!(header.compression(), codec_of(i), "kept whole");
+                    assert_eq!(header.records_count, 2, "kept whole");
                 }
-                assert!(count > 0, "compressed batches are still there");
+                continue;
+            }
+            assert_eq!(stats.batches_not_decoded, 0);
+            // Every compressed batch lost its "shared" record and was
+            // rewritten; its own key survives, at its offset.
+            let after = read_all(&log);
+            let shared: Vec<_> = after
+                .iter()
+                .filter(|e| e.1.as_deref() == Some(b"shared"))
+                .collect();
+            assert_eq!(shared.len(), 1);
+            assert_eq!(shared[0].2.as_deref(), Some(b"newest".as_slice()));
+            let expected_codec = |i| match codecs {
+                Codecs::Both => codec_of(i),
+                _ => Compression::None,
+            };
+            for i in 0..8 {
+                let (header, batch) = c_batch(i);
+                assert_eq!(header.compression(), expected_codec(i), "{codecs:?} c{i}");
+                assert_eq!(
+                    (header.records_count, header.last_offset_delta),
+                    (1, 1),
+                    "one record left, offsets kept"
+                );
+                let section = &batch[RECORD_BATCH_HEADER_SIZE..];
+                if codecs == Codecs::Both {
+                    assert_eq!(section[0], 0, "the section is in the test codec");
+                }
+                let offset = after
+                    .iter()
+                    .find(|e| e.1.as_deref() == Some(format!("c{i}").as_bytes()))
+                    .unwrap()
+                    .0;
+                assert_eq!(offset, header.base_offset);
+            }
+            let not_recompressed = if codecs == Codecs::Both { 0 } else { 8 };
+            assert_eq!(stats.batches_not_recompressed, not_recompressed);
+            // The rewritten batches read back after a reopen (which
+            // validates every batch's length and CRC).
+            drop(log);
+            let log = Log::open_in(&env(), dir.path(), config(), false).unwrap();
+            assert_eq!(read_all(&log), after);
+        }
+    }
+
+    #[test]
+    fn an_emptied_compressed_batch_kept_for_its_producer_is_uncompressed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open_in(&env(), dir.path(), config(), true).unwrap();
+        let mut batch = fake_compressed(Compression::Zstd, "gone", "v");
+        // Producer id 7, epoch 1, base sequence 0 (the CRC covers them).
+        batch[43..51].copy_from_slice(&7i64.to_be_bytes());
+        batch[51..53].copy_from_slice(&1i16.to_be_bytes());
+        batch[53..57].copy_from_slice(&0i32.to_be_bytes());
+        let crc = compute_crc(&batch);
+        batch[17..21].copy_from_slice(&crc.to_be_bytes());
+        let base = log.append(&batch, 0).unwrap().base_offset;
+        put(&mut log, "gone", Some("newer"), 2_000);
+        put(&mut log, "shared", Some("newer"), 2_000);
+        fill(&mut log, 6, 4);
+        let cleaner = CleanerConfig {
+            decompressor: reversed,
+            compressor: reversed_into,
+            ..CleanerConfig::default()
+        };
+        log.clean(10_000, cleaner).unwrap().expect("due");
+        let (header, _) = stored_batches(&log)
+            .into_iter()
+            .find(|(h, _)| h.base_offset == base)
+            .expect("the producer's last batch is kept");
+        assert_eq!(
+            (
+                header.compression(),
+                header.records_count,
+                header.producer_id,
+                header.last_offset_delta,
+                header.total_size()
+            ),
+            (Compression::None, 0, 7, 1, RECORD_BATCH_HEADER_SIZE)
+        );
+    }
+
+    /// Size on disk of every segment but the active one, oldest first.
+    fn inactive_segment_sizes(dir: &Path, log: &Log) -> Vec<u64> {
+        let bases = log.segment_base_offsets();
+        bases[..bases.len() - 1]
+            .iter()
+            .map(|b| {
+                std::fs::metadata(dir.join(segment_file_name(*b, "log")))
+                    .unwrap()
+                    .len()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn segments_that_shrink_are_merged_up_to_segment_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open_in(&env(), dir.path(), config(), true).unwrap();
+        // Unique keys survive, so every segment keeps something.
+        for round in 0..12 {
+            put(&mut log, &format!("unique-{round}"), Some("u"), 1_000);
+            fill(&mut log, 1, 6);
+        }
+        let before = read_all(&log);
+        let segments_before = log.segment_base_offsets().len();
+        let stats = log
+            .clean(10_000, CleanerConfig::default())
+            .unwrap()
+            .expect("due");
+        // Each source segment nearly fills segment.bytes, so only their
+        // cleaned sizes let several share one cleaned segment.
+        assert!(
+            stats.segments_written * 2 <= stats.segments_read,
+            "{stats:?}"
+        );
+        assert!(log.segment_base_offsets().len() < segments_before);
+        let sizes = inactive_segment_sizes(dir.path(), &log);
+        assert!(sizes.iter().all(|s| *s <= 600), "{sizes:?}");
+        assert_eq!(latest(&read_all(&log)), latest(&before));
+    }
+
+    #[test]
+    fn a_segment_whose_output_overflows_its_group_starts_the_next_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open_in(&env(), dir.path(), config(), true).unwrap();
+        for i in 0..12 {
+            let value = format!("{i:0>100}");
+            let batch = fake_compressed(Compression::Snappy, &format!("c{i}"), &value);
+            log.append(&batch, 0).unwrap();
+        }
+        put(&mut log, "shared", Some("newest"), 5_000);
+        fill(&mut log, 2, 3);
+        let before = read_all(&log);
+        // Source segments of at most 600 bytes would pair up under 1200,
+        // but each rewritten batch grows by 201 bytes of padding, so no
+        // two cleaned segments fit together.
+        let segment_bytes = 1_200;
+        log.update_config(LogConfig {
+            segment_bytes,
+            ..config()
+        })
+        .unwrap();
+        let cleaner = CleanerConfig {
+            decompressor: reversed,
+            compressor: padded_into,
+            ..CleanerConfig::default()
+        };
+        let plan = log.plan_cleaning(10_000, cleaner).unwrap().expect("due");
+        let sources = plan.segments.len();
+        let cleaned = plan.run().unwrap();
+        assert_eq!(cleaned.groups.len(), sources);
+        for group in &cleaned.groups {
+            let size = std::fs::metadata(&group.swap).unwrap().len();
+            assert!(size <= segment_bytes, "{size} bytes from {group:?}");
+            assert!(size > group.members[0].size, "the padding made it grow");
+        }
+        log.complete_cleaning(cleaned).unwrap();
+        assert_eq!(latest(&read_all(&log)), latest(&before));
+    }
+
+    #[test]
+    fn large_segments_move_between_groups_intact() {
+        // Outputs larger than the write chunk, so a moved segment's bytes
+        // are partly in the file and partly still buffered.
+        let dir = tempfile::tempdir().unwrap();
+        let big = LogConfig {
+            segment_bytes: 3 * WRITE_CHUNK_BYTES as u64 / 2,
+            ..config()
+        };
+        let mut log = Log::open_in(&env(), dir.path(), big.clone(), true).unwrap();
+        let value = "x".repeat(40_000);
+        for i in 0..100 {
+            put(&mut log, &format!("big-{i}"), Some(&value), 1_000);
+            if i == 70 {
+                put(&mut log, "big-0", Some("small"), 2_000);
             }
         }
+        let before = read_all(&log);
+        let segments_before = log.segment_base_offsets().len();
+        assert!(segments_before >= 3, "{segments_before}");
+        log.update_config(LogConfig {
+            segment_bytes: 2 * WRITE_CHUNK_BYTES as u64,
+            ..big
+        })
+        .unwrap();
+        let stats = log
+            .clean(10_000, CleanerConfig::default())
+            .unwrap()
+            .expect("due");
+        assert_eq!(stats.records_removed, 1, "{stats:?}");
+        assert_eq!(log.segment_base_offsets().len(), segments_before);
+        let sizes = inactive_segment_sizes(dir.path(), &log);
+        assert!(
+            sizes.iter().all(|s| *s > WRITE_CHUNK_BYTES as u64),
+            "{sizes:?}"
+        );
+        let expected: Vec<Entry> = before.iter().skip(1).cloned().collect();
+        assert_eq!(read_all(&log), expected);
+        drop(log);
+        let log = Log::open_in(&env(), dir.path(), big, false).unwrap();
+        assert_eq!(read_all(&log), expected);
     }
 
     #[test]
