@@ -11,14 +11,19 @@
 //! 2. [`CleaningPlan::run`] (no lock; inactive segments are immutable)
 //!    builds a map key -> latest offset over the dirty section (bounded by
 //!    `log.cleaner.dedupe.buffer.size`), then rewrites every cleanable
-//!    segment, in groups that fit `segment.bytes`, keeping a record when no
-//!    later record has its key; a tombstone (null value) is also dropped
-//!    once its batch is older than `delete.retention.ms`. Offsets are kept
-//!    (gaps are allowed), as are batch headers' producer id, epoch, base
+//!    segment, in groups whose cleaned (written) size fits `segment.bytes`
+//!    (a segment whose output overflows its group starts the next one; a
+//!    group of one may exceed it), keeping a record when no later record
+//!    has its key; a tombstone (null value) is also dropped once its batch
+//!    is older than `delete.retention.ms`. Offsets are kept (gaps are
+//!    allowed), as are batch headers' producer id, epoch, base
 //!    sequence and last offset delta; the last batch of each idempotent
 //!    producer is kept even when emptied, so its sequence survives. Batches
 //!    whose records all stay are copied byte for byte (compressed ones
-//!    too); rewritten batches are written uncompressed. Compressed batches
+//!    too). A rewritten batch keeps its codec, as in Kafka: its records
+//!    are compressed again through a pluggable [`Compressor`]; without one
+//!    for the codec, or when the batch is emptied (Kafka writes empty
+//!    batches uncompressed), it is written uncompressed. Compressed batches
 //!    are decoded through a pluggable [`Decompressor`]; without one for
 //!    their codec they are kept whole and their keys do not supersede
 //!    older records (nothing is lost, the batch is just not compacted).
@@ -134,8 +139,8 @@ pub fn no_decompressor(codec: Compression, _: &[u8]) -> Result<Vec<u8>, String> 
 /// is then written uncompressed (whatever was appended is dropped).
 pub type Compressor = fn(Compression, &[u8], &mut Vec<u8>) -> Result<(), String>;
 
-/// The default: no codec is linked into the storage crate, so every
-/// rewritten batch is written uncompressed.
+/// The default, when the caller plugs in no codec: every rewritten batch
+/// is written uncompressed.
 pub fn no_compressor(codec: Compression, _: &[u8], _: &mut Vec<u8>) -> Result<(), String> {
     Err(format!(
         "no {codec:?} compressor is available to the cleaner"
