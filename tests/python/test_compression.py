@@ -1,17 +1,19 @@
 """Compressed batches from kafka-python and kcat with every codec they
 support: stored as sent when the topic's compression.type is `producer`,
 converted to the topic's codec when it names another, and read back
-byte-identical by kafka-python and kcat. The stored codec is read from the
-batch attributes in the segment file."""
+byte-identical by kafka-python and kcat; compacted batches keep their codec
+and read back with kafka-python and confluent-kafka. The stored codec is
+read from the batch attributes in the segment file."""
 
 import shutil
 import socket
 import struct
 import subprocess
+import time
 
 import pytest
 
-from tarn_clients import assert_matches, kp_consume, kp_produce, sample_records
+from tarn_clients import Rec, assert_matches, ck_consume, kp_consume, kp_produce, sample_records
 
 CODECS = ["gzip", "snappy", "lz4", "zstd"]
 CODEC_IDS = {"none": 0, "uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
@@ -118,3 +120,64 @@ def test_kcat_reads_topic_recompressed_from_another_codec(broker):
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == lines
     assert set(stored_codecs(broker, topic)) == {CODEC_IDS["lz4"]}
+
+
+def segment_batches(broker, topic):
+    """(codec id, records count, offsets spanned) of every batch of
+    partition 0, all segments in offset order."""
+    batches = []
+    for path in sorted((broker.data_dir / f"{topic}-0").glob("*.log")):
+        data, pos = path.read_bytes(), 0
+        while pos < len(data):
+            (length,) = struct.unpack_from(">i", data, pos + 8)
+            (attributes,) = struct.unpack_from(">h", data, pos + 21)
+            (last_offset_delta,) = struct.unpack_from(">i", data, pos + 23)
+            (count,) = struct.unpack_from(">i", data, pos + 57)
+            batches.append((attributes & 7, count, last_offset_delta + 1))
+            pos += 12 + length
+        assert pos == len(data), f"{path.name}: partial batch at the end"
+    return batches
+
+
+def wait_for_cleaner(broker, topic, timeout_s=30):
+    """Until the cleaner checkpoint reaches the active segment."""
+    part = broker.data_dir / f"{topic}-0"
+    deadline = time.monotonic() + timeout_s
+    while True:
+        active = max(int(p.name[:-4]) for p in part.glob("*.log"))
+        checkpoint = part / "cleaner-offset-checkpoint"
+        if checkpoint.exists() and checkpoint.read_text().strip() == str(active):
+            return
+        assert time.monotonic() < deadline, f"{topic}: the cleaner did not reach offset {active}"
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_compacted_batches_keep_their_codec_and_read_back(broker_factory, codec):
+    broker = broker_factory([("log.cleaner.backoff.ms", "200"), ("log.segment.delete.delay.ms", "0")])
+    topic = f"compacted-{codec}"
+    out = broker.topics("create", "--topic", topic, "--partitions", "1",
+                        "--config", "cleanup.policy=compact", "--config", "segment.bytes=1200",
+                        "--config", "min.cleanable.dirty.ratio=0.01")
+    assert out.returncode == 0, out.stderr
+    recs, latest = [], {}
+    for round_ in range(20):
+        for k in range(30):
+            keys = [f"key-{k:02}"] + ([f"once-{round_:02}-{k:02}"] if k % 7 == 0 else [])
+            for key in keys:
+                rec = Rec(key.encode(), f"{codec}-value-{round_:02}-{k:02}".encode(), [])
+                recs.append(rec)
+                latest[rec.key] = rec.value
+    kp_produce(broker.bootstrap, topic, recs, compression_type=codec, batch_size=1000)
+    wait_for_cleaner(broker, topic)
+    batches = segment_batches(broker, topic)
+    assert {b[0] for b in batches} == {CODEC_IDS[codec]}, batches
+    assert any(count < spanned for _, count, spanned in batches), "no batch was rewritten"
+    surviving = sum(count for _, count, _ in batches)
+    assert surviving < len(recs)
+    for consume in (kp_consume, ck_consume):
+        got = consume(broker.bootstrap, topic, surviving)
+        assert len(got) == surviving, consume.__name__
+        offsets = [g.offset for g in got]
+        assert offsets == sorted(set(offsets)), f"{consume.__name__}: offsets out of order"
+        assert {g.rec.key: g.rec.value for g in got} == latest, consume.__name__

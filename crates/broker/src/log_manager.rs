@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use tarn_protocol::compression::decompress;
+use tarn_protocol::compression::{compress, decompress};
 use tarn_protocol::record_batch::Compression;
 use tarn_storage::{CleanerConfig, GroupCommit};
 
@@ -254,6 +254,13 @@ fn decompress_for_cleaner(codec: Compression, data: &[u8]) -> Result<Vec<u8>, St
     decompress(codec, data, CLEANER_DECOMPRESSED_MAX_BYTES).map_err(|e| e.to_string())
 }
 
+/// Rewritten batches keep their codec: Kafka's four, in the framings Java
+/// clients read (see `tarn_protocol::compression`).
+fn compress_for_cleaner(codec: Compression, data: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
+    compress(codec, data, out);
+    Ok(())
+}
+
 /// Compacts every log whose cleanup policy includes `compact` and whose
 /// dirty section is due, one at a time; the partition's lock is held only
 /// to plan and to swap. Returns true when asked to stop.
@@ -262,6 +269,7 @@ fn clean_pass(stop: &Stop, replicas: &ReplicaManager, dedupe_buffer_bytes: usize
     let cleaner = CleanerConfig {
         dedupe_buffer_bytes,
         decompressor: decompress_for_cleaner,
+        compressor: compress_for_cleaner,
     };
     for partition in replicas.all_partitions() {
         if *stop.stopping.lock() {

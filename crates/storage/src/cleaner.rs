@@ -11,14 +11,19 @@
 //! 2. [`CleaningPlan::run`] (no lock; inactive segments are immutable)
 //!    builds a map key -> latest offset over the dirty section (bounded by
 //!    `log.cleaner.dedupe.buffer.size`), then rewrites every cleanable
-//!    segment, in groups that fit `segment.bytes`, keeping a record when no
-//!    later record has its key; a tombstone (null value) is also dropped
-//!    once its batch is older than `delete.retention.ms`. Offsets are kept
-//!    (gaps are allowed), as are batch headers' producer id, epoch, base
+//!    segment, in groups whose cleaned (written) size fits `segment.bytes`
+//!    (a segment whose output overflows its group starts the next one; a
+//!    group of one may exceed it), keeping a record when no later record
+//!    has its key; a tombstone (null value) is also dropped once its batch
+//!    is older than `delete.retention.ms`. Offsets are kept (gaps are
+//!    allowed), as are batch headers' producer id, epoch, base
 //!    sequence and last offset delta; the last batch of each idempotent
 //!    producer is kept even when emptied, so its sequence survives. Batches
 //!    whose records all stay are copied byte for byte (compressed ones
-//!    too); rewritten batches are written uncompressed. Compressed batches
+//!    too). A rewritten batch keeps its codec, as in Kafka: its records
+//!    are compressed again through a pluggable [`Compressor`]; without one
+//!    for the codec, or when the batch is emptied (Kafka writes empty
+//!    batches uncompressed), it is written uncompressed. Compressed batches
 //!    are decoded through a pluggable [`Decompressor`]; without one for
 //!    their codec they are kept whole and their keys do not supersede
 //!    older records (nothing is lost, the batch is just not compacted).
@@ -129,12 +134,26 @@ pub fn no_decompressor(codec: Compression, _: &[u8]) -> Result<Vec<u8>, String> 
     ))
 }
 
+/// Encodes a rewritten batch's records section with the codec of the batch
+/// it came from, appending to the buffer. `Err` means "cannot": the batch
+/// is then written uncompressed (whatever was appended is dropped).
+pub type Compressor = fn(Compression, &[u8], &mut Vec<u8>) -> Result<(), String>;
+
+/// The default, when the caller plugs in no codec: every rewritten batch
+/// is written uncompressed.
+pub fn no_compressor(codec: Compression, _: &[u8], _: &mut Vec<u8>) -> Result<(), String> {
+    Err(format!(
+        "no {codec:?} compressor is available to the cleaner"
+    ))
+}
+
 /// Settings of the cleaner itself (broker-wide).
 #[derive(Debug, Clone, Copy)]
 pub struct CleanerConfig {
     /// `log.cleaner.dedupe.buffer.size`: memory for the key -> offset map.
     pub dedupe_buffer_bytes: usize,
     pub decompressor: Decompressor,
+    pub compressor: Compressor,
 }
 
 impl Default for CleanerConfig {
@@ -142,6 +161,7 @@ impl Default for CleanerConfig {
         CleanerConfig {
             dedupe_buffer_bytes: 128 << 20,
             decompressor: no_decompressor,
+            compressor: no_compressor,
         }
     }
 }
@@ -209,6 +229,9 @@ pub struct CleanStats {
     pub tombstones_removed: u64,
     /// Compressed batches kept whole for lack of a decompressor.
     pub batches_not_decoded: u64,
+    /// Rewritten batches of a compressed batch that had to be written
+    /// uncompressed for lack of a compressor.
+    pub batches_not_recompressed: u64,
 }
 
 /// Where a test wants `complete_cleaning` to stop, as if the process died.
@@ -404,6 +427,46 @@ fn write_checkpoint(env: &LogEnv, dir: &Path, offset: i64) -> Result<(), Storage
     )
 }
 
+/// One cleaned segment being written: the source segments it replaces,
+/// its `.cleaned` file, and bytes not yet appended to it.
+struct GroupWriter {
+    base_offset: i64,
+    members: Vec<SourceSegment>,
+    out: SegmentFile,
+    buffer: Vec<u8>,
+}
+
+impl GroupWriter {
+    /// Bytes written so far, buffered ones included.
+    fn size(&self) -> u64 {
+        self.out.size() + self.buffer.len() as u64
+    }
+
+    fn flush(&mut self) -> Result<(), StorageError> {
+        if !self.buffer.is_empty() {
+            self.out.append(&self.buffer)?;
+            self.buffer.clear();
+        }
+        Ok(())
+    }
+
+    /// Moves everything written from file position `position` on (file
+    /// tail and buffer) to the end of `to`.
+    fn move_tail(&mut self, position: u64, to: &mut GroupWriter) -> Result<(), StorageError> {
+        to.flush()?;
+        let mut chunk = vec![0u8; WRITE_CHUNK_BYTES.min((self.out.size() - position) as usize)];
+        let mut at = position;
+        while at < self.out.size() {
+            let len = chunk.len().min((self.out.size() - at) as usize);
+            self.out.read_at(at, &mut chunk[..len])?;
+            to.out.append(&chunk[..len])?;
+            at += len as u64;
+        }
+        to.buffer.append(&mut self.buffer);
+        self.out.truncate(position)
+    }
+}
+
 /// Reads the batches of one segment file in order.
 struct BatchReader {
     file: SegmentFile,
@@ -494,37 +557,36 @@ impl CleaningPlan {
             .segments
             .get(end_index)
             .map_or(self.end_offset, |s| s.base_offset);
+        // Groups are cut by what is actually written (compaction shrinks
+        // segments; a recompressed batch may be larger than the original),
+        // so a member whose output overflows `segment.bytes` moves on to
+        // start the next group.
         let mut groups = Vec::new();
-        for members in group_segments(segments, self.segment_bytes) {
-            let base = members[0].base_offset;
-            let cleaned = self.dir.join(format!(
-                "{}{CLEANED_SUFFIX}",
-                segment_file_name(base, "log")
-            ));
-            written.push(cleaned.clone());
-            self.env.remove_if_exists(&cleaned)?;
-            let mut out = SegmentFile::open(&self.env, &cleaned)?;
-            let mut buffer = Vec::new();
-            for member in &members {
-                self.clean_segment(member, &map, &mut out, &mut buffer, &mut stats)?;
+        let mut current: Option<GroupWriter> = None;
+        for (i, segment) in segments.iter().enumerate() {
+            let end = segments.get(i + 1).map_or(end_offset, |s| s.base_offset);
+            let mut group = match current.take() {
+                Some(g) if end - g.base_offset <= MAX_RELATIVE_OFFSET => g,
+                Some(g) => {
+                    groups.push(self.finish_group(g, written, &mut stats)?);
+                    self.start_group(segment.base_offset, written)?
+                }
+                None => self.start_group(segment.base_offset, written)?,
+            };
+            group.flush()?;
+            let mark = group.out.size();
+            self.clean_segment(segment, &map, &mut group.out, &mut group.buffer, &mut stats)?;
+            if !group.members.is_empty() && group.size() > self.segment_bytes {
+                let mut next = self.start_group(segment.base_offset, written)?;
+                group.move_tail(mark, &mut next)?;
+                groups.push(self.finish_group(group, written, &mut stats)?);
+                group = next;
             }
-            out.append(&buffer)?;
-            out.handle()?;
-            out.sync()?;
-            stats.bytes_written += out.size();
-            stats.segments_written += 1;
-            let swap = self
-                .dir
-                .join(format!("{}{SWAP_SUFFIX}", segment_file_name(base, "log")));
-            drop(out);
-            self.env.rename(&cleaned, &swap)?;
-            written.pop();
-            written.push(swap.clone());
-            groups.push(CleanedGroup {
-                base_offset: base,
-                members,
-                swap,
-            });
+            group.members.push(*segment);
+            current = Some(group);
+        }
+        if let Some(group) = current {
+            groups.push(self.finish_group(group, written, &mut stats)?);
         }
         // The swap files are the commit point: make their names durable.
         self.env.sync_dir(&self.dir)?;
@@ -532,6 +594,63 @@ impl CleaningPlan {
             groups,
             end_offset,
             stats,
+        })
+    }
+
+    /// A new group starting at `base_offset`, written to
+    /// `<base>.log.cleaned` (recorded in `written`).
+    fn start_group(
+        &self,
+        base_offset: i64,
+        written: &mut Vec<PathBuf>,
+    ) -> Result<GroupWriter, StorageError> {
+        let cleaned = self.dir.join(format!(
+            "{}{CLEANED_SUFFIX}",
+            segment_file_name(base_offset, "log")
+        ));
+        written.push(cleaned.clone());
+        self.env.remove_if_exists(&cleaned)?;
+        Ok(GroupWriter {
+            base_offset,
+            members: Vec::new(),
+            out: SegmentFile::open(&self.env, &cleaned)?,
+            buffer: Vec::new(),
+        })
+    }
+
+    /// Writes out and fsyncs a group, then renames it to `<base>.log.swap`.
+    fn finish_group(
+        &self,
+        group: GroupWriter,
+        written: &mut [PathBuf],
+        stats: &mut CleanStats,
+    ) -> Result<CleanedGroup, StorageError> {
+        let GroupWriter {
+            base_offset,
+            members,
+            mut out,
+            buffer,
+        } = group;
+        out.append(&buffer)?;
+        // Created even when empty: the swap file must replace its members.
+        out.handle()?;
+        out.sync()?;
+        stats.bytes_written += out.size();
+        stats.segments_written += 1;
+        let cleaned = out.path().to_path_buf();
+        let swap = self.dir.join(format!(
+            "{}{SWAP_SUFFIX}",
+            segment_file_name(base_offset, "log")
+        ));
+        drop(out);
+        self.env.rename(&cleaned, &swap)?;
+        if let Some(path) = written.iter_mut().find(|p| **p == cleaned) {
+            *path = swap.clone();
+        }
+        Ok(CleanedGroup {
+            base_offset,
+            members,
+            swap,
         })
     }
 
@@ -639,7 +758,20 @@ impl CleaningPlan {
                 {
                     max_timestamp = plain_header.max_timestamp;
                 }
-                rebuild_batch(&plain_header, &kept, kept_count, max_timestamp, buffer);
+                let codec = header.compression();
+                let compressor = self.config.compressor;
+                if let Some(reason) = rebuild_batch(
+                    &plain_header,
+                    codec,
+                    compressor,
+                    &kept,
+                    kept_count,
+                    max_timestamp,
+                    buffer,
+                ) {
+                    stats.batches_not_recompressed += 1;
+                    warn!(dir = %self.dir.display(), offset = header.base_offset, ?codec, %reason, "writing a rewritten batch uncompressed");
+                }
             }
             if buffer.len() >= WRITE_CHUNK_BYTES {
                 out.append(buffer)?;
@@ -653,26 +785,6 @@ impl CleaningPlan {
         header.has_producer_id()
             && self.last_batch_of_producer.get(&header.producer_id) == Some(&header.base_offset)
     }
-}
-
-/// Splits the cleanable segments into runs whose combined size fits
-/// `segment.bytes` and whose offsets fit one segment's relative range.
-fn group_segments(segments: &[SourceSegment], segment_bytes: u64) -> Vec<Vec<SourceSegment>> {
-    let mut groups: Vec<Vec<SourceSegment>> = Vec::new();
-    for (i, segment) in segments.iter().enumerate() {
-        let next_base = segments.get(i + 1).map(|s| s.base_offset);
-        let fits = groups.last().is_some_and(|g| {
-            let size: u64 = g.iter().map(|s| s.size).sum();
-            size + segment.size <= segment_bytes
-                && next_base.is_none_or(|n| n - g[0].base_offset <= MAX_RELATIVE_OFFSET)
-        });
-        if fits {
-            groups.last_mut().expect("checked").push(*segment);
-        } else {
-            groups.push(vec![*segment]);
-        }
-    }
-    groups
 }
 
 /// Decodes every record of an uncompressed batch.
@@ -722,23 +834,28 @@ fn encode_record(record: &Record<'_>, out: &mut Vec<u8>) {
     out.extend_from_slice(&body);
 }
 
-/// Appends an uncompressed batch holding `records` with `original`'s
-/// offsets (base and last), producer fields, epoch and base timestamp.
+/// Appends a batch holding `records` (`count` uncompressed records) with
+/// `original`'s offsets (base and last), producer fields, epoch, flags and
+/// base timestamp. Its records section is compressed with `codec`, as
+/// Kafka's cleaner does, unless the batch is empty (Kafka writes empty
+/// batches uncompressed) or `compressor` cannot; then it is written
+/// uncompressed and the reason is returned.
 fn rebuild_batch(
     original: &RecordBatchHeader,
+    codec: Compression,
+    compressor: Compressor,
     records: &[u8],
     count: i32,
     max_timestamp: i64,
     out: &mut Vec<u8>,
-) {
+) -> Option<String> {
     let start = out.len();
-    let total = RECORD_BATCH_HEADER_SIZE + records.len();
     out.extend_from_slice(&original.base_offset.to_be_bytes());
-    out.extend_from_slice(&((total - LOG_OVERHEAD) as i32).to_be_bytes());
+    out.extend_from_slice(&[0; 4]); // length, set below
     out.extend_from_slice(&original.partition_leader_epoch.to_be_bytes());
     out.push(original.magic as u8);
-    out.extend_from_slice(&[0; 4]);
-    out.extend_from_slice(&(original.attributes & !COMPRESSION_MASK).to_be_bytes());
+    out.extend_from_slice(&[0; 4]); // CRC, set below
+    out.extend_from_slice(&[0; 2]); // attributes, set below
     out.extend_from_slice(&original.last_offset_delta.to_be_bytes());
     out.extend_from_slice(&original.base_timestamp.to_be_bytes());
     out.extend_from_slice(&max_timestamp.to_be_bytes());
@@ -746,9 +863,30 @@ fn rebuild_batch(
     out.extend_from_slice(&original.producer_epoch.to_be_bytes());
     out.extend_from_slice(&original.base_sequence.to_be_bytes());
     out.extend_from_slice(&count.to_be_bytes());
-    out.extend_from_slice(records);
-    let crc = compute_crc(&out[start..]);
-    out[start + 17..start + 21].copy_from_slice(&crc.to_be_bytes());
+    let section = out.len();
+    let mut stored = Compression::None;
+    let mut fallback = None;
+    if codec != Compression::None && count > 0 {
+        match compressor(codec, records, out) {
+            Ok(()) if i32::try_from(out.len() - start - LOG_OVERHEAD).is_ok() => stored = codec,
+            Ok(()) => fallback = Some(format!("{codec:?} output does not fit a batch")),
+            Err(e) => fallback = Some(e),
+        }
+    }
+    if stored == Compression::None {
+        out.truncate(section);
+        out.extend_from_slice(records);
+    }
+    // An uncompressed section is no larger than the decoded batch, whose
+    // length fitted an i32.
+    let length = i32::try_from(out.len() - start - LOG_OVERHEAD).expect("batch length fits");
+    let attributes = (original.attributes & !COMPRESSION_MASK) | i16::from(stored.id());
+    let batch = &mut out[start..];
+    batch[8..12].copy_from_slice(&length.to_be_bytes());
+    batch[21..23].copy_from_slice(&attributes.to_be_bytes());
+    let crc = compute_crc(batch);
+    batch[17..21].copy_from_slice(&crc.to_be_bytes());
+    fallback
 }
 
 #[cfg(test)]
@@ -797,7 +935,9 @@ mod tests {
             }
             for item in BatchIter::new(&bytes) {
                 let (position, header) = item.unwrap();
-                for record in RecordIter::new(&bytes[position..], &header).unwrap() {
+                let batch = bytes[position..position + header.total_size()].to_vec();
+                let (header, batch) = decoded(&header, batch, reversed).unwrap();
+                for record in RecordIter::new(&batch, &header).unwrap() {
                     let record = record.unwrap();
                     out.push((
                         header.base_offset + i64::from(record.offset_delta),
@@ -1014,71 +1154,325 @@ mod tests {
         assert!(!log.append(&next, 0).unwrap().duplicate);
     }
 
-    /// A "codec" for tests: the records section is stored reversed.
+    /// A "codec" for tests: a compressed records section is a padding
+    /// length byte, that many padding bytes, then the records reversed.
     fn reversed(_: Compression, data: &[u8]) -> Result<Vec<u8>, String> {
-        Ok(data.iter().rev().copied().collect())
+        let (&pad, rest) = data.split_first().ok_or("empty")?;
+        let records = rest.get(usize::from(pad)..).ok_or("short padding")?;
+        Ok(records.iter().rev().copied().collect())
     }
 
-    /// A gzip-flagged batch whose records section is reversed bytes.
-    fn fake_compressed(key: &str, value: &str) -> Vec<u8> {
+    /// The test codec's compressor, without padding.
+    fn reversed_into(_: Compression, data: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
+        out.push(0);
+        out.extend(data.iter().rev());
+        Ok(())
+    }
+
+    /// The test codec's compressor, inflating every section by 201 bytes.
+    fn padded_into(_: Compression, data: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
+        out.push(200);
+        out.extend([0xEE; 200]);
+        out.extend(data.iter().rev());
+        Ok(())
+    }
+
+    /// A batch flagged with `codec` whose records section is in the test
+    /// codec, holding `key` and "shared" (both with `value`).
+    fn fake_compressed(codec: Compression, key: &str, value: &str) -> Vec<u8> {
         let plain = RecordBatchBuilder::new()
             .record(1_000, Some(key.as_bytes()), Some(value.as_bytes()))
             .record(1_000, Some(b"shared"), Some(value.as_bytes()))
             .build();
         let mut batch = plain[..RECORD_BATCH_HEADER_SIZE].to_vec();
-        batch.extend(plain[RECORD_BATCH_HEADER_SIZE..].iter().rev());
-        batch[22] |= 1; // gzip
+        reversed_into(codec, &plain[RECORD_BATCH_HEADER_SIZE..], &mut batch).unwrap();
+        let length = (batch.len() - LOG_OVERHEAD) as i32;
+        batch[8..12].copy_from_slice(&length.to_be_bytes());
+        batch[22] |= codec.id();
         let crc = compute_crc(&batch);
         batch[17..21].copy_from_slice(&crc.to_be_bytes());
         batch
     }
 
+    /// Every batch of the log as stored: header and raw bytes.
+    fn stored_batches(log: &Log) -> Vec<(RecordBatchHeader, Vec<u8>)> {
+        let bytes = log.read(0, usize::MAX, true).unwrap();
+        let mut out = Vec::new();
+        let mut next = 0;
+        while next < log.log_end_offset() {
+            let bytes = log.read(next, usize::MAX, true).unwrap();
+            if bytes.is_empty() {
+                break;
+            }
+            for item in BatchIter::new(&bytes) {
+                let (position, header) = item.unwrap();
+                out.push((
+                    header,
+                    bytes[position..position + header.total_size()].to_vec(),
+                ));
+                next = header.last_offset() + 1;
+            }
+        }
+        assert!(!bytes.is_empty());
+        out
+    }
+
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum Codecs {
+        Both,
+        DecompressorOnly,
+        Neither,
+    }
+
     #[test]
     fn compressed_batches_are_decoded_when_possible_and_kept_whole_otherwise() {
-        for with_codec in [true, false] {
+        for codecs in [Codecs::Both, Codecs::DecompressorOnly, Codecs::Neither] {
             let dir = tempfile::tempdir().unwrap();
             let mut log = Log::open_in(&env(), dir.path(), config(), true).unwrap();
+            let codec_of = |i: usize| [Compression::Gzip, Compression::Lz4][i % 2];
             for i in 0..8 {
-                log.append(&fake_compressed(&format!("c{i}"), &format!("v{i}")), 0)
-                    .unwrap();
+                let batch = fake_compressed(codec_of(i), &format!("c{i}"), &format!("v{i}"));
+                log.append(&batch, 0).unwrap();
                 fill(&mut log, 1, 3);
             }
             put(&mut log, "shared", Some("newest"), 5_000);
             fill(&mut log, 3, 3);
             let cleaner = CleanerConfig {
-                decompressor: if with_codec {
-                    reversed
-                } else {
+                decompressor: if codecs == Codecs::Neither {
                     no_decompressor
+                } else {
+                    reversed
+                },
+                compressor: if codecs == Codecs::Both {
+                    reversed_into
+                } else {
+                    no_compressor
                 },
                 ..CleanerConfig::default()
             };
             let stats = log.clean(10_000, cleaner).unwrap().expect("due");
-            if with_codec {
-                assert_eq!(stats.batches_not_decoded, 0);
-                // Every compressed batch lost its "shared" record and was
-                // rewritten uncompressed; its own key survives.
-                let after = read_all(&log);
-                let shared: Vec<_> = after
+            let stored = stored_batches(&log);
+            let c_batch = |i: usize| {
+                let key = format!("c{i}").into_bytes();
+                stored
                     .iter()
-                    .filter(|e| e.1.as_deref() == Some(b"shared"))
-                    .collect();
-                assert_eq!(shared.len(), 1);
-                assert_eq!(shared[0].2.as_deref(), Some(b"newest".as_slice()));
-                for i in 0..8 {
-                    let key = format!("c{i}").into_bytes();
-                    assert!(after.iter().any(|e| e.1.as_ref() == Some(&key)));
-                }
-            } else {
+                    .find(|(header, batch)| {
+                        let (header, plain) = decoded(header, batch.clone(), reversed).unwrap();
+                        RecordIter::new(&plain, &header)
+                            .unwrap()
+                            .any(|r| r.unwrap().key == Some(&key))
+                    })
+                    .unwrap_or_else(|| panic!("c{i} is gone"))
+            };
+            if codecs == Codecs::Neither {
                 assert_eq!(stats.batches_not_decoded, 8);
-                let mut count = 0;
-                let bytes = log.read(0, usize::MAX, true).unwrap();
-                for item in BatchIter::new(&bytes) {
-                    count += usize::from(item.unwrap().1.compression() != Compression::None);
+                for i in 0..8 {
+                    let (header, _) = c_batch(i);
+                    assert_eq!(header.compression(), codec_of(i), "kept whole");
+                    assert_eq!(header.records_count, 2, "kept whole");
                 }
-                assert!(count > 0, "compressed batches are still there");
+                continue;
+            }
+            assert_eq!(stats.batches_not_decoded, 0);
+            // Every compressed batch lost its "shared" record and was
+            // rewritten; its own key survives, at its offset.
+            let after = read_all(&log);
+            let shared: Vec<_> = after
+                .iter()
+                .filter(|e| e.1.as_deref() == Some(b"shared"))
+                .collect();
+            assert_eq!(shared.len(), 1);
+            assert_eq!(shared[0].2.as_deref(), Some(b"newest".as_slice()));
+            let expected_codec = |i| match codecs {
+                Codecs::Both => codec_of(i),
+                _ => Compression::None,
+            };
+            for i in 0..8 {
+                let (header, batch) = c_batch(i);
+                assert_eq!(header.compression(), expected_codec(i), "{codecs:?} c{i}");
+                assert_eq!(
+                    (header.records_count, header.last_offset_delta),
+                    (1, 1),
+                    "one record left, offsets kept"
+                );
+                let section = &batch[RECORD_BATCH_HEADER_SIZE..];
+                if codecs == Codecs::Both {
+                    assert_eq!(section[0], 0, "the section is in the test codec");
+                }
+                let offset = after
+                    .iter()
+                    .find(|e| e.1.as_deref() == Some(format!("c{i}").as_bytes()))
+                    .unwrap()
+                    .0;
+                assert_eq!(offset, header.base_offset);
+            }
+            let not_recompressed = if codecs == Codecs::Both { 0 } else { 8 };
+            assert_eq!(stats.batches_not_recompressed, not_recompressed);
+            // The rewritten batches read back after a reopen (which
+            // validates every batch's length and CRC).
+            drop(log);
+            let log = Log::open_in(&env(), dir.path(), config(), false).unwrap();
+            assert_eq!(read_all(&log), after);
+        }
+    }
+
+    #[test]
+    fn an_emptied_compressed_batch_kept_for_its_producer_is_uncompressed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open_in(&env(), dir.path(), config(), true).unwrap();
+        let mut batch = fake_compressed(Compression::Zstd, "gone", "v");
+        // Producer id 7, epoch 1, base sequence 0 (the CRC covers them).
+        batch[43..51].copy_from_slice(&7i64.to_be_bytes());
+        batch[51..53].copy_from_slice(&1i16.to_be_bytes());
+        batch[53..57].copy_from_slice(&0i32.to_be_bytes());
+        let crc = compute_crc(&batch);
+        batch[17..21].copy_from_slice(&crc.to_be_bytes());
+        let base = log.append(&batch, 0).unwrap().base_offset;
+        put(&mut log, "gone", Some("newer"), 2_000);
+        put(&mut log, "shared", Some("newer"), 2_000);
+        fill(&mut log, 6, 4);
+        let cleaner = CleanerConfig {
+            decompressor: reversed,
+            compressor: reversed_into,
+            ..CleanerConfig::default()
+        };
+        log.clean(10_000, cleaner).unwrap().expect("due");
+        let (header, _) = stored_batches(&log)
+            .into_iter()
+            .find(|(h, _)| h.base_offset == base)
+            .expect("the producer's last batch is kept");
+        assert_eq!(
+            (
+                header.compression(),
+                header.records_count,
+                header.producer_id,
+                header.last_offset_delta,
+                header.total_size()
+            ),
+            (Compression::None, 0, 7, 1, RECORD_BATCH_HEADER_SIZE)
+        );
+    }
+
+    /// Size on disk of every segment but the active one, oldest first.
+    fn inactive_segment_sizes(dir: &Path, log: &Log) -> Vec<u64> {
+        let bases = log.segment_base_offsets();
+        bases[..bases.len() - 1]
+            .iter()
+            .map(|b| {
+                std::fs::metadata(dir.join(segment_file_name(*b, "log")))
+                    .unwrap()
+                    .len()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn segments_that_shrink_are_merged_up_to_segment_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open_in(&env(), dir.path(), config(), true).unwrap();
+        // Unique keys survive, so every segment keeps something.
+        for round in 0..12 {
+            put(&mut log, &format!("unique-{round}"), Some("u"), 1_000);
+            fill(&mut log, 1, 6);
+        }
+        let before = read_all(&log);
+        let segments_before = log.segment_base_offsets().len();
+        let stats = log
+            .clean(10_000, CleanerConfig::default())
+            .unwrap()
+            .expect("due");
+        // Each source segment nearly fills segment.bytes, so only their
+        // cleaned sizes let several share one cleaned segment.
+        assert!(
+            stats.segments_written * 2 <= stats.segments_read,
+            "{stats:?}"
+        );
+        assert!(log.segment_base_offsets().len() < segments_before);
+        let sizes = inactive_segment_sizes(dir.path(), &log);
+        assert!(sizes.iter().all(|s| *s <= 600), "{sizes:?}");
+        assert_eq!(latest(&read_all(&log)), latest(&before));
+    }
+
+    #[test]
+    fn a_segment_whose_output_overflows_its_group_starts_the_next_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open_in(&env(), dir.path(), config(), true).unwrap();
+        for i in 0..12 {
+            let value = format!("{i:0>100}");
+            let batch = fake_compressed(Compression::Snappy, &format!("c{i}"), &value);
+            log.append(&batch, 0).unwrap();
+        }
+        put(&mut log, "shared", Some("newest"), 5_000);
+        fill(&mut log, 2, 3);
+        let before = read_all(&log);
+        // Source segments of at most 600 bytes would pair up under 1200,
+        // but each rewritten batch grows by 201 bytes of padding, so no
+        // two cleaned segments fit together.
+        let segment_bytes = 1_200;
+        log.update_config(LogConfig {
+            segment_bytes,
+            ..config()
+        })
+        .unwrap();
+        let cleaner = CleanerConfig {
+            decompressor: reversed,
+            compressor: padded_into,
+            ..CleanerConfig::default()
+        };
+        let plan = log.plan_cleaning(10_000, cleaner).unwrap().expect("due");
+        let sources = plan.segments.len();
+        let cleaned = plan.run().unwrap();
+        assert_eq!(cleaned.groups.len(), sources);
+        for group in &cleaned.groups {
+            let size = std::fs::metadata(&group.swap).unwrap().len();
+            assert!(size <= segment_bytes, "{size} bytes from {group:?}");
+            assert!(size > group.members[0].size, "the padding made it grow");
+        }
+        log.complete_cleaning(cleaned).unwrap();
+        assert_eq!(latest(&read_all(&log)), latest(&before));
+    }
+
+    #[test]
+    fn large_segments_move_between_groups_intact() {
+        // Outputs larger than the write chunk, so a moved segment's bytes
+        // are partly in the file and partly still buffered.
+        let dir = tempfile::tempdir().unwrap();
+        let big = LogConfig {
+            segment_bytes: 3 * WRITE_CHUNK_BYTES as u64 / 2,
+            ..config()
+        };
+        let mut log = Log::open_in(&env(), dir.path(), big.clone(), true).unwrap();
+        let value = "x".repeat(40_000);
+        for i in 0..100 {
+            put(&mut log, &format!("big-{i}"), Some(&value), 1_000);
+            if i == 70 {
+                put(&mut log, "big-0", Some("small"), 2_000);
             }
         }
+        let before = read_all(&log);
+        let segments_before = log.segment_base_offsets().len();
+        assert!(segments_before >= 3, "{segments_before}");
+        log.update_config(LogConfig {
+            segment_bytes: 2 * WRITE_CHUNK_BYTES as u64,
+            ..big
+        })
+        .unwrap();
+        let stats = log
+            .clean(10_000, CleanerConfig::default())
+            .unwrap()
+            .expect("due");
+        assert_eq!(stats.records_removed, 1, "{stats:?}");
+        assert_eq!(log.segment_base_offsets().len(), segments_before);
+        let sizes = inactive_segment_sizes(dir.path(), &log);
+        assert!(
+            sizes.iter().all(|s| *s > WRITE_CHUNK_BYTES as u64),
+            "{sizes:?}"
+        );
+        let expected: Vec<Entry> = before.iter().skip(1).cloned().collect();
+        assert_eq!(read_all(&log), expected);
+        drop(log);
+        let log = Log::open_in(&env(), dir.path(), big, false).unwrap();
+        assert_eq!(read_all(&log), expected);
     }
 
     #[test]

@@ -19,7 +19,7 @@ pub mod retention;
 pub mod segment;
 pub mod sim;
 
-pub use cleaner::{CleanStats, CleanerConfig, CleaningPlan, Decompressor};
+pub use cleaner::{CleanStats, CleanerConfig, CleaningPlan, Compressor, Decompressor};
 pub use error::{AppendError, StorageError};
 pub use file::{Clock, FileCache, FileSystem, LogEnv, ManualClock, OsFileSystem, SystemClock};
 pub use flush::{FlushCallback, FlushTarget, GroupCommit};
