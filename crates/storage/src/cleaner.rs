@@ -126,8 +126,8 @@ const WRITE_CHUNK_BYTES: usize = 1 << 20;
 /// the batch is then kept whole.
 pub type Decompressor = fn(Compression, &[u8]) -> Result<Vec<u8>, String>;
 
-/// The default: no codec is linked into the storage crate yet, so every
-/// compressed batch is kept as it is.
+/// The default, when the caller plugs in no codec (the broker plugs in the
+/// protocol crate's, capped): every compressed batch is kept as it is.
 pub fn no_decompressor(codec: Compression, _: &[u8]) -> Result<Vec<u8>, String> {
     Err(format!(
         "no {codec:?} decompressor is available to the cleaner"
