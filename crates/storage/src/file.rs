@@ -19,7 +19,7 @@ use std::io::{self, IoSlice};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -50,6 +50,12 @@ pub trait FileHandle: Send + Sync + Debug {
     /// simulated file system.
     fn os_file(&self) -> Option<Arc<File>> {
         None
+    }
+    /// Asks the OS to start writing `len` bytes at `position` to disk
+    /// without waiting for it, so a later `sync` finds little left to do.
+    /// Durability is unchanged: only `sync` promises anything.
+    fn start_writeback(&self, _position: u64, _len: u64) -> io::Result<()> {
+        Ok(())
     }
 }
 
@@ -101,6 +107,27 @@ impl FileHandle for OsFile {
     }
     fn os_file(&self) -> Option<Arc<File>> {
         Some(self.0.clone())
+    }
+    fn start_writeback(&self, position: u64, len: u64) -> io::Result<()> {
+        let (Ok(offset), Ok(nbytes)) = (
+            libc::off64_t::try_from(position),
+            libc::off64_t::try_from(len),
+        ) else {
+            return Err(io::Error::other("writeback range beyond off64_t"));
+        };
+        // SAFETY: a plain syscall on an open fd; no memory is passed.
+        let rc = unsafe {
+            libc::sync_file_range(
+                self.0.as_raw_fd(),
+                offset,
+                nbytes,
+                libc::SYNC_FILE_RANGE_WRITE,
+            )
+        };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
     }
 }
 
@@ -581,6 +608,31 @@ impl SegmentFile {
                 ))
             }
         }
+    }
+
+    /// Starts writeback of the bytes appended since `from` (see
+    /// [`FileHandle::start_writeback`]); returns the new mark, the file's
+    /// size. It is only a hint: a failure changes nothing that was promised
+    /// (the next fsync writes everything), so it is logged (at warn the
+    /// first time in this process) and the range is not retried.
+    pub fn start_writeback(&mut self, from: u64) -> u64 {
+        static WARNED: AtomicBool = AtomicBool::new(false);
+        if self.size <= from {
+            return from;
+        }
+        let result = self.handle().and_then(|h| {
+            h.start_writeback(from, self.size - from).map_err(|e| {
+                StorageError::io(format!("start writeback of {}", self.path.display()), e)
+            })
+        });
+        if let Err(e) = result {
+            if WARNED.swap(true, Ordering::Relaxed) {
+                tracing::debug!(error = %e, "could not start writeback");
+            } else {
+                tracing::warn!(error = %e, "could not start writeback; fsyncs will write everything (logged once)");
+            }
+        }
+        self.size
     }
 
     /// The OS file, for sending a range of it with sendfile(2).

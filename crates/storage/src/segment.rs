@@ -85,7 +85,17 @@ pub struct LogSegment {
     /// batch among them that fails validation, if any. Reads stop before
     /// it, so a corrupted byte is never served as good data.
     verified: OnceLock<Option<InvalidBatch>>,
+    /// Bytes below this were handed to the OS for writeback (see
+    /// [`WRITEBACK_CHUNK_BYTES`]).
+    writeback_mark: u64,
 }
+
+/// Every time this many bytes have been appended to a segment, the OS is
+/// asked to start writing them out. Without it a 1 GiB segment is mostly
+/// dirty page cache when it rolls and the roll's fsync (which keeps
+/// "only the active segment may hold data not on disk") stalls the
+/// partition's appends for as long as the disk needs for all of it.
+pub const WRITEBACK_CHUNK_BYTES: u64 = 8 << 20;
 
 /// The file-name suffix a segment's files get when retention or the
 /// cleaner removes them; they are deleted after `file.delete.delay.ms`.
@@ -247,6 +257,7 @@ impl LogSegment {
         next_offset: i64,
         (max_timestamp, max_offset): (i64, i64),
     ) -> LogSegment {
+        let log_size = log.size();
         LogSegment {
             log,
             state: IndexState {
@@ -263,6 +274,7 @@ impl LogSegment {
             rolling_base_timestamp: None,
             unverified_bytes: 0,
             verified: OnceLock::new(),
+            writeback_mark: log_size,
         }
     }
 
@@ -363,6 +375,7 @@ impl LogSegment {
                 "truncating segment at invalid or partial batch"
             );
             self.log.truncate(invalid.position)?;
+            self.writeback_mark = self.writeback_mark.min(invalid.position);
         }
         let state = &mut self.state;
         state.append_final_time_entry();
@@ -388,6 +401,9 @@ impl LogSegment {
             );
         }
         self.log.append_vectored(parts)?;
+        if self.log.size() - self.writeback_mark >= WRITEBACK_CHUNK_BYTES {
+            self.writeback_mark = self.log.start_writeback(self.writeback_mark);
+        }
         if start == 0 {
             self.rolling_base_timestamp = batches.first().map(|(_, h)| h.max_timestamp);
         }

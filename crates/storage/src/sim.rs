@@ -23,6 +23,8 @@ struct Contents {
     written: Vec<u8>,
     durable: Vec<u8>,
     modified_ms: i64,
+    /// `(position, len)` of every writeback hint, for tests.
+    writeback_hints: Vec<(u64, u64)>,
 }
 
 #[derive(Debug, Default)]
@@ -66,6 +68,12 @@ impl FileHandle for SimHandle {
         contents.durable = contents.written.clone();
         Ok(())
     }
+
+    /// Only recorded: a hint promises nothing, so nothing becomes durable.
+    fn start_writeback(&self, position: u64, len: u64) -> io::Result<()> {
+        self.0 .0.lock().writeback_hints.push((position, len));
+        Ok(())
+    }
 }
 
 #[derive(Debug)]
@@ -93,6 +101,15 @@ impl SimFileSystem {
             dirs: BTreeSet::from([PathBuf::from("/")]),
             rng: seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
         }))
+    }
+
+    /// The writeback hints given for `path` so far.
+    pub fn writeback_hints(&self, path: &Path) -> Vec<(u64, u64)> {
+        let state = self.0.lock();
+        state
+            .files
+            .get(path)
+            .map_or_else(Vec::new, |inode| inode.0.lock().writeback_hints.clone())
     }
 
     /// A number in `0..=max` from the seeded generator (xorshift64*).
@@ -334,6 +351,34 @@ mod tests {
             "seed {seed}: recovered batches are not a prefix of what was written"
         );
         (acked, got, in_rolled)
+    }
+
+    #[test]
+    fn appends_ask_for_writeback_every_chunk_and_it_promises_nothing() {
+        use crate::segment::WRITEBACK_CHUNK_BYTES;
+        let (fs, env, dir) = setup(1);
+        let config = LogConfig {
+            index_interval_bytes: 4096,
+            ..LogConfig::default()
+        };
+        let mut log = Log::open_in(&env, &dir, config.clone(), true).unwrap();
+        let value = vec![b'x'; 1 << 19];
+        let half_mib = RecordBatchBuilder::new()
+            .record(0, None, Some(&value))
+            .build();
+        for _ in 0..40 {
+            log.append(&half_mib, 0).unwrap();
+        }
+        let segment = dir.join("00000000000000000000.log");
+        let hints = fs.writeback_hints(&segment);
+        assert_eq!(hints.len(), 2, "{hints:?}");
+        assert_eq!(hints[0].0, 0);
+        assert_eq!(hints[1].0, hints[0].1, "contiguous ranges");
+        assert!(hints.iter().all(|&(_, len)| len >= WRITEBACK_CHUNK_BYTES));
+        fs.power_cut(false);
+        drop(log);
+        let log = Log::open_in(&env, &dir, config, false).unwrap();
+        assert_eq!(log.log_end_offset(), 0, "hinted bytes were never fsynced");
     }
 
     #[test]
