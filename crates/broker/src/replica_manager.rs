@@ -42,8 +42,8 @@ use tarn_protocol::records::FileRegion;
 use tarn_protocol::Uuid;
 use tarn_storage::partition_metadata::{read_topic_id, write_topic_id};
 use tarn_storage::{
-    AppendError, AppendInfo, CleanupPolicy, FlushTarget, Log, LogConfig, LogEnv, StorageError,
-    DELETE_DIR_SUFFIX,
+    AppendError, AppendInfo, CleanupPolicy, FlushTarget, Log, LogConfig, LogEnv, SegmentVerifier,
+    StorageError, DELETE_DIR_SUFFIX,
 };
 
 use crate::config::BrokerConfig;
@@ -267,28 +267,49 @@ impl Partition {
         self.read_at(offset, |log| log.read(offset, max_bytes, min_one_batch))
     }
 
+    /// The CRC check a read from `offset` still needs (see `read_at`), for
+    /// callers that would rather run it on a blocking thread first; `None`
+    /// when none is needed or it cannot be prepared (the read then runs it
+    /// itself and reports any error).
+    pub fn verification_for(&self, offset: i64) -> Option<SegmentVerifier> {
+        self.with_log(|log| Ok(log.verification_for(offset)?))
+            .ok()
+            .flatten()
+    }
+
     /// Runs `read` when `offset` is inside the log, with the log's offsets;
-    /// OFFSET_OUT_OF_RANGE otherwise.
+    /// OFFSET_OUT_OF_RANGE otherwise. Bytes the read reaches that this
+    /// process did not write are CRC-checked first, outside the log's lock
+    /// (a whole segment on the first read after a start), so appends and
+    /// other reads of the partition do not wait for that.
     fn read_at<T>(
         &self,
         offset: i64,
         read: impl FnOnce(&Log) -> Result<T, StorageError>,
     ) -> Result<(T, LogOffsets), PartitionError> {
-        let result = self.with_log(|log| {
-            let offsets = LogOffsets {
-                log_start_offset: log.log_start_offset(),
-                high_watermark: log.log_end_offset(),
-            };
-            if offset < offsets.log_start_offset || offset > offsets.high_watermark {
-                return Err(PartitionError::new(
-                    error::OFFSET_OUT_OF_RANGE,
-                    format!(
-                        "offset {offset} is outside [{}, {}]",
-                        offsets.log_start_offset, offsets.high_watermark
-                    ),
-                ));
-            }
-            Ok((read(log)?, offsets))
+        let check = self
+            .with_log(|log| Ok(log.verification_for(offset)?))
+            .and_then(|verifier| match verifier {
+                Some(verifier) => Ok(verifier.run()?),
+                None => Ok(()),
+            });
+        let result = check.and_then(|()| {
+            self.with_log(|log| {
+                let offsets = LogOffsets {
+                    log_start_offset: log.log_start_offset(),
+                    high_watermark: log.log_end_offset(),
+                };
+                if offset < offsets.log_start_offset || offset > offsets.high_watermark {
+                    return Err(PartitionError::new(
+                        error::OFFSET_OUT_OF_RANGE,
+                        format!(
+                            "offset {offset} is outside [{}, {}]",
+                            offsets.log_start_offset, offsets.high_watermark
+                        ),
+                    ));
+                }
+                Ok((read(log)?, offsets))
+            })
         });
         self.note_storage(&self.reads_failing, "reading", result)
     }

@@ -531,7 +531,8 @@ impl SegmentFile {
     }
 
     /// A handle for reading; the file must exist (reads below `size` imply it).
-    fn read_handle(&self) -> Result<Arc<dyn FileHandle>, StorageError> {
+    /// A handle for reading, from the cache or opened for it.
+    pub(crate) fn read_handle(&self) -> Result<Arc<dyn FileHandle>, StorageError> {
         if let Some(handle) = self.env.cache.get(self.id) {
             return Ok(handle);
         }

@@ -28,4 +28,4 @@ pub use leader_epoch::{EpochEntry, LeaderEpochFileCache, UNDEFINED_EPOCH, UNDEFI
 pub use log::{delete_dir, remove_dirs_marked_for_deletion, AppendInfo, Log, DELETE_DIR_SUFFIX};
 pub use log_config::{CleanupPolicy, LogConfig};
 pub use producer_state::{BatchMetadata, ProducerStateEntry, ProducerStateManager, SequenceCheck};
-pub use segment::LogSegment;
+pub use segment::{LogSegment, SegmentVerifier};

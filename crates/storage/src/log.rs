@@ -39,7 +39,7 @@ pub use crate::log_config::*;
 use crate::producer_state::{
     parse_snapshot_name, snapshot_path, ProducerStateError, ProducerStateManager, SequenceCheck,
 };
-use crate::segment::{first_record_at_or_after, LogSegment, DELETED_SUFFIX};
+use crate::segment::{first_record_at_or_after, LogSegment, SegmentVerifier, DELETED_SUFFIX};
 
 /// Holds the log start offset when DeleteRecords moved it past the first
 /// segment's base offset (Kafka keeps it in `log-start-offset-checkpoint`).
@@ -524,6 +524,32 @@ impl Log {
         for segment in self.segments.range(first..).map(|(_, s)| s) {
             if let Some(found) = read(segment)? {
                 return Ok(Some(found));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The check a read from `fetch_offset` still needs before it may
+    /// serve bytes this process did not write (see
+    /// [`LogSegment::verification_for`]); run it without the log's lock,
+    /// then read. `None` when the read needs none.
+    pub fn verification_for(
+        &self,
+        fetch_offset: i64,
+    ) -> Result<Option<SegmentVerifier>, StorageError> {
+        if fetch_offset < self.log_start_offset || fetch_offset > self.log_end_offset {
+            return Ok(None);
+        }
+        let first = self
+            .segments
+            .range(..=fetch_offset)
+            .next_back()
+            .map_or(self.log_start_offset, |(base, _)| *base);
+        for segment in self.segments.range(first..).map(|(_, s)| s) {
+            // The segment that will answer the read is the first holding a
+            // batch at or past the offset, as in `read_from_segments`.
+            if let Some((position, _)) = segment.find_batch(fetch_offset)? {
+                return segment.verification_for(position);
             }
         }
         Ok(None)
@@ -1184,7 +1210,7 @@ mod tests {
         std::fs::write(&path, &bytes).unwrap();
 
         // A clean open does not recover closed segments; the first read
-        // that reaches the bytes checks them.
+        // that reaches the bytes checks them, inline here.
         let log = Log::open(dir.path(), small_config(), true).unwrap();
         let served = headers(&log.read(0, usize::MAX, false).unwrap());
         assert_eq!(
@@ -1200,6 +1226,39 @@ mod tests {
         assert_eq!(
             headers(&log.read(bases[1], 1, true).unwrap())[0].base_offset,
             bases[1]
+        );
+
+        // The same through a verifier run apart from the log (as the broker
+        // does, without the partition's lock): it is offered once, for
+        // reads that start among the bytes not yet checked, and the read
+        // then finds its answer.
+        let log = Log::open(dir.path(), small_config(), true).unwrap();
+        assert!(
+            log.verification_for(log.log_end_offset())
+                .unwrap()
+                .is_none(),
+            "nothing to read"
+        );
+        let verifier = log
+            .verification_for(0)
+            .unwrap()
+            .expect("first read of a closed segment");
+        let again = log.verification_for(2).unwrap().expect("not checked yet");
+        verifier.run().unwrap();
+        again.run().unwrap();
+        assert!(log.verification_for(0).unwrap().is_none(), "checked once");
+        let served = headers(&log.read(0, usize::MAX, false).unwrap());
+        assert_eq!(
+            served.iter().map(|h| h.base_offset).collect::<Vec<_>>(),
+            vec![0, 2]
+        );
+        assert!(matches!(
+            log.read(4, usize::MAX, true).unwrap_err(),
+            StorageError::Corrupt { .. }
+        ));
+        assert!(
+            log.verification_for(bases[1]).unwrap().is_some(),
+            "each segment on its own"
         );
     }
 

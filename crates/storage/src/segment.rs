@@ -12,8 +12,8 @@
 //! one and rebuilds both indexes from the log.
 
 use std::io::IoSlice;
-use std::path::Path;
-use std::sync::OnceLock;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use tarn_protocol::record_batch::{
@@ -24,7 +24,7 @@ use tarn_protocol::records::FileRegion;
 use tracing::warn;
 
 use crate::error::StorageError;
-use crate::file::{LogEnv, SegmentFile};
+use crate::file::{FileHandle, LogEnv, SegmentFile};
 use crate::index::{OffsetIndex, TimeIndex};
 use crate::log_config::LogConfig;
 
@@ -67,6 +67,69 @@ struct InvalidBatch {
     reason: String,
 }
 
+/// Bytes a [`scan`] reads: a segment's file, or a verifier's handle on it.
+trait ScanSource {
+    fn size(&self) -> u64;
+    fn read_at(&self, position: u64, buf: &mut [u8]) -> Result<(), StorageError>;
+}
+
+impl ScanSource for SegmentFile {
+    fn size(&self) -> u64 {
+        SegmentFile::size(self)
+    }
+    fn read_at(&self, position: u64, buf: &mut [u8]) -> Result<(), StorageError> {
+        SegmentFile::read_at(self, position, buf)
+    }
+}
+
+/// The CRC check of the bytes a segment held when it was opened without
+/// recovery (see [`LogSegment::verification_for`]). It holds its own handle
+/// on the file, so it runs without the log's lock: a 1 GiB segment is read
+/// once while appends and other reads go on. Those bytes never change
+/// (appends go past them), and the result is kept in the segment.
+#[derive(Debug)]
+pub struct SegmentVerifier {
+    file: Arc<dyn FileHandle>,
+    path: PathBuf,
+    base_offset: i64,
+    unverified_bytes: u64,
+    result: Arc<OnceLock<Option<InvalidBatch>>>,
+}
+
+impl ScanSource for SegmentVerifier {
+    fn size(&self) -> u64 {
+        self.unverified_bytes
+    }
+    fn read_at(&self, position: u64, buf: &mut [u8]) -> Result<(), StorageError> {
+        self.file
+            .read_exact_at(buf, position)
+            .map_err(|e| StorageError::io(format!("read {}", self.path.display()), e))
+    }
+}
+
+impl SegmentVerifier {
+    /// Checks every batch of the bytes (unless another caller already
+    /// did) and records the first that fails, if any.
+    pub fn run(&self) -> Result<(), StorageError> {
+        if self.result.get().is_some() {
+            return Ok(());
+        }
+        let found = scan(
+            self,
+            0,
+            self.base_offset,
+            self.base_offset,
+            true,
+            &mut |_, _| {},
+        )?;
+        if let Some(bad) = &found {
+            warn!(file = %self.path.display(), position = bad.position, reason = %bad.reason, "a batch fails validation; reads stop before it");
+        }
+        self.result.get_or_init(|| found);
+        Ok(())
+    }
+}
+
 #[derive(Debug)]
 pub struct LogSegment {
     log: SegmentFile,
@@ -84,7 +147,7 @@ pub struct LogSegment {
     /// Set by the first read that reaches the unverified bytes: the first
     /// batch among them that fails validation, if any. Reads stop before
     /// it, so a corrupted byte is never served as good data.
-    verified: OnceLock<Option<InvalidBatch>>,
+    verified: Arc<OnceLock<Option<InvalidBatch>>>,
     /// Bytes below this were handed to the OS for writeback (see
     /// [`WRITEBACK_CHUNK_BYTES`]).
     writeback_mark: u64,
@@ -273,7 +336,7 @@ impl LogSegment {
             created_ms: env.now_ms(),
             rolling_base_timestamp: None,
             unverified_bytes: 0,
-            verified: OnceLock::new(),
+            verified: Arc::default(),
             writeback_mark: log_size,
         }
     }
@@ -681,29 +744,36 @@ impl LogSegment {
         Ok(Some((start, end, records)))
     }
 
+    /// The check a read from file position `position` still needs: the
+    /// bytes this process did not write or recover, when the read starts
+    /// among them and nobody has checked them yet. Run it without the log's
+    /// lock ([`SegmentVerifier::run`]); the read then finds the answer.
+    pub fn verification_for(&self, position: u64) -> Result<Option<SegmentVerifier>, StorageError> {
+        if position >= self.unverified_bytes || self.verified.get().is_some() {
+            return Ok(None);
+        }
+        Ok(Some(SegmentVerifier {
+            file: self.log.read_handle()?,
+            path: self.log.path().to_path_buf(),
+            base_offset: self.state.base_offset,
+            unverified_bytes: self.unverified_bytes,
+            result: self.verified.clone(),
+        }))
+    }
+
     /// Where reads starting at `start` must stop: the end of the file, or
     /// the first batch that failed validation when the bytes this process
-    /// did not write or recover were checked (once, on the first read that
-    /// reaches them). A read starting at a failed batch is an error.
+    /// did not write or recover were checked (once, by
+    /// [`LogSegment::verification_for`]'s verifier or, if no caller ran
+    /// one, here). A read starting at a failed batch is an error.
     fn readable_end(&self, start: u64) -> Result<u64, StorageError> {
         if start >= self.unverified_bytes {
             return Ok(self.log.size());
         }
-        let invalid = match self.verified.get() {
-            Some(invalid) => invalid,
-            None => {
-                let found = scan(
-                    &self.log,
-                    0,
-                    self.state.base_offset,
-                    self.state.base_offset,
-                    true,
-                    &mut |_, _| {},
-                )?
-                .filter(|bad| bad.position < self.unverified_bytes);
-                self.verified.get_or_init(|| found)
-            }
-        };
+        if let Some(verifier) = self.verification_for(start)? {
+            verifier.run()?;
+        }
+        let invalid = self.verified.get().expect("set by the verifier");
         match invalid {
             Some(bad) if bad.position <= start => Err(self.corrupt(
                 bad.position,
@@ -758,7 +828,7 @@ impl LogSegment {
 /// with `validate_crc` also the CRC (which needs the whole batch read).
 /// Returns where and why it stopped early, if it did.
 fn scan(
-    log: &SegmentFile,
+    log: &dyn ScanSource,
     mut position: u64,
     base_offset: i64,
     mut next_offset: i64,

@@ -44,6 +44,7 @@ pub async fn handle(
     let wait_ms = request.max_wait_ms.clamp(0, MAX_WAIT_MS_LIMIT) as u64;
     let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
     loop {
+        verify_on_blocking_thread(broker, &request).await;
         // Mark the current version seen before reading, so an append that
         // lands after this read wakes the wait below.
         changes.borrow_and_update();
@@ -61,6 +62,39 @@ pub async fn handle(
                 return response;
             }
         }
+    }
+}
+
+/// Runs the CRC checks the reads of `request` need (bytes of a segment
+/// this process did not write, read for the first time: up to a whole
+/// segment) on tokio's blocking pool, so they hold up neither the worker
+/// thread that serves other connections nor the partitions' locks. A check
+/// that fails is not reported here: the read that follows runs it again
+/// and answers its error.
+async fn verify_on_blocking_thread(broker: &Arc<Broker>, request: &FetchRequest) {
+    let verifiers: Vec<_> = request
+        .topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(move |p| (&t.topic, p)))
+        .filter_map(|(topic, p)| {
+            broker
+                .replicas
+                .get(topic, p.partition)?
+                .verification_for(p.fetch_offset)
+        })
+        .collect();
+    if verifiers.is_empty() {
+        return;
+    }
+    let checks =
+        tokio::task::spawn_blocking(move || verifiers.iter().filter(|v| v.run().is_err()).count());
+    match checks.await {
+        Ok(0) => {}
+        Ok(failed) => tracing::debug!(
+            failed,
+            "segment checks failed; the reads will answer the errors"
+        ),
+        Err(e) => tracing::error!(error = %e, "segment check task failed"),
     }
 }
 
