@@ -470,3 +470,134 @@ fn pipelined_produces_on_one_connection_stay_in_order() {
         }
     });
 }
+
+/// Consumes partition 0 of `topic` from the start up to offset `end`:
+/// (offset, key, value or None for a tombstone, CreateTime timestamp).
+fn read_with_tombstones(
+    broker: &TarnBroker,
+    topic: &str,
+    end: i64,
+) -> Vec<(i64, String, Option<String>, i64)> {
+    use rdkafka::consumer::Consumer;
+    use rdkafka::message::{Message, Timestamp};
+    use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+    let consumer = kafka::consumer(broker.bootstrap(), &[]);
+    let mut assignment = TopicPartitionList::new();
+    assignment
+        .add_partition_offset(topic, 0, Offset::Beginning)
+        .unwrap();
+    consumer.assign(&assignment).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut out = Vec::new();
+    while out.last().is_none_or(|(o, _, _, _)| *o < end - 1) {
+        assert!(
+            Instant::now() < deadline,
+            "read stopped at {:?}",
+            out.last()
+        );
+        if let Some(message) = consumer.poll(Duration::from_millis(200)) {
+            let message = message.expect("consume");
+            let text = |b: &[u8]| String::from_utf8(b.to_vec()).unwrap();
+            let Timestamp::CreateTime(ts) = message.timestamp() else {
+                panic!("{:?} at {}", message.timestamp(), message.offset());
+            };
+            out.push((
+                message.offset(),
+                text(message.key().unwrap()),
+                message.payload().map(text),
+                ts,
+            ));
+        }
+    }
+    out
+}
+
+/// KIP-534: a tombstone stays readable for delete.retention.ms counted from
+/// the first cleaning that sees it, not from its own timestamp, so a
+/// consumer is never cheated of a delete that a producer dated in the past
+/// (a replay, a mirror). Then a later cleaning removes it.
+#[test]
+fn tombstones_stay_for_delete_retention_ms_after_the_first_cleaning_whatever_their_timestamp() {
+    run_with_timeout(TEST_TIMEOUT, || {
+        const T: &str = "tombstones";
+        const OLD: i64 = 1_000_000_000_000; // 2001
+        let broker = TarnBroker::start_with(
+            BrokerOptions::default()
+                .set("log.cleaner.backoff.ms", "200")
+                .set("log.segment.delete.delay.ms", "0"),
+        );
+        create_topic_with(
+            &broker,
+            T,
+            1,
+            &[
+                ("cleanup.policy", "compact"),
+                ("segment.bytes", "2000"),
+                ("min.cleanable.dirty.ratio", "0.01"),
+                ("delete.retention.ms", "3000"),
+            ],
+        );
+        let fillers = |from: usize| -> Vec<Outgoing> {
+            (from..from + 60)
+                .map(|i| keyed(&format!("filler-{i:03}"), &"x".repeat(100)))
+                .collect()
+        };
+        let mut records: Vec<Outgoing> = (0..10).map(|k| keyed(&format!("key-{k}"), "v")).collect();
+        for k in 0..5 {
+            records.push(Outgoing {
+                record: Record {
+                    key: Some(format!("key-{k}").into_bytes()),
+                    value: None,
+                    headers: vec![],
+                },
+                partition: Some(0),
+                timestamp_ms: Some(OLD + k),
+            });
+        }
+        records.extend(fillers(0));
+        let producer_config = [("linger.ms", "0"), ("batch.size", "500")];
+        TestProducer::new(broker.bootstrap(), &producer_config).produce_all(T, &records);
+        let partition_dir = broker.data_dir().join(format!("{T}-0"));
+        let active = || -> Option<i64> {
+            partition_files(broker.data_dir(), T, 0)
+                .iter()
+                .filter_map(|n| n.strip_suffix(".log").and_then(|b| b.parse().ok()))
+                .max()
+        };
+        let checkpoint = || -> Option<i64> {
+            let text = std::fs::read_to_string(partition_dir.join("cleaner-offset-checkpoint"));
+            text.ok().and_then(|t| t.trim().parse().ok())
+        };
+        wait_until("the first cleaning", Duration::from_secs(20), || {
+            checkpoint().is_some() && checkpoint() == active()
+        });
+        let end = kafka::watermarks(broker.bootstrap(), T)[0].2;
+        let seen = read_with_tombstones(&broker, T, end);
+        for k in 0..5 {
+            let key = format!("key-{k}");
+            let tombstones: Vec<_> = seen.iter().filter(|r| r.1 == key).collect();
+            assert_eq!(tombstones.len(), 1, "{key}: {tombstones:?}");
+            assert_eq!(tombstones[0].2, None, "{key} is deleted");
+            assert_eq!(tombstones[0].3, OLD + k as i64, "{key} keeps its timestamp");
+        }
+
+        // delete.retention.ms later, a cleaning drops them.
+        thread::sleep(Duration::from_millis(3_500));
+        let first_active = active();
+        TestProducer::new(broker.bootstrap(), &producer_config).produce_all(T, &fillers(100));
+        wait_until("a second cleaning", Duration::from_secs(20), || {
+            active() > first_active && checkpoint() == active()
+        });
+        let end = kafka::watermarks(broker.bootstrap(), T)[0].2;
+        let seen = read_with_tombstones(&broker, T, end);
+        for k in 0..10 {
+            let key = format!("key-{k}");
+            let left: Vec<_> = seen.iter().filter(|r| r.1 == key).collect();
+            if k < 5 {
+                assert!(left.is_empty(), "{key}: {left:?}");
+            } else {
+                assert_eq!(left.len(), 1, "{key}: {left:?}");
+            }
+        }
+    });
+}

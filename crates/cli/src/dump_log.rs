@@ -371,7 +371,7 @@ fn print_batch(out: &mut dyn Write, batch: &Batch, valid: bool) -> io::Result<()
         out,
         "baseOffset: {} lastOffset: {} count: {} baseSequence: {} lastSequence: {} \
          producerId: {} producerEpoch: {} partitionLeaderEpoch: {} isTransactional: {} \
-         isControl: {} position: {} timestampType: {} baseTimestamp: {} maxTimestamp: {} \
+         isControl: {}{} position: {} timestampType: {} baseTimestamp: {} maxTimestamp: {} \
          size: {} magic: {} compresscodec: {} crc: {} isvalid: {}",
         h.base_offset,
         h.last_offset(),
@@ -383,6 +383,9 @@ fn print_batch(out: &mut dyn Write, batch: &Batch, valid: bool) -> io::Result<()
         h.partition_leader_epoch,
         h.is_transactional(),
         h.is_control(),
+        // KIP-534: set by the log cleaner on batches that kept a tombstone.
+        h.delete_horizon_ms()
+            .map_or(String::new(), |ms| format!(" deleteHorizonMs: {ms}")),
         batch.position,
         timestamp_type_name(h),
         h.base_timestamp,

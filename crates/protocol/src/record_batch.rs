@@ -55,6 +55,8 @@ const COMPRESSION_CODEC_MASK: i16 = 0x07;
 const TIMESTAMP_TYPE_MASK: i16 = 0x08;
 const TRANSACTIONAL_FLAG_MASK: i16 = 0x10;
 const CONTROL_FLAG_MASK: i16 = 0x20;
+/// KIP-534: the base timestamp holds the batch's tombstone delete horizon.
+pub const DELETE_HORIZON_FLAG_MASK: i16 = 0x40;
 
 /// Why a byte slice is not a usable v2 record batch.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -173,6 +175,13 @@ impl RecordBatchHeader {
 
     pub fn is_control(&self) -> bool {
         self.attributes & CONTROL_FLAG_MASK != 0
+    }
+
+    /// KIP-534: when the log cleaner has stamped the batch, the time (ms)
+    /// after which its tombstones may be removed; the stamp is stored in
+    /// the base timestamp (record timestamp deltas are relative to it).
+    pub fn delete_horizon_ms(&self) -> Option<i64> {
+        (self.attributes & DELETE_HORIZON_FLAG_MASK != 0).then_some(self.base_timestamp)
     }
 
     /// True when the batch came from an idempotent (or transactional) producer.

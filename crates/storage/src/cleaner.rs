@@ -14,8 +14,11 @@
 //!    segment, in groups whose cleaned (written) size fits `segment.bytes`
 //!    (a segment whose output overflows its group starts the next one; a
 //!    group of one may exceed it), keeping a record when no later record
-//!    has its key; a tombstone (null value) is also dropped once its batch
-//!    is older than `delete.retention.ms`. Offsets are kept (gaps are
+//!    has its key; a tombstone (null value) is also dropped once the
+//!    delete horizon on its batch has passed (KIP-534: the first pass that
+//!    keeps a tombstone stamps its batch with now + `delete.retention.ms`,
+//!    in the base timestamp, flag 0x40, record deltas moved so timestamps
+//!    stay). Offsets are kept (gaps are
 //!    allowed), as are batch headers' producer id, epoch, base
 //!    sequence and last offset delta; the last batch of each idempotent
 //!    producer is kept even when emptied, so its sequence survives. Batches
@@ -45,7 +48,7 @@ use std::path::{Path, PathBuf};
 
 use tarn_protocol::record_batch::{
     compute_crc, encode_varlong, parse_header, BatchError, Compression, Record, RecordBatchHeader,
-    RecordIter, TimestampType, LOG_OVERHEAD, RECORD_BATCH_HEADER_SIZE,
+    RecordIter, TimestampType, DELETE_HORIZON_FLAG_MASK, LOG_OVERHEAD, RECORD_BATCH_HEADER_SIZE,
 };
 use tracing::{info, warn};
 
@@ -186,7 +189,11 @@ pub struct CleaningPlan {
     first_dirty_index: usize,
     /// Base offset of the first segment not cleaned (the range end).
     end_offset: i64,
-    delete_horizon_ms: i64,
+    /// When the plan was made: tombstones of batches whose delete horizon
+    /// is at or before it go, and batches stamped now get
+    /// `now_ms + delete.retention.ms` (KIP-534).
+    now_ms: i64,
+    delete_retention_ms: i64,
     /// producer id -> base offset of its last batch in the log.
     last_batch_of_producer: HashMap<i64, i64>,
 }
@@ -232,6 +239,8 @@ pub struct CleanStats {
     /// Rewritten batches of a compressed batch that had to be written
     /// uncompressed for lack of a compressor.
     pub batches_not_recompressed: u64,
+    /// Batches that kept a tombstone and got their KIP-534 delete horizon.
+    pub batches_stamped: u64,
 }
 
 /// Where a test wants `complete_cleaning` to stop, as if the process died.
@@ -312,7 +321,8 @@ impl Log {
             segments,
             first_dirty_index,
             end_offset,
-            delete_horizon_ms: now_ms.saturating_sub(self.config.delete_retention_ms),
+            now_ms,
+            delete_retention_ms: self.config.delete_retention_ms,
             last_batch_of_producer,
         }))
     }
@@ -717,6 +727,7 @@ impl CleaningPlan {
                 buffer.extend_from_slice(&batch);
                 continue;
             }
+            let batch_codec = header.compression();
             let Some((plain_header, plain)) =
                 decoded(&header, batch.clone(), self.config.decompressor)
             else {
@@ -725,11 +736,16 @@ impl CleaningPlan {
                 buffer.extend_from_slice(&batch);
                 continue;
             };
-            let mut kept = Vec::new();
-            let mut kept_count = 0i32;
+            // KIP-534: a batch's tombstones may go once the delete horizon
+            // the cleaner stamped on it has passed. A batch that keeps a
+            // tombstone and has no stamp yet gets one now, so consumers
+            // have delete.retention.ms from this pass to see the delete,
+            // whatever timestamps the producer gave it.
+            let horizon = plain_header.delete_horizon_ms();
+            let tombstones_expire = horizon.is_some_and(|h| self.now_ms >= h);
+            let mut records_kept = Vec::new();
             let mut max_timestamp = -1i64;
             let mut all = 0i32;
-            let tombstones_expire = plain_header.max_timestamp < self.delete_horizon_ms;
             for record in records(&plain_header, &plain, segment.base_offset, &self.dir)? {
                 all += 1;
                 let offset = plain_header.base_offset + i64::from(record.offset_delta);
@@ -745,23 +761,40 @@ impl CleaningPlan {
                     }
                     continue;
                 }
-                kept_count += 1;
                 max_timestamp =
                     max_timestamp.max(plain_header.base_timestamp + record.timestamp_delta);
-                encode_record(&record, &mut kept);
+                records_kept.push(record);
             }
             stats.records_read += all as u64;
-            if kept_count == all {
+            let kept_count = records_kept.len() as i32;
+            let stamp = (horizon.is_none() && records_kept.iter().any(|r| r.value.is_none()))
+                .then(|| self.now_ms.saturating_add(self.delete_retention_ms));
+            if kept_count == all && stamp.is_none() {
                 buffer.extend_from_slice(&batch);
             } else if kept_count > 0 || self.is_last_batch_of_producer(&header) {
-                if plain_header.timestamp_type() == TimestampType::LogAppendTime || kept_count == 0
-                {
-                    max_timestamp = plain_header.max_timestamp;
+                let mut header = plain_header;
+                if let Some(horizon) = stamp {
+                    // Record timestamps are base + delta: move the deltas
+                    // so every record keeps its timestamp.
+                    for record in &mut records_kept {
+                        record.timestamp_delta =
+                            header.base_timestamp + record.timestamp_delta - horizon;
+                    }
+                    header.base_timestamp = horizon;
+                    header.attributes |= DELETE_HORIZON_FLAG_MASK;
+                    stats.batches_stamped += 1;
                 }
-                let codec = header.compression();
+                let mut kept = Vec::new();
+                for record in &records_kept {
+                    encode_record(record, &mut kept);
+                }
+                if header.timestamp_type() == TimestampType::LogAppendTime || kept_count == 0 {
+                    max_timestamp = header.max_timestamp;
+                }
+                let codec = batch_codec;
                 let compressor = self.config.compressor;
                 if let Some(reason) = rebuild_batch(
-                    &plain_header,
+                    &header,
                     codec,
                     compressor,
                     &kept,
@@ -1092,6 +1125,102 @@ mod tests {
         }
         let stats = log
             .clean(20_000, CleanerConfig::default())
+            .unwrap()
+            .expect("due");
+        assert_eq!(stats.tombstones_removed, 2, "{stats:?}");
+        let after = latest(&read_all(&log));
+        assert!(!after.contains_key(b"key-1".as_slice()));
+        assert!(!after.contains_key(b"key-3".as_slice()));
+        assert!(after.contains_key(b"key-4".as_slice()));
+    }
+
+    /// Every batch header of the log with the timestamps of its records.
+    fn stamped(log: &Log) -> Vec<(RecordBatchHeader, Vec<i64>)> {
+        let bytes = log.read(log.log_start_offset(), usize::MAX, true).unwrap();
+        let mut out = Vec::new();
+        let mut next = log.log_start_offset();
+        let mut all = bytes;
+        while next < log.log_end_offset() && !all.is_empty() {
+            let mut last = next;
+            for item in BatchIter::new(&all) {
+                let (position, header) = item.unwrap();
+                let batch = &all[position..position + header.total_size()];
+                tarn_protocol::record_batch::validate_batch(batch).unwrap();
+                let times = RecordIter::new(batch, &header)
+                    .unwrap()
+                    .map(|r| header.base_timestamp + r.unwrap().timestamp_delta)
+                    .collect();
+                last = header.last_offset() + 1;
+                out.push((header, times));
+            }
+            next = last;
+            all = log.read(next, usize::MAX, true).unwrap_or_default();
+        }
+        out
+    }
+
+    #[test]
+    fn tombstones_get_a_delete_horizon_from_the_cleaner_whatever_their_timestamps() {
+        let dir = tempfile::tempdir().unwrap();
+        let conf = LogConfig {
+            delete_retention_ms: 10_000,
+            ..config()
+        };
+        let mut log = Log::open_in(&env(), dir.path(), conf, true).unwrap();
+        fill(&mut log, 3, 5);
+        // Tombstones the producer dated long ago (a replay, a mirror).
+        put(&mut log, "key-1", None, 7);
+        put(&mut log, "key-3", None, 8);
+        for i in 0..30 {
+            put(&mut log, &format!("other-{i}"), Some("x"), 3_000);
+        }
+        let stats = log
+            .clean(1_000_000, CleanerConfig::default())
+            .unwrap()
+            .expect("due");
+        assert_eq!(
+            stats.tombstones_removed, 0,
+            "first pass only stamps: {stats:?}"
+        );
+        assert_eq!(stats.batches_stamped, 2, "{stats:?}");
+        let after = latest(&read_all(&log));
+        assert_eq!(
+            after[b"key-1".as_slice()].1,
+            None,
+            "the delete is still visible"
+        );
+        let tombstones: Vec<_> = stamped(&log)
+            .into_iter()
+            .filter(|(h, _)| h.delete_horizon_ms().is_some())
+            .collect();
+        assert_eq!(tombstones.len(), 2);
+        for ((header, times), ts) in tombstones.iter().zip([7, 8]) {
+            assert_eq!(header.delete_horizon_ms(), Some(1_010_000));
+            assert_eq!(times, &vec![ts], "record timestamps survive the stamp");
+            assert_eq!(header.max_timestamp, ts);
+        }
+
+        // Cleaned again before the horizon: kept, stamp unchanged.
+        for i in 0..60 {
+            put(&mut log, &format!("other-{i}"), Some("y"), 3_000);
+        }
+        let stats = log
+            .clean(1_009_999, CleanerConfig::default())
+            .unwrap()
+            .expect("due");
+        assert_eq!(
+            (stats.tombstones_removed, stats.batches_stamped),
+            (0, 0),
+            "{stats:?}"
+        );
+        assert_eq!(latest(&read_all(&log))[b"key-3".as_slice()].1, None);
+
+        // At the horizon they go.
+        for i in 0..200 {
+            put(&mut log, &format!("other-{i}"), Some("z"), 3_000);
+        }
+        let stats = log
+            .clean(1_010_000, CleanerConfig::default())
             .unwrap()
             .expect("due");
         assert_eq!(stats.tombstones_removed, 2, "{stats:?}");
