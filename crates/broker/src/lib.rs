@@ -20,6 +20,7 @@ pub mod refusals;
 pub mod replica_manager;
 pub mod server;
 pub mod topics;
+pub mod transport;
 
 pub use broker::{Broker, BrokerError, BrokerOptions};
 pub use config::BrokerConfig;

@@ -15,8 +15,10 @@
 //! tasks.
 //!
 //! Responses are written from parts: in-memory bytes through a write
-//! buffer, and file ranges (fetched record batches) with sendfile(2)
-//! straight from the segment file to the socket.
+//! buffer, and file ranges (fetched record batches) with the transport's
+//! `send_file`: sendfile(2) straight from the segment file to a TCP
+//! socket. Connections come from any [`Listener`] (see `transport`): TCP
+//! in the binary, in-process pipes in tests and simulations.
 //!
 //! Framing is bounded: a size prefix below the smallest header or above
 //! `socket.request.max.bytes` closes that connection only, and a frame's
@@ -31,25 +33,23 @@
 use std::collections::VecDeque;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter, Interest};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 
-use tarn_protocol::records::{FileRegion, Part, ResponseParts};
+use tarn_protocol::records::{Part, ResponseParts};
 
 use crate::broker::Broker;
 use crate::config::BrokerConfig;
 use crate::connection_quotas::ConnectionQuotas;
 use crate::handlers::{self, RequestError};
 use crate::refusals::Reason;
+use crate::transport::{Connection, Listener, SendFile};
 
 /// The smallest possible request: api key, version, correlation id and a
 /// null client id.
@@ -109,7 +109,11 @@ impl Limits {
 }
 
 /// Accepts connections until `shutdown` turns true.
-pub async fn run(broker: Arc<Broker>, listener: TcpListener, mut shutdown: watch::Receiver<bool>) {
+pub async fn run<L: Listener>(
+    broker: Arc<Broker>,
+    mut listener: L,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let group_timers = tokio::spawn(crate::group::run_background(
         broker.clone(),
         shutdown.clone(),
@@ -173,14 +177,14 @@ enum Started<'a> {
     Waiting(Pin<Box<dyn Future<Output = Reply> + Send + 'a>>),
 }
 
-async fn serve_connection(
+async fn serve_connection<C: Connection>(
     broker: Arc<Broker>,
     limits: Arc<Limits>,
-    stream: TcpStream,
+    stream: C,
     peer: SocketAddr,
 ) -> std::io::Result<()> {
     let _connection = broker.metrics.connection_opened();
-    stream.set_nodelay(true)?;
+    stream.set_nodelay()?;
     let (read_half, write_half) = stream.into_split();
     let (frames_tx, mut frames) = mpsc::channel(MAX_IN_FLIGHT_REQUESTS);
     let reader_broker = broker.clone();
@@ -265,7 +269,7 @@ async fn next_reply(queue: &mut VecDeque<InFlight<'_>>) -> (Reply, Frame) {
 async fn read_frames(
     broker: &Broker,
     limits: &Limits,
-    mut socket: OwnedReadHalf,
+    mut socket: impl AsyncRead + Unpin,
     frames: mpsc::Sender<Frame>,
     peer: SocketAddr,
 ) -> std::io::Result<()> {
@@ -345,7 +349,7 @@ fn close_idle(broker: &Broker, limits: &Limits, peer: SocketAddr) {
 /// Like [`fill_to`], but gives up when no byte arrives for `idle` while
 /// `is_idle()` says nothing is in flight.
 async fn fill_within(
-    socket: &mut OwnedReadHalf,
+    socket: &mut (impl AsyncRead + Unpin),
     buf: &mut BytesMut,
     want: usize,
     idle: Option<Duration>,
@@ -368,7 +372,7 @@ async fn fill_within(
 
 /// Reads until `buf` holds at least `want` bytes; false at end of stream.
 async fn fill_to(
-    socket: &mut OwnedReadHalf,
+    socket: &mut (impl AsyncRead + Unpin),
     buf: &mut BytesMut,
     want: usize,
 ) -> std::io::Result<bool> {
@@ -388,9 +392,10 @@ async fn fill_to(
 }
 
 /// Writes a response: byte parts through the buffer, file parts with
-/// sendfile after flushing what came before them.
-async fn write_response(
-    writer: &mut BufWriter<OwnedWriteHalf>,
+/// the transport's `send_file` (sendfile(2) on TCP) after flushing what
+/// came before them.
+async fn write_response<W: AsyncWrite + SendFile + Unpin>(
+    writer: &mut BufWriter<W>,
     response: ResponseParts,
 ) -> std::io::Result<()> {
     for part in response.parts {
@@ -398,54 +403,8 @@ async fn write_response(
             Part::Bytes(bytes) => writer.write_all(&bytes).await?,
             Part::File(region) => {
                 writer.flush().await?;
-                send_file(writer.get_ref().as_ref(), &region).await?;
+                writer.get_mut().send_file(&region).await?;
             }
-        }
-    }
-    Ok(())
-}
-
-/// Sends `region` with sendfile(2), waiting for socket writability when
-/// the send buffer is full.
-async fn send_file(socket: &TcpStream, region: &FileRegion) -> std::io::Result<()> {
-    let mut offset = libc::off_t::try_from(region.position)
-        .map_err(|_| std::io::Error::other("file position beyond off_t"))?;
-    let mut remaining = region.len as usize;
-    while remaining > 0 {
-        socket.writable().await?;
-        let sent = socket.try_io(Interest::WRITABLE, || {
-            // SAFETY: both descriptors are open for the duration of the
-            // call and `offset` is a valid pointer.
-            let n = unsafe {
-                libc::sendfile(
-                    socket.as_raw_fd(),
-                    region.file.as_raw_fd(),
-                    &mut offset,
-                    remaining,
-                )
-            };
-            if n < 0 {
-                Err(std::io::Error::last_os_error())
-            } else {
-                Ok(n as usize)
-            }
-        });
-        match sent {
-            Ok(0) => {
-                // The frame length already promised these bytes: the only
-                // way out is to close the connection.
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::UnexpectedEof,
-                    "segment file ended inside the fetched range",
-                ));
-            }
-            Ok(n) => remaining -= n,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
-                ) => {}
-            Err(e) => return Err(e),
         }
     }
     Ok(())

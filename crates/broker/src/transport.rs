@@ -1,0 +1,321 @@
+//! Transport: what the Kafka listener needs from the network, as traits.
+//!
+//! The server (`server.rs`) accepts [`Connection`]s from a [`Listener`],
+//! splits each into a read half and a write half, reads request frames
+//! from one and writes responses to the other, sending fetched segment
+//! bytes with [`SendFile::send_file`]. TCP implements them with tokio's
+//! sockets and sendfile(2); [`MemoryListener`] implements them with
+//! in-process pipes, so a test or a deterministic simulation can drive the
+//! real server with no sockets at all, and a cluster of brokers can later
+//! be wired together the same way.
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::os::unix::fs::FileExt;
+use std::os::unix::io::AsRawFd;
+
+use tokio::io::Interest;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, DuplexStream, ReadHalf, WriteHalf};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+
+use tarn_protocol::records::FileRegion;
+
+/// Where connections come from.
+pub trait Listener: Send + 'static {
+    type Conn: Connection;
+    /// The next connection and its peer's address.
+    fn accept(&mut self) -> impl Future<Output = io::Result<(Self::Conn, SocketAddr)>> + Send;
+}
+
+/// One client connection.
+pub trait Connection: Send + 'static {
+    type Read: AsyncRead + Unpin + Send + 'static;
+    type Write: AsyncWrite + SendFile + Unpin + Send + 'static;
+    /// Turns off send delays where the transport has them (Nagle).
+    fn set_nodelay(&self) -> io::Result<()>;
+    fn into_split(self) -> (Self::Read, Self::Write);
+}
+
+/// Writing a range of a segment file to the peer.
+pub trait SendFile {
+    /// Sends `region`'s bytes after whatever was written before.
+    fn send_file(&mut self, region: &FileRegion) -> impl Future<Output = io::Result<()>> + Send;
+}
+
+impl Listener for TcpListener {
+    type Conn = TcpStream;
+    async fn accept(&mut self) -> io::Result<(TcpStream, SocketAddr)> {
+        TcpListener::accept(self).await
+    }
+}
+
+impl Connection for TcpStream {
+    type Read = OwnedReadHalf;
+    type Write = OwnedWriteHalf;
+    fn set_nodelay(&self) -> io::Result<()> {
+        TcpStream::set_nodelay(self, true)
+    }
+    fn into_split(self) -> (OwnedReadHalf, OwnedWriteHalf) {
+        TcpStream::into_split(self)
+    }
+}
+
+impl SendFile for OwnedWriteHalf {
+    /// sendfile(2) from the segment straight to the socket, waiting for
+    /// writability when the send buffer is full.
+    async fn send_file(&mut self, region: &FileRegion) -> io::Result<()> {
+        let socket: &TcpStream = self.as_ref();
+        let mut offset = libc::off_t::try_from(region.position)
+            .map_err(|_| io::Error::other("file position beyond off_t"))?;
+        let mut remaining = region.len as usize;
+        while remaining > 0 {
+            socket.writable().await?;
+            let sent = socket.try_io(Interest::WRITABLE, || {
+                // SAFETY: both descriptors are open for the duration of the
+                // call and `offset` is a valid pointer.
+                let n = unsafe {
+                    libc::sendfile(
+                        socket.as_raw_fd(),
+                        region.file.as_raw_fd(),
+                        &mut offset,
+                        remaining,
+                    )
+                };
+                if n < 0 {
+                    Err(io::Error::last_os_error())
+                } else {
+                    Ok(n as usize)
+                }
+            });
+            match sent {
+                Ok(0) => return Err(file_ended()),
+                Ok(n) => remaining -= n,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                    ) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The frame length already promised these bytes: the only way out is to
+/// close the connection.
+fn file_ended() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::UnexpectedEof,
+        "segment file ended inside the fetched range",
+    )
+}
+
+/// Bytes a memory pipe buffers in each direction.
+const MEMORY_PIPE_BYTES: usize = 256 * 1024;
+/// A file region is copied through a buffer of at most this size.
+const COPY_CHUNK_BYTES: usize = 64 * 1024;
+
+/// Accepts in-process connections made with [`MemoryConnector::connect`].
+pub struct MemoryListener {
+    incoming: mpsc::Receiver<(DuplexStream, SocketAddr)>,
+}
+
+/// The client side's way to reach a [`MemoryListener`].
+#[derive(Clone)]
+pub struct MemoryConnector {
+    outgoing: mpsc::Sender<(DuplexStream, SocketAddr)>,
+}
+
+/// A listener and the connector that reaches it; up to `backlog`
+/// connections wait to be accepted.
+pub fn memory_listener(backlog: usize) -> (MemoryListener, MemoryConnector) {
+    let (outgoing, incoming) = mpsc::channel(backlog.max(1));
+    (MemoryListener { incoming }, MemoryConnector { outgoing })
+}
+
+impl MemoryConnector {
+    /// A new connection that the listener will see as coming from `peer`;
+    /// the returned stream is the client's end.
+    pub async fn connect(&self, peer: SocketAddr) -> io::Result<DuplexStream> {
+        let (client, server) = tokio::io::duplex(MEMORY_PIPE_BYTES);
+        self.outgoing
+            .send((server, peer))
+            .await
+            .map_err(|_| io::Error::new(io::ErrorKind::ConnectionRefused, "listener is gone"))?;
+        Ok(client)
+    }
+}
+
+impl Listener for MemoryListener {
+    type Conn = DuplexStream;
+    async fn accept(&mut self) -> io::Result<(DuplexStream, SocketAddr)> {
+        self.incoming.recv().await.ok_or_else(|| {
+            io::Error::new(io::ErrorKind::ConnectionAborted, "every connector is gone")
+        })
+    }
+}
+
+impl Connection for DuplexStream {
+    type Read = ReadHalf<DuplexStream>;
+    type Write = WriteHalf<DuplexStream>;
+    fn set_nodelay(&self) -> io::Result<()> {
+        Ok(())
+    }
+    fn into_split(self) -> (Self::Read, Self::Write) {
+        tokio::io::split(self)
+    }
+}
+
+impl SendFile for WriteHalf<DuplexStream> {
+    /// Copies the region through a bounded buffer.
+    async fn send_file(&mut self, region: &FileRegion) -> io::Result<()> {
+        let mut position = region.position;
+        let end = region.position + u64::from(region.len);
+        let mut chunk = vec![0u8; COPY_CHUNK_BYTES.min(region.len as usize)];
+        while position < end {
+            let len = chunk.len().min((end - position) as usize);
+            region
+                .file
+                .read_exact_at(&mut chunk[..len], position)
+                .map_err(|e| match e.kind() {
+                    io::ErrorKind::UnexpectedEof => file_ended(),
+                    _ => e,
+                })?;
+            self.write_all(&chunk[..len]).await?;
+            position += len as u64;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+
+    use tarn_protocol::codec::{Decode, Encode, Reader, Uuid, Version};
+    use tarn_protocol::header::{decode_response_header, RequestHeader};
+    use tarn_protocol::messages::fetch::{FetchPartition, FetchRequest, FetchResponse, FetchTopic};
+    use tarn_protocol::record_batch::{build_batch_for_tests, set_partition_leader_epoch};
+
+    use super::*;
+    use crate::broker::{Broker, BrokerOptions};
+    use crate::config::BrokerConfig;
+    use crate::topics::{create_topic_records, NewTopic};
+
+    const FETCH_V4: Version = Version {
+        version: 4,
+        flexible: false,
+    };
+
+    async fn send_fetch(client: &mut DuplexStream, correlation_id: i32) {
+        let request = FetchRequest {
+            max_wait_ms: 0,
+            min_bytes: 1,
+            max_bytes: 1 << 20,
+            topics: vec![FetchTopic {
+                topic: "orders".into(),
+                topic_id: Uuid::ZERO,
+                partitions: vec![FetchPartition {
+                    partition: 0,
+                    fetch_offset: 0,
+                    partition_max_bytes: 1 << 20,
+                    ..Default::default()
+                }],
+            }],
+            ..Default::default()
+        };
+        let header = RequestHeader {
+            api_key: 1,
+            api_version: FETCH_V4.version,
+            correlation_id,
+            client_id: Some("memory".into()),
+        };
+        let mut frame = vec![0u8; 4];
+        header.encode(&mut frame, false);
+        request.encode(&mut frame, FETCH_V4);
+        let len = (frame.len() - 4) as i32;
+        frame[..4].copy_from_slice(&len.to_be_bytes());
+        client.write_all(&frame).await.unwrap();
+    }
+
+    async fn read_fetch(client: &mut DuplexStream) -> (i32, FetchResponse) {
+        let len = client.read_i32().await.unwrap();
+        let mut body = vec![0u8; len as usize];
+        client.read_exact(&mut body).await.unwrap();
+        let mut r = Reader::new(bytes::Bytes::from(body));
+        let correlation_id = decode_response_header(&mut r, 1, false).unwrap();
+        (
+            correlation_id,
+            FetchResponse::decode(&mut r, FETCH_V4).unwrap(),
+        )
+    }
+
+    /// The real server over in-process pipes: pipelined fetches answered in
+    /// order with the segment bytes (the memory transport's `send_file`),
+    /// and an oversized frame closes only its own connection.
+    #[tokio::test]
+    async fn the_server_runs_over_memory_pipes() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = Broker::start(BrokerOptions {
+            data_dir: dir.path().to_owned(),
+            node_id: 1,
+            advertised_host: "memory".into(),
+            advertised_port: 9092,
+            config: BrokerConfig::default(),
+        })
+        .unwrap();
+        broker
+            .commit_metadata(|image| {
+                let topic = NewTopic {
+                    name: "orders",
+                    num_partitions: 1,
+                    replication_factor: 1,
+                    configs: vec![],
+                };
+                let (records, _) = create_topic_records(image, &broker.config, &topic)
+                    .map_err(|e| crate::BrokerError::Invalid(e.message))?;
+                Ok((records, ()))
+            })
+            .unwrap();
+        let mut batch = build_batch_for_tests(0, 10, 1_000);
+        broker
+            .replicas
+            .get("orders", 0)
+            .unwrap()
+            .append(&batch)
+            .unwrap();
+        // As stored: the broker stamps its leader epoch.
+        set_partition_leader_epoch(&mut batch, 0).unwrap();
+
+        let (listener, connector) = memory_listener(4);
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let server = tokio::spawn(crate::server::run(broker.clone(), listener, stopped));
+        let peer: SocketAddr = "10.0.0.1:40000".parse().unwrap();
+
+        let mut hostile = connector.connect(peer).await.unwrap();
+        let mut client = connector.connect(peer).await.unwrap();
+        for id in 1..=3 {
+            send_fetch(&mut client, id).await;
+        }
+        hostile.write_all(&i32::MAX.to_be_bytes()).await.unwrap();
+        let mut rest = Vec::new();
+        hostile.read_to_end(&mut rest).await.unwrap();
+        assert!(rest.is_empty(), "closed without an answer");
+
+        for id in 1..=3 {
+            let (correlation_id, response) = read_fetch(&mut client).await;
+            assert_eq!(correlation_id, id, "answered in order");
+            let partition = &response.responses[0].partitions[0];
+            assert_eq!(partition.error_code, 0);
+            assert_eq!(partition.high_watermark, 10);
+            assert_eq!(partition.records.as_deref(), Some(&batch[..]));
+        }
+        stop.send(true).unwrap();
+        server.await.unwrap();
+        broker.shutdown().unwrap();
+    }
+}
