@@ -690,7 +690,15 @@ impl ReplicaManager {
             let dir = self
                 .data_dir
                 .join(format!("{}-{}", topic.name, p.partition_id));
-            let recorded = read_topic_id(&self.env, &dir)?;
+            let recorded = match read_topic_id(&self.env, &dir) {
+                Ok(recorded) => recorded,
+                // Written without fsync: a power cut can leave it empty.
+                Err(e @ StorageError::Corrupt { .. }) => {
+                    tracing::warn!(topic = %topic.name, partition = p.partition_id, error = %e, "unreadable partition.metadata; taking the directory as this topic's and writing it again");
+                    None
+                }
+                Err(e) => return Err(e),
+            };
             if let Some(other) = recorded.filter(|id| *id != topic.topic_id) {
                 // An earlier topic of this name left its directory behind.
                 let name = set_aside_name(&topic.name, p.partition_id, DELETE_DIR_SUFFIX);
@@ -897,6 +905,22 @@ mod tests {
             0,
             "set-aside names are not partitions"
         );
+    }
+
+    #[test]
+    fn an_empty_partition_metadata_file_is_written_again() {
+        // What a power cut can leave of a file written without fsync.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("t-0")).unwrap();
+        std::fs::write(dir.path().join("t-0").join("partition.metadata"), b"").unwrap();
+        let image = apply(&Arc::new(MetadataImage::default()), &topic("t", 3, 1));
+        let replicas = ReplicaManager::new(dir.path(), 1, LogEnv::os(8));
+        replicas
+            .sync(&image, &BrokerConfig::default(), false)
+            .unwrap();
+        assert!(replicas.get("t", 0).is_some());
+        let recorded = read_topic_id(replicas.env(), &dir.path().join("t-0")).unwrap();
+        assert_eq!(recorded, Some(Uuid([3; 16])));
     }
 
     #[test]

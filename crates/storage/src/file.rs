@@ -447,6 +447,22 @@ impl LogEnv {
         Ok(Some(buf))
     }
 
+    /// Replaces `path` with `contents` (a temporary file renamed over it)
+    /// without fsyncs: cheap, but after a power cut the file may be old,
+    /// missing or empty. For files whose readers can live with that.
+    pub fn write_without_sync(&self, path: &Path, contents: &[u8]) -> Result<(), StorageError> {
+        let tmp = path.with_extension("tmp");
+        let file = self
+            .fs
+            .open(&tmp, true)
+            .map_err(|e| StorageError::io(format!("create {}", tmp.display()), e))?;
+        file.set_len(0)
+            .and_then(|()| file.write_all_at(contents, 0))
+            .map_err(|e| StorageError::io(format!("write {}", tmp.display()), e))?;
+        drop(file);
+        self.rename(&tmp, path)
+    }
+
     /// Replaces `path` with `contents` atomically: write a temporary file,
     /// fsync it, rename it over `path`, fsync the directory. A crash leaves
     /// either the old or the new contents, never a mix.
