@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command: formatting, lints, build, the Rust suite (unit tests and
 # end-to-end tests against target/debug/tarn via librdkafka) and the Python
-# client suite (confluent-kafka, kafka-python, kcat).
+# client suite (confluent-kafka, kafka-python, kcat, and kafkajs
+# from tests/node).
 #
 # On a fresh Debian machine, run as root, it installs what it needs first:
 # kcat, chromium (for the console test; python3-venv, a C toolchain) from apt
@@ -21,6 +22,9 @@ command -v make >/dev/null 2>&1 || missing+=(make)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 [[ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ]] || missing+=(fonts-dejavu-core)
 command -v python3 >/dev/null 2>&1 || missing+=(python3)
+# kafkajs runs on Node.js (tests/node, tests/python/test_kafkajs.py).
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
     missing+=(python3-venv)
 fi
@@ -34,7 +38,7 @@ if ((${#missing[@]})); then
     apt-get update
     apt-get install -y --no-install-recommends "${missing[@]}"
 else
-    echo "kcat, cc, make, python3 venv, chromium: present"
+    echo "kcat, cc, make, python3 venv, chromium, node, npm: present"
 fi
 
 step "python venv (.venv)"
@@ -42,6 +46,9 @@ if [[ ! -x .venv/bin/python ]]; then
     python3 -m venv .venv
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -r tests/python/requirements.txt
+
+step "node clients (npm ci in tests/node)"
+(cd tests/node && npm ci --no-audit --no-fund)
 
 step "cargo fmt --all --check"
 cargo fmt --all --check
