@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command: formatting, lints, build, the Rust suite (unit tests and
 # end-to-end tests against target/debug/tarn via librdkafka) and the Python
-# client suite (confluent-kafka, kafka-python, kcat, and kafkajs
+# client suite (confluent-kafka, kafka-python, aiokafka, kcat, and kafkajs
 # from tests/node).
 #
 # On a fresh Debian machine, run as root, it installs what it needs first:
