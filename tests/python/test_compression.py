@@ -181,3 +181,45 @@ def test_compacted_batches_keep_their_codec_and_read_back(broker_factory, codec)
         offsets = [g.offset for g in got]
         assert offsets == sorted(set(offsets)), f"{consume.__name__}: offsets out of order"
         assert {g.rec.key: g.rec.value for g in got} == latest, consume.__name__
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_list_offsets_finds_records_inside_a_compressed_batch(broker, codec):
+    """ListOffsets by timestamp and for the max timestamp answers the record's
+    own offset and timestamp, as Kafka does, even inside one compressed batch
+    (Tarn once answered the batch's base offset and max timestamp)."""
+    import kafka
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+
+    topic = f"ts-{codec}"
+    broker.create_topic(topic, 1)
+    base = 1_700_000_000_000
+    # Records 7 and 12 share the largest timestamp: Kafka answers the first,
+    # and 7 is the first record at or after any timestamp past base + 6.
+    timestamps = [base + 1000 if i in (7, 12) else base + i for i in range(20)]
+    producer = kafka.KafkaProducer(bootstrap_servers=broker.bootstrap, compression_type=codec,
+                                   linger_ms=500, batch_size=1 << 20, acks="all")
+    try:
+        # Compressible values: kafka-python sends a batch uncompressed when
+        # compression would not make it smaller.
+        futures = [producer.send(topic, value=f"v{i}-".encode() + b"x" * 200, timestamp_ms=ts)
+                   for i, ts in enumerate(timestamps)]
+        producer.flush(timeout=30)
+        assert [f.get(timeout=30).offset for f in futures] == list(range(20))
+    finally:
+        producer.close(timeout=10)
+    assert stored_codecs(broker, topic) == [CODEC_IDS[codec]], "expected one compressed batch"
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    tp = TopicPartition(topic, 0)
+    cases = {
+        "max": (OffsetSpec.max_timestamp(), 7, base + 1000),
+        "at 5": (OffsetSpec.for_timestamp(base + 5), 5, base + 5),
+        "after 8": (OffsetSpec.for_timestamp(base + 8), 7, base + 1000),
+        "past the last": (OffsetSpec.for_timestamp(base + 2000), -1, -1),
+    }
+    for name, (spec, offset, timestamp) in cases.items():
+        result = admin.list_offsets({tp: spec}, request_timeout=30)[tp].result(timeout=30)
+        assert (result.offset, result.timestamp) == (offset, timestamp), (
+            f"{codec} {name}: offset {result.offset}, timestamp {result.timestamp}")

@@ -17,8 +17,8 @@ use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use tarn_protocol::record_batch::{
-    parse_header, validate_batch, Compression, RecordBatchHeader, RecordIter, TimestampType,
-    RECORD_BATCH_HEADER_SIZE,
+    decompressed_records, parse_header, validate_batch, Compression, RecordBatchHeader, RecordIter,
+    TimestampType, RECORD_BATCH_HEADER_SIZE,
 };
 use tarn_protocol::records::FileRegion;
 use tracing::warn;
@@ -882,23 +882,41 @@ fn scan(
     Ok(None)
 }
 
+/// The most a compressed batch may expand to when a timestamp lookup reads
+/// the records inside it; past this the batch's base offset answers.
+const TIMESTAMP_LOOKUP_DECOMPRESSED_MAX_BYTES: usize = 64 << 20;
+
 /// Offset and timestamp of the first record in `batch` with timestamp >=
-/// `timestamp`. Records are decoded only for uncompressed CreateTime
-/// batches; otherwise (or if decoding fails) the answer is the batch's base
-/// offset and max timestamp, a safe lower bound for a consumer to start at.
+/// `timestamp`, as Kafka answers ListOffsets (by timestamp, and for the
+/// max timestamp): compressed batches are decompressed to find it. In a
+/// LogAppendTime batch every record has the batch's max timestamp, so the
+/// answer is its base offset. If the records cannot be read (or expand past
+/// [`TIMESTAMP_LOOKUP_DECOMPRESSED_MAX_BYTES`]) the answer is the batch's
+/// base offset and max timestamp, a safe lower bound for a consumer to
+/// start at.
 pub fn first_record_at_or_after(
     batch: &[u8],
     header: &RecordBatchHeader,
     timestamp: i64,
 ) -> (i64, i64) {
     let fallback = (header.base_offset, header.max_timestamp);
-    if header.compression() != Compression::None
-        || header.timestamp_type() == TimestampType::LogAppendTime
-    {
+    if header.timestamp_type() == TimestampType::LogAppendTime {
         return fallback;
     }
-    let Ok(records) = RecordIter::new(batch, header) else {
-        return fallback;
+    let decompressed;
+    let records = if header.compression() == Compression::None {
+        match RecordIter::new(batch, header) {
+            Ok(records) => records,
+            Err(_) => return fallback,
+        }
+    } else {
+        match decompressed_records(batch, header, TIMESTAMP_LOOKUP_DECOMPRESSED_MAX_BYTES) {
+            Ok(bytes) => {
+                decompressed = bytes;
+                RecordIter::over_records(&decompressed, header.records_count)
+            }
+            Err(_) => return fallback,
+        }
     };
     for record in records {
         let Ok(record) = record else {
@@ -1018,5 +1036,64 @@ mod tests {
         assert_eq!(first_record_at_or_after(&batch, &header, 50), (10, 100));
         assert_eq!(first_record_at_or_after(&batch, &header, 150), (11, 300));
         assert_eq!(first_record_at_or_after(&batch, &header, 300), (11, 300));
+    }
+
+    #[test]
+    fn first_record_at_or_after_reads_inside_compressed_batches() {
+        for codec in [
+            Compression::Gzip,
+            Compression::Snappy,
+            Compression::Lz4,
+            Compression::Zstd,
+        ] {
+            let batch = RecordBatchBuilder::new()
+                .base_offset(10)
+                .compression(codec)
+                .record(100, None, Some(b"a"))
+                .record(300, None, Some(b"b"))
+                .record(200, None, Some(b"c"))
+                .record(300, None, Some(b"d"))
+                .build();
+            let header = validate_batch(&batch).unwrap();
+            assert_eq!(header.compression(), codec);
+            // Kafka answers the first record at or after the timestamp, not
+            // the batch's base offset.
+            assert_eq!(
+                first_record_at_or_after(&batch, &header, 150),
+                (11, 300),
+                "{codec:?}"
+            );
+            assert_eq!(
+                first_record_at_or_after(&batch, &header, 50),
+                (10, 100),
+                "{codec:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn first_record_at_or_after_falls_back_to_the_base_offset() {
+        let batch = RecordBatchBuilder::new()
+            .base_offset(10)
+            .log_append_time(true)
+            .record(100, None, Some(b"a"))
+            .record(300, None, Some(b"b"))
+            .build();
+        let header = validate_batch(&batch).unwrap();
+        let max = header.max_timestamp;
+        assert_eq!(first_record_at_or_after(&batch, &header, max), (10, max));
+
+        // A compressed payload that does not decompress: the base offset,
+        // never a panic.
+        let mut batch = RecordBatchBuilder::new()
+            .base_offset(20)
+            .compression(Compression::Zstd)
+            .record(100, None, Some(b"a"))
+            .record(300, None, Some(b"b"))
+            .build();
+        let end = batch.len();
+        batch[end - 4..].copy_from_slice(b"junk");
+        let header = parse_header(&batch).unwrap();
+        assert_eq!(first_record_at_or_after(&batch, &header, 200), (20, 300));
     }
 }
