@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use tarn_e2e::kafka::{self, Outgoing, Record, TestProducer};
 use tarn_e2e::{run_with_timeout, BrokerOptions, TarnBroker, TEST_TIMEOUT};
-use tarn_protocol::record_batch::{BatchIter, Compression};
+use tarn_protocol::record_batch::{BatchIter, Compression, RecordBatchHeader};
 
 /// `tarn topics create` with `--config key=value` pairs, asserting success.
 fn create_topic_with(broker: &TarnBroker, topic: &str, partitions: i32, configs: &[(&str, &str)]) {
@@ -266,12 +266,15 @@ fn compaction_keeps_latest(topic: &'static str, codec: Compression, segment_byte
                 .set("log.cleaner.backoff.ms", "200")
                 .set("log.segment.delete.delay.ms", "0"),
         );
+        // Not compacted until everything is produced, so the codec of every
+        // batch as produced can be read first: librdkafka sends a batch
+        // uncompressed when compressing does not make it smaller.
         create_topic_with(
             &broker,
             topic,
             1,
             &[
-                ("cleanup.policy", "compact"),
+                ("cleanup.policy", "delete"),
                 ("segment.bytes", segment_bytes),
                 // Every dirty segment gets cleaned, so the test can wait
                 // for the cleaner to reach the active segment.
@@ -311,6 +314,40 @@ fn compaction_keeps_latest(topic: &'static str, codec: Compression, segment_byte
                 .collect()
         };
         let partition_dir = broker.data_dir().join(format!("{topic}-0"));
+        let batches = |broker: &TarnBroker| -> Vec<(String, RecordBatchHeader)> {
+            let mut out = Vec::new();
+            for base in segments(broker) {
+                let name = format!("{base:020}.log");
+                let bytes = std::fs::read(partition_dir.join(&name)).expect("read a segment");
+                for item in BatchIter::new(&bytes) {
+                    let (_, header) = item.unwrap_or_else(|e| panic!("{name}: {e}"));
+                    out.push((name.clone(), header));
+                }
+            }
+            out
+        };
+        // (last offset, codec) of every batch as produced, by base offset.
+        let produced_codecs: BTreeMap<i64, (i64, Compression)> = batches(&broker)
+            .iter()
+            .map(|(_, h)| (h.base_offset, (h.last_offset(), h.compression())))
+            .collect();
+        assert!(
+            produced_codecs.values().any(|(_, c)| *c == codec),
+            "the producer compressed no batch with {codec:?}"
+        );
+        let out = broker.cli(&[
+            "configs",
+            "--bootstrap-server",
+            broker.bootstrap(),
+            "--alter",
+            "--entity-type",
+            "topics",
+            "--entity-name",
+            topic,
+            "--add-config",
+            "cleanup.policy=compact",
+        ]);
+        assert!(out.status.success(), "compact {topic}: {out}");
         let checkpoint = || -> Option<i64> {
             let text = std::fs::read_to_string(partition_dir.join("cleaner-offset-checkpoint"));
             text.ok().and_then(|t| t.trim().parse().ok())
@@ -325,26 +362,30 @@ fn compaction_keeps_latest(topic: &'static str, codec: Compression, segment_byte
         // Cleaned segments merge, so only the active one's base offset
         // tells that small segments rolled.
         assert!(active > produced as i64 / 3, "active segment at {active}");
-        // On disk, every batch still carries the producer's codec,
-        // including the rewritten ones (fewer records than offsets).
-        let mut rewritten = 0;
-        for base in segments(&broker) {
-            let name = format!("{base:020}.log");
-            let bytes = std::fs::read(partition_dir.join(&name)).expect("read a segment");
-            for item in BatchIter::new(&bytes) {
-                let (_, header) = item.unwrap_or_else(|e| panic!("{name}: {e}"));
-                assert_eq!(
-                    header.compression(),
-                    codec,
-                    "{name}: batch at offset {}",
-                    header.base_offset
-                );
-                if i64::from(header.records_count) < header.offset_count() {
-                    rewritten += 1;
-                }
+        // On disk, every batch still carries the codec it was produced
+        // with, including the rewritten ones (fewer records than offsets).
+        let mut rewritten_in_codec = 0;
+        for (name, header) in batches(&broker) {
+            let (&base, &(last, produced)) = produced_codecs
+                .range(..=header.base_offset)
+                .next_back()
+                .expect("a produced batch holds it");
+            assert!(
+                header.last_offset() <= last,
+                "{name}: batch at {} spans produced batches",
+                header.base_offset
+            );
+            assert_eq!(
+                header.compression(),
+                produced,
+                "{name}: batch at offset {} (produced at {base})",
+                header.base_offset
+            );
+            if i64::from(header.records_count) < header.offset_count() && produced == codec {
+                rewritten_in_codec += 1;
             }
         }
-        assert!(rewritten > 0, "no batch was rewritten");
+        assert!(rewritten_in_codec > 0, "no {codec:?} batch was rewritten");
         // Read everything from the start: fewer records than produced, in
         // offset order, the latest value of every key, and at most one
         // record per key below the active segment.

@@ -214,18 +214,36 @@ impl Broker {
         }))
     }
 
-    /// Applies metadata records and brings the hosted logs in line.
+    /// Applies metadata records and brings the hosted logs in line: only
+    /// the topics the records name, unless they change broker configs.
+    /// Commits and their syncs run one at a time, in commit order.
     pub fn commit_metadata<T>(
         &self,
         build: impl FnOnce(
             &crate::metadata::MetadataImage,
         ) -> Result<(Vec<MetadataRecord>, T), BrokerError>,
     ) -> Result<T, BrokerError> {
-        let value = self.metadata.commit_with(build)?;
         let _serial = self.replica_sync.lock();
+        let mut touched: Option<Vec<Uuid>> = Some(Vec::new());
+        let value = self.metadata.commit_with(|image| {
+            let (records, value) = build(image)?;
+            for record in &records {
+                match (record.topic_id(), touched.as_mut()) {
+                    (Some(id), Some(ids)) if !ids.contains(&id) => ids.push(id),
+                    (Some(_), _) => {}
+                    // Broker registrations and configs can change any log.
+                    (None, _) if record.changes_broker_config() => touched = None,
+                    (None, _) => {}
+                }
+            }
+            Ok::<_, BrokerError>((records, value))
+        })?;
         let image = self.metadata.image();
-        self.replicas
-            .sync(&image, &self.config_view(&image).effective(), true)?;
+        let config = self.config_view(&image).effective();
+        match touched {
+            Some(ids) => self.replicas.sync_topics(&image, &config, &ids)?,
+            None => self.replicas.sync(&image, &config, true)?,
+        }
         Ok(value)
     }
 

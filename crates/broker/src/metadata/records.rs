@@ -49,6 +49,25 @@ pub enum MetadataRecord {
 }
 
 impl MetadataRecord {
+    /// The topic a record is about, if any.
+    pub fn topic_id(&self) -> Option<Uuid> {
+        match self {
+            MetadataRecord::Topic { topic_id, .. }
+            | MetadataRecord::Partition { topic_id, .. }
+            | MetadataRecord::TopicConfig { topic_id, .. }
+            | MetadataRecord::RemoveTopic { topic_id } => Some(Uuid(*topic_id)),
+            MetadataRecord::RegisterBroker { .. }
+            | MetadataRecord::BrokerConfig { .. }
+            | MetadataRecord::ProducerIds { .. } => None,
+        }
+    }
+
+    /// Whether the record can change the effective broker config (and so
+    /// the settings of every hosted log).
+    pub fn changes_broker_config(&self) -> bool {
+        matches!(self, MetadataRecord::BrokerConfig { .. })
+    }
+
     pub fn topic_uuid(id: &[u8; 16]) -> Uuid {
         Uuid(*id)
     }
