@@ -5,10 +5,13 @@
 //! segment and index files like kafka-dump-log.sh; `perf` measures a broker
 //! like kafka-producer-perf-test.sh and kafka-consumer-perf-test.sh.
 
+mod cluster;
 mod configs;
 mod dump_log;
 mod groups;
 mod perf;
+mod props;
+mod records;
 mod serve;
 mod topics;
 
