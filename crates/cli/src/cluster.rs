@@ -26,6 +26,23 @@ pub type TopicPartition = (String, i32);
 /// are being elected.
 const METADATA_RETRY_BACKOFF: Duration = Duration::from_millis(100);
 
+/// A connection to the first reachable broker of `bootstrap`, a
+/// comma-separated `host:port` list as Kafka's `bootstrap.servers`.
+pub fn connect_bootstrap(bootstrap: &str) -> Result<Client> {
+    let mut last_error = None;
+    for address in bootstrap
+        .split(',')
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+    {
+        match Client::connect(address) {
+            Ok(client) => return Ok(client),
+            Err(e) => last_error = Some(e),
+        }
+    }
+    Err(last_error.unwrap_or_else(|| anyhow!("no bootstrap server given")))
+}
+
 /// Metadata for `topics` (all topics for `None`), from `bootstrap`.
 pub fn metadata(
     bootstrap: &str,
@@ -45,7 +62,7 @@ pub fn metadata(
         allow_auto_topic_creation,
         ..Default::default()
     };
-    Client::connect(bootstrap)?.call(3, 12, 9, &request)
+    connect_bootstrap(bootstrap)?.call(3, 12, 9, &request)
 }
 
 /// The leader of every partition of one topic and where its brokers are.
@@ -58,12 +75,46 @@ pub struct TopicLeaders {
 }
 
 impl TopicLeaders {
+    pub fn partition_count(&self) -> usize {
+        self.leaders.len()
+    }
+
     /// The address of broker `id`.
     pub fn address(&self, id: i32) -> Result<&str> {
         self.brokers
             .get(&id)
             .map(String::as_str)
             .ok_or_else(|| anyhow!("metadata names broker {id} as a leader but not its address"))
+    }
+}
+
+/// One connection per broker, opened on first use, all sending one
+/// `client.id`.
+pub struct Connections {
+    client_id: String,
+    clients: BTreeMap<i32, Client>,
+}
+
+impl Connections {
+    pub fn new(client_id: &str) -> Connections {
+        Connections {
+            client_id: client_id.to_owned(),
+            clients: BTreeMap::new(),
+        }
+    }
+
+    /// The connection to `broker`, found in `leaders`.
+    pub fn get(&mut self, leaders: &TopicLeaders, broker: i32) -> Result<&mut Client> {
+        if !self.clients.contains_key(&broker) {
+            let client = Client::connect(leaders.address(broker)?)?.with_client_id(&self.client_id);
+            self.clients.insert(broker, client);
+        }
+        Ok(self.clients.get_mut(&broker).expect("connected above"))
+    }
+
+    /// Closes every connection, for when leaders have moved.
+    pub fn clear(&mut self) {
+        self.clients.clear();
     }
 }
 

@@ -17,6 +17,27 @@ const PROPERTIES_FILE_MAX_BYTES: u64 = 1 << 20;
 /// Settings in the order given; when a key repeats, the last one wins.
 pub type Settings = Vec<(String, String)>;
 
+/// The value of `key` in `settings`, the last one given.
+pub fn lookup<'a>(settings: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    settings
+        .iter()
+        .rev()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
+}
+
+/// `key=value` arguments as Kafka's `CommandLineUtils.parseKeyValueArgs`
+/// reads them: split at the first `=`, nothing trimmed, a missing value is
+/// the empty string.
+pub fn parse_key_value_args(args: &[String]) -> Settings {
+    args.iter()
+        .map(|arg| match arg.split_once('=') {
+            Some((key, value)) => (key.to_owned(), value.to_owned()),
+            None => (arg.clone(), String::new()),
+        })
+        .collect()
+}
+
 /// Reads a Java properties file: `#` and `!` comments, `=`, `:` or
 /// whitespace between key and value, backslash line continuations and the
 /// escapes `\t \n \r \f \uXXXX` (any other escaped character stands for
@@ -265,6 +286,20 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    #[test]
+    fn key_value_args_split_at_the_first_equals_sign() {
+        let args = ["a=b=c", "key.separator=", "flag", "sep= "].map(String::from);
+        assert_eq!(
+            parse_key_value_args(&args),
+            pairs(&[
+                ("a", "b=c"),
+                ("key.separator", ""),
+                ("flag", ""),
+                ("sep", " ")
+            ])
+        );
     }
 
     #[test]
