@@ -932,6 +932,14 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(c.acks, 0);
+        let c = config(&[
+            "--producer-property",
+            "acks=1",
+            "--request-required-acks",
+            "-1",
+        ])
+        .unwrap();
+        assert_eq!(c.acks, -1);
         let c = config(&["--timeout", "20", "--batch-size", "100", "--sync"]).unwrap();
         assert_eq!((c.linger, c.batch_size), (Duration::from_millis(20), 100));
 
