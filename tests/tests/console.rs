@@ -457,11 +457,11 @@ fn consume_starts_where_asked_and_stops_on_timeout_or_count() {
 }
 
 #[test]
-fn every_partition_of_a_batch_is_acknowledged_with_acks_1_and_all() {
+fn keyed_records_keep_their_partition_with_every_acks_setting() {
     run_with_timeout(TEST_TIMEOUT, || {
         let broker = TarnBroker::start();
         broker.create_topic("acks", 4);
-        for acks in ["1", "all", "-1"] {
+        for acks in ["0", "1", "all", "-1"] {
             let input: String = (0..500).map(|i| format!("key-{i}\tvalue-{i}\n")).collect();
             let out = produce(
                 &broker,
@@ -478,16 +478,6 @@ fn every_partition_of_a_batch_is_acknowledged_with_acks_1_and_all() {
             );
             assert_ok(&out);
         }
-        let per_partition: BTreeMap<i32, i64> = kafka::watermarks(broker.bootstrap(), "acks")
-            .into_iter()
-            .map(|(p, low, high)| (p, high - low))
-            .collect();
-        assert_eq!(
-            per_partition.values().sum::<i64>(),
-            1500,
-            "{per_partition:?}"
-        );
-        assert!(per_partition.values().all(|n| *n > 0), "{per_partition:?}");
         let got = kafka::consume_from(
             broker.bootstrap(),
             "acks",
@@ -497,10 +487,22 @@ fn every_partition_of_a_batch_is_acknowledged_with_acks_1_and_all() {
                 (2, Offset::Beginning),
                 (3, Offset::Beginning),
             ],
-            1500,
+            2000,
             Duration::from_secs(20),
         );
-        // Each key keeps its partition across the three runs.
+        // With acks=0 nothing confirms the writes: wait for them above,
+        // then check that nothing more arrived.
+        let per_partition: BTreeMap<i32, i64> = kafka::watermarks(broker.bootstrap(), "acks")
+            .into_iter()
+            .map(|(p, low, high)| (p, high - low))
+            .collect();
+        assert_eq!(
+            per_partition.values().sum::<i64>(),
+            2000,
+            "{per_partition:?}"
+        );
+        assert!(per_partition.values().all(|n| *n > 0), "{per_partition:?}");
+        // Each key keeps its partition across the four runs.
         let mut by_key: BTreeMap<Vec<u8>, Vec<i32>> = BTreeMap::new();
         for c in &got {
             by_key
@@ -511,6 +513,6 @@ fn every_partition_of_a_batch_is_acknowledged_with_acks_1_and_all() {
         assert_eq!(by_key.len(), 500);
         assert!(by_key
             .values()
-            .all(|ps| ps.len() == 3 && ps.iter().all(|p| *p == ps[0])));
+            .all(|ps| ps.len() == 4 && ps.iter().all(|p| *p == ps[0])));
     });
 }

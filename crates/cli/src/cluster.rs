@@ -79,6 +79,16 @@ impl TopicLeaders {
         self.leaders.len()
     }
 
+    /// The leader of `partition`; an error if the topic has no such
+    /// partition (any more).
+    pub fn leader(&self, partition: i32) -> Result<i32> {
+        usize::try_from(partition)
+            .ok()
+            .and_then(|p| self.leaders.get(p))
+            .copied()
+            .ok_or_else(|| anyhow!("no partition {partition} in the topic's metadata"))
+    }
+
     /// The address of broker `id`.
     pub fn address(&self, id: i32) -> Result<&str> {
         self.brokers

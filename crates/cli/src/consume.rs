@@ -549,19 +549,19 @@ impl ConsoleConsumer {
             {
                 return Ok(());
             }
-            let mut max_wait = self.config.fetch_max_wait;
-            if let Some(timeout) = plan.timeout {
-                let waited = last_record.elapsed();
-                if waited >= timeout {
-                    return Ok(());
-                }
-                max_wait = max_wait.min(timeout - waited);
+            // Kafka polls at least once, even with --timeout-ms 0.
+            let max_wait = match plan.timeout {
+                Some(timeout) => timeout.saturating_sub(last_record.elapsed()),
+                None => self.config.fetch_max_wait,
             }
+            .min(self.config.fetch_max_wait);
             let before = self.processed;
             self.fetch_once(max_wait, plan.max_messages, formatter, out)?;
             out.flush().context("write to standard out")?;
             if self.processed > before {
                 last_record = Instant::now();
+            } else if plan.timeout.is_some_and(|t| last_record.elapsed() >= t) {
+                return Ok(());
             }
         }
     }
@@ -576,7 +576,7 @@ impl ConsoleConsumer {
     ) -> Result<()> {
         let mut by_leader: BTreeMap<i32, Vec<usize>> = BTreeMap::new();
         for (i, position) in self.positions.iter().enumerate() {
-            let leader = self.leaders.leaders[position.partition as usize];
+            let leader = self.leaders.leader(position.partition)?;
             by_leader.entry(leader).or_default().push(i);
         }
         for (leader, indexes) in by_leader {

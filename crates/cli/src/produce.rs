@@ -757,7 +757,7 @@ impl ConsoleProducer {
     ) -> Result<Vec<(PendingBatch, i16, Option<String>)>> {
         let mut by_leader: BTreeMap<i32, Vec<PendingBatch>> = BTreeMap::new();
         for batch in pending {
-            let leader = self.leaders.leaders[batch.partition];
+            let leader = self.leaders.leader(batch.partition as i32)?;
             by_leader.entry(leader).or_default().push(batch);
         }
         let mut refused = Vec::new();
@@ -1068,6 +1068,27 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.starts_with("line 5 is longer than 10 bytes"), "{e}");
+    }
+
+    #[test]
+    fn only_errors_a_resend_can_cure_are_retried() {
+        for code in [
+            error::NOT_LEADER_OR_FOLLOWER,
+            error::LEADER_NOT_AVAILABLE,
+            error::REQUEST_TIMED_OUT,
+            NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        ] {
+            assert!(is_retriable(code), "{}", error_name(code));
+        }
+        for code in [
+            error::MESSAGE_TOO_LARGE,
+            error::RECORD_LIST_TOO_LARGE,
+            error::INVALID_TOPIC_EXCEPTION,
+            error::INVALID_REQUIRED_ACKS,
+            error::UNKNOWN_SERVER_ERROR,
+        ] {
+            assert!(!is_retriable(code), "{}", error_name(code));
+        }
     }
 
     #[test]
