@@ -1,5 +1,7 @@
 //! A minimal blocking Kafka client for the CLI: one connection, one
-//! request at a time, at fixed API versions this broker serves.
+//! request at a time, at fixed API versions this broker serves. The
+//! framing helpers ([`encode_request`], [`read_frame`]) are shared with the
+//! perf producer, which pipelines requests on a split connection.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -12,25 +14,75 @@ use tarn_protocol::header::{decode_response_header, RequestHeader};
 use tarn_protocol::{Decode, Encode, Reader, Version};
 
 /// The largest response the CLI will read.
-const RESPONSE_MAX_BYTES: usize = 256 << 20;
+pub const RESPONSE_MAX_BYTES: usize = 256 << 20;
+/// How long the CLI waits for any one response.
+const READ_TIMEOUT: Duration = Duration::from_secs(60);
 
 pub struct Client {
     stream: TcpStream,
     bootstrap: String,
+    client_id: String,
     correlation_id: i32,
+}
+
+/// One request frame: the size prefix, the request header and the body.
+pub fn encode_request<Req: Encode>(
+    api_key: i16,
+    v: Version,
+    correlation_id: i32,
+    client_id: &str,
+    request: &Req,
+) -> Vec<u8> {
+    let header = RequestHeader {
+        api_key,
+        api_version: v.version,
+        correlation_id,
+        client_id: Some(client_id.to_owned()),
+    };
+    let mut frame = vec![0u8; 4];
+    header.encode(&mut frame, v.flexible);
+    request.encode(&mut frame, v);
+    let len = (frame.len() - 4) as i32;
+    frame[..4].copy_from_slice(&len.to_be_bytes());
+    frame
+}
+
+/// Reads one size-prefixed response frame from `peer`, refusing sizes
+/// above [`RESPONSE_MAX_BYTES`].
+pub fn read_frame(stream: &mut impl Read, peer: &str) -> Result<Reader> {
+    let mut len = [0u8; 4];
+    stream
+        .read_exact(&mut len)
+        .with_context(|| format!("read response from {peer}"))?;
+    let len = i32::from_be_bytes(len);
+    if len < 4 || len as usize > RESPONSE_MAX_BYTES {
+        bail!("broker {peer} sent a response of invalid size {len}");
+    }
+    let mut body = vec![0u8; len as usize];
+    stream
+        .read_exact(&mut body)
+        .with_context(|| format!("read response from {peer}"))?;
+    Ok(Reader::new(Bytes::from(body)))
 }
 
 impl Client {
     pub fn connect(bootstrap: &str) -> Result<Self> {
         let stream = TcpStream::connect(bootstrap)
             .with_context(|| format!("connect to bootstrap server {bootstrap}"))?;
-        stream.set_read_timeout(Some(Duration::from_secs(60)))?;
+        stream.set_read_timeout(Some(READ_TIMEOUT))?;
         stream.set_nodelay(true)?;
         Ok(Client {
             stream,
             bootstrap: bootstrap.to_owned(),
+            client_id: "tarn-cli".into(),
             correlation_id: 0,
         })
+    }
+
+    /// Sends `client_id` in every request header from now on.
+    pub fn with_client_id(mut self, client_id: &str) -> Self {
+        client_id.clone_into(&mut self.client_id);
+        self
     }
 
     /// Sends `request` as `api_key` at `version` and reads the response.
@@ -50,39 +102,8 @@ impl Client {
     /// callers that read it at a version other than the request's (the
     /// ApiVersions fallback) or not at all.
     pub fn send<Req: Encode>(&mut self, api_key: i16, v: Version, request: &Req) -> Result<Reader> {
-        self.correlation_id += 1;
-        let version = v.version;
-        let header = RequestHeader {
-            api_key,
-            api_version: version,
-            correlation_id: self.correlation_id,
-            client_id: Some("tarn-cli".into()),
-        };
-        let mut frame = vec![0u8; 4];
-        header.encode(&mut frame, v.flexible);
-        request.encode(&mut frame, v);
-        let len = (frame.len() - 4) as i32;
-        frame[..4].copy_from_slice(&len.to_be_bytes());
-        self.stream
-            .write_all(&frame)
-            .with_context(|| format!("send request to {}", self.bootstrap))?;
-
-        let mut len = [0u8; 4];
-        self.stream
-            .read_exact(&mut len)
-            .with_context(|| format!("read response from {}", self.bootstrap))?;
-        let len = i32::from_be_bytes(len);
-        if len < 4 || len as usize > RESPONSE_MAX_BYTES {
-            bail!(
-                "broker {} sent a response of invalid size {len}",
-                self.bootstrap
-            );
-        }
-        let mut body = vec![0u8; len as usize];
-        self.stream
-            .read_exact(&mut body)
-            .with_context(|| format!("read response from {}", self.bootstrap))?;
-        let mut r = Reader::new(Bytes::from(body));
+        self.send_only(api_key, v, request)?;
+        let mut r = read_frame(&mut self.stream, &self.bootstrap)?;
         let correlation_id = decode_response_header(&mut r, api_key, v.flexible)?;
         if correlation_id != self.correlation_id {
             bail!(
@@ -91,5 +112,20 @@ impl Client {
             );
         }
         Ok(r)
+    }
+
+    /// Sends `request` without reading a response: for the one request the
+    /// broker does not answer, a produce with acks=0.
+    pub fn send_only<Req: Encode>(
+        &mut self,
+        api_key: i16,
+        v: Version,
+        request: &Req,
+    ) -> Result<()> {
+        self.correlation_id = self.correlation_id.wrapping_add(1);
+        let frame = encode_request(api_key, v, self.correlation_id, &self.client_id, request);
+        self.stream
+            .write_all(&frame)
+            .with_context(|| format!("send request to {}", self.bootstrap))
     }
 }

@@ -13,6 +13,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 
 use tarn_broker::dynamic_config::{ConfigSource, RESOURCE_BROKER, RESOURCE_TOPIC};
+use tarn_broker::error_names::error_name;
 use tarn_protocol::error;
 use tarn_protocol::messages::describe_configs::{
     DescribeConfigsRequest, DescribeConfigsResource, DescribeConfigsResourceResult,
@@ -25,8 +26,6 @@ use tarn_protocol::messages::incremental_alter_configs::{
 use tarn_protocol::messages::metadata::{MetadataRequest, MetadataResponse};
 
 use tarn_cli::client::Client;
-
-use crate::topics::error_name;
 
 /// kafka-configs.sh's entity type names.
 const TOPICS: &str = "topics";

@@ -75,7 +75,7 @@ pub fn run(args: DumpLogArgs) -> Result<()> {
     Ok(())
 }
 
-fn is_broken_pipe(e: &anyhow::Error) -> bool {
+pub(crate) fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|cause| {
         cause
             .downcast_ref::<io::Error>()

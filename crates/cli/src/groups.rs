@@ -3,7 +3,7 @@
 //! kafka-consumer-groups.sh. Every command exits non-zero with a message
 //! when it did not do what was asked.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{bail, Context, Result};
 use clap::{ArgGroup, Args};
@@ -18,20 +18,17 @@ use tarn_protocol::messages::find_coordinator::{
     FindCoordinatorRequest, FindCoordinatorResponse, KEY_TYPE_GROUP,
 };
 use tarn_protocol::messages::list_groups::{ListGroupsRequest, ListGroupsResponse};
-use tarn_protocol::messages::list_offsets::{
-    ListOffsetsPartition, ListOffsetsRequest, ListOffsetsResponse, ListOffsetsTopic,
-    EARLIEST_TIMESTAMP, LATEST_TIMESTAMP,
-};
-use tarn_protocol::messages::metadata::{MetadataRequest, MetadataRequestTopic, MetadataResponse};
+use tarn_protocol::messages::list_offsets::{EARLIEST_TIMESTAMP, LATEST_TIMESTAMP};
 use tarn_protocol::messages::offset_commit::{
     OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic,
     OffsetCommitResponse,
 };
 use tarn_protocol::messages::offset_fetch::{OffsetFetchRequest, OffsetFetchResponse};
 
+use tarn_broker::error_names::error_name;
 use tarn_cli::client::Client;
 
-type TopicPartition = (String, i32);
+use crate::cluster::{list_offsets, metadata, TopicPartition};
 
 #[derive(Args)]
 #[command(group(
@@ -107,29 +104,6 @@ pub fn run(args: GroupsArgs) -> Result<()> {
     }
 }
 
-/// Kafka's names for the errors these commands can meet.
-fn error_name(code: i16) -> &'static str {
-    match code {
-        error::NONE => "NONE",
-        error::UNKNOWN_SERVER_ERROR => "UNKNOWN_SERVER_ERROR",
-        error::UNKNOWN_TOPIC_OR_PARTITION => "UNKNOWN_TOPIC_OR_PARTITION",
-        error::OFFSET_METADATA_TOO_LARGE => "OFFSET_METADATA_TOO_LARGE",
-        error::COORDINATOR_LOAD_IN_PROGRESS => "COORDINATOR_LOAD_IN_PROGRESS",
-        error::COORDINATOR_NOT_AVAILABLE => "COORDINATOR_NOT_AVAILABLE",
-        error::NOT_COORDINATOR => "NOT_COORDINATOR",
-        error::ILLEGAL_GENERATION => "ILLEGAL_GENERATION",
-        error::INVALID_GROUP_ID => "INVALID_GROUP_ID",
-        error::UNKNOWN_MEMBER_ID => "UNKNOWN_MEMBER_ID",
-        error::REBALANCE_IN_PROGRESS => "REBALANCE_IN_PROGRESS",
-        error::INVALID_COMMIT_OFFSET_SIZE => "INVALID_COMMIT_OFFSET_SIZE",
-        error::NON_EMPTY_GROUP => "NON_EMPTY_GROUP",
-        error::GROUP_ID_NOT_FOUND => "GROUP_ID_NOT_FOUND",
-        error::LEADER_NOT_AVAILABLE => "LEADER_NOT_AVAILABLE",
-        error::NOT_LEADER_OR_FOLLOWER => "NOT_LEADER_OR_FOLLOWER",
-        _ => "error",
-    }
-}
-
 fn error_text(code: i16) -> String {
     let detail = match code {
         error::NON_EMPTY_GROUP => "The group is not empty.",
@@ -158,23 +132,6 @@ fn target_groups(args: &GroupsArgs) -> Result<Vec<String>> {
     Ok(args.groups.clone())
 }
 
-fn metadata(bootstrap: &str, topics: Option<Vec<String>>) -> Result<MetadataResponse> {
-    let request = MetadataRequest {
-        topics: topics.map(|names| {
-            names
-                .into_iter()
-                .map(|name| MetadataRequestTopic {
-                    name: Some(name),
-                    ..Default::default()
-                })
-                .collect()
-        }),
-        allow_auto_topic_creation: false,
-        ..Default::default()
-    };
-    Client::connect(bootstrap)?.call(3, 12, 9, &request)
-}
-
 /// A connection to the broker that coordinates `group`.
 fn coordinator(bootstrap: &str, group: &str) -> Result<Client> {
     let request = FindCoordinatorRequest {
@@ -193,7 +150,7 @@ fn coordinator(bootstrap: &str, group: &str) -> Result<Client> {
 }
 
 fn list_group_ids(bootstrap: &str) -> Result<Vec<String>> {
-    let brokers = metadata(bootstrap, Some(Vec::new()))?.brokers;
+    let brokers = metadata(bootstrap, Some(Vec::new()), false)?.brokers;
     let mut ids = BTreeSet::new();
     for broker in brokers {
         let address = format!("{}:{}", broker.host, broker.port);
@@ -266,91 +223,6 @@ fn committed_offsets(client: &mut Client, group: &str) -> Result<BTreeMap<TopicP
             }
             if p.committed_offset >= 0 {
                 out.insert((topic.name.clone(), p.partition_index), p.committed_offset);
-            }
-        }
-    }
-    Ok(out)
-}
-
-/// ListOffsets for `partitions` at `timestamp` (or -1 latest, -2
-/// earliest), sent to each partition's leader. None where no offset
-/// matches the timestamp or the partition does not exist.
-fn list_offsets(
-    bootstrap: &str,
-    partitions: &BTreeSet<TopicPartition>,
-    timestamp: i64,
-) -> Result<BTreeMap<TopicPartition, Option<i64>>> {
-    let mut out = BTreeMap::new();
-    if partitions.is_empty() {
-        return Ok(out);
-    }
-    let topics: BTreeSet<String> = partitions.iter().map(|(t, _)| t.clone()).collect();
-    let meta = metadata(bootstrap, Some(topics.into_iter().collect()))?;
-    let addresses: HashMap<i32, String> = meta
-        .brokers
-        .iter()
-        .map(|b| (b.node_id, format!("{}:{}", b.host, b.port)))
-        .collect();
-    let mut by_leader: BTreeMap<i32, BTreeMap<String, Vec<i32>>> = BTreeMap::new();
-    for (topic, partition) in partitions {
-        let leader = meta
-            .topics
-            .iter()
-            .find(|t| t.name.as_deref() == Some(topic))
-            .and_then(|t| {
-                t.partitions
-                    .iter()
-                    .find(|p| p.partition_index == *partition)
-            })
-            .map(|p| p.leader_id);
-        let Some(leader) = leader else {
-            // A partition that no longer exists has no offsets.
-            out.insert((topic.clone(), *partition), None);
-            continue;
-        };
-        by_leader
-            .entry(leader)
-            .or_default()
-            .entry(topic.clone())
-            .or_default()
-            .push(*partition);
-    }
-    for (leader, topics) in by_leader {
-        let address = addresses
-            .get(&leader)
-            .with_context(|| format!("no address for leader broker {leader}"))?;
-        let request = ListOffsetsRequest {
-            replica_id: -1,
-            isolation_level: 0,
-            topics: topics
-                .into_iter()
-                .map(|(name, ps)| ListOffsetsTopic {
-                    name,
-                    partitions: ps
-                        .into_iter()
-                        .map(|p| ListOffsetsPartition {
-                            partition_index: p,
-                            timestamp,
-                            ..Default::default()
-                        })
-                        .collect(),
-                })
-                .collect(),
-            timeout_ms: 30_000,
-        };
-        let response: ListOffsetsResponse = Client::connect(address)?.call(2, 7, 6, &request)?;
-        for topic in response.topics {
-            for p in topic.partitions {
-                if p.error_code != error::NONE {
-                    bail!(
-                        "cannot list offsets of {}-{}: {}",
-                        topic.name,
-                        p.partition_index,
-                        error_text(p.error_code)
-                    );
-                }
-                let offset = (p.offset >= 0).then_some(p.offset);
-                out.insert((topic.name.clone(), p.partition_index), offset);
             }
         }
     }
@@ -567,7 +439,7 @@ fn reset_scope(
         }
     }
     if !whole_topics.is_empty() {
-        let meta = metadata(&args.bootstrap_server, Some(whole_topics.clone()))?;
+        let meta = metadata(&args.bootstrap_server, Some(whole_topics.clone()), false)?;
         for name in whole_topics {
             let topic = meta
                 .topics

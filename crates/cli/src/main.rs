@@ -3,12 +3,20 @@
 //! alters topic and broker configs like kafka-configs.sh; `groups` manages
 //! consumer groups like kafka-consumer-groups.sh; `dump-log` inspects
 //! segment and index files like kafka-dump-log.sh; `perf` measures a broker
-//! like kafka-producer-perf-test.sh and kafka-consumer-perf-test.sh.
+//! like kafka-producer-perf-test.sh and kafka-consumer-perf-test.sh;
+//! `produce` and `consume` are kafka-console-producer.sh and
+//! kafka-console-consumer.sh.
 
+mod cluster;
 mod configs;
+mod consume;
 mod dump_log;
 mod groups;
+mod interrupt;
 mod perf;
+mod produce;
+mod props;
+mod records;
 mod serve;
 mod topics;
 
@@ -41,6 +49,10 @@ enum Command {
     Configs(configs::ConfigsArgs),
     /// List, describe and delete consumer groups; reset their offsets.
     Groups(groups::GroupsArgs),
+    /// Send lines of standard input as records (like kafka-console-producer.sh).
+    Produce(produce::ProduceArgs),
+    /// Print a topic's records (like kafka-console-consumer.sh).
+    Consume(consume::ConsumeArgs),
     /// Measure produce and consume throughput and latency.
     Perf {
         #[command(subcommand)]
@@ -56,6 +68,8 @@ fn main() -> Result<()> {
         Command::Configs(args) => configs::run(args),
         Command::DumpLog(args) => dump_log::run(args),
         Command::Groups(args) => groups::run(args),
+        Command::Produce(args) => produce::run(args),
+        Command::Consume(args) => consume::run(args),
         Command::Perf { command } => perf::run(command),
     }
 }

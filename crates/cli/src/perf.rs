@@ -15,9 +15,10 @@
 //! partition (no group), fetches from the earliest (or latest) offset and
 //! counts records and key+value bytes.
 
-use std::collections::BTreeMap;
-use std::io::{Read, Write};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
 use std::net::TcpStream;
+use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
@@ -29,37 +30,42 @@ use bytes::Bytes;
 use clap::{Args, Subcommand};
 
 use tarn_protocol::error;
-use tarn_protocol::header::{decode_response_header, RequestHeader};
+use tarn_protocol::header::decode_response_header;
 use tarn_protocol::messages::fetch::{FetchPartition, FetchRequest, FetchResponse, FetchTopic};
-use tarn_protocol::messages::list_offsets::{
-    ListOffsetsPartition, ListOffsetsRequest, ListOffsetsResponse, ListOffsetsTopic,
-    EARLIEST_TIMESTAMP, LATEST_TIMESTAMP,
-};
-use tarn_protocol::messages::metadata::{MetadataRequest, MetadataRequestTopic, MetadataResponse};
+use tarn_protocol::messages::list_offsets::{EARLIEST_TIMESTAMP, LATEST_TIMESTAMP};
 use tarn_protocol::messages::produce::{
     PartitionProduceData, ProduceRequest, ProduceResponse, TopicProduceData,
 };
-use tarn_protocol::record_batch::{
-    decompressed_records, BatchIter, BatchWriter, Compression, RecordIter,
-};
-use tarn_protocol::{Decode, Encode, Reader, Uuid, Version};
+use tarn_protocol::record_batch::BatchWriter;
+use tarn_protocol::{Decode, Uuid, Version};
 
-use tarn_cli::client::Client;
+use tarn_cli::client::{encode_request, read_frame, Client};
+
+use crate::cluster::{list_offsets, topic_leaders, TopicLeaders};
+use crate::props::{load_properties, ProducerConfig};
+use crate::records::{for_each_record, now_ms};
 
 const PRODUCE_VERSION: Version = Version {
     version: 9,
-    flexible: true,
-};
-const FETCH_VERSION: Version = Version {
-    version: 12,
     flexible: true,
 };
 /// Kafka's tool prints a progress line every 5 seconds.
 const REPORTING_INTERVAL: Duration = Duration::from_secs(5);
 /// Kafka's tool keeps at most this many latency samples.
 const MAX_LATENCY_SAMPLES: u64 = 500_000;
-/// The largest response frame the perf client reads.
-const RESPONSE_MAX_BYTES: usize = 256 << 20;
+/// How long to wait for a new topic's leaders.
+const LEADER_WAIT: Duration = Duration::from_secs(5);
+/// The producer settings `tarn perf produce` honours.
+const PRODUCER_KEYS: &[&str] = &[
+    "bootstrap.servers",
+    "acks",
+    "batch.size",
+    "linger.ms",
+    "compression.type",
+    "max.in.flight.requests.per.connection",
+    "client.id",
+    "request.timeout.ms",
+];
 /// Kafka's `fetch.max.bytes` default.
 const FETCH_MAX_BYTES: i32 = 50 << 20;
 /// Kafka's `fetch.max.wait.ms` default.
@@ -149,73 +155,16 @@ pub fn run(command: PerfCommand) -> Result<()> {
 
 // ------------------------------------------------------------ producer
 
-#[derive(Debug, Clone)]
-struct ProducerConfig {
-    bootstrap: String,
-    acks: i16,
-    batch_size: usize,
-    linger: Duration,
-    codec: Compression,
-    max_in_flight: usize,
-    client_id: String,
-    request_timeout_ms: i32,
-}
-
-fn parse_codec(name: &str) -> Result<Compression> {
-    Ok(match name {
-        "none" => Compression::None,
-        "gzip" => Compression::Gzip,
-        "snappy" => Compression::Snappy,
-        "lz4" => Compression::Lz4,
-        "zstd" => Compression::Zstd,
-        other => bail!("compression.type {other} is not one of none, gzip, snappy, lz4, zstd"),
-    })
-}
-
-fn producer_config(pairs: &[(String, String)], bootstrap: Option<&str>) -> Result<ProducerConfig> {
+fn producer_config(
+    settings: &[(String, String)],
+    bootstrap: Option<&str>,
+) -> Result<ProducerConfig> {
     let mut config = ProducerConfig {
         bootstrap: bootstrap.unwrap_or_default().to_owned(),
-        acks: -1,
-        batch_size: 16_384,
-        linger: Duration::from_millis(5),
-        codec: Compression::None,
-        max_in_flight: 5,
         client_id: "tarn-perf-producer".into(),
-        request_timeout_ms: 30_000,
+        ..ProducerConfig::default()
     };
-    for (key, value) in pairs {
-        let number = || -> Result<u64> {
-            value
-                .parse()
-                .with_context(|| format!("{key}={value}: not a number"))
-        };
-        match key.as_str() {
-            "bootstrap.servers" => config.bootstrap = value.clone(),
-            "acks" => {
-                config.acks = match value.as_str() {
-                    "all" | "-1" => -1,
-                    "0" => 0,
-                    "1" => 1,
-                    _ => bail!("acks={value}: use all, -1, 0 or 1"),
-                }
-            }
-            "batch.size" => config.batch_size = number()?.max(1) as usize,
-            "linger.ms" => config.linger = Duration::from_millis(number()?),
-            "compression.type" => config.codec = parse_codec(value)?,
-            "max.in.flight.requests.per.connection" => {
-                config.max_in_flight = (number()? as usize).clamp(1, 1000)
-            }
-            "client.id" => config.client_id = value.clone(),
-            "request.timeout.ms" => {
-                config.request_timeout_ms = i32::try_from(number()?).unwrap_or(i32::MAX)
-            }
-            _ => bail!(
-                "producer property {key} is not supported by tarn perf produce \
-                 (supported: bootstrap.servers, acks, batch.size, linger.ms, compression.type, \
-                 max.in.flight.requests.per.connection, client.id, request.timeout.ms)"
-            ),
-        }
-    }
+    config.apply(settings, PRODUCER_KEYS, "tarn perf produce")?;
     if config.bootstrap.is_empty() {
         bail!(
             "no broker: pass bootstrap.servers=HOST:PORT in --producer-props or --bootstrap-server"
@@ -362,6 +311,20 @@ struct BrokerConnection {
     reader: Option<thread::JoinHandle<Result<()>>>,
 }
 
+impl BrokerConnection {
+    fn write(
+        &mut self,
+        correlation_id: i32,
+        client_id: &str,
+        request: &ProduceRequest,
+    ) -> Result<()> {
+        let frame = encode_request(0, PRODUCE_VERSION, correlation_id, client_id, request);
+        self.stream
+            .write_all(&frame)
+            .context("send produce request")
+    }
+}
+
 fn connect(address: &str) -> Result<TcpStream> {
     let stream =
         TcpStream::connect(address).with_context(|| format!("connect to broker {address}"))?;
@@ -370,47 +333,14 @@ fn connect(address: &str) -> Result<TcpStream> {
     Ok(stream)
 }
 
-fn read_frame(stream: &mut TcpStream) -> Result<Reader> {
-    let mut len = [0u8; 4];
-    stream.read_exact(&mut len).context("read response")?;
-    let len = i32::from_be_bytes(len);
-    if len < 4 || len as usize > RESPONSE_MAX_BYTES {
-        bail!("broker sent a response of invalid size {len}");
-    }
-    let mut body = vec![0u8; len as usize];
-    stream.read_exact(&mut body).context("read response")?;
-    Ok(Reader::new(Bytes::from(body)))
-}
-
-fn write_request<T: Encode>(
-    stream: &mut TcpStream,
-    api_key: i16,
-    v: Version,
-    correlation_id: i32,
-    client_id: &str,
-    body: &T,
-) -> Result<()> {
-    let header = RequestHeader {
-        api_key,
-        api_version: v.version,
-        correlation_id,
-        client_id: Some(client_id.to_owned()),
-    };
-    let mut frame = vec![0u8; 4];
-    header.encode(&mut frame, v.flexible);
-    body.encode(&mut frame, v);
-    let len = (frame.len() - 4) as i32;
-    frame[..4].copy_from_slice(&len.to_be_bytes());
-    stream.write_all(&frame).context("send request")
-}
-
 fn read_produce_responses(
     mut stream: TcpStream,
+    address: String,
     pending: Receiver<Pending>,
     stats: Arc<Mutex<Stats>>,
 ) -> Result<()> {
     while let Ok(request) = pending.recv() {
-        let mut r = read_frame(&mut stream)?;
+        let mut r = read_frame(&mut stream, &address)?;
         let correlation_id = decode_response_header(&mut r, 0, PRODUCE_VERSION.flexible)?;
         if correlation_id != request.correlation_id {
             bail!(
@@ -447,50 +377,6 @@ fn read_produce_responses(
         }
     }
     Ok(())
-}
-
-/// Leaders of every partition of `topic` and the broker addresses.
-fn partition_leaders(bootstrap: &str, topic: &str) -> Result<(Vec<i32>, BTreeMap<i32, String>)> {
-    let mut client = Client::connect(bootstrap)?;
-    let request = MetadataRequest {
-        topics: Some(vec![MetadataRequestTopic {
-            topic_id: Uuid::ZERO,
-            name: Some(topic.to_owned()),
-        }]),
-        allow_auto_topic_creation: true,
-        ..Default::default()
-    };
-    let mut deadline_tries = 0;
-    loop {
-        let response: MetadataResponse = client.call(3, 12, 9, &request)?;
-        let brokers: BTreeMap<i32, String> = response
-            .brokers
-            .iter()
-            .map(|b| (b.node_id, format!("{}:{}", b.host, b.port)))
-            .collect();
-        let entry = response
-            .topics
-            .iter()
-            .find(|t| t.name.as_deref() == Some(topic))
-            .ok_or_else(|| anyhow!("metadata response lacks topic {topic}"))?;
-        let ready = entry.error_code == error::NONE
-            && !entry.partitions.is_empty()
-            && entry.partitions.iter().all(|p| p.leader_id >= 0);
-        if ready {
-            let mut partitions = entry.partitions.clone();
-            partitions.sort_by_key(|p| p.partition_index);
-            let leaders = partitions.iter().map(|p| p.leader_id).collect();
-            return Ok((leaders, brokers));
-        }
-        deadline_tries += 1;
-        if deadline_tries > 50 {
-            bail!(
-                "topic {topic} has no leaders (metadata error code {})",
-                entry.error_code
-            );
-        }
-        thread::sleep(Duration::from_millis(100));
-    }
 }
 
 /// Payload source: one random A-Z payload, or random picks from a file.
@@ -571,12 +457,6 @@ fn split_bytes<'a>(text: &'a [u8], delimiter: &[u8]) -> Vec<&'a [u8]> {
     out
 }
 
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
 struct Producer {
     config: ProducerConfig,
     topic: String,
@@ -646,14 +526,7 @@ impl Producer {
             .ok_or_else(|| anyhow!("no connection to leader {leader}"))?;
         if self.config.acks == 0 {
             // No response comes: the record is done once it is written.
-            write_request(
-                &mut connection.stream,
-                0,
-                PRODUCE_VERSION,
-                self.correlation_id,
-                &self.config.client_id,
-                &request,
-            )?;
+            connection.write(self.correlation_id, &self.config.client_id, &request)?;
             let now = Instant::now();
             let mut stats = self.stats.lock().expect("stats lock");
             for (_, sent_at, bytes) in pending.batches {
@@ -671,14 +544,7 @@ impl Producer {
             .expect("open connection")
             .send(pending)
             .map_err(|_| anyhow!("the response reader for broker {leader} stopped"))?;
-        write_request(
-            &mut connection.stream,
-            0,
-            PRODUCE_VERSION,
-            self.correlation_id,
-            &self.config.client_id,
-            &request,
-        )
+        connection.write(self.correlation_id, &self.config.client_id, &request)
     }
 
     fn close(mut self) -> Result<()> {
@@ -697,10 +563,7 @@ impl Producer {
 fn produce(args: ProduceArgs) -> Result<()> {
     let mut pairs = parse_pairs(&args.producer_props, "--producer-props")?;
     if let Some(path) = &args.producer_config {
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
-        let lines: Vec<String> = text.lines().map(str::to_owned).collect();
-        let mut from_file = parse_pairs(&lines, &path.display().to_string())?;
+        let mut from_file = load_properties(path)?;
         // Command-line props win over the file, as in Kafka's tool.
         from_file.append(&mut pairs);
         pairs = from_file;
@@ -713,14 +576,11 @@ fn produce(args: ProduceArgs) -> Result<()> {
         .next()
         .unwrap_or_default()
         .to_owned();
-    let (leaders, brokers) = partition_leaders(&bootstrap, &args.topic)?;
+    let TopicLeaders { leaders, brokers } =
+        topic_leaders(&bootstrap, &args.topic, true, LEADER_WAIT)?;
     let stats = Arc::new(Mutex::new(Stats::new(args.num_records)));
     let mut connections = BTreeMap::new();
-    for leader in leaders
-        .iter()
-        .copied()
-        .collect::<std::collections::BTreeSet<_>>()
-    {
+    for leader in leaders.iter().copied().collect::<BTreeSet<_>>() {
         let address = brokers
             .get(&leader)
             .ok_or_else(|| anyhow!("metadata names leader {leader} but not its address"))?;
@@ -728,9 +588,10 @@ fn produce(args: ProduceArgs) -> Result<()> {
         let (tx, rx) = sync_channel(config.max_in_flight - 1);
         let read_side = stream.try_clone()?;
         let thread_stats = stats.clone();
+        let peer = address.clone();
         let reader = thread::Builder::new()
             .name(format!("perf-responses-{leader}"))
-            .spawn(move || read_produce_responses(read_side, rx, thread_stats))?;
+            .spawn(move || read_produce_responses(read_side, peer, rx, thread_stats))?;
         connections.insert(
             leader,
             BrokerConnection {
@@ -839,94 +700,42 @@ fn format_time(time: SystemTime) -> String {
     )
 }
 
-fn list_offsets(
-    client: &mut Client,
-    topic: &str,
-    partitions: usize,
-    latest: bool,
-) -> Result<Vec<i64>> {
-    let request = ListOffsetsRequest {
-        replica_id: -1,
-        isolation_level: 0,
-        topics: vec![ListOffsetsTopic {
-            name: topic.to_owned(),
-            partitions: (0..partitions as i32)
-                .map(|p| ListOffsetsPartition {
-                    partition_index: p,
-                    timestamp: if latest {
-                        LATEST_TIMESTAMP
-                    } else {
-                        EARLIEST_TIMESTAMP
-                    },
-                    ..Default::default()
-                })
-                .collect(),
-        }],
-        timeout_ms: 30_000,
-    };
-    let response: ListOffsetsResponse = client.call(2, 7, 6, &request)?;
-    let mut offsets = vec![0; partitions];
-    for p in response.topics.iter().flat_map(|t| t.partitions.iter()) {
-        if p.error_code != error::NONE {
-            bail!(
-                "list offsets of {topic}-{}: error {}",
-                p.partition_index,
-                p.error_code
-            );
-        }
-        if let Some(slot) = offsets.get_mut(p.partition_index as usize) {
-            *slot = p.offset;
-        }
-    }
-    Ok(offsets)
-}
-
 /// Counts the records at or after `from` in fetched `records`, their
 /// key+value bytes, and returns the next offset to fetch.
 fn count_records(records: &[u8], from: i64) -> Result<(u64, u64, i64)> {
     let mut messages = 0;
     let mut bytes = 0;
-    let mut next = from;
-    for batch in BatchIter::new(records) {
-        let (position, header) = match batch {
-            Ok(b) => b,
-            // A fetch may end with a partial batch: stop there.
-            Err(tarn_protocol::record_batch::BatchError::Truncated { .. }) => break,
-            Err(e) => bail!("corrupt batch in fetch response: {e}"),
-        };
-        next = next.max(header.last_offset() + 1);
-        if header.is_control() {
-            continue;
-        }
-        let batch = &records[position..position + header.total_size()];
-        let section = decompressed_records(batch, &header, RESPONSE_MAX_BYTES)?;
-        for record in RecordIter::over_records(&section, header.records_count) {
-            let record = record?;
-            if header.base_offset + i64::from(record.offset_delta) < from {
-                continue;
-            }
-            messages += 1;
-            bytes +=
-                (record.key.map_or(0, <[u8]>::len) + record.value.map_or(0, <[u8]>::len)) as u64;
-        }
-    }
+    let next = for_each_record(records, from, |record| {
+        messages += 1;
+        bytes += (record.key.map_or(0, <[u8]>::len) + record.value.map_or(0, <[u8]>::len)) as u64;
+        Ok(ControlFlow::Continue(()))
+    })?;
     Ok((messages, bytes, next))
 }
 
 fn consume(args: ConsumeArgs) -> Result<()> {
-    let (leaders, brokers) = partition_leaders(&args.bootstrap_server, &args.topic)?;
-    let mut client = Client::connect(&args.bootstrap_server)?;
-    let mut offsets = list_offsets(&mut client, &args.topic, leaders.len(), args.from_latest)?;
+    let topic = topic_leaders(&args.bootstrap_server, &args.topic, true, LEADER_WAIT)?;
+    let leaders = &topic.leaders;
     if leaders.iter().any(|l| *l != leaders[0]) {
         bail!(
             "tarn perf consume reads from one leader; {} has several",
             args.topic
         );
     }
-    let address = brokers
-        .get(&leaders[0])
-        .ok_or_else(|| anyhow!("no address for leader {}", leaders[0]))?;
-    let mut stream = connect(address)?;
+    let partitions: BTreeSet<_> = (0..leaders.len() as i32)
+        .map(|p| (args.topic.clone(), p))
+        .collect();
+    let timestamp = if args.from_latest {
+        LATEST_TIMESTAMP
+    } else {
+        EARLIEST_TIMESTAMP
+    };
+    let mut offsets = list_offsets(&args.bootstrap_server, &partitions, timestamp)?
+        .into_iter()
+        .map(|((_, p), offset)| offset.with_context(|| format!("no offset for {}-{p}", args.topic)))
+        .collect::<Result<Vec<i64>>>()?;
+    let mut client =
+        Client::connect(topic.address(leaders[0])?)?.with_client_id("tarn-perf-consumer");
     if !args.hide_header {
         let extra = ", rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec";
         if args.show_detailed_stats {
@@ -941,7 +750,6 @@ fn consume(args: ConsumeArgs) -> Result<()> {
     let mut report_at = Instant::now();
     let (mut messages, mut bytes) = (0u64, 0u64);
     let (mut last_messages, mut last_bytes) = (0u64, 0u64);
-    let mut correlation_id = 0;
     let interval = Duration::from_millis(args.reporting_interval.max(1));
     while messages < args.messages {
         if last_message.elapsed() > Duration::from_millis(args.timeout) {
@@ -951,7 +759,6 @@ fn consume(args: ConsumeArgs) -> Result<()> {
             );
             break;
         }
-        correlation_id += 1;
         let request = FetchRequest {
             max_wait_ms: FETCH_MAX_WAIT_MS,
             min_bytes: 1,
@@ -973,17 +780,7 @@ fn consume(args: ConsumeArgs) -> Result<()> {
             }],
             ..Default::default()
         };
-        write_request(
-            &mut stream,
-            1,
-            FETCH_VERSION,
-            correlation_id,
-            "tarn-perf-consumer",
-            &request,
-        )?;
-        let mut r = read_frame(&mut stream)?;
-        decode_response_header(&mut r, 1, FETCH_VERSION.flexible)?;
-        let response = FetchResponse::decode(&mut r, FETCH_VERSION)?;
+        let response: FetchResponse = client.call(1, 12, 12, &request)?;
         if response.error_code != error::NONE {
             bail!("fetch failed with error {}", response.error_code);
         }

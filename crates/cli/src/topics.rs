@@ -4,6 +4,7 @@
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 
+use tarn_broker::error_names::error_name;
 use tarn_protocol::error;
 use tarn_protocol::messages::create_partitions::{
     CreatePartitionsRequest, CreatePartitionsResponse, CreatePartitionsTopic,
@@ -94,25 +95,6 @@ pub fn run(command: TopicsCommand) -> Result<()> {
         TopicsCommand::Describe(args) => describe(args),
         TopicsCommand::Alter(args) => alter(args),
         TopicsCommand::Delete(args) => delete(args),
-    }
-}
-
-pub(crate) fn error_name(code: i16) -> &'static str {
-    match code {
-        error::TOPIC_ALREADY_EXISTS => "TOPIC_ALREADY_EXISTS",
-        error::INVALID_TOPIC_EXCEPTION => "INVALID_TOPIC_EXCEPTION",
-        error::INVALID_PARTITIONS => "INVALID_PARTITIONS",
-        error::INVALID_REPLICATION_FACTOR => "INVALID_REPLICATION_FACTOR",
-        error::INVALID_CONFIG => "INVALID_CONFIG",
-        error::INVALID_REQUEST => "INVALID_REQUEST",
-        error::UNKNOWN_TOPIC_OR_PARTITION => "UNKNOWN_TOPIC_OR_PARTITION",
-        error::UNKNOWN_TOPIC_ID => "UNKNOWN_TOPIC_ID",
-        error::LEADER_NOT_AVAILABLE => "LEADER_NOT_AVAILABLE",
-        error::INVALID_REPLICA_ASSIGNMENT => "INVALID_REPLICA_ASSIGNMENT",
-        error::POLICY_VIOLATION => "POLICY_VIOLATION",
-        error::KAFKA_STORAGE_ERROR => "KAFKA_STORAGE_ERROR",
-        error::UNKNOWN_SERVER_ERROR => "UNKNOWN_SERVER_ERROR",
-        _ => "error",
     }
 }
 

@@ -606,7 +606,7 @@ fn nullable_len(bytes: Option<&[u8]>) -> usize {
 }
 
 /// Encodes records straight into a batch's records section, for clients
-/// (the perf tools): no per-record allocation. Records have no headers and
+/// (the perf and console tools): no per-record allocation. Records get
 /// consecutive offset deltas from 0.
 #[derive(Debug, Default)]
 pub struct BatchWriter {
@@ -635,6 +635,18 @@ impl BatchWriter {
     }
 
     pub fn append(&mut self, timestamp: i64, key: Option<&[u8]>, value: Option<&[u8]>) {
+        self.append_with_headers(timestamp, key, value, &[]);
+    }
+
+    /// Appends a record with headers; a header key is never null, its
+    /// value may be.
+    pub fn append_with_headers(
+        &mut self,
+        timestamp: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[(&[u8], Option<&[u8]>)],
+    ) {
         if self.count == 0 {
             self.base_timestamp = timestamp;
             self.max_timestamp = timestamp;
@@ -642,12 +654,17 @@ impl BatchWriter {
         self.max_timestamp = self.max_timestamp.max(timestamp);
         let timestamp_delta = timestamp - self.base_timestamp;
         let offset_delta = i64::from(self.count);
+        let headers_len: usize = headers
+            .iter()
+            .map(|(k, v)| nullable_len(Some(k)) + nullable_len(*v))
+            .sum();
         let body = 1
             + varlong_len(timestamp_delta)
             + varlong_len(offset_delta)
             + nullable_len(key)
             + nullable_len(value)
-            + 1;
+            + varlong_len(headers.len() as i64)
+            + headers_len;
         self.records.reserve(body + 5);
         encode_varlong(body as i64, &mut self.records);
         self.records.push(0);
@@ -655,7 +672,11 @@ impl BatchWriter {
         encode_varlong(offset_delta, &mut self.records);
         encode_nullable(key, &mut self.records);
         encode_nullable(value, &mut self.records);
-        encode_varlong(0, &mut self.records);
+        encode_varlong(headers.len() as i64, &mut self.records);
+        for (header_key, header_value) in headers {
+            encode_nullable(Some(header_key), &mut self.records);
+            encode_nullable(*header_value, &mut self.records);
+        }
         self.count += 1;
     }
 
@@ -1147,6 +1168,12 @@ mod tests {
             writer.append(1_000, Some(b"k"), Some(b"hello"));
             writer.append(1_010, None, Some(&[7u8; 300]));
             writer.append(990, None, None);
+            writer.append_with_headers(
+                995,
+                Some(b""),
+                Some(b"v"),
+                &[(b"h1", Some(b"x")), (b"", None), (&[b'h'; 200], Some(b""))],
+            );
             let mut out = Vec::new();
             writer.finish(codec, &mut out);
             assert!(writer.is_empty());
@@ -1155,6 +1182,12 @@ mod tests {
                 .record(1_000, Some(b"k"), Some(b"hello"))
                 .record(1_010, None, Some(&[7u8; 300]))
                 .record(990, None, None)
+                .record_with_headers(
+                    995,
+                    Some(b""),
+                    Some(b"v"),
+                    &[(b"h1", Some(b"x")), (b"", None), (&[b'h'; 200], Some(b""))],
+                )
                 .build();
             assert_eq!(out, expected, "{codec:?}");
         }

@@ -1,0 +1,518 @@
+//! `tarn produce` and `tarn consume` against the real broker: lines with
+//! keys and headers go in and come back out in Kafka's console format;
+//! keyed lines land where the Java client (librdkafka's murmur2_random
+//! partitioner) puts them; records written by librdkafka print as Kafka's
+//! console consumer prints them; what tarn produces librdkafka reads back
+//! byte for byte, with every codec; and every failure exits non-zero with
+//! the broker's error.
+
+use std::collections::BTreeMap;
+use std::thread;
+use std::time::Duration;
+
+use rdkafka::topic_partition_list::Offset;
+use tarn_e2e::cli::{self, CliOutput};
+use tarn_e2e::kafka::{self, Outgoing, Record, TestProducer};
+use tarn_e2e::{run_with_timeout, BrokerOptions, TarnBroker, TEST_TIMEOUT};
+
+const KEYED: [(&str, &str); 6] = [
+    ("alpha", "1"),
+    ("beta", "2"),
+    ("gamma", "3"),
+    ("alpha", "4"),
+    ("delta", "5"),
+    ("beta", "6"),
+];
+
+fn produce(broker: &TarnBroker, topic: &str, extra: &[&str], input: &str) -> CliOutput {
+    let mut args = vec![
+        "produce",
+        "--bootstrap-server",
+        broker.bootstrap(),
+        "--topic",
+        topic,
+    ];
+    args.extend_from_slice(extra);
+    cli::run_with_stdin(&args, input.as_bytes())
+}
+
+fn consume(broker: &TarnBroker, topic: &str, extra: &[&str]) -> CliOutput {
+    let mut args = vec![
+        "consume",
+        "--bootstrap-server",
+        broker.bootstrap(),
+        "--topic",
+        topic,
+    ];
+    args.extend_from_slice(extra);
+    broker.cli(&args)
+}
+
+fn assert_ok(out: &CliOutput) {
+    assert!(out.status.success(), "{out}");
+}
+
+fn assert_fails_with(out: &CliOutput, needle: &str) {
+    assert!(!out.status.success(), "expected a failure: {out}");
+    assert!(out.stderr.contains(needle), "expected '{needle}': {out}");
+}
+
+fn sorted_lines(text: &str) -> Vec<String> {
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    lines.sort();
+    lines
+}
+
+#[test]
+fn keyed_lines_land_where_the_java_client_puts_them_and_print_back() {
+    run_with_timeout(TEST_TIMEOUT, || {
+        let broker = TarnBroker::start();
+        broker.create_topic("keyed", 3);
+        broker.create_topic("keyed-rdkafka", 3);
+        let input: String = KEYED.iter().map(|(k, v)| format!("{k}\t{v}\n")).collect();
+        let out = produce(&broker, "keyed", &["--property", "parse.key=true"], &input);
+        assert_ok(&out);
+        assert_eq!((out.stdout.as_str(), out.stderr.as_str()), ("", ""));
+
+        // librdkafka's murmur2_random is the Java client's partitioner.
+        let mut producer = TestProducer::new(
+            broker.bootstrap(),
+            &[("partitioner", "murmur2_random"), ("linger.ms", "0")],
+        );
+        let records: Vec<Outgoing> = KEYED.iter().map(|(k, v)| Record::kv(k, v).into()).collect();
+        let delivered = producer.produce_all("keyed-rdkafka", &records);
+
+        let mut expected = Vec::new();
+        for ((key, value), at) in KEYED.iter().zip(&delivered) {
+            expected.push(format!(
+                "Partition:{}\tOffset:{}\t{key}\t{value}",
+                at.partition, at.offset
+            ));
+        }
+        expected.sort();
+        let out = consume(
+            &broker,
+            "keyed",
+            &[
+                "--from-beginning",
+                "--max-messages",
+                "6",
+                "--property",
+                "print.key=true",
+                "--property",
+                "print.partition=true",
+                "--property",
+                "print.offset=true",
+            ],
+        );
+        assert_ok(&out);
+        assert_eq!(sorted_lines(&out.stdout), expected, "{out}");
+        assert_eq!(out.stderr, "Processed a total of 6 messages\n");
+
+        // The default format is the value alone; one partition at a time,
+        // in offset order.
+        let partition = delivered[0].partition.to_string();
+        let out = consume(
+            &broker,
+            "keyed",
+            &[
+                "--partition",
+                &partition,
+                "--offset",
+                "earliest",
+                "--timeout-ms",
+                "1000",
+            ],
+        );
+        assert_ok(&out);
+        let in_partition: String = KEYED
+            .iter()
+            .zip(&delivered)
+            .filter(|(_, at)| at.partition == delivered[0].partition)
+            .map(|((_, v), _)| format!("{v}\n"))
+            .collect();
+        assert_eq!(out.stdout, in_partition);
+        let count = in_partition.lines().count();
+        assert!(count >= 2, "alpha's two records share a partition");
+        assert!(
+            out.stderr
+                .ends_with(&format!("Processed a total of {count} messages\n")),
+            "{out}"
+        );
+    });
+}
+
+#[test]
+fn records_from_librdkafka_print_as_kafkas_console_consumer_prints_them() {
+    run_with_timeout(TEST_TIMEOUT, || {
+        let broker = TarnBroker::start();
+        broker.create_topic("from-rdkafka", 1);
+        let with_headers = Outgoing {
+            record: Record {
+                key: None,
+                value: Some(b"payload".to_vec()),
+                headers: vec![("h1".into(), Some(b"x".to_vec())), ("h2".into(), None)],
+            },
+            partition: Some(0),
+            timestamp_ms: Some(1_700_000_000_000),
+        };
+        let tombstone = Outgoing {
+            record: Record {
+                key: Some(b"gone".to_vec()),
+                value: None,
+                headers: Vec::new(),
+            },
+            partition: Some(0),
+            timestamp_ms: Some(1_700_000_000_001),
+        };
+        let mut producer = TestProducer::new(broker.bootstrap(), &[]);
+        producer.produce_all("from-rdkafka", &[with_headers, tombstone]);
+
+        let all_fields = [
+            "--from-beginning",
+            "--max-messages",
+            "2",
+            "--property",
+            "print.timestamp=true",
+            "--property",
+            "print.partition=true",
+            "--property",
+            "print.offset=true",
+            "--property",
+            "print.headers=true",
+            "--property",
+            "print.key=true",
+        ];
+        let out = consume(&broker, "from-rdkafka", &all_fields);
+        assert_ok(&out);
+        assert_eq!(
+            out.stdout,
+            "CreateTime:1700000000000\tPartition:0\tOffset:0\th1:x,h2:null\tnull\tpayload\n\
+             CreateTime:1700000000001\tPartition:0\tOffset:1\tNO_HEADERS\tgone\tnull\n"
+        );
+
+        let mut custom = all_fields.to_vec();
+        custom.extend_from_slice(&[
+            "--property",
+            "key.separator=|",
+            "--property",
+            "null.literal=<null>",
+            "--property",
+            "headers.separator=;",
+            "--property",
+            "print.timestamp=false",
+        ]);
+        let out = consume(&broker, "from-rdkafka", &custom);
+        assert_ok(&out);
+        assert_eq!(
+            out.stdout,
+            "Partition:0|Offset:0|h1:x;h2:<null>|<null>|payload\n\
+             Partition:0|Offset:1|NO_HEADERS|gone|<null>\n"
+        );
+    });
+}
+
+#[test]
+fn what_tarn_produces_librdkafka_reads_with_every_codec() {
+    run_with_timeout(TEST_TIMEOUT, || {
+        let broker = TarnBroker::start();
+        let input = "trace:abc,empty:\tk1\tfirst\n\
+                     NULL\tk2\tsecond\n\
+                     h:NULL\tNULL\tthird\n\
+                     h:v\tk4\tNULL\n";
+        let expected = vec![
+            Record {
+                key: Some(b"k1".to_vec()),
+                value: Some(b"first".to_vec()),
+                headers: vec![
+                    ("trace".into(), Some(b"abc".to_vec())),
+                    ("empty".into(), Some(Vec::new())),
+                ],
+            },
+            Record::kv("k2", "second"),
+            Record {
+                key: None,
+                value: Some(b"third".to_vec()),
+                headers: vec![("h".into(), None)],
+            },
+            Record {
+                key: Some(b"k4".to_vec()),
+                value: None,
+                headers: vec![("h".into(), Some(b"v".to_vec()))],
+            },
+        ];
+        for codec in ["none", "gzip", "snappy", "lz4", "zstd"] {
+            let topic = format!("codec-{codec}");
+            broker.create_topic(&topic, 1);
+            let out = produce(
+                &broker,
+                &topic,
+                &[
+                    "--compression-codec",
+                    codec,
+                    "--property",
+                    "parse.key=true",
+                    "--property",
+                    "parse.headers=true",
+                    "--property",
+                    "null.marker=NULL",
+                ],
+                input,
+            );
+            assert_ok(&out);
+            let got: Vec<Record> =
+                kafka::consume_all(broker.bootstrap(), &topic, 4, Duration::from_secs(20))
+                    .into_iter()
+                    .map(|c| c.record)
+                    .collect();
+            assert_eq!(got, expected, "{codec}");
+
+            // The four lines went as one batch, compressed as asked.
+            let segment = broker
+                .data_dir()
+                .join(format!("{topic}-0"))
+                .join("00000000000000000000.log");
+            let dump = broker.cli(&["dump-log", segment.to_str().unwrap()]);
+            assert_ok(&dump);
+            let batches: Vec<&str> = dump
+                .stdout
+                .lines()
+                .filter(|l| l.contains("compresscodec:"))
+                .collect();
+            assert_eq!(batches.len(), 1, "{dump}");
+            assert!(
+                batches[0].contains(&format!("compresscodec: {codec} ")),
+                "{dump}"
+            );
+        }
+    });
+}
+
+#[test]
+fn sync_sends_each_line_and_a_refused_record_fails_the_command() {
+    run_with_timeout(TEST_TIMEOUT, || {
+        let broker = TarnBroker::start();
+        let out = broker.cli(&[
+            "topics",
+            "create",
+            "--bootstrap-server",
+            broker.bootstrap(),
+            "--topic",
+            "small",
+            "--partitions",
+            "1",
+            "--replication-factor",
+            "1",
+            "--config",
+            "max.message.bytes=200",
+        ]);
+        assert_ok(&out);
+        let input = format!("fits\n{}\nnever sent\n", "x".repeat(400));
+        let out = produce(&broker, "small", &["--sync"], &input);
+        assert_fails_with(&out, "MESSAGE_TOO_LARGE (10)");
+        assert!(
+            out.stderr
+                .contains("topic small partition 0: MESSAGE_TOO_LARGE"),
+            "{out}"
+        );
+        assert!(
+            out.stderr.contains("(1 message(s) acknowledged before)"),
+            "{out}"
+        );
+        let out = consume(
+            &broker,
+            "small",
+            &["--from-beginning", "--timeout-ms", "1000"],
+        );
+        assert_ok(&out);
+        assert_eq!(out.stdout, "fits\n");
+
+        // A line the reader cannot split stops the command, after what
+        // came before it was sent.
+        let out = produce(
+            &broker,
+            "small",
+            &["--property", "parse.key=true"],
+            "k\tbefore\nno separator\nk\tafter\n",
+        );
+        assert_fails_with(
+            &out,
+            "No key separator found on line number 2: 'no separator'",
+        );
+        let out = consume(
+            &broker,
+            "small",
+            &["--from-beginning", "--timeout-ms", "1000"],
+        );
+        assert_eq!(out.stdout, "fits\nbefore\n");
+
+        // A line larger than max.request.size is refused before sending.
+        let out = produce(
+            &broker,
+            "small",
+            &["--producer-property", "max.request.size=100"],
+            &format!("{}\n", "y".repeat(150)),
+        );
+        assert_fails_with(&out, "line 1 is longer than 100 bytes");
+    });
+}
+
+#[test]
+fn unknown_topics_and_groups_are_refused() {
+    run_with_timeout(TEST_TIMEOUT, || {
+        let broker = TarnBroker::start_with(
+            BrokerOptions::default().set("auto.create.topics.enable", "false"),
+        );
+        let out = produce(&broker, "missing", &[], "lost\n");
+        assert_fails_with(&out, "UNKNOWN_TOPIC_OR_PARTITION (3)");
+        let out = consume(&broker, "missing", &["--timeout-ms", "500"]);
+        assert_fails_with(&out, "UNKNOWN_TOPIC_OR_PARTITION (3)");
+        assert!(!broker.list_topics().contains(&"missing".to_string()));
+
+        broker.create_topic("present", 2);
+        let out = consume(&broker, "present", &["--partition", "2"]);
+        assert_fails_with(&out, "has no partition 2");
+        let out = consume(&broker, "present", &["--group", "readers"]);
+        assert_fails_with(&out, "does not join consumer groups");
+        let out = consume(&broker, "present", &["--offset", "1"]);
+        assert_fails_with(&out, "The partition is required when offset is specified.");
+        let out = produce(
+            &broker,
+            "present",
+            &["--producer-property", "enable.idempotence=true"],
+            "x\n",
+        );
+        assert_fails_with(&out, "enable.idempotence is not supported by tarn produce");
+    });
+}
+
+#[test]
+fn consume_starts_where_asked_and_stops_on_timeout_or_count() {
+    run_with_timeout(TEST_TIMEOUT, || {
+        let broker = TarnBroker::start();
+        broker.create_topic("positions", 1);
+        assert_ok(&produce(&broker, "positions", &[], "a\nb\nc\n"));
+
+        let out = consume(
+            &broker,
+            "positions",
+            &["--partition", "0", "--offset", "1", "--timeout-ms", "500"],
+        );
+        assert_ok(&out);
+        assert_eq!(out.stdout, "b\nc\n");
+        assert!(
+            out.stderr.ends_with("Processed a total of 2 messages\n"),
+            "{out}"
+        );
+
+        // Latest is the default: nothing old is printed; the timeout ends
+        // the command successfully, as in Kafka.
+        let out = consume(&broker, "positions", &["--timeout-ms", "300"]);
+        assert_ok(&out);
+        assert_eq!(out.stdout, "");
+        assert_eq!(out.stderr, "Processed a total of 0 messages\n");
+
+        let out = consume(
+            &broker,
+            "positions",
+            &["--from-beginning", "--max-messages", "2"],
+        );
+        assert_ok(&out);
+        assert_eq!(out.stdout, "a\nb\n");
+
+        // An offset past the end resets to the latest (auto.offset.reset).
+        let out = consume(
+            &broker,
+            "positions",
+            &["--partition", "0", "--offset", "99", "--timeout-ms", "500"],
+        );
+        assert_ok(&out);
+        assert_eq!(out.stdout, "");
+        assert!(out.stderr.contains("Offset 99 is out of range"), "{out}");
+
+        // A consumer waiting at the end prints what is produced later.
+        let bootstrap = broker.bootstrap().to_owned();
+        let waiting = thread::spawn(move || {
+            cli::run(&[
+                "consume",
+                "--bootstrap-server",
+                &bootstrap,
+                "--topic",
+                "positions",
+                "--partition",
+                "0",
+                "--offset",
+                "3",
+                "--max-messages",
+                "1",
+                "--property",
+                "print.offset=true",
+            ])
+        });
+        assert_ok(&produce(&broker, "positions", &["--timeout", "0"], "d\n"));
+        let out = waiting.join().expect("consumer thread");
+        assert_ok(&out);
+        assert_eq!(out.stdout, "Offset:3\td\n");
+    });
+}
+
+#[test]
+fn keyed_records_keep_their_partition_with_every_acks_setting() {
+    run_with_timeout(TEST_TIMEOUT, || {
+        let broker = TarnBroker::start();
+        broker.create_topic("acks", 4);
+        for acks in ["0", "1", "all", "-1"] {
+            let input: String = (0..500).map(|i| format!("key-{i}\tvalue-{i}\n")).collect();
+            let out = produce(
+                &broker,
+                "acks",
+                &[
+                    "--property",
+                    "parse.key=true",
+                    "--producer-property",
+                    &format!("acks={acks}"),
+                    "--batch-size",
+                    "1024",
+                ],
+                &input,
+            );
+            assert_ok(&out);
+        }
+        let got = kafka::consume_from(
+            broker.bootstrap(),
+            "acks",
+            &[
+                (0, Offset::Beginning),
+                (1, Offset::Beginning),
+                (2, Offset::Beginning),
+                (3, Offset::Beginning),
+            ],
+            2000,
+            Duration::from_secs(20),
+        );
+        // With acks=0 nothing confirms the writes: wait for them above,
+        // then check that nothing more arrived.
+        let per_partition: BTreeMap<i32, i64> = kafka::watermarks(broker.bootstrap(), "acks")
+            .into_iter()
+            .map(|(p, low, high)| (p, high - low))
+            .collect();
+        assert_eq!(
+            per_partition.values().sum::<i64>(),
+            2000,
+            "{per_partition:?}"
+        );
+        assert!(per_partition.values().all(|n| *n > 0), "{per_partition:?}");
+        // Each key keeps its partition across the four runs.
+        let mut by_key: BTreeMap<Vec<u8>, Vec<i32>> = BTreeMap::new();
+        for c in &got {
+            by_key
+                .entry(c.record.key.clone().unwrap())
+                .or_default()
+                .push(c.partition);
+        }
+        assert_eq!(by_key.len(), 500);
+        assert!(by_key
+            .values()
+            .all(|ps| ps.len() == 4 && ps.iter().all(|p| *p == ps[0])));
+    });
+}
