@@ -30,24 +30,29 @@ per record (`-R`).
 
 ## Reading these numbers
 
-- **lz4 case.** librdkafka (Debian's 2.0.2 here, and 2.12) uses lz4 only with
-  brokers that advertise FindCoordinator, its probe for "Kafka >= 0.10".
-  Tarn does not serve FindCoordinator until consumer groups land (issue 4),
-  so in the `lz4` case the client sends Tarn *uncompressed* batches while the
-  mock broker gets lz4: that row compares different work. zstd is not gated
-  this way (`zstdr` is really zstd).
-- **Consumer rate.** librdkafka 2.0.2 stops fetching a partition once its
-  local queue holds `queued.min.messages` (100,000) and looks again only
-  about once a second. Tarn answers a 1 MiB fetch in well under a
-  millisecond (sendfile), so it fills that queue faster than rdperf's poll
-  loop drains it, and the consume time is quantised in ~1 s idle stalls
-  (`-X debug=fetch` shows "not fetchable: queued.min.messages exceeded",
-  then ~0.9 s with no fetch). Runs without a stall reach 2-3 M msg/s; runs
-  with one or two land at 0.5-1 M msg/s. The broker's own cost is the
-  `broker CPU s/M consume` column.
+- **lz4 case.** rdperf's payload is the same 100 bytes for every record
+  (as in kafka-producer-perf-test), so lz4 batches shrink to almost nothing
+  and one 1 MiB fetch holds about 196,000 records: more than librdkafka's
+  `queued.min.messages`, so every fetch is followed by the client's
+  one-second refill sleep (next point) and the consume rate is about
+  0.2 M msg/s per partition whatever the broker does (0.005 s of broker CPU
+  per million). `zstdr` gives each record a distinct payload.
+- **Consumer rate.** librdkafka (2.0.2 here; 2.3 and later the same by
+  default, `fetch.queue.backoff.ms=1000`) stops fetching a partition once
+  its local queue holds `queued.min.messages` (100,000) and looks again only
+  after a second. Tarn answers a 1 MiB fetch in well under a millisecond
+  (sendfile), so it fills that queue faster than rdperf's poll loop drains
+  it, and the consume time is quantised in ~1 s idle stalls (`-X
+  debug=fetch` shows "not fetchable: queued.min.messages exceeded", then
+  ~0.9 s with no fetch). Runs without a stall reach 2-3 M msg/s; runs with
+  one or two land at 0.4-1 M msg/s. `bench/consume.sh` consumes the same
+  topic with and without that sleep (`bench/RESULTS-consume.md`). The
+  broker's own cost is the `broker CPU s/M consume` column.
 - **1 KiB records.** Producing 1 GB costs the broker mostly the kernel's
-  page-cache write path (ext4 delayed allocation, page allocation); the mock
-  broker stores nothing, so `vs mock` is not a like-for-like figure there.
+  page-cache write path; since segments ask for writeback every 8 MiB
+  (`bench/roll.sh`, `bench/RESULTS-storage.md`) a roll no longer waits for
+  a whole dirty segment. The mock broker stores nothing, so `vs mock` is
+  not a like-for-like figure there.
 - **Shared machine.** Other sessions share these 2 cores; when
   `host busy CPU s` is well above client + broker CPU, something else was
   running during that run.
