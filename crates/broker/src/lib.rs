@@ -19,6 +19,8 @@ pub mod metrics;
 pub mod refusals;
 pub mod replica_manager;
 pub mod server;
+#[cfg(test)]
+mod testing;
 pub mod topics;
 pub mod transport;
 

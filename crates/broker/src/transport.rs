@@ -202,9 +202,6 @@ mod tests {
     use tarn_protocol::record_batch::{build_batch_for_tests, set_partition_leader_epoch};
 
     use super::*;
-    use crate::broker::{Broker, BrokerOptions};
-    use crate::config::BrokerConfig;
-    use crate::topics::{create_topic_records, NewTopic};
 
     const FETCH_V4: Version = Version {
         version: 4,
@@ -260,27 +257,7 @@ mod tests {
     #[tokio::test]
     async fn the_server_runs_over_memory_pipes() {
         let dir = tempfile::tempdir().unwrap();
-        let broker = Broker::start(BrokerOptions {
-            data_dir: dir.path().to_owned(),
-            node_id: 1,
-            advertised_host: "memory".into(),
-            advertised_port: 9092,
-            config: BrokerConfig::default(),
-        })
-        .unwrap();
-        broker
-            .commit_metadata(|image| {
-                let topic = NewTopic {
-                    name: "orders",
-                    num_partitions: 1,
-                    replication_factor: 1,
-                    configs: vec![],
-                };
-                let (records, _) = create_topic_records(image, &broker.config, &topic)
-                    .map_err(|e| crate::BrokerError::Invalid(e.message))?;
-                Ok((records, ()))
-            })
-            .unwrap();
+        let broker = crate::testing::broker_with_topic(dir.path(), "orders", 1);
         let mut batch = build_batch_for_tests(0, 10, 1_000);
         broker
             .replicas

@@ -504,10 +504,10 @@ impl Log {
     /// from the one holding it onwards, in order, until one answers: the
     /// next holds the following batch when compaction emptied the rest of
     /// one.
-    fn read_from_segments<T>(
-        &self,
+    fn read_from_segments<'a, T>(
+        &'a self,
         fetch_offset: i64,
-        read: impl Fn(&LogSegment) -> Result<Option<T>, StorageError>,
+        read: impl Fn(&'a LogSegment) -> Result<Option<T>, StorageError>,
     ) -> Result<Option<T>, StorageError> {
         if fetch_offset < self.log_start_offset || fetch_offset > self.log_end_offset {
             return Err(StorageError::OffsetOutOfRange {
@@ -532,27 +532,27 @@ impl Log {
     /// The check a read from `fetch_offset` still needs before it may
     /// serve bytes this process did not write (see
     /// [`LogSegment::verification_for`]); run it without the log's lock,
-    /// then read. `None` when the read needs none.
+    /// then read. `None` when the read needs none (or is out of range,
+    /// which the read itself answers).
     pub fn verification_for(
         &self,
         fetch_offset: i64,
     ) -> Result<Option<SegmentVerifier>, StorageError> {
-        if fetch_offset < self.log_start_offset || fetch_offset > self.log_end_offset {
-            return Ok(None);
+        // The segment that answers the read: the first holding a batch at
+        // or past the offset.
+        let found = match self.read_from_segments(fetch_offset, |segment| {
+            Ok(segment
+                .find_batch(fetch_offset)?
+                .map(|(position, _)| (segment, position)))
+        }) {
+            Ok(found) => found,
+            Err(StorageError::OffsetOutOfRange { .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        match found {
+            Some((segment, position)) => segment.verification_for(position),
+            None => Ok(None),
         }
-        let first = self
-            .segments
-            .range(..=fetch_offset)
-            .next_back()
-            .map_or(self.log_start_offset, |(base, _)| *base);
-        for segment in self.segments.range(first..).map(|(_, s)| s) {
-            // The segment that will answer the read is the first holding a
-            // batch at or past the offset, as in `read_from_segments`.
-            if let Some((position, _)) = segment.find_batch(fetch_offset)? {
-                return segment.verification_for(position);
-            }
-        }
-        Ok(None)
     }
 
     pub fn log_start_offset(&self) -> i64 {

@@ -417,8 +417,6 @@ mod tests {
 mod broker_tests {
     use super::*;
     use crate::group_lag::{CommittedOffset, GroupLagSource, GroupMember, GroupOverview};
-    use crate::topics::{create_topic_records, NewTopic};
-    use crate::{BrokerConfig, BrokerOptions};
     use parking_lot::Mutex;
     use tarn_protocol::record_batch::build_batch_for_tests;
 
@@ -479,27 +477,7 @@ mod broker_tests {
     #[test]
     fn lag_follows_commits_in_metrics_console_and_series() {
         let dir = tempfile::tempdir().unwrap();
-        let broker = Broker::start(BrokerOptions {
-            data_dir: dir.path().to_owned(),
-            node_id: 1,
-            advertised_host: "127.0.0.1".into(),
-            advertised_port: 9092,
-            config: BrokerConfig::default(),
-        })
-        .unwrap();
-        broker
-            .commit_metadata(|image| {
-                let topic = NewTopic {
-                    name: "orders",
-                    num_partitions: 1,
-                    replication_factor: 1,
-                    configs: vec![],
-                };
-                let (records, _) = create_topic_records(image, &broker.config, &topic)
-                    .map_err(|e| crate::BrokerError::Invalid(e.message))?;
-                Ok((records, ()))
-            })
-            .unwrap();
+        let broker = crate::testing::broker_with_topic(dir.path(), "orders", 1);
         let partition = broker.replicas.get("orders", 0).unwrap();
         partition
             .append(&build_batch_for_tests(0, 10, 1_000))
