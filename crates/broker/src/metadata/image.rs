@@ -42,7 +42,9 @@ impl TopicInfo {
 pub struct MetadataImage {
     pub brokers: BTreeMap<i32, BrokerInfo>,
     topics_by_id: HashMap<Uuid, Arc<TopicInfo>>,
-    topic_ids: BTreeMap<String, Uuid>,
+    /// Shared names: an image is cloned on every commit, and cloning a
+    /// name is then a reference count, not an allocation.
+    topic_ids: BTreeMap<Arc<str>, Uuid>,
     pub next_producer_id: i64,
     /// Dynamic broker configs set as the cluster-wide default.
     pub cluster_configs: BTreeMap<String, String>,
@@ -88,7 +90,7 @@ impl MetadataImage {
             }
             MetadataRecord::Topic { name, topic_id } => {
                 let id = Uuid(*topic_id);
-                self.topic_ids.insert(name.clone(), id);
+                self.topic_ids.insert(Arc::from(name.as_str()), id);
                 self.topics_by_id.insert(
                     id,
                     Arc::new(TopicInfo {
@@ -140,7 +142,7 @@ impl MetadataImage {
             }
             MetadataRecord::RemoveTopic { topic_id } => {
                 if let Some(topic) = self.topics_by_id.remove(&Uuid(*topic_id)) {
-                    self.topic_ids.remove(&topic.name);
+                    self.topic_ids.remove(topic.name.as_str());
                 }
             }
             MetadataRecord::ProducerIds {
