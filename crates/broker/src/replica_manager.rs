@@ -53,6 +53,41 @@ use crate::metadata::{MetadataImage, TopicInfo};
 
 pub type TopicPartition = (String, i32);
 
+/// The hosted partitions by topic name, then partition index: looked up
+/// with a borrowed name on every produce and fetch, so without allocating.
+#[derive(Default)]
+struct PartitionMap(HashMap<String, HashMap<i32, Arc<Partition>>>);
+
+impl PartitionMap {
+    fn get(&self, topic: &str, partition: i32) -> Option<&Arc<Partition>> {
+        self.0.get(topic)?.get(&partition)
+    }
+
+    fn insert(&mut self, partition: Arc<Partition>) -> Option<Arc<Partition>> {
+        self.0
+            .entry(partition.topic.clone())
+            .or_default()
+            .insert(partition.index, partition)
+    }
+
+    fn remove(&mut self, topic: &str, partition: i32) -> Option<Arc<Partition>> {
+        let partitions = self.0.get_mut(topic)?;
+        let removed = partitions.remove(&partition);
+        if partitions.is_empty() {
+            self.0.remove(topic);
+        }
+        removed
+    }
+
+    fn values(&self) -> impl Iterator<Item = &Arc<Partition>> {
+        self.0.values().flat_map(HashMap::values)
+    }
+
+    fn drain(&mut self) -> Vec<Arc<Partition>> {
+        self.0.drain().flat_map(|(_, p)| p.into_values()).collect()
+    }
+}
+
 pub struct Partition {
     pub topic: String,
     pub topic_id: Uuid,
@@ -483,7 +518,7 @@ pub struct ReplicaManager {
     data_dir: PathBuf,
     node_id: i32,
     env: LogEnv,
-    partitions: RwLock<HashMap<TopicPartition, Arc<Partition>>>,
+    partitions: RwLock<PartitionMap>,
     data_version: watch::Sender<u64>,
     deleter: LogDeleter,
     /// The image and effective broker config the hosted partitions match;
@@ -548,7 +583,7 @@ impl ReplicaManager {
             data_dir: data_dir.to_owned(),
             node_id,
             env,
-            partitions: RwLock::new(HashMap::new()),
+            partitions: RwLock::new(PartitionMap::default()),
             data_version,
             deleter: LogDeleter::start(),
             synced: Mutex::new((Arc::new(MetadataImage::default()), BrokerConfig::default())),
@@ -570,10 +605,7 @@ impl ReplicaManager {
     }
 
     pub fn get(&self, topic: &str, partition: i32) -> Option<Arc<Partition>> {
-        self.partitions
-            .read()
-            .get(&(topic.to_owned(), partition))
-            .cloned()
+        self.partitions.read().get(topic, partition).cloned()
     }
 
     /// Every hosted partition, in no particular order.
@@ -620,12 +652,12 @@ impl ReplicaManager {
         if !gone.is_empty() {
             let stale: Vec<Arc<Partition>> = {
                 let mut map = self.partitions.write();
-                let keys: Vec<TopicPartition> = map
-                    .iter()
-                    .filter(|(_, p)| gone.contains(&p.topic_id))
-                    .map(|(tp, _)| tp.clone())
+                let keys: Vec<(String, i32)> = map
+                    .values()
+                    .filter(|p| gone.contains(&p.topic_id))
+                    .map(|p| (p.topic.clone(), p.index))
                     .collect();
-                keys.iter().filter_map(|tp| map.remove(tp)).collect()
+                keys.iter().filter_map(|(t, i)| map.remove(t, *i)).collect()
             };
             for partition in stale {
                 self.retire(&partition)?;
@@ -670,7 +702,7 @@ impl ReplicaManager {
                         let mut map = self.partitions.write();
                         gone.partitions
                             .iter()
-                            .filter_map(|p| map.remove(&(gone.name.clone(), p.partition_id)))
+                            .filter_map(|p| map.remove(&gone.name, p.partition_id))
                             .collect()
                     };
                     for partition in stale {
@@ -678,9 +710,7 @@ impl ReplicaManager {
                             self.retire(&partition)?;
                         } else {
                             // A newer topic of the same name: not ours to retire.
-                            self.partitions
-                                .write()
-                                .insert((partition.topic.clone(), partition.index), partition);
+                            self.partitions.write().insert(partition);
                         }
                     }
                 }
@@ -731,10 +761,7 @@ impl ReplicaManager {
                     continue;
                 }
                 // Same name, new topic id: the old topic is gone.
-                let stale = self
-                    .partitions
-                    .write()
-                    .remove(&(topic.name.clone(), p.partition_id));
+                let stale = self.partitions.write().remove(&topic.name, p.partition_id);
                 if let Some(stale) = stale {
                     self.retire(&stale)?;
                 }
@@ -775,9 +802,7 @@ impl ReplicaManager {
                 reads_failing: FailureEpisode::new(),
                 log: Mutex::new(Some(log)),
             });
-            self.partitions
-                .write()
-                .insert((topic.name.clone(), p.partition_id), partition);
+            self.partitions.write().insert(partition);
         }
         Ok(())
     }
@@ -819,8 +844,7 @@ impl ReplicaManager {
     /// next start-up to remove.
     pub fn shutdown(&self) -> Result<(), StorageError> {
         self.deleter.shutdown();
-        let partitions: Vec<Arc<Partition>> =
-            self.partitions.write().drain().map(|(_, p)| p).collect();
+        let partitions: Vec<Arc<Partition>> = self.partitions.write().drain();
         let mut first_error = None;
         for partition in partitions {
             if let Err(e) = partition.close() {

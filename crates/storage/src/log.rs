@@ -538,6 +538,20 @@ impl Log {
         &self,
         fetch_offset: i64,
     ) -> Result<Option<SegmentVerifier>, StorageError> {
+        // Usually nothing is left to check (only segments a start opened
+        // without recovery are): answer without an index lookup.
+        let first = self
+            .segments
+            .range(..=fetch_offset)
+            .next_back()
+            .map_or(self.log_start_offset, |(base, _)| *base);
+        if !self
+            .segments
+            .range(first..)
+            .any(|(_, s)| s.awaits_verification())
+        {
+            return Ok(None);
+        }
         // The segment that answers the read: the first holding a batch at
         // or past the offset.
         let found = match self.read_from_segments(fetch_offset, |segment| {

@@ -744,12 +744,17 @@ impl LogSegment {
         Ok(Some((start, end, records)))
     }
 
+    /// Whether some bytes of this segment still wait for their check.
+    pub fn awaits_verification(&self) -> bool {
+        self.unverified_bytes > 0 && self.verified.get().is_none()
+    }
+
     /// The check a read from file position `position` still needs: the
     /// bytes this process did not write or recover, when the read starts
     /// among them and nobody has checked them yet. Run it without the log's
     /// lock ([`SegmentVerifier::run`]); the read then finds the answer.
     pub fn verification_for(&self, position: u64) -> Result<Option<SegmentVerifier>, StorageError> {
-        if position >= self.unverified_bytes || self.verified.get().is_some() {
+        if position >= self.unverified_bytes || !self.awaits_verification() {
             return Ok(None);
         }
         Ok(Some(SegmentVerifier {
