@@ -35,6 +35,7 @@ fn world() -> &'static World {
             advertised_host: "127.0.0.1".into(),
             advertised_port: 9092,
             config: BrokerConfig::default(),
+            env: None,
         })
         .expect("start broker");
         // Paused time: a long-poll fetch completes at once instead of

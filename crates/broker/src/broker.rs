@@ -63,6 +63,10 @@ pub struct BrokerOptions {
     pub advertised_host: String,
     pub advertised_port: i32,
     pub config: BrokerConfig,
+    /// The file system and clock every file of the broker goes through;
+    /// `None` is the real ones (with `log.open.files.max`). Tests and
+    /// simulations pass a simulated file system that can lose power.
+    pub env: Option<LogEnv>,
 }
 
 pub struct Broker {
@@ -102,10 +106,15 @@ pub fn random_uuid() -> Uuid {
 }
 
 /// Reads or creates `meta.properties` (Kafka's file) and returns the cluster id.
-fn load_meta_properties(data_dir: &Path, node_id: i32) -> Result<String, BrokerError> {
+fn load_meta_properties(
+    env: &LogEnv,
+    data_dir: &Path,
+    node_id: i32,
+) -> Result<String, BrokerError> {
     let path = data_dir.join("meta.properties");
-    match std::fs::read_to_string(&path) {
-        Ok(text) => {
+    match env.read_optional(&path)? {
+        Some(bytes) => {
+            let text = String::from_utf8_lossy(&bytes);
             let get = |key: &str| {
                 text.lines()
                     .filter_map(|l| l.split_once('='))
@@ -124,24 +133,26 @@ fn load_meta_properties(data_dir: &Path, node_id: i32) -> Result<String, BrokerE
                 BrokerError::Invalid(format!("{} has no cluster.id", path.display()))
             })
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+        None => {
             let cluster_id = random_uuid().to_base64();
             let text = format!("version=1\ncluster.id={cluster_id}\nnode.id={node_id}\n");
-            let tmp = data_dir.join("meta.properties.tmp");
-            std::fs::write(&tmp, text).map_err(io(format!("write {}", tmp.display())))?;
-            std::fs::rename(&tmp, &path).map_err(io(format!("rename {}", path.display())))?;
+            env.write_atomically(&path, text.as_bytes())?;
             Ok(cluster_id)
         }
-        Err(e) => Err(io(format!("read {}", path.display()))(e)),
     }
 }
 
 impl Broker {
     pub fn start(options: BrokerOptions) -> Result<Arc<Broker>, BrokerError> {
         let data_dir = options.data_dir;
-        std::fs::create_dir_all(&data_dir).map_err(io(format!("create {}", data_dir.display())))?;
-        let cluster_id = load_meta_properties(&data_dir, options.node_id)?;
-        let metadata_log = FileMetadataLog::open(&data_dir.join("__cluster_metadata-0"))?;
+        let open_files_max = options.config.get_i64("log.open.files.max") as usize;
+        let env = options
+            .env
+            .clone()
+            .unwrap_or_else(|| LogEnv::os(open_files_max));
+        env.create_dir_all(&data_dir)?;
+        let cluster_id = load_meta_properties(&env, &data_dir, options.node_id)?;
+        let metadata_log = FileMetadataLog::open(&env, &data_dir.join("__cluster_metadata-0"))?;
         let metadata = MetadataStore::open(Box::new(metadata_log))?;
         let registration = MetadataRecord::RegisterBroker {
             broker_id: options.node_id,
@@ -158,17 +169,12 @@ impl Broker {
         })?;
 
         let marker = data_dir.join(CLEAN_SHUTDOWN_FILE);
-        let clean_shutdown = marker.exists();
-        let removed = tarn_storage::remove_dirs_marked_for_deletion(&data_dir)?;
+        let clean_shutdown = env.len(&marker)?.is_some();
+        let removed = tarn_storage::remove_dirs_marked_for_deletion(&env, &data_dir)?;
         if removed > 0 {
             tracing::info!(removed, "removed partition directories left for deletion");
         }
-        let open_files_max = options.config.get_i64("log.open.files.max") as usize;
-        let replicas = Arc::new(ReplicaManager::new(
-            &data_dir,
-            options.node_id,
-            LogEnv::os(open_files_max),
-        ));
+        let replicas = Arc::new(ReplicaManager::new(&data_dir, options.node_id, env.clone()));
         let image = metadata.image();
         let effective = ConfigView {
             static_config: &options.config,
@@ -186,7 +192,7 @@ impl Broker {
         }
         let groups = crate::group::open(&effective, &image, &replicas, options.node_id)?;
         if clean_shutdown {
-            std::fs::remove_file(&marker).map_err(io(format!("remove {}", marker.display())))?;
+            env.remove_file(&marker)?;
         }
         tracing::info!(
             clean_shutdown,
@@ -293,8 +299,9 @@ impl Broker {
         }
         self.group_commit.stop();
         self.replicas.shutdown()?;
+        // Not fsynced: losing it only costs a recovery at the next start.
         let marker = self.data_dir.join(CLEAN_SHUTDOWN_FILE);
-        std::fs::write(&marker, b"").map_err(io(format!("write {}", marker.display())))?;
+        self.replicas.env().write_without_sync(&marker, b"")?;
         Ok(())
     }
 }

@@ -5,6 +5,8 @@
 pub mod broker;
 pub mod config;
 pub mod connection_quotas;
+#[cfg(test)]
+mod crash_simulation;
 pub mod dynamic_config;
 pub mod episode;
 pub mod error_names;

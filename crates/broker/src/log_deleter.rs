@@ -16,6 +16,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
+use tarn_storage::LogEnv;
 
 /// The most directories that may wait for their delay at once.
 pub const PENDING_DELETIONS_MAX: usize = 100_000;
@@ -30,20 +31,24 @@ struct State {
 }
 
 pub struct LogDeleter {
+    env: LogEnv,
     shared: Arc<(Mutex<State>, Condvar)>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl LogDeleter {
-    pub fn start() -> LogDeleter {
+    /// Starts the thread; directories are removed through `env`.
+    pub fn start(env: LogEnv) -> LogDeleter {
         let shared: Arc<(Mutex<State>, Condvar)> = Arc::default();
         let worker = shared.clone();
+        let worker_env = env.clone();
         let thread = std::thread::Builder::new()
             .name("tarn-delete-logs".into())
-            .spawn(move || run(&worker))
+            .spawn(move || run(&worker_env, &worker))
             .map_err(|e| tracing::error!(error = %e, "cannot start the log deletion thread"))
             .ok();
         LogDeleter {
+            env,
             shared,
             thread: Mutex::new(thread),
         }
@@ -57,7 +62,7 @@ impl LogDeleter {
         if !running || state.queue.len() >= PENDING_DELETIONS_MAX {
             drop(state);
             tracing::warn!(dir = %dir.display(), "removing a deleted log at once: the deletion queue is full or stopped");
-            remove(&dir);
+            remove(&self.env, &dir);
             return;
         }
         match Instant::now().checked_add(delay) {
@@ -100,14 +105,14 @@ impl Drop for LogDeleter {
     }
 }
 
-fn remove(dir: &Path) {
-    match tarn_storage::delete_dir(dir) {
+fn remove(env: &LogEnv, dir: &Path) {
+    match env.remove_dir_all(dir) {
         Ok(()) => tracing::info!(dir = %dir.display(), "deleted log directory"),
         Err(e) => tracing::error!(dir = %dir.display(), error = %e, "delete log directory"),
     }
 }
 
-fn run(shared: &(Mutex<State>, Condvar)) {
+fn run(env: &LogEnv, shared: &(Mutex<State>, Condvar)) {
     let (state, wake) = shared;
     let mut guard = state.lock();
     while !guard.stopping {
@@ -118,7 +123,7 @@ fn run(shared: &(Mutex<State>, Condvar)) {
                     continue;
                 };
                 drop(guard);
-                remove(&dir);
+                remove(env, &dir);
                 guard = state.lock();
             }
             Some(Reverse((deadline, _))) => {
@@ -156,7 +161,7 @@ mod tests {
             std::fs::create_dir(dir).unwrap();
             std::fs::write(dir.join("00000000000000000000.log"), b"x").unwrap();
         }
-        let deleter = LogDeleter::start();
+        let deleter = LogDeleter::start(LogEnv::shared_default());
         deleter.schedule(later.clone(), Duration::from_secs(3600));
         deleter.schedule(never.clone(), Duration::MAX);
         deleter.schedule(soon.clone(), Duration::ZERO);

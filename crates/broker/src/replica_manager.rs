@@ -582,10 +582,10 @@ impl ReplicaManager {
         ReplicaManager {
             data_dir: data_dir.to_owned(),
             node_id,
+            deleter: LogDeleter::start(env.clone()),
             env,
             partitions: RwLock::new(PartitionMap::default()),
             data_version,
-            deleter: LogDeleter::start(),
             synced: Mutex::new((Arc::new(MetadataImage::default()), BrokerConfig::default())),
         }
     }
@@ -820,7 +820,10 @@ impl ReplicaManager {
                 continue;
             };
             let path = self.data_dir.join(&name);
-            if topic == METADATA_TOPIC || self.get(topic, partition).is_some() || !path.is_dir() {
+            if topic == METADATA_TOPIC
+                || self.get(topic, partition).is_some()
+                || !self.env.is_dir(&path)
+            {
                 continue;
             }
             let target =

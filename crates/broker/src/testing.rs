@@ -3,6 +3,11 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use tarn_protocol::codec::{Decode, Encode, Reader, Version};
+use tarn_protocol::header::{decode_response_header, RequestHeader};
+
 use crate::broker::{Broker, BrokerOptions};
 use crate::config::BrokerConfig;
 use crate::topics::{create_topic_records, NewTopic};
@@ -16,8 +21,15 @@ pub fn broker_with_topic(dir: &Path, topic: &str, partitions: i32) -> Arc<Broker
         advertised_host: "127.0.0.1".into(),
         advertised_port: 9092,
         config: BrokerConfig::default(),
+        env: None,
     })
     .expect("start a broker");
+    create_topic(&broker, topic, partitions);
+    broker
+}
+
+/// Creates `topic` through the metadata log.
+pub fn create_topic(broker: &Broker, topic: &str, partitions: i32) {
     broker
         .commit_metadata(|image| {
             let new = NewTopic {
@@ -31,5 +43,42 @@ pub fn broker_with_topic(dir: &Path, topic: &str, partitions: i32) -> Arc<Broker
             Ok((records, ()))
         })
         .expect("create a topic");
-    broker
+}
+
+/// Writes one request frame (a non-flexible header).
+pub async fn send_request<T: Encode>(
+    stream: &mut (impl AsyncWrite + Unpin),
+    api_key: i16,
+    version: Version,
+    correlation_id: i32,
+    body: &T,
+) {
+    let header = RequestHeader {
+        api_key,
+        api_version: version.version,
+        correlation_id,
+        client_id: Some("test".into()),
+    };
+    let mut frame = vec![0u8; 4];
+    header.encode(&mut frame, false);
+    body.encode(&mut frame, version);
+    let len = (frame.len() - 4) as i32;
+    frame[..4].copy_from_slice(&len.to_be_bytes());
+    stream.write_all(&frame).await.expect("send a request");
+}
+
+/// Reads one response frame: its correlation id and body.
+pub async fn read_response<T: Decode>(
+    stream: &mut (impl AsyncRead + Unpin),
+    version: Version,
+) -> (i32, T) {
+    let len = stream.read_i32().await.expect("read a response");
+    let mut body = vec![0u8; len as usize];
+    stream.read_exact(&mut body).await.expect("read a response");
+    let mut r = Reader::new(bytes::Bytes::from(body));
+    let correlation_id = decode_response_header(&mut r, 1, false).expect("response header");
+    (
+        correlation_id,
+        T::decode(&mut r, version).expect("response body"),
+    )
 }

@@ -196,12 +196,12 @@ impl SendFile for WriteHalf<DuplexStream> {
 mod tests {
     use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 
-    use tarn_protocol::codec::{Decode, Encode, Reader, Uuid, Version};
-    use tarn_protocol::header::{decode_response_header, RequestHeader};
+    use tarn_protocol::codec::{Uuid, Version};
     use tarn_protocol::messages::fetch::{FetchPartition, FetchRequest, FetchResponse, FetchTopic};
     use tarn_protocol::record_batch::{build_batch_for_tests, set_partition_leader_epoch};
 
     use super::*;
+    use crate::testing::{read_response, send_request};
 
     const FETCH_V4: Version = Version {
         version: 4,
@@ -225,30 +225,11 @@ mod tests {
             }],
             ..Default::default()
         };
-        let header = RequestHeader {
-            api_key: 1,
-            api_version: FETCH_V4.version,
-            correlation_id,
-            client_id: Some("memory".into()),
-        };
-        let mut frame = vec![0u8; 4];
-        header.encode(&mut frame, false);
-        request.encode(&mut frame, FETCH_V4);
-        let len = (frame.len() - 4) as i32;
-        frame[..4].copy_from_slice(&len.to_be_bytes());
-        client.write_all(&frame).await.unwrap();
+        send_request(client, 1, FETCH_V4, correlation_id, &request).await;
     }
 
     async fn read_fetch(client: &mut DuplexStream) -> (i32, FetchResponse) {
-        let len = client.read_i32().await.unwrap();
-        let mut body = vec![0u8; len as usize];
-        client.read_exact(&mut body).await.unwrap();
-        let mut r = Reader::new(bytes::Bytes::from(body));
-        let correlation_id = decode_response_header(&mut r, 1, false).unwrap();
-        (
-            correlation_id,
-            FetchResponse::decode(&mut r, FETCH_V4).unwrap(),
-        )
+        read_response(client, FETCH_V4).await
     }
 
     /// The real server over in-process pipes: pipelined fetches answered in

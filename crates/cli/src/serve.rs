@@ -157,6 +157,7 @@ async fn serve(args: ServeArgs, config: BrokerConfig) -> Result<()> {
         advertised_host: host.clone(),
         advertised_port: port,
         config,
+        env: None,
     })
     .with_context(|| format!("start broker with data in {}", args.data_dir.display()))?;
 

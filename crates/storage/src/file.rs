@@ -429,6 +429,11 @@ impl LogEnv {
             .map_err(|e| StorageError::io(format!("fsync directory {}", dir.display()), e))
     }
 
+    /// Whether `path` is a directory this file system can list.
+    pub fn is_dir(&self, path: &Path) -> bool {
+        self.fs.list(path).is_ok()
+    }
+
     /// Reads a whole small file; `Ok(None)` when it does not exist.
     pub fn read_optional(&self, path: &Path) -> Result<Option<Vec<u8>>, StorageError> {
         let context = || format!("read {}", path.display());

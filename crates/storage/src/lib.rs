@@ -25,7 +25,7 @@ pub use file::{Clock, FileCache, FileSystem, LogEnv, ManualClock, OsFileSystem, 
 pub use flush::{FlushCallback, FlushTarget, GroupCommit};
 pub use index::{OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset};
 pub use leader_epoch::{EpochEntry, LeaderEpochFileCache, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
-pub use log::{delete_dir, remove_dirs_marked_for_deletion, AppendInfo, Log, DELETE_DIR_SUFFIX};
+pub use log::{remove_dirs_marked_for_deletion, AppendInfo, Log, DELETE_DIR_SUFFIX};
 pub use log_config::{CleanupPolicy, LogConfig};
 pub use producer_state::{BatchMetadata, ProducerStateEntry, ProducerStateManager, SequenceCheck};
 pub use segment::{LogSegment, SegmentVerifier};

@@ -667,7 +667,7 @@ impl Log {
     /// Closes the log without flushing (its data is being deleted) and
     /// renames its directory to `new_name` beside it, as Kafka does before
     /// deleting a partition after `file.delete.delay.ms`. Returns the new
-    /// path; the caller removes it later with [`delete_dir`].
+    /// path; the caller removes it later (`LogEnv::remove_dir_all`).
     pub fn rename_for_deletion(self, new_name: &str) -> Result<PathBuf, StorageError> {
         let dir = self.dir.clone();
         let env = self.env.clone();
@@ -891,19 +891,16 @@ fn check_keys(
 /// Kafka's suffix for a partition directory waiting to be deleted.
 pub const DELETE_DIR_SUFFIX: &str = "-delete";
 
-/// Removes a partition directory renamed by [`Log::rename_for_deletion`].
-pub fn delete_dir(dir: &Path) -> Result<(), StorageError> {
-    LogEnv::shared_default().remove_dir_all(dir)
-}
-
 /// Removes every `*-delete` directory directly under `data_dir` (left by a
 /// run that stopped before their delay passed); returns how many.
-pub fn remove_dirs_marked_for_deletion(data_dir: &Path) -> Result<usize, StorageError> {
-    let env = LogEnv::shared_default();
+pub fn remove_dirs_marked_for_deletion(
+    env: &LogEnv,
+    data_dir: &Path,
+) -> Result<usize, StorageError> {
     let mut removed = 0;
     for name in env.list_file_names(data_dir)? {
         let path = data_dir.join(&name);
-        if name.ends_with(DELETE_DIR_SUFFIX) && path.is_dir() {
+        if name.ends_with(DELETE_DIR_SUFFIX) && env.is_dir(&path) {
             env.remove_dir_all(&path)?;
             removed += 1;
         }

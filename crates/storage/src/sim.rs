@@ -7,11 +7,13 @@
 //! drawn from a seeded generator so a failing seed replays exactly.
 //! Simplification: directory operations (create, rename, remove) are
 //! durable at once, as on a journaling file system after the metadata
-//! commit; file contents are not.
+//! commit; file contents are not. [`SimFileSystem::halt`] makes every
+//! operation fail, so a crashed process writes nothing after the cut.
 
 use std::collections::{BTreeSet, HashMap};
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -30,11 +32,29 @@ struct Contents {
 #[derive(Debug, Default)]
 struct Inode(Mutex<Contents>);
 
+/// An open file, and the file system's halt switch.
 #[derive(Debug)]
-struct SimHandle(Arc<Inode>);
+struct SimHandle(Arc<Inode>, Arc<AtomicBool>);
+
+impl SimHandle {
+    fn check(&self) -> io::Result<()> {
+        check(&self.1)
+    }
+}
+
+/// Every operation fails while the file system is halted (see
+/// [`SimFileSystem::halt`]).
+fn check(halted: &AtomicBool) -> io::Result<()> {
+    if halted.load(Ordering::Acquire) {
+        Err(io::Error::other("simulated machine is down"))
+    } else {
+        Ok(())
+    }
+}
 
 impl FileHandle for SimHandle {
     fn read_exact_at(&self, buf: &mut [u8], position: u64) -> io::Result<()> {
+        self.check()?;
         let contents = self.0 .0.lock();
         let start = position as usize;
         let end = start + buf.len();
@@ -49,6 +69,7 @@ impl FileHandle for SimHandle {
     }
 
     fn write_all_at(&self, data: &[u8], position: u64) -> io::Result<()> {
+        self.check()?;
         let mut contents = self.0 .0.lock();
         let start = position as usize;
         if contents.written.len() < start + data.len() {
@@ -59,11 +80,13 @@ impl FileHandle for SimHandle {
     }
 
     fn set_len(&self, len: u64) -> io::Result<()> {
+        self.check()?;
         self.0 .0.lock().written.resize(len as usize, 0);
         Ok(())
     }
 
     fn sync(&self) -> io::Result<()> {
+        self.check()?;
         let mut contents = self.0 .0.lock();
         contents.durable = contents.written.clone();
         Ok(())
@@ -71,6 +94,7 @@ impl FileHandle for SimHandle {
 
     /// Only recorded: a hint promises nothing, so nothing becomes durable.
     fn start_writeback(&self, position: u64, len: u64) -> io::Result<()> {
+        self.check()?;
         self.0 .0.lock().writeback_hints.push((position, len));
         Ok(())
     }
@@ -81,6 +105,7 @@ struct State {
     files: HashMap<PathBuf, Arc<Inode>>,
     dirs: BTreeSet<PathBuf>,
     rng: u64,
+    halted: Arc<AtomicBool>,
 }
 
 /// See the module docs.
@@ -100,7 +125,21 @@ impl SimFileSystem {
             files: HashMap::new(),
             dirs: BTreeSet::from([PathBuf::from("/")]),
             rng: seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
+            halted: Arc::default(),
         }))
+    }
+
+    /// The machine stops: from now on every operation, through any handle,
+    /// fails, so a process still running writes nothing more. With
+    /// [`SimFileSystem::power_cut`] and [`SimFileSystem::restart`] this is
+    /// a crash of the whole machine.
+    pub fn halt(&self) {
+        self.0.lock().halted.store(true, Ordering::Release);
+    }
+
+    /// The machine is back: operations work again (on what survived).
+    pub fn restart(&self) {
+        self.0.lock().halted.store(false, Ordering::Release);
     }
 
     /// The writeback hints given for `path` so far.
@@ -164,8 +203,9 @@ fn random(rng: &mut u64, max: u64) -> u64 {
 impl FileSystem for SimFileSystem {
     fn open(&self, path: &Path, create: bool) -> io::Result<Arc<dyn FileHandle>> {
         let mut state = self.0.lock();
+        check(&state.halted)?;
         if let Some(inode) = state.files.get(path) {
-            return Ok(Arc::new(SimHandle(inode.clone())));
+            return Ok(Arc::new(SimHandle(inode.clone(), state.halted.clone())));
         }
         let parent = path.parent().ok_or_else(|| not_found(path))?;
         if !create || !state.dirs.contains(parent) {
@@ -173,11 +213,12 @@ impl FileSystem for SimFileSystem {
         }
         let inode = Arc::new(Inode::default());
         state.files.insert(path.to_path_buf(), inode.clone());
-        Ok(Arc::new(SimHandle(inode)))
+        Ok(Arc::new(SimHandle(inode, state.halted.clone())))
     }
 
     fn len(&self, path: &Path) -> io::Result<Option<u64>> {
         let state = self.0.lock();
+        check(&state.halted)?;
         Ok(state
             .files
             .get(path)
@@ -186,6 +227,7 @@ impl FileSystem for SimFileSystem {
 
     fn modified_ms(&self, path: &Path) -> io::Result<i64> {
         let state = self.0.lock();
+        check(&state.halted)?;
         let inode = state.files.get(path).ok_or_else(|| not_found(path))?;
         let modified = inode.0.lock().modified_ms;
         Ok(modified)
@@ -193,6 +235,7 @@ impl FileSystem for SimFileSystem {
 
     fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
         let state = self.0.lock();
+        check(&state.halted)?;
         if !state.dirs.contains(dir) {
             return Err(not_found(dir));
         }
@@ -209,6 +252,7 @@ impl FileSystem for SimFileSystem {
 
     fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
         let mut state = self.0.lock();
+        check(&state.halted)?;
         for ancestor in dir.ancestors() {
             state.dirs.insert(ancestor.to_path_buf());
         }
@@ -217,6 +261,7 @@ impl FileSystem for SimFileSystem {
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         let mut state = self.0.lock();
+        check(&state.halted)?;
         state
             .files
             .remove(path)
@@ -226,6 +271,7 @@ impl FileSystem for SimFileSystem {
 
     fn remove_dir_all(&self, dir: &Path) -> io::Result<()> {
         let mut state = self.0.lock();
+        check(&state.halted)?;
         if !state.dirs.contains(dir) {
             return Err(not_found(dir));
         }
@@ -236,13 +282,42 @@ impl FileSystem for SimFileSystem {
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         let mut state = self.0.lock();
-        let inode = state.files.remove(from).ok_or_else(|| not_found(from))?;
-        state.files.insert(to.to_path_buf(), inode);
+        check(&state.halted)?;
+        if let Some(inode) = state.files.remove(from) {
+            state.files.insert(to.to_path_buf(), inode);
+            return Ok(());
+        }
+        if !state.dirs.contains(from) {
+            return Err(not_found(from));
+        }
+        // A directory: everything below it moves.
+        let moved = |p: &Path| to.join(p.strip_prefix(from).expect("below the directory"));
+        let files: Vec<PathBuf> = state
+            .files
+            .keys()
+            .filter(|p| p.starts_with(from))
+            .cloned()
+            .collect();
+        for path in files {
+            let inode = state.files.remove(&path).expect("listed");
+            state.files.insert(moved(&path), inode);
+        }
+        let dirs: Vec<PathBuf> = state
+            .dirs
+            .iter()
+            .filter(|p| p.starts_with(from))
+            .cloned()
+            .collect();
+        for dir in dirs {
+            state.dirs.remove(&dir);
+            state.dirs.insert(moved(&dir));
+        }
         Ok(())
     }
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         let state = self.0.lock();
+        check(&state.halted)?;
         if state.dirs.contains(dir) {
             Ok(())
         } else {

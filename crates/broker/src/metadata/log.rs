@@ -5,21 +5,17 @@
 //! not be lost. On replay, a torn or corrupt tail (a crash mid-append) is
 //! cut off; every entry before it is kept.
 
-use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use tarn_storage::metrics::timed_fsync;
+use tarn_storage::file::SegmentFile;
+use tarn_storage::{LogEnv, StorageError};
 
 use super::records::MetadataRecord;
 
 #[derive(Debug, thiserror::Error)]
 pub enum MetadataLogError {
-    #[error("{context}: {source}")]
-    Io {
-        context: String,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Storage(#[from] StorageError),
     #[error("encode metadata record: {0}")]
     Encode(#[from] serde_json::Error),
 }
@@ -31,32 +27,21 @@ pub trait MetadataLog: Send {
     fn append(&mut self, records: &[MetadataRecord]) -> Result<(), MetadataLogError>;
 }
 
+/// The metadata log in one file, through the storage crate's file system
+/// (the real one, or a simulated one that can lose power).
 pub struct FileMetadataLog {
-    path: PathBuf,
-    file: File,
+    file: SegmentFile,
 }
 
 const MAX_ENTRY_BYTES: usize = 16 << 20;
 
-fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> MetadataLogError {
-    let context = context.into();
-    move |source| MetadataLogError::Io { context, source }
-}
-
 impl FileMetadataLog {
     /// Opens (creating if needed) `dir/metadata.log`, truncating a torn tail.
-    pub fn open(dir: &Path) -> Result<Self, MetadataLogError> {
-        std::fs::create_dir_all(dir).map_err(io(format!("create {}", dir.display())))?;
+    pub fn open(env: &LogEnv, dir: &Path) -> Result<Self, MetadataLogError> {
+        env.create_dir_all(dir)?;
         let path = dir.join("metadata.log");
-        let mut file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .open(&path)
-            .map_err(io(format!("open {}", path.display())))?;
-        let mut data = Vec::new();
-        file.read_to_end(&mut data)
-            .map_err(io(format!("read {}", path.display())))?;
+        let mut file = SegmentFile::open(env, &path)?;
+        let data = read_all(&file)?;
         let (_, valid_len) = parse_entries(&data);
         if valid_len < data.len() {
             tracing::warn!(
@@ -65,14 +50,17 @@ impl FileMetadataLog {
                 file_len = data.len(),
                 "truncating torn tail of the metadata log"
             );
-            file.set_len(valid_len as u64)
-                .map_err(io(format!("truncate {}", path.display())))?;
-            timed_fsync(|| file.sync_all()).map_err(io(format!("fsync {}", path.display())))?;
+            file.truncate(valid_len as u64)?;
+            file.sync()?;
         }
-        file.seek(SeekFrom::End(0))
-            .map_err(io(format!("seek {}", path.display())))?;
-        Ok(FileMetadataLog { path, file })
+        Ok(FileMetadataLog { file })
     }
+}
+
+fn read_all(file: &SegmentFile) -> Result<Vec<u8>, StorageError> {
+    let mut data = vec![0u8; file.size() as usize];
+    file.read_at(0, &mut data)?;
+    Ok(data)
 }
 
 /// Parses entries, stopping at the first torn or corrupt one. Returns the
@@ -101,9 +89,7 @@ fn parse_entries(data: &[u8]) -> (Vec<MetadataRecord>, usize) {
 
 impl MetadataLog for FileMetadataLog {
     fn replay(&self) -> Result<Vec<MetadataRecord>, MetadataLogError> {
-        let data =
-            std::fs::read(&self.path).map_err(io(format!("read {}", self.path.display())))?;
-        Ok(parse_entries(&data).0)
+        Ok(parse_entries(&read_all(&self.file)?).0)
     }
 
     fn append(&mut self, records: &[MetadataRecord]) -> Result<(), MetadataLogError> {
@@ -114,22 +100,16 @@ impl MetadataLog for FileMetadataLog {
             buf.extend_from_slice(&crc32c::crc32c(&body).to_be_bytes());
             buf.extend_from_slice(&body);
         }
-        let before = self
-            .file
-            .metadata()
-            .map_err(io(format!("stat {}", self.path.display())))?
-            .len();
-        let written = self
-            .file
-            .write_all(&buf)
-            .and_then(|()| timed_fsync(|| self.file.sync_data()));
-        if let Err(e) = written {
-            // A partial entry would hide every later one from replay: cut
-            // the file back to where this append started.
-            if let Err(undo) = self.file.set_len(before) {
-                tracing::error!(path = %self.path.display(), error = %undo, "undo a failed metadata append");
+        let before = self.file.size();
+        // A failed write is cut back by `append` itself.
+        self.file.append(&buf)?;
+        if let Err(e) = self.file.sync() {
+            // Not known to be on disk: cut the entry off so that a partial
+            // one cannot hide later ones from replay.
+            if let Err(undo) = self.file.truncate(before) {
+                tracing::error!(path = %self.file.path().display(), error = %undo, "undo a failed metadata append");
             }
-            return Err(io(format!("append to {}", self.path.display()))(e));
+            return Err(e.into());
         }
         Ok(())
     }
@@ -149,15 +129,19 @@ mod tests {
     #[test]
     fn replays_what_was_appended_and_cuts_a_torn_tail() {
         let dir = tempfile::tempdir().unwrap();
+        let env = LogEnv::shared_default();
         {
-            let mut log = FileMetadataLog::open(dir.path()).unwrap();
+            let mut log = FileMetadataLog::open(&env, dir.path()).unwrap();
             log.append(&[topic("a"), topic("b")]).unwrap();
         }
         let path = dir.path().join("metadata.log");
-        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
-        f.write_all(&[0, 0, 0, 50, 1, 2]).unwrap();
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        std::io::Write::write_all(&mut f, &[0, 0, 0, 50, 1, 2]).unwrap();
         drop(f);
-        let mut log = FileMetadataLog::open(dir.path()).unwrap();
+        let mut log = FileMetadataLog::open(&env, dir.path()).unwrap();
         assert_eq!(log.replay().unwrap(), vec![topic("a"), topic("b")]);
         log.append(&[topic("c")]).unwrap();
         assert_eq!(log.replay().unwrap().len(), 3);
@@ -166,7 +150,7 @@ mod tests {
     #[test]
     fn corrupt_entry_ends_the_replay() {
         let dir = tempfile::tempdir().unwrap();
-        let mut log = FileMetadataLog::open(dir.path()).unwrap();
+        let mut log = FileMetadataLog::open(&LogEnv::shared_default(), dir.path()).unwrap();
         log.append(&[topic("a"), topic("b")]).unwrap();
         let path = dir.path().join("metadata.log");
         let mut data = std::fs::read(&path).unwrap();
