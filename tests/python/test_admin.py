@@ -57,3 +57,24 @@ def test_invalid_topic_names_are_rejected(broker, admin):
         assert out.returncode != 0, f"CLI accepted invalid topic name {name!r}"
     listed = broker.list_topics()
     assert not any("/" in t or t == ".." for t in listed), listed
+
+
+def test_describe_log_dirs_reports_partition_sizes(broker, admin):
+    """DescribeLogDirs (kafka-log-dirs.sh): one data directory, every hosted
+    partition with the bytes of its segment files, no lag, nothing else."""
+    admin.create_topics([NewTopic("sized", num_partitions=2, replication_factor=1),
+                         NewTopic("other", num_partitions=1, replication_factor=1)])
+    wait_until(lambda: {"sized", "other"} <= set(admin.list_topics()), 10, "topics in metadata")
+    ck_produce(broker.bootstrap, "sized", sample_records(50, "sized"), **{"partitioner": "murmur2"})
+
+    response = admin.describe_log_dirs()
+    assert len(response.log_dirs) == 1
+    error_code, log_dir, topics = response.log_dirs[0]
+    assert error_code == 0
+    assert log_dir == str(broker.data_dir)
+    sizes = {(name, p[0]): (p[1], p[2], p[3]) for name, parts in topics for p in parts}
+    for partition in (0, 1):
+        on_disk = sum(f.stat().st_size for f in (broker.data_dir / f"sized-{partition}").glob("*.log"))
+        assert sizes[("sized", partition)] == (on_disk, 0, False), (partition, sizes)
+    assert sum(sizes[("sized", p)][0] for p in (0, 1)) > 50 * 10, "records were stored"
+    assert sizes[("other", 0)] == (0, 0, False)

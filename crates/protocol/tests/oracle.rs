@@ -1010,3 +1010,49 @@ fn group_admin() {
     };
     check::<_, k::OffsetDeleteResponse>(&response, 0..=0, 99);
 }
+
+#[test]
+fn describe_log_dirs() {
+    use describe_log_dirs::*;
+    use kafka_protocol::messages as k;
+    for topics in [
+        None,
+        Some(vec![DescribableLogDirTopic {
+            topic: "t".into(),
+            partitions: vec![0, 3],
+        }]),
+    ] {
+        // The oracle has no v0 (Kafka 4 dropped it); v0 is v1's layout.
+        check::<_, k::DescribeLogDirsRequest>(&DescribeLogDirsRequest { topics }, 1..=4, 2);
+    }
+    let response = DescribeLogDirsResponse {
+        throttle_time_ms: 0,
+        error_code: 0,
+        results: vec![DescribeLogDirsResult {
+            error_code: 0,
+            log_dir: "/var/lib/tarn".into(),
+            topics: vec![DescribeLogDirsTopic {
+                name: "t".into(),
+                partitions: vec![DescribeLogDirsPartition {
+                    partition_index: 3,
+                    partition_size: 12_345,
+                    offset_lag: 0,
+                    is_future_key: false,
+                }],
+            }],
+            total_bytes: 1 << 40,
+            usable_bytes: 1 << 39,
+        }],
+    };
+    check::<_, k::DescribeLogDirsResponse>(&response, 4..=4, 2);
+    let older = DescribeLogDirsResponse {
+        results: vec![DescribeLogDirsResult {
+            total_bytes: -1,
+            usable_bytes: -1,
+            ..response.results[0].clone()
+        }],
+        ..response.clone()
+    };
+    check::<_, k::DescribeLogDirsResponse>(&older, 1..=2, 2);
+    check::<_, k::DescribeLogDirsResponse>(&older, 3..=3, 2);
+}

@@ -17,6 +17,7 @@ pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
+pub mod describe_log_dirs;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
@@ -86,6 +87,7 @@ pub const APIS: &[ApiSpec] = &[
     leave_group::SPEC,
     sync_group::SPEC,
     describe_groups::SPEC,
+    describe_log_dirs::SPEC,
     list_groups::SPEC,
     delete_groups::SPEC,
     offset_delete::SPEC,
@@ -243,6 +245,7 @@ pub async fn dispatch(
             leave_group,
             sync_group,
             describe_groups,
+            describe_log_dirs,
             list_groups,
             delete_groups,
             offset_delete

@@ -13,6 +13,7 @@ pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
+pub mod describe_log_dirs;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
