@@ -1056,3 +1056,44 @@ fn describe_log_dirs() {
     check::<_, k::DescribeLogDirsResponse>(&older, 1..=2, 2);
     check::<_, k::DescribeLogDirsResponse>(&older, 3..=3, 2);
 }
+
+#[test]
+fn describe_producers() {
+    use describe_producers::*;
+    use kafka_protocol::messages as k;
+    let request = DescribeProducersRequest {
+        topics: vec![DescribeProducersTopicRequest {
+            name: "t".into(),
+            partition_indexes: vec![0, 2],
+        }],
+    };
+    check::<_, k::DescribeProducersRequest>(&request, 0..=0, 0);
+    let response = DescribeProducersResponse {
+        throttle_time_ms: 0,
+        topics: vec![DescribeProducersTopicResponse {
+            name: "t".into(),
+            partitions: vec![
+                DescribeProducersPartitionResponse {
+                    partition_index: 0,
+                    error_code: 0,
+                    error_message: None,
+                    active_producers: vec![ProducerState {
+                        producer_id: 7,
+                        producer_epoch: 2,
+                        last_sequence: 41,
+                        last_timestamp: 1_700_000_000_000,
+                        coordinator_epoch: -1,
+                        current_txn_start_offset: -1,
+                    }],
+                },
+                DescribeProducersPartitionResponse {
+                    partition_index: 2,
+                    error_code: 3,
+                    error_message: Some("This server does not host this topic-partition.".into()),
+                    active_producers: vec![],
+                },
+            ],
+        }],
+    };
+    check::<_, k::DescribeProducersResponse>(&response, 0..=0, 0);
+}

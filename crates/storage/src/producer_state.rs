@@ -94,6 +94,11 @@ impl ProducerStateManager {
         self.producers.get(&producer_id)
     }
 
+    /// Every producer with retained state, in no particular order.
+    pub fn producers(&self) -> impl Iterator<Item = (i64, &ProducerStateEntry)> + '_ {
+        self.producers.iter().map(|(id, e)| (*id, e))
+    }
+
     /// Each producer's newest batch.
     pub fn last_batches(&self) -> impl Iterator<Item = (i64, BatchMetadata)> + '_ {
         self.producers

@@ -18,6 +18,7 @@ pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_log_dirs;
+pub mod describe_producers;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
@@ -88,6 +89,7 @@ pub const APIS: &[ApiSpec] = &[
     sync_group::SPEC,
     describe_groups::SPEC,
     describe_log_dirs::SPEC,
+    describe_producers::SPEC,
     list_groups::SPEC,
     delete_groups::SPEC,
     offset_delete::SPEC,
@@ -246,6 +248,7 @@ pub async fn dispatch(
             sync_group,
             describe_groups,
             describe_log_dirs,
+            describe_producers,
             list_groups,
             delete_groups,
             offset_delete
