@@ -78,3 +78,25 @@ def test_describe_log_dirs_reports_partition_sizes(broker, admin):
         assert sizes[("sized", partition)] == (on_disk, 0, False), (partition, sizes)
     assert sum(sizes[("sized", p)][0] for p in (0, 1)) > 50 * 10, "records were stored"
     assert sizes[("other", 0)] == (0, 0, False)
+
+
+def test_acl_requests_say_security_is_disabled(broker, admin):
+    """No authorizer yet: DescribeAcls, CreateAcls and DeleteAcls answer
+    SECURITY_DISABLED, as Kafka does without one."""
+    from kafka.admin import ACL, ACLFilter, ACLOperation, ACLPermissionType, ResourcePattern, ResourcePatternFilter, ResourceType
+    from kafka.errors import SecurityDisabledError
+    from kafka.admin.acl_resource import ACLResourcePatternType
+
+    topic_filter = ResourcePatternFilter(ResourceType.TOPIC, None, ACLResourcePatternType.ANY)
+    any_acl = ACLFilter(principal=None, host="*", operation=ACLOperation.ANY,
+                        permission_type=ACLPermissionType.ANY, resource_pattern=topic_filter)
+    with pytest.raises(SecurityDisabledError):
+        admin.describe_acls(any_acl)
+    acl = ACL(principal="User:alice", host="*", operation=ACLOperation.READ,
+              permission_type=ACLPermissionType.ALLOW,
+              resource_pattern=ResourcePattern(ResourceType.TOPIC, "t", ACLResourcePatternType.LITERAL))
+    created = admin.create_acls([acl])
+    assert created["succeeded"] == [] and len(created["failed"]) == 1, created
+    assert created["failed"][0][1] is SecurityDisabledError, created
+    deleted = admin.delete_acls([any_acl])
+    assert len(deleted) == 1 and deleted[0][2] is SecurityDisabledError, deleted

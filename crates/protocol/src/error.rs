@@ -30,6 +30,7 @@ pub const OUT_OF_ORDER_SEQUENCE_NUMBER: ErrorCode = 45;
 pub const DUPLICATE_SEQUENCE_NUMBER: ErrorCode = 46;
 pub const INVALID_PRODUCER_EPOCH: ErrorCode = 47;
 pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: ErrorCode = 53;
+pub const SECURITY_DISABLED: ErrorCode = 54;
 pub const KAFKA_STORAGE_ERROR: ErrorCode = 56;
 pub const FENCED_LEADER_EPOCH: ErrorCode = 74;
 pub const UNKNOWN_LEADER_EPOCH: ErrorCode = 75;

@@ -1097,3 +1097,89 @@ fn describe_producers() {
     };
     check::<_, k::DescribeProducersResponse>(&response, 0..=0, 0);
 }
+
+#[test]
+fn acls() {
+    use acls::*;
+    use kafka_protocol::messages as k;
+    // The oracle has no v0 of these (Kafka 4 dropped it); v0 is v1 without
+    // the pattern type, which Tarn serves for older clients.
+    let describe = DescribeAclsRequest {
+        resource_type_filter: 1,
+        resource_name_filter: None,
+        pattern_type_filter: 3,
+        principal_filter: Some("User:alice".into()),
+        host_filter: None,
+        operation: 1,
+        permission_type: 1,
+    };
+    check::<_, k::DescribeAclsRequest>(&describe, 1..=3, 2);
+    let described = DescribeAclsResponse {
+        throttle_time_ms: 0,
+        error_code: 54,
+        error_message: Some("No Authorizer is configured on the broker".into()),
+        resources: vec![DescribeAclsResource {
+            resource_type: 2,
+            resource_name: "t".into(),
+            pattern_type: 3,
+            acls: vec![AclDescription {
+                principal: "User:alice".into(),
+                host: "*".into(),
+                operation: 3,
+                permission_type: 3,
+            }],
+        }],
+    };
+    check::<_, k::DescribeAclsResponse>(&described, 1..=3, 2);
+    let create = CreateAclsRequest {
+        creations: vec![AclCreation {
+            resource_type: 2,
+            resource_name: "t".into(),
+            resource_pattern_type: 3,
+            principal: "User:alice".into(),
+            host: "*".into(),
+            operation: 3,
+            permission_type: 3,
+        }],
+    };
+    check::<_, k::CreateAclsRequest>(&create, 1..=3, 2);
+    let created = CreateAclsResponse {
+        throttle_time_ms: 0,
+        results: vec![AclCreationResult {
+            error_code: 54,
+            error_message: None,
+        }],
+    };
+    check::<_, k::CreateAclsResponse>(&created, 1..=3, 2);
+    let delete = DeleteAclsRequest {
+        filters: vec![DeleteAclsFilter {
+            resource_type_filter: 1,
+            resource_name_filter: Some("t".into()),
+            pattern_type_filter: 3,
+            principal_filter: None,
+            host_filter: None,
+            operation: 1,
+            permission_type: 1,
+        }],
+    };
+    check::<_, k::DeleteAclsRequest>(&delete, 1..=3, 2);
+    let deleted = DeleteAclsResponse {
+        throttle_time_ms: 0,
+        filter_results: vec![DeleteAclsFilterResult {
+            error_code: 54,
+            error_message: Some("No Authorizer is configured on the broker".into()),
+            matching_acls: vec![DeleteAclsMatchingAcl {
+                error_code: 0,
+                error_message: None,
+                resource_type: 2,
+                resource_name: "t".into(),
+                pattern_type: 3,
+                principal: "User:alice".into(),
+                host: "*".into(),
+                operation: 3,
+                permission_type: 3,
+            }],
+        }],
+    };
+    check::<_, k::DeleteAclsResponse>(&deleted, 1..=3, 2);
+}

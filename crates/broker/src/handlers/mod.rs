@@ -9,11 +9,14 @@
 
 pub mod alter_configs;
 pub mod api_versions;
+pub mod create_acls;
 pub mod create_partitions;
 pub mod create_topics;
+pub mod delete_acls;
 pub mod delete_groups;
 pub mod delete_records;
 pub mod delete_topics;
+pub mod describe_acls;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
@@ -90,6 +93,9 @@ pub const APIS: &[ApiSpec] = &[
     describe_groups::SPEC,
     describe_log_dirs::SPEC,
     describe_producers::SPEC,
+    describe_acls::SPEC,
+    create_acls::SPEC,
+    delete_acls::SPEC,
     list_groups::SPEC,
     delete_groups::SPEC,
     offset_delete::SPEC,
@@ -249,6 +255,9 @@ pub async fn dispatch(
             describe_groups,
             describe_log_dirs,
             describe_producers,
+            describe_acls,
+            create_acls,
+            delete_acls,
             list_groups,
             delete_groups,
             offset_delete

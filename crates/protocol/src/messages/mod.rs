@@ -3,6 +3,7 @@
 //! field carries the versions it exists in; the broker's handlers say
 //! which of those versions they answer.
 
+pub mod acls;
 pub mod alter_configs;
 pub mod api_versions;
 pub mod create_partitions;
