@@ -659,9 +659,7 @@ impl ReplicaManager {
                     .collect();
                 keys.iter().filter_map(|(t, i)| map.remove(t, *i)).collect()
             };
-            for partition in stale {
-                self.retire(&partition)?;
-            }
+            self.retire(&stale)?;
         }
         for (topic, old) in changed {
             self.sync_topic(topic, old, config, config_changed, clean_shutdown)?;
@@ -705,14 +703,13 @@ impl ReplicaManager {
                             .filter_map(|p| map.remove(&gone.name, p.partition_id))
                             .collect()
                     };
-                    for partition in stale {
-                        if partition.topic_id == *id {
-                            self.retire(&partition)?;
-                        } else {
-                            // A newer topic of the same name: not ours to retire.
-                            self.partitions.write().insert(partition);
-                        }
+                    let (ours, newer): (Vec<_>, Vec<_>) =
+                        stale.into_iter().partition(|p| p.topic_id == *id);
+                    // A newer topic of the same name: not ours to retire.
+                    for partition in newer {
+                        self.partitions.write().insert(partition);
                     }
+                    self.retire(&ours)?;
                 }
             }
         }
@@ -720,13 +717,32 @@ impl ReplicaManager {
         Ok(())
     }
 
-    /// Closes a partition's log and schedules its directory's removal.
-    fn retire(&self, partition: &Partition) -> Result<(), StorageError> {
-        if let Some((dir, delay)) = partition.retire()? {
-            tracing::info!(topic = %partition.topic, partition = partition.index, dir = %dir.display(), delay_ms = delay.as_millis() as u64, "deleted partition; files go after file.delete.delay.ms");
+    /// Closes the partitions' logs, renames their directories for deletion,
+    /// makes the renames durable with one fsync of the data directory (not
+    /// one per partition: a topic of thousands of partitions goes at once),
+    /// then schedules the directories' removal.
+    fn retire(&self, partitions: &[Arc<Partition>]) -> Result<(), StorageError> {
+        let mut renamed = Vec::with_capacity(partitions.len());
+        let mut failed = None;
+        for partition in partitions {
+            match partition.retire() {
+                Ok(Some((dir, delay))) => {
+                    tracing::info!(topic = %partition.topic, partition = partition.index, dir = %dir.display(), delay_ms = delay.as_millis() as u64, "deleted partition; files go after file.delete.delay.ms");
+                    renamed.push((dir, delay));
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    failed.get_or_insert(e);
+                }
+            }
+        }
+        if !renamed.is_empty() {
+            self.env.sync_dir(&self.data_dir)?;
+        }
+        for (dir, delay) in renamed {
             self.deleter.schedule(dir, delay);
         }
-        Ok(())
+        failed.map_or(Ok(()), Err)
     }
 
     fn sync_topic(
@@ -763,7 +779,7 @@ impl ReplicaManager {
                 // Same name, new topic id: the old topic is gone.
                 let stale = self.partitions.write().remove(&topic.name, p.partition_id);
                 if let Some(stale) = stale {
-                    self.retire(&stale)?;
+                    self.retire(&[stale])?;
                 }
             }
             let dir = self

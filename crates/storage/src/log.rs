@@ -667,7 +667,9 @@ impl Log {
     /// Closes the log without flushing (its data is being deleted) and
     /// renames its directory to `new_name` beside it, as Kafka does before
     /// deleting a partition after `file.delete.delay.ms`. Returns the new
-    /// path; the caller removes it later (`LogEnv::remove_dir_all`).
+    /// path; the caller makes the rename durable (`LogEnv::sync_dir` of the
+    /// parent, once for all the partitions it retires) and removes the
+    /// directory later (`LogEnv::remove_dir_all`).
     pub fn rename_for_deletion(self, new_name: &str) -> Result<PathBuf, StorageError> {
         let dir = self.dir.clone();
         let env = self.env.clone();
@@ -675,7 +677,6 @@ impl Log {
         let parent = dir.parent().unwrap_or(Path::new("."));
         let target = parent.join(new_name);
         env.rename(&dir, &target)?;
-        env.sync_dir(parent)?;
         Ok(target)
     }
 
