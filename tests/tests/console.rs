@@ -803,3 +803,56 @@ fn a_librdkafka_member_shares_the_group_and_takes_over_from_tarn_consume() {
         assert!(took_over.iter().all(|r| r.1 == 5), "{took_over:?}");
     });
 }
+
+#[test]
+fn a_static_member_keeps_its_partitions_between_runs() {
+    run_with_timeout(GROUP_TEST_TIMEOUT, || {
+        let broker = group_broker();
+        broker.create_topic("static", 2);
+        for partition in 0..2 {
+            produce_to(&broker, "static", partition, 3);
+        }
+        let static_member = [
+            "--from-beginning",
+            "--consumer-property",
+            "group.instance.id=console-1",
+        ];
+        let run = |count: &str| {
+            let mut args = static_member.to_vec();
+            args.extend_from_slice(&["--max-messages", count]);
+            let out = consume_in_group(&broker, "static", "static-g", &args).wait(GROUP_WAIT);
+            assert_ok(&out);
+            let mut records = printed(&out.stdout);
+            records.sort();
+            records
+        };
+        let owner = || {
+            let rows = describe(&broker, "static-g");
+            let owners = owners(&rows).expect("every partition owned");
+            assert_eq!(owners.len(), 1, "{rows:?}");
+            let (member, partitions) = owners.into_iter().next().unwrap();
+            assert_eq!(partitions, BTreeSet::from([0, 1]), "{rows:?}");
+            assert!(rows.iter().all(|r| r.lag == "0"), "{rows:?}");
+            member
+        };
+        let first: Vec<(i32, i64)> = run("6").into_iter().map(|(p, o, _)| (p, o)).collect();
+        assert_eq!(first, [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]);
+        // A static member does not leave when it stops: it keeps its
+        // partitions until its session times out.
+        let before = owner();
+        assert!(before.starts_with("console-1-"), "{before}");
+
+        // Started again, it takes its own place back and goes on from its
+        // commits.
+        for partition in 0..2 {
+            produce_to(&broker, "static", partition, 1);
+        }
+        let second: Vec<(i32, i64)> = run("2").into_iter().map(|(p, o, _)| (p, o)).collect();
+        assert_eq!(second, [(0, 3), (1, 3)]);
+        let after = owner();
+        assert!(
+            after.starts_with("console-1-") && after != before,
+            "{after}"
+        );
+    });
+}
