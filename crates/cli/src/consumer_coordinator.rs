@@ -254,17 +254,16 @@ impl ConsumerCoordinator {
         if self.stable && self.rejoin_reason.is_none() && now >= self.next_heartbeat {
             self.heartbeat()?;
         }
-        if self.stable && self.config.enable_auto_commit && now >= self.next_auto_commit {
+        // Kafka's onJoinPrepare commits too: what was consumed, while the
+        // partitions are still ours, before giving them up.
+        let rejoin = self.rejoin_reason.is_some();
+        if self.stable && self.config.enable_auto_commit && (rejoin || now >= self.next_auto_commit)
+        {
             self.next_auto_commit = now + self.config.auto_commit_interval;
             self.commit(positions, false)?;
         }
         if self.stable && self.rejoin_reason.is_none() {
             return Ok(None);
-        }
-        // Kafka's onJoinPrepare: commit what was consumed while the
-        // partitions are still ours, then give them up.
-        if self.stable && self.config.enable_auto_commit {
-            self.commit(positions, false)?;
         }
         self.stable = false;
         self.assigned.clear();
@@ -605,14 +604,16 @@ impl ConsumerCoordinator {
     }
 
     /// Commits the positions of assigned partitions that moved since the
-    /// last commit. A refusal because the member lost its partitions is a
-    /// warning; retriable errors are retried now when `closing`, else at
-    /// the next auto commit.
+    /// last commit (a negative position is not known yet). A refusal
+    /// because the member lost its partitions is a warning; retriable
+    /// errors are retried now when `closing`, else at the next auto commit.
     fn commit(&mut self, positions: &BTreeMap<TopicPartition, i64>, closing: bool) -> Result<()> {
         let offsets: BTreeMap<TopicPartition, i64> = positions
             .iter()
             .filter(|(tp, offset)| {
-                self.assigned.contains(tp) && self.committed.get(*tp) != Some(*offset)
+                **offset >= 0
+                    && self.assigned.contains(tp)
+                    && self.committed.get(*tp) != Some(*offset)
             })
             .map(|(tp, offset)| (tp.clone(), *offset))
             .collect();
