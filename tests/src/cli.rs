@@ -1,10 +1,12 @@
 //! Runs the `tarn` command-line tool (`tarn topics ...`) and captures what it
 //! printed, with a bound on how long it may take; `run_with_stdin` also
-//! feeds it standard input (`tarn produce`).
+//! feeds it standard input (`tarn produce`), and `spawn` leaves it running
+//! in the background (`tarn consume`) to be read, signalled and waited for.
 
 use std::fmt;
 use std::io::{Read, Write};
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -46,6 +48,16 @@ pub fn run_with_stdin(args: &[&str], stdin: &[u8]) -> CliOutput {
 }
 
 fn run_with_input(args: &[&str], stdin: Option<Vec<u8>>) -> CliOutput {
+    spawn_with_input(args, stdin).wait(CLI_TIMEOUT)
+}
+
+/// Starts `tarn <args>` in the background (a `tarn consume` that waits for
+/// records), collecting what it prints as it prints it.
+pub fn spawn(args: &[&str]) -> Background {
+    spawn_with_input(args, None)
+}
+
+fn spawn_with_input(args: &[&str], stdin: Option<Vec<u8>>) -> Background {
     let mut child = Command::new(crate::tarn_bin())
         .args(args)
         .stdin(if stdin.is_some() {
@@ -62,38 +74,111 @@ fn run_with_input(args: &[&str], stdin: Option<Vec<u8>>) -> CliOutput {
         // A tool that exits early closes its end; that shows in its output.
         thread::spawn(move || pipe.write_all(&input).is_ok())
     });
-    let stdout = drain(child.stdout.take().expect("piped stdout"));
-    let stderr = drain(child.stderr.take().expect("piped stderr"));
-    let deadline = Instant::now() + CLI_TIMEOUT;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("poll tarn CLI") {
-            break status;
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "`tarn {}` did not finish within {CLI_TIMEOUT:?}",
-                args.join(" ")
-            );
-        }
-        thread::sleep(Duration::from_millis(10));
-    };
-    if let Some(feeder) = feeder {
-        feeder.join().expect("stdin writer");
-    }
-    CliOutput {
+    let (stdout, stdout_reader) = collect(child.stdout.take().expect("piped stdout"));
+    let (stderr, stderr_reader) = collect(child.stderr.take().expect("piped stderr"));
+    Background {
         args: args.iter().map(|arg| arg.to_string()).collect(),
-        status,
-        stdout: stdout.join().expect("stdout reader"),
-        stderr: stderr.join().expect("stderr reader"),
+        child: Some(child),
+        feeder,
+        stdout,
+        stderr,
+        readers: vec![stdout_reader, stderr_reader],
     }
 }
 
-fn drain<R: Read + Send + 'static>(mut pipe: R) -> thread::JoinHandle<String> {
-    thread::spawn(move || {
-        let mut bytes = Vec::new();
-        let _ = pipe.read_to_end(&mut bytes);
-        String::from_utf8_lossy(&bytes).into_owned()
-    })
+/// A `tarn` command started by [`spawn`]; killed if dropped while running.
+pub struct Background {
+    args: Vec<String>,
+    child: Option<Child>,
+    feeder: Option<thread::JoinHandle<bool>>,
+    stdout: Arc<Mutex<Vec<u8>>>,
+    stderr: Arc<Mutex<Vec<u8>>>,
+    readers: Vec<thread::JoinHandle<()>>,
+}
+
+impl Background {
+    /// What it printed on standard out so far.
+    pub fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.stdout.lock().expect("stdout buffer")).into_owned()
+    }
+
+    /// What it printed on standard error so far.
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.stderr.lock().expect("stderr buffer")).into_owned()
+    }
+
+    /// Sends SIGTERM, as Ctrl-C or `kill` would.
+    pub fn terminate(&self) {
+        let child = self.child.as_ref().expect("still running");
+        let pid = libc::pid_t::try_from(child.id()).expect("pid fits pid_t");
+        // SAFETY: kill(2) on our own child, which is not reaped yet.
+        let sent = unsafe { libc::kill(pid, libc::SIGTERM) };
+        assert_eq!(sent, 0, "SIGTERM to `tarn {}`", self.args.join(" "));
+    }
+
+    /// Waits for it to exit and returns its output; panics if it runs
+    /// longer than `timeout`.
+    pub fn wait(mut self, timeout: Duration) -> CliOutput {
+        let mut child = self.child.take().expect("still running");
+        let deadline = Instant::now() + timeout;
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("poll tarn CLI") {
+                break status;
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "`tarn {}` did not finish within {timeout:?}\n--- stdout ---\n{}--- stderr ---\n{}",
+                    self.args.join(" "),
+                    self.stdout(),
+                    self.stderr()
+                );
+            }
+            thread::sleep(Duration::from_millis(10));
+        };
+        if let Some(feeder) = self.feeder.take() {
+            feeder.join().expect("stdin writer");
+        }
+        for reader in self.readers.drain(..) {
+            reader.join().expect("output reader");
+        }
+        CliOutput {
+            args: self.args.clone(),
+            status,
+            stdout: self.stdout(),
+            stderr: self.stderr(),
+        }
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Reads `pipe` to its end on a thread, into a buffer readable meanwhile.
+fn collect<R: Read + Send + 'static>(mut pipe: R) -> (Arc<Mutex<Vec<u8>>>, thread::JoinHandle<()>) {
+    let buffer = Arc::new(Mutex::new(Vec::new()));
+    let sink = buffer.clone();
+    let reader = thread::spawn(move || {
+        let mut chunk = [0u8; 8192];
+        loop {
+            match pipe.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(n) => sink
+                    .lock()
+                    .expect("output buffer")
+                    .extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                // Any other read error ends the output as an end of file does.
+                Err(_) => break,
+            }
+        }
+    });
+    (buffer, reader)
 }

@@ -14,6 +14,7 @@
 //! runs `tarn topics ...`.
 
 pub mod cli;
+pub mod groups;
 pub mod kafka;
 pub mod wire;
 

@@ -4,14 +4,20 @@
 //! partitioner) puts them; records written by librdkafka print as Kafka's
 //! console consumer prints them; what tarn produces librdkafka reads back
 //! byte for byte, with every codec; and every failure exits non-zero with
-//! the broker's error.
+//! the broker's error. With `--group`, `tarn consume` processes split a
+//! topic's partitions, commit what they printed, leave the group when they
+//! stop, start from the group's offsets, and hand their partitions over to
+//! a librdkafka member of the same group.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::thread;
 use std::time::Duration;
 
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message;
 use rdkafka::topic_partition_list::Offset;
-use tarn_e2e::cli::{self, CliOutput};
+use tarn_e2e::cli::{self, Background, CliOutput};
+use tarn_e2e::groups::{describe, produce_to, try_describe, wait_until, Row};
 use tarn_e2e::kafka::{self, Outgoing, Record, TestProducer};
 use tarn_e2e::{run_with_timeout, BrokerOptions, TarnBroker, TEST_TIMEOUT};
 
@@ -372,8 +378,15 @@ fn unknown_topics_and_groups_are_refused() {
         broker.create_topic("present", 2);
         let out = consume(&broker, "present", &["--partition", "2"]);
         assert_fails_with(&out, "has no partition 2");
-        let out = consume(&broker, "present", &["--group", "readers"]);
-        assert_fails_with(&out, "does not join consumer groups");
+        let out = consume(
+            &broker,
+            "present",
+            &["--group", "readers", "--partition", "0"],
+        );
+        assert_fails_with(
+            &out,
+            "Options group and partition cannot be specified together.",
+        );
         let out = consume(&broker, "present", &["--offset", "1"]);
         assert_fails_with(&out, "The partition is required when offset is specified.");
         let out = produce(
@@ -514,5 +527,357 @@ fn keyed_records_keep_their_partition_with_every_acks_setting() {
         assert!(by_key
             .values()
             .all(|ps| ps.len() == 4 && ps.iter().all(|p| *p == ps[0])));
+    });
+}
+
+/// How long a group may take to get to a state a test waits for (a
+/// rebalance waits for members' next heartbeats, 3 s apart).
+const GROUP_WAIT: Duration = Duration::from_secs(30);
+/// The limit on a group test: several rebalances and CLI runs.
+const GROUP_TEST_TIMEOUT: Duration = Duration::from_secs(150);
+
+/// A broker whose new groups rebalance at once.
+fn group_broker() -> TarnBroker {
+    TarnBroker::start_with(BrokerOptions::default().set("group.initial.rebalance.delay.ms", "0"))
+}
+
+/// `tarn consume --group GROUP` in the background, printing partition,
+/// offset and value.
+fn consume_in_group(broker: &TarnBroker, topic: &str, group: &str, extra: &[&str]) -> Background {
+    let mut args = vec![
+        "consume",
+        "--bootstrap-server",
+        broker.bootstrap(),
+        "--topic",
+        topic,
+        "--group",
+        group,
+        "--property",
+        "print.partition=true",
+        "--property",
+        "print.offset=true",
+    ];
+    args.extend_from_slice(extra);
+    cli::spawn(&args)
+}
+
+/// `(partition, offset, value)` of each `Partition:P\tOffset:O\tVALUE` line.
+fn printed(stdout: &str) -> Vec<(i32, i64, String)> {
+    stdout
+        .lines()
+        .map(|line| {
+            let fields: Vec<&str> = line.splitn(3, '\t').collect();
+            let number = |field: &str, label: &str| -> i64 {
+                field
+                    .strip_prefix(label)
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or_else(|| panic!("line {line:?} lacks {label}"))
+            };
+            assert_eq!(fields.len(), 3, "{line:?}");
+            (
+                number(fields[0], "Partition:") as i32,
+                number(fields[1], "Offset:"),
+                fields[2].to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// The `produce_to` record at `offset` of `partition` when each round
+/// wrote `p{partition}-{i}` from i = 0.
+fn expected_value(partition: i32, offset: i64, round_starts: &[i64]) -> String {
+    let start = round_starts
+        .iter()
+        .rev()
+        .find(|start| **start <= offset)
+        .expect("a round covers the offset");
+    format!("p{partition}-{}", offset - start)
+}
+
+/// Partitions by owning member, when every partition has an owner.
+fn owners(rows: &[Row]) -> Option<BTreeMap<String, BTreeSet<i32>>> {
+    let mut owners: BTreeMap<String, BTreeSet<i32>> = BTreeMap::new();
+    for row in rows {
+        if row.consumer == "-" || row.partition == "-" {
+            return None;
+        }
+        owners
+            .entry(row.consumer.clone())
+            .or_default()
+            .insert(row.partition.parse().expect("partition number"));
+    }
+    Some(owners)
+}
+
+/// True when `members` members own two of the four partitions each.
+fn two_each(broker: &TarnBroker, group: &str, members: usize) -> bool {
+    let rows = try_describe(broker, group).unwrap_or_default();
+    rows.len() == 4
+        && owners(&rows).is_some_and(|o| o.len() == members && o.values().all(|ps| ps.len() == 2))
+}
+
+#[test]
+fn group_members_split_the_partitions_commit_what_they_printed_and_resume_there() {
+    run_with_timeout(GROUP_TEST_TIMEOUT, || {
+        let broker = group_broker();
+        broker.create_topic("shared", 4);
+        let limit = ["--from-beginning", "--max-messages", "20"];
+        let first = consume_in_group(&broker, "shared", "splitters", &limit);
+        let second = consume_in_group(&broker, "shared", "splitters", &limit);
+        wait_until(GROUP_WAIT, "two members with two partitions each", || {
+            two_each(&broker, "splitters", 2)
+        });
+        for partition in 0..4 {
+            produce_to(&broker, "shared", partition, 10);
+        }
+        let first = first.wait(GROUP_WAIT);
+        let second = second.wait(GROUP_WAIT);
+        let mut all = BTreeSet::new();
+        let mut partitions_of = Vec::new();
+        for out in [&first, &second] {
+            assert_ok(out);
+            assert!(
+                out.stderr.ends_with("Processed a total of 20 messages\n"),
+                "{out}"
+            );
+            let records = printed(&out.stdout);
+            assert_eq!(records.len(), 20, "{out}");
+            let partitions: BTreeSet<i32> = records.iter().map(|r| r.0).collect();
+            assert_eq!(partitions.len(), 2, "two partitions each: {out}");
+            partitions_of.push(partitions);
+            for (partition, offset, value) in records {
+                assert_eq!(value, expected_value(partition, offset, &[0]));
+                assert!(
+                    all.insert((partition, offset)),
+                    "printed twice: {partition}/{offset}"
+                );
+            }
+        }
+        assert!(partitions_of[0].is_disjoint(&partitions_of[1]));
+        let produced: BTreeSet<(i32, i64)> =
+            (0..4).flat_map(|p| (0..10).map(move |o| (p, o))).collect();
+        assert_eq!(all, produced);
+
+        // Both committed what they printed and left: no owners, no lag.
+        let rows = describe(&broker, "splitters");
+        assert_eq!(rows.len(), 4, "{rows:?}");
+        for row in &rows {
+            assert_eq!(
+                (row.current.as_str(), row.log_end.as_str(), row.lag.as_str()),
+                ("10", "10", "0"),
+                "{rows:?}"
+            );
+            assert_eq!(row.consumer, "-", "{rows:?}");
+        }
+
+        // A new member starts from the commits, not from the beginning.
+        for partition in 0..4 {
+            produce_to(&broker, "shared", partition, 1);
+        }
+        let third = consume_in_group(
+            &broker,
+            "shared",
+            "splitters",
+            &["--from-beginning", "--max-messages", "4"],
+        )
+        .wait(GROUP_WAIT);
+        assert_ok(&third);
+        let mut records = printed(&third.stdout);
+        records.sort();
+        let expected: Vec<(i32, i64, String)> = (0..4)
+            .map(|p| (p, 10, expected_value(p, 10, &[0, 10])))
+            .collect();
+        assert_eq!(records, expected, "{third}");
+        let rows = describe(&broker, "splitters");
+        assert!(
+            rows.iter().all(|r| r.current == "11" && r.lag == "0"),
+            "{rows:?}"
+        );
+    });
+}
+
+/// A librdkafka member of `group` subscribed to `topic`, reading from the
+/// earliest offset where the group has none and committing automatically.
+fn rdkafka_member(broker: &TarnBroker, group: &str, topic: &str) -> BaseConsumer {
+    let consumer: BaseConsumer = kafka::base_config(broker.bootstrap())
+        .set("group.id", group)
+        .set("auto.offset.reset", "earliest")
+        .set("enable.auto.commit", "true")
+        .set("auto.commit.interval.ms", "200")
+        .create()
+        .expect("create group consumer");
+    consumer.subscribe(&[topic]).expect("subscribe");
+    consumer
+}
+
+/// Polls `consumer` once, adding what it read to `got`.
+fn poll_into(consumer: &BaseConsumer, got: &mut Vec<(i32, i64, String)>) {
+    match consumer.poll(Duration::from_millis(100)) {
+        Some(Ok(message)) => got.push((
+            message.partition(),
+            message.offset(),
+            String::from_utf8_lossy(message.payload().unwrap_or_default()).into_owned(),
+        )),
+        // librdkafka reports passing conditions (a rebalance under way)
+        // here; a real failure shows up as missing records.
+        Some(Err(e)) => eprintln!("rdkafka consumer: {e}"),
+        None => {}
+    }
+}
+
+#[test]
+fn a_librdkafka_member_shares_the_group_and_takes_over_from_tarn_consume() {
+    run_with_timeout(GROUP_TEST_TIMEOUT, || {
+        let broker = group_broker();
+        broker.create_topic("handover", 4);
+        // tarn joins first and leads: it assigns for both members. Its
+        // auto commit is too slow to matter here: only its commits before
+        // a rebalance and at exit count.
+        let tarn = consume_in_group(
+            &broker,
+            "handover",
+            "handover-g",
+            &[
+                "--from-beginning",
+                "--consumer-property",
+                "auto.commit.interval.ms=600000",
+            ],
+        );
+        wait_until(GROUP_WAIT, "tarn consume to own every partition", || {
+            try_describe(&broker, "handover-g")
+                .and_then(|rows| owners(&rows))
+                .is_some_and(|o| o.len() == 1 && o.values().all(|ps| ps.len() == 4))
+        });
+        for partition in 0..4 {
+            produce_to(&broker, "handover", partition, 2);
+        }
+        wait_until(GROUP_WAIT, "tarn to read the first records", || {
+            tarn.stdout().lines().count() >= 8
+        });
+
+        // librdkafka joins: tarn commits before giving two partitions up,
+        // and librdkafka starts there.
+        let rdkafka = rdkafka_member(&broker, "handover-g", "handover");
+        let mut got = Vec::new();
+        wait_until(
+            GROUP_WAIT,
+            "tarn and librdkafka to share the partitions",
+            || {
+                poll_into(&rdkafka, &mut got);
+                two_each(&broker, "handover-g", 2)
+            },
+        );
+        for partition in 0..4 {
+            produce_to(&broker, "handover", partition, 3);
+        }
+        wait_until(
+            GROUP_WAIT,
+            "each member to read its six new records",
+            || {
+                poll_into(&rdkafka, &mut got);
+                got.len() >= 6 && tarn.stdout().lines().count() >= 14
+            },
+        );
+
+        // Ctrl-C: tarn commits what it printed and leaves the group, so
+        // librdkafka gets its partitions without waiting for a session
+        // timeout, and continues after tarn's last record.
+        tarn.terminate();
+        let tarn = tarn.wait(GROUP_WAIT);
+        assert_eq!(tarn.status.code(), Some(128 + libc::SIGTERM), "{tarn}");
+        assert!(
+            tarn.stderr.ends_with("Processed a total of 14 messages\n"),
+            "{tarn}"
+        );
+        wait_until(GROUP_WAIT, "librdkafka to own every partition", || {
+            poll_into(&rdkafka, &mut got);
+            rdkafka.assignment().is_ok_and(|a| a.count() == 4)
+        });
+        for partition in 0..4 {
+            produce_to(&broker, "handover", partition, 1);
+        }
+        wait_until(GROUP_WAIT, "librdkafka to read the last records", || {
+            poll_into(&rdkafka, &mut got);
+            got.iter().filter(|(_, offset, _)| *offset == 5).count() >= 4
+        });
+        // A little longer, for records that should not come.
+        for _ in 0..10 {
+            poll_into(&rdkafka, &mut got);
+        }
+
+        let by_tarn = printed(&tarn.stdout);
+        let mut all = BTreeSet::new();
+        for (partition, offset, value) in by_tarn.iter().chain(&got) {
+            assert_eq!(*value, expected_value(*partition, *offset, &[0, 2, 5]));
+            assert!(
+                all.insert((*partition, *offset)),
+                "read twice: {partition}/{offset}: tarn {by_tarn:?}, librdkafka {got:?}"
+            );
+        }
+        let produced: BTreeSet<(i32, i64)> =
+            (0..4).flat_map(|p| (0..6).map(move |o| (p, o))).collect();
+        assert_eq!(all, produced);
+        // librdkafka read nothing tarn had read before the rebalance, and
+        // only the last record of the partitions tarn kept.
+        let kept: BTreeSet<i32> = by_tarn.iter().filter(|r| r.1 >= 2).map(|r| r.0).collect();
+        assert_eq!(kept.len(), 2, "{tarn}");
+        assert!(
+            got.iter()
+                .all(|(p, o, _)| *o >= 2 && (!kept.contains(p) || *o == 5)),
+            "{got:?}"
+        );
+    });
+}
+
+#[test]
+fn a_static_member_keeps_its_partitions_between_runs() {
+    run_with_timeout(GROUP_TEST_TIMEOUT, || {
+        let broker = group_broker();
+        broker.create_topic("static", 2);
+        for partition in 0..2 {
+            produce_to(&broker, "static", partition, 3);
+        }
+        let static_member = [
+            "--from-beginning",
+            "--consumer-property",
+            "group.instance.id=console-1",
+        ];
+        let run = |count: &str| {
+            let mut args = static_member.to_vec();
+            args.extend_from_slice(&["--max-messages", count]);
+            let out = consume_in_group(&broker, "static", "static-g", &args).wait(GROUP_WAIT);
+            assert_ok(&out);
+            let mut records = printed(&out.stdout);
+            records.sort();
+            records
+        };
+        let owner = || {
+            let rows = describe(&broker, "static-g");
+            let owners = owners(&rows).expect("every partition owned");
+            assert_eq!(owners.len(), 1, "{rows:?}");
+            let (member, partitions) = owners.into_iter().next().unwrap();
+            assert_eq!(partitions, BTreeSet::from([0, 1]), "{rows:?}");
+            assert!(rows.iter().all(|r| r.lag == "0"), "{rows:?}");
+            member
+        };
+        let first: Vec<(i32, i64)> = run("6").into_iter().map(|(p, o, _)| (p, o)).collect();
+        assert_eq!(first, [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]);
+        // A static member does not leave when it stops: it keeps its
+        // partitions until its session times out.
+        let before = owner();
+        assert!(before.starts_with("console-1-"), "{before}");
+
+        // Started again, it takes its own place back and goes on from its
+        // commits.
+        for partition in 0..2 {
+            produce_to(&broker, "static", partition, 1);
+        }
+        let second: Vec<(i32, i64)> = run("2").into_iter().map(|(p, o, _)| (p, o)).collect();
+        assert_eq!(second, [(0, 3), (1, 3)]);
+        let after = owner();
+        assert!(
+            after.starts_with("console-1-") && after != before,
+            "{after}"
+        );
     });
 }

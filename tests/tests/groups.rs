@@ -18,6 +18,7 @@ use rdkafka::consumer::{CommitMode, Consumer};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use tarn_cli::client::Client;
 use tarn_e2e::cli::CliOutput;
+use tarn_e2e::groups::{committed, describe, groups_cli, produce_to, wait_until};
 use tarn_e2e::kafka::{self, Outgoing, Record, TestProducer};
 use tarn_e2e::{run_with_timeout, BrokerOptions, TarnBroker, TEST_TIMEOUT};
 use tarn_protocol::consumer_protocol::{Assignment, Subscription, TopicPartitions};
@@ -52,17 +53,6 @@ fn group_options() -> BrokerOptions {
     BrokerOptions::default()
         .set("group.initial.rebalance.delay.ms", "0")
         .set("group.min.session.timeout.ms", "1000")
-}
-
-fn wait_until(timeout: Duration, what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !done() {
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// One `group_member` child process and what it reported.
@@ -229,85 +219,6 @@ fn produce(broker: &TarnBroker, topic: &str, tag: &str, count: usize) -> Vec<Str
     let records: Vec<Outgoing> = values.iter().map(|v| Record::value(v).into()).collect();
     TestProducer::new(broker.bootstrap(), &[]).produce_all(topic, &records);
     values
-}
-
-fn produce_to(broker: &TarnBroker, topic: &str, partition: i32, count: usize) {
-    let records: Vec<Outgoing> = (0..count)
-        .map(|i| Outgoing {
-            record: Record::value(&format!("p{partition}-{i}")),
-            partition: Some(partition),
-            timestamp_ms: None,
-        })
-        .collect();
-    TestProducer::new(broker.bootstrap(), &[]).produce_all(topic, &records);
-}
-
-fn groups_cli(broker: &TarnBroker, args: &[&str]) -> CliOutput {
-    let mut full = vec!["groups", "--bootstrap-server", broker.bootstrap()];
-    full.extend_from_slice(args);
-    broker.cli(&full)
-}
-
-/// One row of `tarn groups --describe`.
-#[derive(Debug, Clone, PartialEq)]
-struct Row {
-    topic: String,
-    partition: String,
-    current: String,
-    log_end: String,
-    lag: String,
-    consumer: String,
-    host: String,
-}
-
-fn describe(broker: &TarnBroker, group: &str) -> Vec<Row> {
-    let out = groups_cli(broker, &["--describe", "--group", group]);
-    assert!(out.status.success(), "{out}");
-    let mut rows = Vec::new();
-    let mut in_table = false;
-    for line in out.stdout.lines() {
-        let cols: Vec<&str> = line.split_whitespace().collect();
-        if cols.first() == Some(&"GROUP") {
-            assert_eq!(
-                cols,
-                [
-                    "GROUP",
-                    "TOPIC",
-                    "PARTITION",
-                    "CURRENT-OFFSET",
-                    "LOG-END-OFFSET",
-                    "LAG",
-                    "CONSUMER-ID",
-                    "HOST",
-                    "CLIENT-ID"
-                ]
-            );
-            in_table = true;
-            continue;
-        }
-        if in_table && cols.len() == 9 {
-            assert_eq!(cols[0], group);
-            rows.push(Row {
-                topic: cols[1].into(),
-                partition: cols[2].into(),
-                current: cols[3].into(),
-                log_end: cols[4].into(),
-                lag: cols[5].into(),
-                consumer: cols[6].into(),
-                host: cols[7].into(),
-            });
-        }
-    }
-    rows
-}
-
-/// Committed offsets by partition, from `--describe`.
-fn committed(broker: &TarnBroker, group: &str) -> BTreeMap<i32, i64> {
-    describe(broker, group)
-        .into_iter()
-        .filter(|r| r.current != "-")
-        .map(|r| (r.partition.parse().unwrap(), r.current.parse().unwrap()))
-        .collect()
 }
 
 #[test]

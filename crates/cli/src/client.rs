@@ -85,6 +85,14 @@ impl Client {
         self
     }
 
+    /// Waits up to `timeout` for each response from now on (a JoinGroup
+    /// answer waits for a whole rebalance).
+    pub fn set_read_timeout(&mut self, timeout: Duration) -> Result<()> {
+        self.stream
+            .set_read_timeout(Some(timeout))
+            .with_context(|| format!("set the read timeout of {}", self.bootstrap))
+    }
+
     /// Sends `request` as `api_key` at `version` and reads the response.
     pub fn call<Req: Encode, Resp: Decode>(
         &mut self,

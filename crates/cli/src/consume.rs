@@ -6,12 +6,14 @@
 //! on Ctrl-C, and then prints "Processed a total of N messages" on stderr
 //! as Kafka's tool does.
 //!
-//! It reads without a consumer group: Kafka's tool would join a throwaway
-//! group that commits nothing, which is indistinguishable from reading the
-//! partitions directly. `--group` asks for real group membership (the
-//! group's committed offsets, rebalancing with other members); this tool
-//! does not implement the group protocol, so it refuses `--group` rather
-//! than pretend. Unlike Kafka's tool, which logs broker errors and exits 0,
+//! Without `--group` (or `group.id`) it reads the partitions directly:
+//! Kafka's tool would join a throwaway group that commits nothing, which
+//! is indistinguishable. With a group it is a member of that classic
+//! consumer group ([`ConsumerCoordinator`]): it reads the partitions the
+//! group assigns it, from the group's committed offsets (or
+//! `auto.offset.reset` where there are none), commits its positions every
+//! `auto.commit.interval.ms` and when it stops, and leaves the group on
+//! the way out. Unlike Kafka's tool, which logs broker errors and exits 0,
 //! an error it cannot recover from (an unknown topic, a corrupt batch)
 //! exits non-zero.
 
@@ -32,7 +34,9 @@ use tarn_protocol::messages::list_offsets::{EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 use tarn_protocol::record_batch::TimestampType;
 use tarn_protocol::Uuid;
 
-use crate::cluster::{list_offsets, topic_leaders, Connections, TopicLeaders};
+use crate::assignor::Assignor;
+use crate::cluster::{list_offsets, topic_leaders, Connections, TopicLeaders, TopicPartition};
+use crate::consumer_coordinator::{Assigned, ConsumerCoordinator, GroupRebalanceConfig};
 use crate::dump_log::is_broken_pipe;
 use crate::interrupt;
 use crate::props::{load_properties, lookup, parse_key_value_args, Settings};
@@ -54,6 +58,25 @@ const CONSUMER_KEYS: &[&str] = &[
     "max.partition.fetch.bytes",
     "fetch.min.bytes",
     "fetch.max.wait.ms",
+    "group.id",
+    "group.instance.id",
+    "enable.auto.commit",
+    "auto.commit.interval.ms",
+    "session.timeout.ms",
+    "heartbeat.interval.ms",
+    "max.poll.interval.ms",
+    "partition.assignment.strategy",
+];
+
+/// The consumer settings that only a group member uses.
+const GROUP_KEYS: &[&str] = &[
+    "group.instance.id",
+    "enable.auto.commit",
+    "auto.commit.interval.ms",
+    "session.timeout.ms",
+    "heartbeat.interval.ms",
+    "max.poll.interval.ms",
+    "partition.assignment.strategy",
 ];
 
 /// The formatter settings, Kafka's `DefaultMessageFormatter`'s.
@@ -110,7 +133,8 @@ pub struct ConsumeArgs {
     /// A properties file of consumer settings (--consumer-property wins).
     #[arg(long = "consumer.config", value_name = "FILE")]
     consumer_config: Option<PathBuf>,
-    /// Refused: this tool does not join consumer groups.
+    /// The consumer group to join: read the partitions it assigns, from
+    /// its committed offsets, and commit what was printed.
     #[arg(long, value_name = "GROUP")]
     group: Option<String>,
 }
@@ -143,6 +167,9 @@ struct ConsumerConfig {
     max_partition_fetch_bytes: i32,
     fetch_min_bytes: i32,
     fetch_max_wait: Duration,
+    /// `group.id`: consume as a member of this group.
+    group_id: Option<String>,
+    group: GroupRebalanceConfig,
 }
 
 /// What the command line asks for, checked as Kafka's tool checks it.
@@ -163,16 +190,21 @@ pub fn run(args: ConsumeArgs) -> Result<()> {
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     let outcome = consumer.run(&plan, &formatter, &mut out);
-    let outcome = outcome.and_then(|()| out.flush().context("write to standard out"));
-    let outcome = match outcome {
+    let flushed = out.flush().context("write to standard out");
+    let outcome = outcome.and(flushed);
+    let (outcome, printed_all) = match outcome {
         Err(e) if is_broken_pipe(&e) => {
             eprintln!("Unable to write to standard out, closing consumer.");
-            Ok(())
+            (Ok(()), false)
         }
-        other => other,
+        other => (other, true),
     };
+    // Records that may not have reached standard out are not committed:
+    // the group delivers them again (at least once).
+    let closed = consumer.close(printed_all);
     eprintln!("Processed a total of {} messages", consumer.processed);
     outcome?;
+    closed?;
     if let Some(signal) = interrupt::received() {
         std::process::exit(128 + signal);
     }
@@ -191,18 +223,13 @@ fn plan(args: &ConsumeArgs) -> Result<Plan> {
         Some(path) => load_properties(path)?,
         None => Vec::new(),
     };
-    settings.extend(parse_key_value_args(&args.consumer_property));
-    let group = args
-        .group
-        .as_deref()
-        .or_else(|| lookup(&settings, "group.id"));
+    let properties = parse_key_value_args(&args.consumer_property);
+    let group = check_group(args, &settings, &properties)?;
+    settings.extend(properties);
     if let Some(group) = group {
-        bail!(
-            "tarn consume does not join consumer groups, so it refuses group '{group}' rather \
-             than read without the group's committed offsets and membership. Leave out --group \
-             (and group.id) to read every partition, or one with --partition; `tarn groups` \
-             shows and resets a group's offsets."
-        );
+        settings.push(("group.id".into(), group));
+    } else if let Some(key) = GROUP_KEYS.iter().find(|k| lookup(&settings, k).is_some()) {
+        bail!("consumer property {key} takes effect only in a group: give --group (or group.id)");
     }
     if let Some(reset) = lookup(&settings, "auto.offset.reset") {
         if args.from_beginning && reset != "earliest" {
@@ -243,6 +270,46 @@ fn plan(args: &ConsumeArgs) -> Result<Plan> {
     })
 }
 
+/// The group id given by `--group`, the consumer config file
+/// (`file_settings`) or `--consumer-property`, checked as Kafka's tool
+/// checks it: all the same, and not with `--partition`.
+fn check_group(
+    args: &ConsumeArgs,
+    file_settings: &[(String, String)],
+    properties: &[(String, String)],
+) -> Result<Option<String>> {
+    let provided: BTreeSet<&str> = [
+        args.group.as_deref(),
+        lookup(file_settings, "group.id"),
+        lookup(properties, "group.id"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if provided.len() > 1 {
+        let names: Vec<String> = provided.iter().map(|g| format!("'{g}'")).collect();
+        bail!(
+            "The group ids provided in different places (directly using '--group', via \
+             '--consumer-property', or via '--consumer.config') do not match. Detected group \
+             ids: {}",
+            names.join(", ")
+        );
+    }
+    let Some(group) = provided.into_iter().next() else {
+        return Ok(None);
+    };
+    if args.partition.is_some() {
+        bail!("Options group and partition cannot be specified together.");
+    }
+    if group.is_empty() {
+        bail!(
+            "To use the group management or offset commit APIs, you must provide a valid \
+             group.id in the consumer configuration."
+        );
+    }
+    Ok(Some(group.to_owned()))
+}
+
 fn parse_offset(text: &str) -> Result<StartAt> {
     match text.to_ascii_lowercase().as_str() {
         "earliest" => Ok(StartAt::Earliest),
@@ -266,12 +333,24 @@ fn consumer_config(settings: &[(String, String)]) -> Result<ConsumerConfig> {
         max_partition_fetch_bytes: 1 << 20,
         fetch_min_bytes: 1,
         fetch_max_wait: Duration::from_millis(500),
+        group_id: None,
+        group: GroupRebalanceConfig::default(),
     };
     for (key, value) in settings {
         let bytes = || -> Result<i32> {
             match value.trim().parse::<i32>() {
                 Ok(n) if (1..=FETCH_MAX_BYTES_LIMIT).contains(&n) => Ok(n),
                 _ => bail!("{key}={value}: must be between 1 and {FETCH_MAX_BYTES_LIMIT}"),
+            }
+        };
+        // Kafka's int settings in milliseconds, at least `min`.
+        let millis = |min: u64| -> Result<Duration> {
+            match value.trim().parse::<u64>() {
+                Ok(ms) if (min..=i32::MAX as u64).contains(&ms) => Ok(Duration::from_millis(ms)),
+                _ => bail!(
+                    "{key}={value}: must be between {min} and {} milliseconds",
+                    i32::MAX
+                ),
             }
         };
         match key.as_str() {
@@ -294,11 +373,34 @@ fn consumer_config(settings: &[(String, String)]) -> Result<ConsumerConfig> {
                 }
                 _ => bail!("fetch.max.wait.ms={value}: not a number of milliseconds"),
             },
+            "group.id" => config.group_id = Some(value.clone()),
+            "group.instance.id" => config.group.group_instance_id = Some(value.clone()),
+            "enable.auto.commit" => {
+                config.group.enable_auto_commit = match value.trim() {
+                    v if v.eq_ignore_ascii_case("true") => true,
+                    v if v.eq_ignore_ascii_case("false") => false,
+                    _ => bail!("enable.auto.commit={value}: use true or false"),
+                }
+            }
+            "auto.commit.interval.ms" => config.group.auto_commit_interval = millis(0)?,
+            "session.timeout.ms" => config.group.session_timeout = millis(1)?,
+            "heartbeat.interval.ms" => config.group.heartbeat_interval = millis(1)?,
+            "max.poll.interval.ms" => config.group.rebalance_timeout = millis(1)?,
+            "partition.assignment.strategy" => {
+                config.group.assignors = value
+                    .split(',')
+                    .filter(|name| !name.trim().is_empty())
+                    .map(Assignor::parse)
+                    .collect::<Result<_>>()?
+            }
             _ => bail!(
                 "consumer property {key} is not supported by tarn consume (supported: {})",
                 CONSUMER_KEYS.join(", ")
             ),
         }
+    }
+    if config.group_id.is_some() {
+        config.group.validate()?;
     }
     Ok(config)
 }
@@ -448,8 +550,12 @@ struct ConsoleConsumer {
     topic: String,
     config: ConsumerConfig,
     leaders: TopicLeaders,
+    /// The partitions being read: all or one without a group, the group's
+    /// assignment with one.
     positions: Vec<Position>,
     connections: Connections,
+    /// The group membership, when consuming in a group.
+    coordinator: Option<ConsumerCoordinator>,
     processed: u64,
 }
 
@@ -459,7 +565,18 @@ impl ConsoleConsumer {
         let config = plan.config.clone();
         let leaders = topic_leaders(&config.bootstrap, &args.topic, true, LEADER_WAIT)?;
         let count = leaders.leaders.len() as i32;
+        let coordinator = config.group_id.as_deref().map(|group| {
+            ConsumerCoordinator::new(
+                &config.bootstrap,
+                &config.client_id,
+                group,
+                config.group.clone(),
+                vec![args.topic.clone()],
+            )
+        });
         let partitions: Vec<i32> = match args.partition {
+            // The group assigns the partitions, at the first poll.
+            _ if coordinator.is_some() => Vec::new(),
             Some(p) if (0..count).contains(&p) => vec![p],
             Some(p) => bail!(
                 "topic '{}' has no partition {p} (it has {count}): UNKNOWN_TOPIC_OR_PARTITION",
@@ -479,9 +596,13 @@ impl ConsoleConsumer {
                 })
                 .collect(),
             connections: Connections::new(&plan.config.client_id),
+            coordinator,
             processed: 0,
         };
         let all: Vec<i32> = consumer.positions.iter().map(|p| p.partition).collect();
+        if all.is_empty() {
+            return Ok(consumer);
+        }
         match plan.start {
             StartAt::Offset(offset) => consumer.positions[0].offset = offset,
             StartAt::Earliest => consumer.seek(&all, EARLIEST_TIMESTAMP)?,
@@ -489,6 +610,61 @@ impl ConsoleConsumer {
             StartAt::Reset => consumer.reset(&all)?,
         }
         Ok(consumer)
+    }
+
+    /// Each partition being read and the offset to read next.
+    fn consumed(&self) -> BTreeMap<TopicPartition, i64> {
+        self.positions
+            .iter()
+            .map(|p| ((self.topic.clone(), p.partition), p.offset))
+            .collect()
+    }
+
+    /// Heartbeats and commits when due; after a rebalance, reads the newly
+    /// assigned partitions from the group's committed offsets, or as
+    /// `auto.offset.reset` says where there are none.
+    fn poll_group(&mut self) -> Result<()> {
+        let consumed = self.consumed();
+        let Some(coordinator) = self.coordinator.as_mut() else {
+            return Ok(());
+        };
+        let Some(Assigned {
+            partitions,
+            committed,
+        }) = coordinator.poll(&consumed)?
+        else {
+            return Ok(());
+        };
+        let mut unknown = Vec::new();
+        self.positions.clear();
+        for (topic, partition) in partitions {
+            let offset = committed.get(&(topic, partition)).copied();
+            unknown.extend(offset.is_none().then_some(partition));
+            self.positions.push(Position {
+                partition,
+                offset: offset.unwrap_or(-1),
+            });
+        }
+        let known = self.leaders.partition_count() as i32;
+        if self.positions.iter().any(|p| p.partition >= known) {
+            // The topic grew since its leaders were looked up.
+            self.leaders = topic_leaders(&self.config.bootstrap, &self.topic, false, LEADER_WAIT)?;
+            self.connections.clear();
+        }
+        if !unknown.is_empty() {
+            self.reset(&unknown)?;
+        }
+        Ok(())
+    }
+
+    /// Kafka's `close()`: a group member commits its positions (only when
+    /// `commit`) and leaves the group.
+    fn close(&mut self, commit: bool) -> Result<()> {
+        let consumed = self.consumed();
+        match self.coordinator.as_mut() {
+            Some(coordinator) => coordinator.close(commit.then_some(&consumed)),
+            None => Ok(()),
+        }
     }
 
     /// Moves `partitions` to the offset ListOffsets gives for `timestamp`.
@@ -549,15 +725,25 @@ impl ConsoleConsumer {
             {
                 return Ok(());
             }
-            // Kafka polls at least once, even with --timeout-ms 0.
-            let max_wait = match plan.timeout {
+            self.poll_group()?;
+            // Kafka polls at least once, even with --timeout-ms 0. A long
+            // poll ends before the group's next heartbeat is due.
+            let mut max_wait = match plan.timeout {
                 Some(timeout) => timeout.saturating_sub(last_record.elapsed()),
                 None => self.config.fetch_max_wait,
             }
             .min(self.config.fetch_max_wait);
+            if let Some(coordinator) = &self.coordinator {
+                max_wait = max_wait.min(coordinator.time_to_next_duty());
+            }
             let before = self.processed;
-            self.fetch_once(max_wait, plan.max_messages, formatter, out)?;
-            out.flush().context("write to standard out")?;
+            if self.positions.is_empty() {
+                // The group gave this member nothing to read (yet).
+                thread::sleep(max_wait);
+            } else {
+                self.fetch_once(max_wait, plan.max_messages, formatter, out)?;
+                out.flush().context("write to standard out")?;
+            }
             if self.processed > before {
                 last_record = Instant::now();
             } else if plan.timeout.is_some_and(|t| last_record.elapsed() >= t) {
@@ -829,10 +1015,116 @@ mod tests {
             "Can't simultaneously specify --from-beginning and 'auto.offset.reset=latest', \
              please remove one option"
         );
-        assert!(plan_error(&["--group", "g"]).contains("refuses group 'g'"));
-        assert!(plan_error(&["--consumer-property", "group.id=g2"]).contains("refuses group 'g2'"));
-        assert!(plan_error(&["--consumer-property", "session.timeout.ms=1"])
-            .contains("session.timeout.ms is not supported"));
+        assert!(
+            plan_error(&["--consumer-property", "isolation.level=read_committed"])
+                .contains("isolation.level is not supported")
+        );
+    }
+
+    #[test]
+    fn group_options_are_checked_as_kafka_checks_them() {
+        assert_eq!(
+            plan_error(&["--group", "g", "--partition", "0"]),
+            "Options group and partition cannot be specified together."
+        );
+        assert_eq!(
+            plan_error(&["--group", "g", "--consumer-property", "group.id=h"]),
+            "The group ids provided in different places (directly using '--group', via \
+             '--consumer-property', or via '--consumer.config') do not match. Detected group \
+             ids: 'g', 'h'"
+        );
+        assert!(plan_error(&["--group", ""]).contains("you must provide a valid group.id"));
+        assert_eq!(
+            plan_error(&["--consumer-property", "session.timeout.ms=10000"]),
+            "consumer property session.timeout.ms takes effect only in a group: give --group \
+             (or group.id)"
+        );
+        assert_eq!(
+            plan_error(&[
+                "--group",
+                "g",
+                "--consumer-property",
+                "heartbeat.interval.ms=45000"
+            ]),
+            "Heartbeat must be set lower than the session timeout"
+        );
+        assert!(plan_error(&[
+            "--group",
+            "g",
+            "--consumer-property",
+            "partition.assignment.strategy=range,cooperative-sticky"
+        ])
+        .contains("cooperative-sticky"));
+        assert!(plan_error(&[
+            "--group",
+            "g",
+            "--consumer-property",
+            "enable.auto.commit=yes"
+        ])
+        .contains("use true or false"));
+        assert!(plan_error(&[
+            "--group",
+            "g",
+            "--consumer-property",
+            "session.timeout.ms=-1"
+        ])
+        .contains("must be between 1 and"));
+    }
+
+    #[test]
+    fn a_group_member_gets_kafkas_defaults_and_the_settings_given() {
+        let p = plan(&args(&["--group", "g"])).unwrap();
+        assert_eq!(p.config.group_id.as_deref(), Some("g"));
+        assert_eq!(p.config.group, GroupRebalanceConfig::default());
+        assert_eq!(p.config.auto_offset_reset, OffsetReset::Latest);
+        assert_eq!(p.start, StartAt::Reset);
+        // --from-beginning applies where the group has no offset.
+        let p = plan(&args(&["--group", "g", "--from-beginning"])).unwrap();
+        assert_eq!(p.config.auto_offset_reset, OffsetReset::Earliest);
+
+        let p = plan(&args(&[
+            "--consumer-property",
+            "group.id=g",
+            "--consumer-property",
+            "enable.auto.commit=false",
+            "--consumer-property",
+            "auto.commit.interval.ms=250",
+            "--consumer-property",
+            "session.timeout.ms=10000",
+            "--consumer-property",
+            "heartbeat.interval.ms=1000",
+            "--consumer-property",
+            "max.poll.interval.ms=20000",
+            "--consumer-property",
+            "group.instance.id=console-1",
+            "--consumer-property",
+            "partition.assignment.strategy=org.apache.kafka.clients.consumer.RoundRobinAssignor",
+        ]))
+        .unwrap();
+        assert_eq!(p.config.group_id.as_deref(), Some("g"));
+        assert_eq!(
+            p.config.group,
+            GroupRebalanceConfig {
+                group_instance_id: Some("console-1".into()),
+                session_timeout: Duration::from_secs(10),
+                heartbeat_interval: Duration::from_secs(1),
+                rebalance_timeout: Duration::from_secs(20),
+                assignors: vec![Assignor::RoundRobin],
+                enable_auto_commit: false,
+                auto_commit_interval: Duration::from_millis(250),
+            }
+        );
+
+        // The same group id in the config file and on the command line.
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("consumer.properties");
+        std::fs::write(&file, "group.id=g\nsession.timeout.ms=12000\n").unwrap();
+        let path = file.to_str().unwrap();
+        let p = plan(&args(&["--group", "g", "--consumer.config", path])).unwrap();
+        assert_eq!(p.config.group_id.as_deref(), Some("g"));
+        assert_eq!(p.config.group.session_timeout, Duration::from_secs(12));
+        assert!(plan_error(&["--group", "h", "--consumer.config", path])
+            .contains("Detected group ids: 'g', 'h'"));
     }
 
     #[test]

@@ -14,21 +14,18 @@ use tarn_protocol::messages::delete_groups::{DeleteGroupsRequest, DeleteGroupsRe
 use tarn_protocol::messages::describe_groups::{
     DescribeGroupsRequest, DescribeGroupsResponse, DescribedGroup,
 };
-use tarn_protocol::messages::find_coordinator::{
-    FindCoordinatorRequest, FindCoordinatorResponse, KEY_TYPE_GROUP,
-};
 use tarn_protocol::messages::list_groups::{ListGroupsRequest, ListGroupsResponse};
 use tarn_protocol::messages::list_offsets::{EARLIEST_TIMESTAMP, LATEST_TIMESTAMP};
-use tarn_protocol::messages::offset_commit::{
-    OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic,
-    OffsetCommitResponse,
-};
-use tarn_protocol::messages::offset_fetch::{OffsetFetchRequest, OffsetFetchResponse};
 
-use tarn_broker::error_names::error_name;
 use tarn_cli::client::Client;
 
 use crate::cluster::{list_offsets, metadata, TopicPartition};
+use crate::coordinator::{
+    commit_offsets, committed_offsets, error_text, find_coordinator, Committer,
+};
+
+/// The `client.id` these requests carry.
+const CLIENT_ID: &str = "tarn-cli";
 
 #[derive(Args)]
 #[command(group(
@@ -104,19 +101,6 @@ pub fn run(args: GroupsArgs) -> Result<()> {
     }
 }
 
-fn error_text(code: i16) -> String {
-    let detail = match code {
-        error::NON_EMPTY_GROUP => "The group is not empty.",
-        error::GROUP_ID_NOT_FOUND => "The group id does not exist.",
-        error::COORDINATOR_NOT_AVAILABLE => "The coordinator is not available.",
-        error::NOT_COORDINATOR => "This is not the correct coordinator.",
-        _ => "",
-    };
-    format!("{} ({code}) {detail}", error_name(code))
-        .trim_end()
-        .to_owned()
-}
-
 fn target_groups(args: &GroupsArgs) -> Result<Vec<String>> {
     if args.all_groups {
         if args.reset_offsets {
@@ -130,23 +114,6 @@ fn target_groups(args: &GroupsArgs) -> Result<Vec<String>> {
         bail!("Option --group (or --all-groups) is required with this action");
     }
     Ok(args.groups.clone())
-}
-
-/// A connection to the broker that coordinates `group`.
-fn coordinator(bootstrap: &str, group: &str) -> Result<Client> {
-    let request = FindCoordinatorRequest {
-        key: group.to_owned(),
-        key_type: KEY_TYPE_GROUP,
-        coordinator_keys: Vec::new(),
-    };
-    let response: FindCoordinatorResponse = Client::connect(bootstrap)?.call(10, 3, 3, &request)?;
-    if response.error_code != error::NONE {
-        bail!(
-            "cannot find the coordinator of group '{group}': {}",
-            error_text(response.error_code)
-        );
-    }
-    Client::connect(&format!("{}:{}", response.host, response.port))
 }
 
 fn list_group_ids(bootstrap: &str) -> Result<Vec<String>> {
@@ -195,40 +162,6 @@ fn describe_group(client: &mut Client, group: &str) -> Result<DescribedGroup> {
     Ok(described)
 }
 
-/// The group's committed offsets, by partition.
-fn committed_offsets(client: &mut Client, group: &str) -> Result<BTreeMap<TopicPartition, i64>> {
-    let request = OffsetFetchRequest {
-        group_id: group.to_owned(),
-        topics: None,
-        groups: Vec::new(),
-        require_stable: false,
-    };
-    let response: OffsetFetchResponse = client.call(9, 7, 6, &request)?;
-    if response.error_code != error::NONE {
-        bail!(
-            "cannot fetch the offsets of group '{group}': {}",
-            error_text(response.error_code)
-        );
-    }
-    let mut out = BTreeMap::new();
-    for topic in response.topics {
-        for p in topic.partitions {
-            if p.error_code != error::NONE {
-                bail!(
-                    "cannot fetch the offset of {}-{}: {}",
-                    topic.name,
-                    p.partition_index,
-                    error_text(p.error_code)
-                );
-            }
-            if p.committed_offset >= 0 {
-                out.insert((topic.name.clone(), p.partition_index), p.committed_offset);
-            }
-        }
-    }
-    Ok(out)
-}
-
 /// One row of `--describe`.
 struct Row {
     topic: String,
@@ -248,7 +181,7 @@ fn or_dash(value: Option<i64>) -> String {
 fn describe(bootstrap: &str, groups: &[String]) -> Result<()> {
     let mut missing = Vec::new();
     for group in groups {
-        let mut client = coordinator(bootstrap, group)?;
+        let mut client = find_coordinator(bootstrap, group, CLIENT_ID)?;
         let described = describe_group(&mut client, group)?;
         if described.group_state == "Dead" {
             missing.push(group.clone());
@@ -262,7 +195,7 @@ fn describe(bootstrap: &str, groups: &[String]) -> Result<()> {
                 described.protocol_type
             );
         }
-        let committed = committed_offsets(&mut client, group)?;
+        let committed = committed_offsets(&mut client, group, None)?;
         // Who owns what, from the consumer assignments.
         let mut owners: BTreeMap<TopicPartition, usize> = BTreeMap::new();
         let mut idle_members = Vec::new();
@@ -376,7 +309,7 @@ fn print_rows(group: &str, rows: &[Row]) {
 fn delete(bootstrap: &str, groups: &[String]) -> Result<()> {
     let mut failures = Vec::new();
     for group in groups {
-        let mut client = coordinator(bootstrap, group)?;
+        let mut client = find_coordinator(bootstrap, group, CLIENT_ID)?;
         let request = DeleteGroupsRequest {
             groups_names: vec![group.clone()],
         };
@@ -470,7 +403,7 @@ fn reset_offsets(args: &GroupsArgs, groups: &[String]) -> Result<()> {
     }
     let bootstrap = &args.bootstrap_server;
     for group in groups {
-        let mut client = coordinator(bootstrap, group)?;
+        let mut client = find_coordinator(bootstrap, group, CLIENT_ID)?;
         let described = describe_group(&mut client, group)?;
         if described.group_state != "Empty" && described.group_state != "Dead" {
             bail!(
@@ -478,7 +411,7 @@ fn reset_offsets(args: &GroupsArgs, groups: &[String]) -> Result<()> {
                 described.group_state
             );
         }
-        let committed = committed_offsets(&mut client, group)?;
+        let committed = committed_offsets(&mut client, group, None)?;
         let scope = reset_scope(args, &committed)?;
         let earliest = list_offsets(bootstrap, &scope, EARLIEST_TIMESTAMP)?;
         let latest = list_offsets(bootstrap, &scope, LATEST_TIMESTAMP)?;
@@ -531,44 +464,12 @@ fn reset_offsets(args: &GroupsArgs, groups: &[String]) -> Result<()> {
 }
 
 fn commit(client: &mut Client, group: &str, offsets: &BTreeMap<TopicPartition, i64>) -> Result<()> {
-    let mut topics: BTreeMap<String, Vec<OffsetCommitRequestPartition>> = BTreeMap::new();
-    for ((topic, partition), offset) in offsets {
-        topics
-            .entry(topic.clone())
-            .or_default()
-            .push(OffsetCommitRequestPartition {
-                partition_index: *partition,
-                committed_offset: *offset,
-                committed_metadata: Some(String::new()),
-                ..Default::default()
-            });
-    }
-    let request = OffsetCommitRequest {
-        group_id: group.to_owned(),
-        generation_id_or_member_epoch: -1,
-        member_id: String::new(),
-        group_instance_id: None,
-        retention_time_ms: -1,
-        topics: topics
-            .into_iter()
-            .map(|(name, partitions)| OffsetCommitRequestTopic { name, partitions })
-            .collect(),
-    };
-    let response: OffsetCommitResponse = client.call(8, 8, 8, &request)?;
-    let mut failures = Vec::new();
-    for topic in response.topics {
-        for p in topic.partitions {
-            if p.error_code != error::NONE {
-                failures.push(format!(
-                    "{}-{}: {}",
-                    topic.name,
-                    p.partition_index,
-                    error_text(p.error_code)
-                ));
-            }
-        }
-    }
-    if !failures.is_empty() {
+    let refused = commit_offsets(client, group, Committer::ADMIN, offsets)?;
+    if !refused.is_empty() {
+        let failures: Vec<String> = refused
+            .iter()
+            .map(|((topic, partition), code)| format!("{topic}-{partition}: {}", error_text(*code)))
+            .collect();
         bail!(
             "committing the new offsets of group '{group}' failed:\n{}",
             failures.join("\n")

@@ -7,9 +7,12 @@
 //! `produce` and `consume` are kafka-console-producer.sh and
 //! kafka-console-consumer.sh.
 
+mod assignor;
 mod cluster;
 mod configs;
 mod consume;
+mod consumer_coordinator;
+mod coordinator;
 mod dump_log;
 mod groups;
 mod interrupt;
