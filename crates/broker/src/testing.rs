@@ -8,6 +8,8 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tarn_protocol::codec::{Decode, Encode, Reader, Version};
 use tarn_protocol::header::{decode_response_header, RequestHeader};
 
+use crate::handlers::{ApiSpec, RequestContext};
+
 use crate::broker::{Broker, BrokerOptions};
 use crate::config::BrokerConfig;
 use crate::topics::{create_topic_records, NewTopic};
@@ -81,4 +83,18 @@ pub async fn read_response<T: Decode>(
         correlation_id,
         T::decode(&mut r, version).expect("response body"),
     )
+}
+
+/// The context a handler sees for a request of `spec`'s API at `version`.
+pub fn request_context(spec: &ApiSpec, version: i16) -> RequestContext {
+    RequestContext {
+        header: RequestHeader {
+            api_key: spec.key,
+            api_version: version,
+            correlation_id: 1,
+            client_id: None,
+        },
+        version: Version::new(version, spec.flexible_min),
+        peer: "127.0.0.1:1".parse().expect("address"),
+    }
 }

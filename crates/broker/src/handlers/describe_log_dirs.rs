@@ -103,10 +103,8 @@ fn volume_bytes(dir: &Path) -> (i64, i64) {
 
 #[cfg(test)]
 mod tests {
-    use tarn_protocol::header::RequestHeader;
     use tarn_protocol::messages::describe_log_dirs::DescribableLogDirTopic;
     use tarn_protocol::record_batch::build_batch_for_tests;
-    use tarn_protocol::Version;
 
     use super::*;
 
@@ -121,16 +119,7 @@ mod tests {
             .unwrap()
             .append(&batch)
             .unwrap();
-        let ctx = RequestContext {
-            header: RequestHeader {
-                api_key: KEY,
-                api_version: 4,
-                correlation_id: 1,
-                client_id: None,
-            },
-            version: Version::new(4, SPEC.flexible_min),
-            peer: "127.0.0.1:1".parse().unwrap(),
-        };
+        let ctx = crate::testing::request_context(&SPEC, 4);
         let only = |partitions: Vec<i32>| DescribeLogDirsRequest {
             topics: Some(vec![DescribableLogDirTopic {
                 topic: "sized".into(),

@@ -94,10 +94,8 @@ fn describe(broker: &Broker, topic: &str, index: i32) -> DescribeProducersPartit
 
 #[cfg(test)]
 mod tests {
-    use tarn_protocol::header::RequestHeader;
     use tarn_protocol::messages::describe_producers::DescribeProducersTopicRequest;
     use tarn_protocol::record_batch::RecordBatchBuilder;
-    use tarn_protocol::Version;
 
     use super::*;
 
@@ -113,16 +111,7 @@ mod tests {
             }
             partition.append(&batch.build()).unwrap();
         }
-        let ctx = RequestContext {
-            header: RequestHeader {
-                api_key: KEY,
-                api_version: 0,
-                correlation_id: 1,
-                client_id: None,
-            },
-            version: Version::new(0, SPEC.flexible_min),
-            peer: "127.0.0.1:1".parse().unwrap(),
-        };
+        let ctx = crate::testing::request_context(&SPEC, 0);
         let request = DescribeProducersRequest {
             topics: vec![DescribeProducersTopicRequest {
                 name: "idem".into(),
