@@ -257,3 +257,70 @@ fn small_segments_roll_and_read_back_across_restart() {
         broker.stop();
     });
 }
+
+/// `tarn log-dirs --describe` (kafka-log-dirs.sh): Kafka's two status
+/// lines, then Kafka's JSON with each partition's size on disk.
+#[test]
+fn log_dirs_report_partition_sizes_as_kafka_log_dirs_does() {
+    run_with_timeout(TEST_TIMEOUT, || {
+        let broker = TarnBroker::start();
+        broker.create_topic("sized", 2);
+        broker.create_topic("other", 1);
+        let records: Vec<Outgoing> = (0..30)
+            .map(|i| Outgoing {
+                record: Record::value(&format!("record-{i}")),
+                partition: Some(1),
+                timestamp_ms: None,
+            })
+            .collect();
+        TestProducer::new(broker.bootstrap(), &[]).produce_all("sized", &records);
+        let out = broker.cli(&[
+            "log-dirs",
+            "--describe",
+            "--bootstrap-server",
+            broker.bootstrap(),
+            "--topic-list",
+            "sized",
+        ]);
+        assert!(out.status.success(), "{out}");
+        let lines: Vec<&str> = out.stdout.lines().collect();
+        assert_eq!(lines[0], "Querying brokers for log directories information");
+        assert_eq!(
+            lines[1],
+            "Received log directory information from brokers 1"
+        );
+        let json: serde_json::Value = serde_json::from_str(lines[2]).expect("JSON");
+        let dir = &json["brokers"][0]["logDirs"][0];
+        assert_eq!(json["brokers"][0]["broker"], 1);
+        assert!(dir["error"].is_null());
+        let on_disk = |partition: i32| -> u64 {
+            std::fs::read_dir(broker.data_dir().join(format!("sized-{partition}")))
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .filter(|p| p.extension().is_some_and(|e| e == "log"))
+                .map(|p| std::fs::metadata(p).unwrap().len())
+                .sum()
+        };
+        let partitions = dir["partitions"].as_array().expect("partitions");
+        let sizes: Vec<(String, u64)> = partitions
+            .iter()
+            .map(|p| {
+                (
+                    p["partition"].as_str().unwrap().to_owned(),
+                    p["size"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            sizes,
+            vec![
+                ("sized-0".to_owned(), 0),
+                ("sized-1".to_owned(), on_disk(1))
+            ],
+            "only the listed topic, sizes as on disk"
+        );
+        assert!(on_disk(1) > 30 * 8, "the records are there");
+        let out = broker.cli(&["log-dirs", "--bootstrap-server", broker.bootstrap()]);
+        assert!(!out.status.success(), "no action: {out}");
+    });
+}

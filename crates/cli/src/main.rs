@@ -16,6 +16,7 @@ mod coordinator;
 mod dump_log;
 mod groups;
 mod interrupt;
+mod log_dirs;
 mod perf;
 mod produce;
 mod props;
@@ -52,6 +53,8 @@ enum Command {
     Configs(configs::ConfigsArgs),
     /// List, describe and delete consumer groups; reset their offsets.
     Groups(groups::GroupsArgs),
+    /// Describe the broker's log directories and partition sizes (like kafka-log-dirs.sh).
+    LogDirs(log_dirs::LogDirsArgs),
     /// Send lines of standard input as records (like kafka-console-producer.sh).
     Produce(produce::ProduceArgs),
     /// Print a topic's records (like kafka-console-consumer.sh).
@@ -71,6 +74,7 @@ fn main() -> Result<()> {
         Command::Configs(args) => configs::run(args),
         Command::DumpLog(args) => dump_log::run(args),
         Command::Groups(args) => groups::run(args),
+        Command::LogDirs(args) => log_dirs::run(args),
         Command::Produce(args) => produce::run(args),
         Command::Consume(args) => consume::run(args),
         Command::Perf { command } => perf::run(command),
