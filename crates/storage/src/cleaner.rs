@@ -960,6 +960,22 @@ mod tests {
     /// Everything a consumer reading from the start would see.
     fn read_all(log: &Log) -> Vec<Entry> {
         let mut out = Vec::new();
+        for_each_batch(log, &mut |header, batch| {
+            let (header, batch) = decoded(header, batch.to_vec(), reversed).unwrap();
+            for record in RecordIter::new(&batch, &header).unwrap() {
+                let record = record.unwrap();
+                out.push((
+                    header.base_offset + i64::from(record.offset_delta),
+                    record.key.map(<[u8]>::to_vec),
+                    record.value.map(<[u8]>::to_vec),
+                ));
+            }
+        });
+        out
+    }
+
+    /// Every batch of the log as stored, in offset order.
+    fn for_each_batch(log: &Log, visit: &mut dyn FnMut(&RecordBatchHeader, &[u8])) {
         let mut next = log.log_start_offset();
         while next < log.log_end_offset() {
             let bytes = log.read(next, usize::MAX, true).unwrap();
@@ -968,20 +984,10 @@ mod tests {
             }
             for item in BatchIter::new(&bytes) {
                 let (position, header) = item.unwrap();
-                let batch = bytes[position..position + header.total_size()].to_vec();
-                let (header, batch) = decoded(&header, batch, reversed).unwrap();
-                for record in RecordIter::new(&batch, &header).unwrap() {
-                    let record = record.unwrap();
-                    out.push((
-                        header.base_offset + i64::from(record.offset_delta),
-                        record.key.map(<[u8]>::to_vec),
-                        record.value.map(<[u8]>::to_vec),
-                    ));
-                }
+                visit(&header, &bytes[position..position + header.total_size()]);
                 next = header.last_offset() + 1;
             }
         }
-        out
     }
 
     /// key -> (offset, value) of the newest record of each key.
@@ -1123,40 +1129,35 @@ mod tests {
         for i in 0..60 {
             put(&mut log, &format!("other-{i}"), Some("y"), 20_000);
         }
-        let stats = log
-            .clean(20_000, CleanerConfig::default())
-            .unwrap()
-            .expect("due");
-        assert_eq!(stats.tombstones_removed, 2, "{stats:?}");
-        let after = latest(&read_all(&log));
-        assert!(!after.contains_key(b"key-1".as_slice()));
-        assert!(!after.contains_key(b"key-3".as_slice()));
-        assert!(after.contains_key(b"key-4".as_slice()));
+        clean_removes_the_two_tombstones(&mut log, 20_000);
     }
 
     /// Every batch header of the log with the timestamps of its records.
     fn stamped(log: &Log) -> Vec<(RecordBatchHeader, Vec<i64>)> {
-        let bytes = log.read(log.log_start_offset(), usize::MAX, true).unwrap();
         let mut out = Vec::new();
-        let mut next = log.log_start_offset();
-        let mut all = bytes;
-        while next < log.log_end_offset() && !all.is_empty() {
-            let mut last = next;
-            for item in BatchIter::new(&all) {
-                let (position, header) = item.unwrap();
-                let batch = &all[position..position + header.total_size()];
-                tarn_protocol::record_batch::validate_batch(batch).unwrap();
-                let times = RecordIter::new(batch, &header)
-                    .unwrap()
-                    .map(|r| header.base_timestamp + r.unwrap().timestamp_delta)
-                    .collect();
-                last = header.last_offset() + 1;
-                out.push((header, times));
-            }
-            next = last;
-            all = log.read(next, usize::MAX, true).unwrap_or_default();
-        }
+        for_each_batch(log, &mut |header, batch| {
+            tarn_protocol::record_batch::validate_batch(batch).unwrap();
+            let times = RecordIter::new(batch, header)
+                .unwrap()
+                .map(|r| header.base_timestamp + r.unwrap().timestamp_delta)
+                .collect();
+            out.push((*header, times));
+        });
         out
+    }
+
+    /// Cleans at `now_ms` and checks that the tombstones of key-1 and
+    /// key-3 went and key-4's value stayed.
+    fn clean_removes_the_two_tombstones(log: &mut Log, now_ms: i64) {
+        let stats = log
+            .clean(now_ms, CleanerConfig::default())
+            .unwrap()
+            .expect("due");
+        assert_eq!(stats.tombstones_removed, 2, "{stats:?}");
+        let after = latest(&read_all(log));
+        assert!(!after.contains_key(b"key-1".as_slice()));
+        assert!(!after.contains_key(b"key-3".as_slice()));
+        assert!(after.contains_key(b"key-4".as_slice()));
     }
 
     #[test]
@@ -1219,15 +1220,7 @@ mod tests {
         for i in 0..200 {
             put(&mut log, &format!("other-{i}"), Some("z"), 3_000);
         }
-        let stats = log
-            .clean(1_010_000, CleanerConfig::default())
-            .unwrap()
-            .expect("due");
-        assert_eq!(stats.tombstones_removed, 2, "{stats:?}");
-        let after = latest(&read_all(&log));
-        assert!(!after.contains_key(b"key-1".as_slice()));
-        assert!(!after.contains_key(b"key-3".as_slice()));
-        assert!(after.contains_key(b"key-4".as_slice()));
+        clean_removes_the_two_tombstones(&mut log, 1_010_000);
     }
 
     #[test]
