@@ -10,13 +10,14 @@ if [[ -d /dev/shm && -w /dev/shm ]]; then export TMPDIR=/dev/shm; fi
 declare -A runs=([record_batch]=200000 [request_dispatch]=40000 [segment_recovery]=300)
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
-cargo +nightly fuzz build
-for target in $(cargo +nightly fuzz list); do
+source ./toolchain.sh
+fuzz build
+for target in $(fuzz list); do
     n=${runs[$target]:-20000}
     echo "==> fuzz $target: $n runs, seed 1"
     cp -r "corpus/$target" "$scratch/$target"
     log="$scratch/$target.log"
-    if ! cargo +nightly fuzz run "$target" "$scratch/$target" -- \
+    if ! fuzz run "$target" "$scratch/$target" -- \
         -seed=1 -runs="$n" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 >"$log" 2>&1; then
         tail -n 60 "$log" >&2
         echo "fuzz target $target failed; its input is under fuzz/artifacts/$target/" >&2

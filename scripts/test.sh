@@ -65,7 +65,7 @@ cargo test --workspace --no-fail-fast
 step "pytest tests/python"
 TARN_BIN=target/debug/tarn .venv/bin/python -m pytest -q tests/python
 
-step "fuzz: short seeded pass of every target (nightly + cargo-fuzz)"
+step "fuzz: short seeded pass of every target (cargo-fuzz)"
 if ! command -v cargo-fuzz >/dev/null 2>&1; then
     cargo install cargo-fuzz --locked
 fi
