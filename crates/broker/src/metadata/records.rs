@@ -1,4 +1,10 @@
 //! The metadata record types, in the spirit of KRaft's records.
+//!
+//! Every record type has a schema version, written beside it in the log.
+//! A change to a type's fields that an older build would misread (a new
+//! field that matters, a changed meaning) bumps its version in
+//! [`MetadataRecord::version`] and [`MetadataRecord::max_version`], so an
+//! older build refuses the entry instead of misreading it.
 
 use serde::{Deserialize, Serialize};
 
@@ -49,6 +55,32 @@ pub enum MetadataRecord {
 }
 
 impl MetadataRecord {
+    /// The schema version this build writes for the record's type.
+    pub fn version(&self) -> u16 {
+        // Exhaustive, so a new record type is given its version here (and
+        // its name in `max_version`).
+        match self {
+            MetadataRecord::RegisterBroker { .. }
+            | MetadataRecord::Topic { .. }
+            | MetadataRecord::Partition { .. }
+            | MetadataRecord::TopicConfig { .. }
+            | MetadataRecord::RemoveTopic { .. }
+            | MetadataRecord::BrokerConfig { .. }
+            | MetadataRecord::ProducerIds { .. } => 0,
+        }
+    }
+
+    /// The newest schema version this build reads for the record type
+    /// named `kind` (the log's `type` tag), or `None` for a type it does
+    /// not know.
+    pub fn max_version(kind: &str) -> Option<u16> {
+        match kind {
+            "RegisterBroker" | "Topic" | "Partition" | "TopicConfig" | "RemoveTopic"
+            | "BrokerConfig" | "ProducerIds" => Some(0),
+            _ => None,
+        }
+    }
+
     /// The topic a record is about, if any.
     pub fn topic_id(&self) -> Option<Uuid> {
         match self {
