@@ -229,6 +229,17 @@ impl Broker {
             &crate::metadata::MetadataImage,
         ) -> Result<(Vec<MetadataRecord>, T), BrokerError>,
     ) -> Result<T, BrokerError> {
+        // The commit fsyncs the metadata log and may open or close logs:
+        // blocking work, kept off the async workers' other tasks.
+        blocking(|| self.commit_and_sync(build))
+    }
+
+    fn commit_and_sync<T>(
+        &self,
+        build: impl FnOnce(
+            &crate::metadata::MetadataImage,
+        ) -> Result<(Vec<MetadataRecord>, T), BrokerError>,
+    ) -> Result<T, BrokerError> {
         let _serial = self.replica_sync.lock();
         let mut touched: Option<Vec<Uuid>> = Some(Vec::new());
         let value = self.metadata.commit_with(|image| {
@@ -271,6 +282,10 @@ impl Broker {
     /// Hands out a producer id, reserving a new block in the metadata log
     /// when the current one is used up.
     pub fn next_producer_id(&self) -> Result<i64, BrokerError> {
+        blocking(|| self.next_producer_id_blocking())
+    }
+
+    fn next_producer_id_blocking(&self) -> Result<i64, BrokerError> {
         let mut ids = self.producer_ids.lock();
         if ids.0 >= ids.1 {
             let node_id = self.node_id;
@@ -303,5 +318,18 @@ impl Broker {
         let marker = self.data_dir.join(CLEAN_SHUTDOWN_FILE);
         self.replicas.env().write_without_sync(&marker, b"")?;
         Ok(())
+    }
+}
+
+/// Runs blocking work (an fsync, file opens) called from an async handler
+/// with `block_in_place`, so the worker's other tasks move to another
+/// thread instead of waiting behind the disk. On a current-thread runtime
+/// (unit tests) or outside one, `f` just runs.
+pub fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
     }
 }
