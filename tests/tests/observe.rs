@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tarn_cli::client::Client;
+use tarn_e2e::http::{http, must, raw_http, scrape};
 use tarn_e2e::kafka::{consume_all, Outgoing, Record, TestProducer};
 use tarn_e2e::{run_with_timeout, TarnBroker, TEST_TIMEOUT};
 use tarn_protocol::error;
@@ -20,54 +21,6 @@ use tarn_protocol::messages::fetch::{FetchPartition, FetchRequest, FetchResponse
 use tarn_protocol::messages::produce::*;
 use tarn_protocol::record_batch::RecordBatchBuilder;
 use tarn_protocol::Uuid;
-
-/// One HTTP/1.1 GET (or another method) over a fresh connection; returns
-/// the status and body. The server closes the connection after answering.
-fn http(addr: &str, method: &str, path: &str) -> (u16, String) {
-    raw_http(
-        addr,
-        format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes(),
-    )
-}
-
-fn raw_http(addr: &str, request: &[u8]) -> (u16, String) {
-    let mut stream = TcpStream::connect(addr).expect("connect to the HTTP listener");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(20)))
-        .unwrap();
-    stream.write_all(request).unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let status = response
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no status line in {response:?}"));
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_owned())
-        .unwrap_or_default();
-    (status, body)
-}
-
-fn scrape(broker: &TarnBroker) -> String {
-    let (status, body) = http(broker.http_addr(), "GET", "/metrics");
-    assert_eq!(status, 200, "{body}");
-    body
-}
-
-/// The value of the sample `series` (name plus exact label set), e.g.
-/// `tarn_topic_records_in_total{topic="t"}`.
-fn sample(metrics: &str, series: &str) -> Option<f64> {
-    metrics.lines().find_map(|line| {
-        let value = line.strip_prefix(series)?.strip_prefix(' ')?;
-        Some(value.parse().expect("numeric sample"))
-    })
-}
-
-fn must(metrics: &str, series: &str) -> f64 {
-    sample(metrics, series).unwrap_or_else(|| panic!("no sample {series} in\n{metrics}"))
-}
 
 /// Sum of every sample of `name` whose labels contain all of `labels`.
 fn sum_where(metrics: &str, name: &str, labels: &[&str]) -> f64 {

@@ -124,11 +124,13 @@ struct ApiMetrics {
 
 /// Decrements the active-connection gauge when the connection ends.
 #[derive(Debug)]
-pub struct ConnectionGuard<'a> {
+/// Holds one unit of a gauge (an open connection, a waiting fetch) until
+/// dropped.
+pub struct GaugeGuard<'a> {
     active: &'a AtomicI64,
 }
 
-impl Drop for ConnectionGuard<'_> {
+impl Drop for GaugeGuard<'_> {
     fn drop(&mut self) {
         self.active.fetch_sub(1, Ordering::Relaxed);
     }
@@ -167,6 +169,7 @@ pub struct Metrics {
     fetch_errors: Box<[AtomicU64]>,
     connections_active: AtomicI64,
     connections_accepted: AtomicU64,
+    fetches_waiting: AtomicI64,
     samples: Mutex<VecDeque<Sample>>,
 }
 
@@ -208,6 +211,7 @@ impl Metrics {
             fetch_errors: counters(ERROR_CODE_SLOTS),
             connections_active: AtomicI64::new(0),
             connections_accepted: AtomicU64::new(0),
+            fetches_waiting: AtomicI64::new(0),
             samples: Mutex::new(VecDeque::with_capacity(SAMPLE_CAPACITY)),
         }
     }
@@ -236,12 +240,25 @@ impl Metrics {
     }
 
     /// Counts a new connection until the returned guard is dropped.
-    pub fn connection_opened(&self) -> ConnectionGuard<'_> {
+    pub fn connection_opened(&self) -> GaugeGuard<'_> {
         self.connections_accepted.fetch_add(1, Ordering::Relaxed);
         self.connections_active.fetch_add(1, Ordering::Relaxed);
-        ConnectionGuard {
+        GaugeGuard {
             active: &self.connections_active,
         }
+    }
+
+    /// Counts a fetch waiting for data (Kafka's fetch purgatory) until the
+    /// returned guard is dropped.
+    pub fn fetch_waiting(&self) -> GaugeGuard<'_> {
+        self.fetches_waiting.fetch_add(1, Ordering::Relaxed);
+        GaugeGuard {
+            active: &self.fetches_waiting,
+        }
+    }
+
+    pub fn fetches_waiting(&self) -> i64 {
+        self.fetches_waiting.load(Ordering::Relaxed)
     }
 
     pub fn connections_active(&self) -> i64 {
@@ -675,6 +692,12 @@ pub fn render(broker: &Broker, groups: &dyn GroupLagSource) -> String {
         "counter",
         "Client connections accepted since start.",
         m.connections_accepted.load(Ordering::Relaxed) as f64,
+    );
+    w.single(
+        "tarn_fetch_purgatory_size",
+        "gauge",
+        "Fetches waiting for min_bytes of data or their max_wait_ms.",
+        m.fetches_waiting() as f64,
     );
     let process = process_stats();
     if let Some(fds) = process.open_fds {

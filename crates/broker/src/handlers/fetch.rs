@@ -54,6 +54,7 @@ pub async fn handle(
             broker.metrics.fetched(&response);
             return response;
         }
+        let _waiting = broker.metrics.fetch_waiting();
         match tokio::time::timeout_at(deadline, changes.changed()).await {
             Ok(Ok(())) => continue,
             Ok(Err(_)) | Err(_) => {
