@@ -26,6 +26,9 @@ CLI_TIMEOUT_S = 30
 READY_PREFIX = "tarn: listening on "
 READY_DATA_SEP = ", data in "
 HTTP_PREFIX = "tarn: http on "
+# What Rust's panic hook writes to stderr: a test whose broker logged it
+# fails, whatever the client saw.
+PANIC_MARKER = "panicked at "
 
 
 def tarn_bin() -> Path:
@@ -129,6 +132,19 @@ class TarnBroker:
             pytest.fail(f"tarn serve printed no HTTP line after the ready line (got {http_line!r})\n{self.logs()}")
         self.http = http_line[len(HTTP_PREFIX):].strip()
 
+    def panics(self):
+        """Lines of any start's stderr that report a Rust panic."""
+        found = []
+        for start in range(1, self.starts + 1):
+            path = self.log_path(start)
+            text = path.read_text(errors="replace") if path.exists() else ""
+            found.extend(line for line in text.splitlines() if PANIC_MARKER in line)
+        return found
+
+    def assert_no_panic(self):
+        panics = self.panics()
+        assert not panics, f"the broker panicked: {panics}\n{self.logs()}"
+
     def assert_alive(self):
         assert self.proc is not None, "broker was stopped"
         status = self.proc.poll()
@@ -200,6 +216,8 @@ def broker_factory(tmp_path):
         if broker.proc is not None:
             broker.assert_alive()
             broker.stop()
+    for broker in brokers:
+        broker.assert_no_panic()
 
 
 @pytest.fixture

@@ -6,7 +6,9 @@
 //! on stdout (`tarn: listening on 127.0.0.1:PORT, data in DIR`) and the
 //! HTTP line after it (`tarn: http on 127.0.0.1:PORT`), and keeps the broker's
 //! stderr in a log file so that a failing test can show what the broker said.
-//! The child is killed when the handle is dropped, and (through
+//! When the handle is dropped, the test fails if the broker's stderr holds
+//! a panic from any of its starts. The child is killed when the handle is
+//! dropped, and (through
 //! `PR_SET_PDEATHSIG`) when the thread that started it dies, so a test that
 //! panics or times out never leaves a broker behind.
 //!
@@ -15,6 +17,7 @@
 
 pub mod cli;
 pub mod groups;
+pub mod http;
 pub mod kafka;
 pub mod wire;
 
@@ -37,6 +40,9 @@ pub const TEST_TIMEOUT: Duration = Duration::from_secs(60);
 const READY_PREFIX: &str = "tarn: listening on ";
 const READY_DATA_SEP: &str = ", data in ";
 const HTTP_PREFIX: &str = "tarn: http on ";
+/// What Rust's panic hook writes to stderr (`thread 'x' panicked at
+/// src/...`): a test whose broker logged it fails, whatever the clients saw.
+const PANIC_MARKER: &str = "panicked at ";
 
 /// The root of the Cargo workspace (the parent of this package).
 pub fn workspace_root() -> PathBuf {
@@ -205,6 +211,30 @@ impl TarnBroker {
             }
         }
         out
+    }
+
+    /// Lines of any start's stderr that report a panic.
+    pub fn panics(&self) -> Vec<String> {
+        let mut found = Vec::new();
+        for start in 1..=self.starts {
+            let text = std::fs::read_to_string(self.log_path(start)).unwrap_or_default();
+            found.extend(
+                text.lines()
+                    .filter(|line| line.contains(PANIC_MARKER))
+                    .map(str::to_string),
+            );
+        }
+        found
+    }
+
+    /// Panics (with the logs) if the broker panicked in any start so far.
+    pub fn assert_no_panic(&self) {
+        let panics = self.panics();
+        assert!(
+            panics.is_empty(),
+            "the broker panicked: {panics:#?}\n{}",
+            self.logs()
+        );
     }
 
     fn spawn(&mut self) {
@@ -410,6 +440,10 @@ impl Drop for TarnBroker {
         if thread::panicking() {
             // libtest prints captured output of failed tests only.
             eprintln!("{}", self.logs());
+        } else {
+            // Every test fails when its broker panicked, even one that
+            // counted a closed connection as the expected outcome.
+            self.assert_no_panic();
         }
     }
 }
@@ -425,7 +459,25 @@ pub fn parse_ready_line(line: &str) -> Option<(String, String)> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_ready_line;
+    use super::{parse_ready_line, TarnBroker};
+
+    /// The harness fails a test whose broker logged a panic, even when the
+    /// test itself saw nothing wrong.
+    #[test]
+    fn a_panic_in_the_brokers_log_fails_the_test() {
+        let mut broker = TarnBroker::start();
+        broker.assert_no_panic();
+        broker.stop();
+        let log = broker.log_path(broker.starts);
+        let mut text = std::fs::read_to_string(&log).expect("read the broker log");
+        text.push_str("thread 'tokio-runtime-worker' panicked at crates/x.rs:1:1:\n");
+        std::fs::write(&log, text).expect("write the broker log");
+        let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(broker)));
+        assert!(
+            dropped.is_err(),
+            "dropping the handle did not fail the test"
+        );
+    }
 
     #[test]
     fn parses_the_ready_line() {
