@@ -214,9 +214,21 @@ fn balanced(members: &[&Member], partitions: i32, mut sizes: Vec<usize>) -> bool
     seen == (0..partitions).collect() && got == sizes
 }
 
+/// Produces `count` records spread round-robin over every partition of
+/// `topic`, so that each partition gets its share whatever the client's
+/// partitioner would do with unkeyed records (librdkafka's sticky one can
+/// put nearly all of them in one partition).
 fn produce(broker: &TarnBroker, topic: &str, tag: &str, count: usize) -> Vec<String> {
+    let partitions = kafka::partition_count(broker.bootstrap(), topic);
     let values: Vec<String> = (0..count).map(|i| format!("{tag}-{i}")).collect();
-    let records: Vec<Outgoing> = values.iter().map(|v| Record::value(v).into()).collect();
+    let records: Vec<Outgoing> = values
+        .iter()
+        .zip((0..partitions).cycle())
+        .map(|(v, partition)| Outgoing {
+            partition: Some(partition),
+            ..Record::value(v).into()
+        })
+        .collect();
     TestProducer::new(broker.bootstrap(), &[]).produce_all(topic, &records);
     values
 }
@@ -226,9 +238,13 @@ fn three_members_share_six_partitions_and_take_over_from_a_killed_one() {
     run_with_timeout(TEST_TIMEOUT, || {
         let broker = broker();
         broker.create_topic("six", 6);
-        let a = Member::spawn(broker.bootstrap(), "sharers", "six", &[]);
-        let mut b = Member::spawn(broker.bootstrap(), "sharers", "six", &[]);
-        let c = Member::spawn(broker.bootstrap(), "sharers", "six", &[]);
+        // The rebalance timeout (max.poll.interval.ms) is far beyond
+        // REBALANCE_WAIT, so a takeover within the wait below can only
+        // come from the session timeout noticing the dead member.
+        let slow_rebalance = ["max.poll.interval.ms=300000"];
+        let a = Member::spawn(broker.bootstrap(), "sharers", "six", &slow_rebalance);
+        let mut b = Member::spawn(broker.bootstrap(), "sharers", "six", &slow_rebalance);
+        let c = Member::spawn(broker.bootstrap(), "sharers", "six", &slow_rebalance);
         wait_until(REBALANCE_WAIT, "2 partitions each", || {
             balanced(&[&a, &b, &c], 6, vec![2, 2, 2])
         });
@@ -238,18 +254,9 @@ fn three_members_share_six_partitions_and_take_over_from_a_killed_one() {
         assert!(rows.iter().all(|r| r.host == "/127.0.0.1"), "{rows:?}");
 
         b.kill();
-        let killed_at = Instant::now();
         wait_until(REBALANCE_WAIT, "the survivors to take over", || {
             balanced(&[&a, &c], 6, vec![3, 3])
         });
-        let took = killed_at.elapsed();
-        eprintln!("partitions of the killed member moved after {took:?}");
-        // Noticed through the session timeout, not some longer timer
-        // (max.poll.interval.ms is 10 s, the new-member timeout 5 min).
-        assert!(
-            took < Duration::from_millis(SESSION_TIMEOUT_MS) + Duration::from_secs(6),
-            "took {took:?} to move the dead member's partitions"
-        );
         assert_eq!(
             describe(&broker, "sharers")
                 .iter()
