@@ -5,8 +5,11 @@
 //! partition; offsets must be contiguous; and every partition's indexes
 //! must agree with its segments.
 //!
-//! The kill points come from a seeded generator: set TARN_TORTURE_SEED to
-//! replay a failing run (the seed is printed).
+//! The kill points are counts: each cycle kills the broker once it has
+//! taken in a seeded number of records since it started (read from
+//! `/metrics`), so TARN_TORTURE_SEED (printed) replays the kill points of a
+//! failing run. What the producers send between the count being read and
+//! the kill landing still varies with the machine's timing.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,6 +17,8 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
+use tarn_e2e::groups::wait_until;
+use tarn_e2e::http::{sample, scrape};
 use tarn_e2e::kafka::{self, Outgoing, Record, TestProducer};
 use tarn_e2e::{run_with_timeout, TarnBroker};
 use tarn_protocol::record_batch::BatchIter;
@@ -22,6 +27,10 @@ use tarn_storage::{Log, LogConfig};
 const TOPIC: &str = "torture";
 const PARTITIONS: i32 = 3;
 const CYCLES: u32 = 5;
+/// Each cycle's kill comes after this many records plus a seeded share of
+/// the spread have been taken in since the broker started.
+const KILL_AFTER_RECORDS_MIN: u64 = 500;
+const KILL_AFTER_RECORDS_SPREAD: u64 = 5_000;
 
 /// xorshift64*: enough randomness for kill points, replayable from a seed.
 struct Rng(u64);
@@ -114,7 +123,15 @@ fn acknowledged_records_survive_repeated_sigkill() {
                     )
                 })
             };
-            thread::sleep(Duration::from_millis(300 + rng.next() % 700));
+            let kill_at = KILL_AFTER_RECORDS_MIN + rng.next() % KILL_AFTER_RECORDS_SPREAD;
+            wait_until(Duration::from_secs(60), "records to kill at", || {
+                let metrics = scrape(&broker);
+                sample(
+                    &metrics,
+                    &format!("tarn_topic_records_in_total{{topic=\"{TOPIC}\"}}"),
+                )
+                .is_some_and(|n| n >= kill_at as f64)
+            });
             broker.kill();
             stop.store(true, Ordering::Release);
             for (handle, is_idempotent) in [(idempotent, true), (plain, false)] {
