@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # The test command: formatting, lints, build, the Rust suite (unit tests and
 # end-to-end tests against target/debug/tarn via librdkafka) and the Python
-# client suite (confluent-kafka, kafka-python, aiokafka, kcat, and kafkajs
-# from tests/node).
+# client suite (confluent-kafka, kafka-python, aiokafka, kcat, kafkajs from
+# tests/node, and Apache Kafka's own command-line tools).
 #
 # On a fresh Debian machine, run as root, it installs what it needs first:
-# kcat, chromium (for the console test; python3-venv, a C toolchain) from apt
-# when missing, and the pinned
-# Python clients into .venv. Every step's failure fails the script.
+# kcat, chromium (for the console test), python3-venv, a C toolchain, Node.js,
+# Java and Maven from apt when missing, the pinned Python clients into .venv,
+# kafkajs with npm, and Apache Kafka's jars from Maven Central. Every step's
+# failure fails the script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,6 +26,9 @@ command -v python3 >/dev/null 2>&1 || missing+=(python3)
 # kafkajs runs on Node.js (tests/node, tests/python/test_kafkajs.py).
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
+# Apache Kafka's tools (scripts/kafka.sh) run on Java; Maven resolves them.
+command -v java >/dev/null 2>&1 || missing+=(default-jdk-headless)
+command -v mvn >/dev/null 2>&1 || missing+=(maven)
 if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
     missing+=(python3-venv)
 fi
@@ -38,7 +42,7 @@ if ((${#missing[@]})); then
     apt-get update
     apt-get install -y --no-install-recommends "${missing[@]}"
 else
-    echo "kcat, cc, make, python3 venv, chromium, node, npm: present"
+    echo "kcat, cc, make, python3 venv, chromium, node, npm, java, mvn: present"
 fi
 
 step "python venv (.venv)"
@@ -61,6 +65,9 @@ cargo build --workspace
 
 step "cargo test --workspace --no-fail-fast"
 cargo test --workspace --no-fail-fast
+
+step "Apache Kafka's jars from Maven Central (scripts/kafka.sh, for Kafka's tools)"
+scripts/kafka.sh classpath
 
 step "pytest tests/python"
 TARN_BIN=target/debug/tarn .venv/bin/python -m pytest -q tests/python

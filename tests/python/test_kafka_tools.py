@@ -1,0 +1,278 @@
+"""Apache Kafka's own command-line tools pointed at Tarn, each with its output
+checked, and the segment format contract both ways: Kafka's kafka-dump-log
+reads Tarn's `.log`, `.index` and `.timeindex` files, and Tarn serves a
+partition directory that Apache Kafka wrote.
+
+The tools are the classes behind Kafka's bin/*.sh scripts, run from the jars
+that scripts/kafka.sh resolves from Maven Central (Kafka 4.4.0); the test
+command resolves them before pytest runs."""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, wait_until
+from tarn_clients import Rec, assert_matches, ck_consume, ck_produce, sample_records
+
+KAFKA_SH = REPO / "scripts" / "kafka.sh"
+TOOL_TIMEOUT_S = 180
+
+
+def kafka_tool(name, *args, stdin=None, check=True):
+    out = subprocess.run([str(KAFKA_SH), "tool", name, *args], input=stdin, capture_output=True,
+                         text=True, timeout=TOOL_TIMEOUT_S)
+    if check:
+        assert out.returncode == 0, f"{name} {args}: exit {out.returncode}\n{out.stdout}\n{out.stderr}"
+    return out
+
+
+def on(broker):
+    return ["--bootstrap-server", broker.bootstrap]
+
+
+def describe_rows(stdout):
+    """The partition lines of kafka-topics --describe, as dicts."""
+    rows = []
+    for line in stdout.splitlines():
+        if not line.startswith("\tTopic:"):
+            continue
+        fields = line.strip().split("\t")
+        rows.append(dict(f.split(": ", 1) if ": " in f else (f.rstrip(":"), "") for f in fields))
+    return rows
+
+
+def test_kafka_topics_creates_lists_describes_alters_and_deletes(broker):
+    kafka_tool("kafka-topics", *on(broker), "--create", "--topic", "kt", "--partitions", "3",
+               "--replication-factor", "1", "--config", "retention.ms=3600000")
+    listed = kafka_tool("kafka-topics", *on(broker), "--list").stdout.split()
+    assert "kt" in listed
+    out = kafka_tool("kafka-topics", *on(broker), "--describe", "--topic", "kt").stdout
+    header = out.splitlines()[0]
+    assert "PartitionCount: 3" in header and "ReplicationFactor: 1" in header, out
+    assert "retention.ms=3600000" in header, out
+    rows = describe_rows(out)
+    assert [r["Partition"] for r in rows] == ["0", "1", "2"], out
+    assert all(r["Leader"] == "1" and r["Replicas"] == "1" and r["Isr"] == "1" for r in rows), out
+
+    kafka_tool("kafka-topics", *on(broker), "--alter", "--topic", "kt", "--partitions", "5")
+    out = kafka_tool("kafka-topics", *on(broker), "--describe", "--topic", "kt").stdout
+    assert len(describe_rows(out)) == 5, out
+
+    # Kafka's refusals come back as Kafka's messages, with a failing exit.
+    out = kafka_tool("kafka-topics", *on(broker), "--create", "--topic", "kt", "--partitions", "1",
+                     check=False)
+    assert out.returncode != 0 and "already exists" in (out.stdout + out.stderr), out
+    out = kafka_tool("kafka-topics", *on(broker), "--alter", "--topic", "kt", "--partitions", "2",
+                     check=False)
+    assert out.returncode != 0 and "InvalidPartitionsException" in (out.stdout + out.stderr), out
+
+    kafka_tool("kafka-topics", *on(broker), "--delete", "--topic", "kt")
+    wait_until(lambda: "kt" not in kafka_tool("kafka-topics", *on(broker), "--list").stdout.split(),
+               30, "kt to be gone")
+
+
+def test_kafka_configs_alters_describes_and_deletes_topic_configs(broker):
+    broker.create_topic("kc", 1)
+    topic = ["--entity-type", "topics", "--entity-name", "kc"]
+    kafka_tool("kafka-configs", *on(broker), "--alter", *topic,
+               "--add-config", "retention.ms=1000,cleanup.policy=compact")
+    out = kafka_tool("kafka-configs", *on(broker), "--describe", *topic).stdout
+    assert "retention.ms=1000" in out and "cleanup.policy=compact" in out, out
+    kafka_tool("kafka-configs", *on(broker), "--alter", *topic, "--delete-config", "retention.ms")
+    out = kafka_tool("kafka-configs", *on(broker), "--describe", *topic).stdout
+    assert "retention.ms=1000" not in out and "cleanup.policy=compact" in out, out
+    out = kafka_tool("kafka-configs", *on(broker), "--alter", *topic,
+                     "--add-config", "retention.ms=soon", check=False)
+    assert out.returncode != 0, out
+
+
+def test_console_producer_and_consumer_with_keys(broker):
+    broker.create_topic("console", 1)
+    lines = "k1:one\nk2:two\nk1:three\n"
+    kafka_tool("kafka-console-producer", *on(broker), "--topic", "console",
+               "--reader-property", "parse.key=true", "--reader-property", "key.separator=:",
+               stdin=lines)
+    out = kafka_tool("kafka-console-consumer", *on(broker), "--topic", "console",
+                     "--from-beginning", "--max-messages", "3",
+                     "--formatter-property", "print.key=true",
+                     "--formatter-property", "key.separator=:",
+                     "--formatter-property", "print.offset=true")
+    got = [line for line in out.stdout.splitlines() if line.startswith("Offset:")]
+    assert got == ["Offset:0:k1:one", "Offset:1:k2:two", "Offset:2:k1:three"], out
+
+
+def test_consumer_groups_describe_and_reset_offsets(broker):
+    broker.create_topic("cg", 2)
+    recs = [Rec(f"k{i}".encode(), f"v{i}".encode(), []) for i in range(20)]
+    ck_produce(broker.bootstrap, "cg", recs)
+    kafka_tool("kafka-console-consumer", *on(broker), "--topic", "cg", "--group", "cg-g",
+               "--from-beginning", "--max-messages", "20")
+    listed = kafka_tool("kafka-consumer-groups", *on(broker), "--list").stdout.split()
+    assert "cg-g" in listed
+
+    def offsets():
+        out = kafka_tool("kafka-consumer-groups", *on(broker), "--describe", "--group", "cg-g").stdout
+        rows = [line.split() for line in out.splitlines() if line.startswith("cg-g ")]
+        return {int(r[2]): (r[3], r[4], r[5]) for r in rows}
+
+    described = offsets()
+    assert sorted(described) == [0, 1]
+    assert sum(int(current) for current, _, _ in described.values()) == 20, described
+    assert all(lag == "0" for _, _, lag in described.values()), described
+
+    out = kafka_tool("kafka-consumer-groups", *on(broker), "--reset-offsets", "--group", "cg-g",
+                     "--topic", "cg", "--to-earliest", "--execute").stdout
+    assert "cg-g" in out, out
+    described = offsets()
+    assert all(current == "0" for current, _, _ in described.values()), described
+    assert sum(int(lag) for _, _, lag in described.values()) == 20, described
+
+    kafka_tool("kafka-consumer-groups", *on(broker), "--delete", "--group", "cg-g")
+    assert "cg-g" not in kafka_tool("kafka-consumer-groups", *on(broker), "--list").stdout.split()
+
+
+def test_get_offsets_delete_records_and_log_dirs(broker, tmp_path):
+    broker.create_topic("off", 2)
+    recs = [Rec(None, f"v{i}".encode(), []) for i in range(10)]
+    ck_produce(broker.bootstrap, "off", recs, partitioner="random")
+    delivered_per_partition = {}
+    for p, _ in ck_consume_positions(broker, "off", 10):
+        delivered_per_partition[p] = delivered_per_partition.get(p, 0) + 1
+
+    def get_offsets(time):
+        out = kafka_tool("kafka-get-offsets", *on(broker), "--topic", "off", "--time", time).stdout
+        return {int(p): int(o) for _, p, o in (line.split(":") for line in out.split())}
+
+    assert get_offsets("-1") == {p: delivered_per_partition.get(p, 0) for p in (0, 1)}
+    assert get_offsets("-2") == {0: 0, 1: 0}
+
+    partition = max(delivered_per_partition, key=delivered_per_partition.get)
+    spec = tmp_path / "delete.json"
+    spec.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "off", "partition": partition, "offset": 2}]}))
+    out = kafka_tool("kafka-delete-records", *on(broker), "--offset-json-file", str(spec)).stdout
+    assert f"partition: off-{partition}\tlow_watermark: 2" in out, out
+    assert get_offsets("-2")[partition] == 2
+
+    out = kafka_tool("kafka-log-dirs", *on(broker), "--describe", "--topic-list", "off").stdout
+    report = json.loads(out.strip().splitlines()[-1])
+    [entry] = report["brokers"]
+    assert entry["broker"] == 1
+    [log_dir] = entry["logDirs"]
+    assert log_dir["error"] is None, log_dir
+    names = sorted(p["partition"] for p in log_dir["partitions"])
+    assert names == ["off-0", "off-1"], log_dir
+    assert all(p["size"] >= 0 for p in log_dir["partitions"]), log_dir
+
+
+def ck_consume_positions(broker, topic, count):
+    return [(g.partition, g.offset) for g in ck_consume(broker.bootstrap, topic, count)]
+
+
+def test_producer_and_consumer_perf_tests(broker):
+    broker.create_topic("perf", 2)
+    out = kafka_tool("kafka-producer-perf-test", "--topic", "perf", "--num-records", "20000",
+                     "--record-size", "100", "--throughput", "-1", "--producer-props",
+                     f"bootstrap.servers={broker.bootstrap}", "compression.type=lz4").stdout
+    final = out.strip().splitlines()[-1]
+    assert final.startswith("20000 records sent"), out
+    out = kafka_tool("kafka-consumer-perf-test", *on(broker), "--topic", "perf",
+                     "--messages", "20000", "--timeout", "60000").stdout
+    header, row = [line for line in out.splitlines() if line.strip()][-2:]
+    assert header.startswith("start.time"), out
+    fields = dict(zip([h.strip() for h in header.split(",")], [v.strip() for v in row.split(",")]))
+    assert int(fields["data.consumed.in.nMsg"]) == 20000, out
+
+
+def test_kafka_dump_log_reads_tarns_segments_and_indexes(broker_factory):
+    broker = broker_factory([("log.segment.bytes", str(MIB))])
+    broker.create_topic("dump", 1)
+    recs = sample_records(2000, "dump") + bulky_records(3000, "dump")
+    delivered = ck_produce(broker.bootstrap, "dump", recs, **{"compression.type": "zstd"})
+    broker.stop()
+    directory = broker.data_dir / "dump-0"
+    logs = sorted(directory.glob("*.log"))
+    assert len(logs) > 1, f"expected rolled segments in {directory}"
+    files = []
+    for log in logs:
+        files.append(log)
+        files.extend(p for p in (log.with_suffix(".index"), log.with_suffix(".timeindex")) if p.exists())
+    assert any(f.suffix == ".index" for f in files), files
+    out = kafka_tool("kafka-dump-log", "--files", ",".join(str(f) for f in files),
+                     "--deep-iteration", "--index-sanity-check")
+    text = out.stdout + out.stderr
+    assert "Exception" not in text and "ERROR" not in text, text
+    assert "failed sanity check" not in text, text
+    records = [line for line in out.stdout.splitlines() if line.startswith("| offset: ")]
+    assert len(records) == len(recs), f"dump-log listed {len(records)} of {len(recs)} records"
+    assert len(delivered) == len(recs)
+
+
+MIB = 1 << 20
+
+
+def bulky_records(count, tag):
+    """Records of about 1 KiB that compress about 2:1, so a few thousand
+    fill several 1 MiB segments (Kafka 4's smallest segment.bytes)."""
+    return [Rec(f"{tag}-{i % 11}".encode(), os.urandom(512).hex().encode(), [("i", str(i).encode())])
+            for i in range(count)]
+
+
+def free_port_pair():
+    """A port whose successor is free too (Kafka's controller listener)."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        try:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", port + 1))
+        except OSError:
+            continue
+        return port
+    pytest.fail("no free port pair on 127.0.0.1")
+
+
+def test_tarn_serves_a_partition_directory_written_by_apache_kafka(broker_factory, tmp_path):
+    kafka_dir = tmp_path / "kafka"
+    port = free_port_pair()
+    start = subprocess.run([str(KAFKA_SH), "start", str(kafka_dir), str(port)], capture_output=True,
+                           text=True, timeout=TOOL_TIMEOUT_S)
+    assert start.returncode == 0, f"{start.stdout}\n{start.stderr}"
+    try:
+        bootstrap = f"127.0.0.1:{port}"
+        kafka_tool("kafka-topics", "--bootstrap-server", bootstrap, "--create", "--topic", "moved",
+                   "--partitions", "1", "--config", f"segment.bytes={MIB}")
+        recs = sample_records(1000, "moved") + bulky_records(3000, "moved")
+        delivered = []
+        for codec in ("none", "gzip", "lz4", "zstd"):
+            part = recs[len(delivered):len(delivered) + 1000]
+            delivered += ck_produce(bootstrap, "moved", part, **{"compression.type": codec})
+    finally:
+        stop = subprocess.run([str(KAFKA_SH), "stop", str(kafka_dir)], capture_output=True, text=True,
+                              timeout=TOOL_TIMEOUT_S)
+    assert stop.returncode == 0, f"{stop.stdout}\n{stop.stderr}"
+    source = kafka_dir / "data" / "moved-0"
+    assert len(list(source.glob("*.log"))) > 1, "Kafka rolled no segment"
+
+    broker = broker_factory()
+    broker.create_topic("moved", 1)
+    broker.stop()
+    target = broker.data_dir / "moved-0"
+    for old in target.iterdir():
+        if old.name != "partition.metadata":
+            old.unlink()
+    for f in source.iterdir():
+        # Tarn keeps its own topic id; Kafka's producer snapshots are
+        # rebuilt from the batches.
+        if f.suffix in (".log", ".index", ".timeindex") or f.name == "leader-epoch-checkpoint":
+            shutil.copy(f, target / f.name)
+    broker.start()
+    got = ck_consume(broker.bootstrap, "moved", len(recs))
+    assert_matches("moved", recs, delivered, got)
+    assert not broker.panics()
