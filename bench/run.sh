@@ -30,86 +30,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-step() { printf '\n==> %s\n' "$*" >&2; }
-
-step "client build (librdkafka-dev, rdperf, mockbroker)"
-if ! [ -f /usr/include/librdkafka/rdkafka_mock.h ]; then
-  if [ "$(id -u)" -ne 0 ]; then echo "bench: librdkafka-dev is missing; install it or run as root" >&2; exit 1; fi
-  apt-get update && apt-get install -y librdkafka-dev
-fi
-gcc -O2 -Wall -Wextra -o "$work/rdperf" "$shared/rdperf.c" -lrdkafka
-gcc -O2 -Wall -o "$work/mockbroker" "$shared/mockbroker.c" -lrdkafka
-export RDPERF=$work/rdperf
-
-step "cargo build --release -p tarn-cli"
-cargo build --release -p tarn-cli
-tarn=$repo/target/release/tarn
-
-# Starts the mock broker; sets mock_pid and mock_addr.
-start_mock() {
-  "$work/mockbroker" >"$work/mock.out" 2>"$work/mock.log" &
-  mock_pid=$!
-  pids+=("$mock_pid")
-  for _ in $(seq 1 100); do
-    mock_addr=$(head -n1 "$work/mock.out" 2>/dev/null || true)
-    [ -n "$mock_addr" ] && return 0
-    sleep 0.1
-  done
-  echo "bench: mock broker printed no address; its log:" >&2; cat "$work/mock.log" >&2; exit 1
-}
-
-# Starts tarn on a fresh data directory; sets tarn_pid and tarn_addr.
-start_tarn() {
-  rm -rf "$work/data"
-  "$tarn" serve --data-dir "$work/data" --listen 127.0.0.1:0 --log-level warn \
-    >"$work/tarn.out" 2>"$work/tarn.log" &
-  tarn_pid=$!
-  pids+=("$tarn_pid")
-  for _ in $(seq 1 300); do
-    line=$(grep -m1 '^tarn: listening on ' "$work/tarn.out" 2>/dev/null || true)
-    if [ -n "$line" ]; then
-      tarn_addr=${line#tarn: listening on }
-      tarn_addr=${tarn_addr%%, data in *}
-      return 0
-    fi
-    kill -0 "$tarn_pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  echo "bench: tarn did not start; its log:" >&2; cat "$work/tarn.log" >&2; exit 1
-}
-
-stop() { kill "$1" && wait "$1" 2>/dev/null || true; }
-
-# The mock broker keeps at most 100,000 records per partition and cannot
-# create topics (it auto-creates them with 4 partitions), so it serves as
-# the produce ceiling only: the same rdperf produce runs as kbench.sh's,
-# appended to the CSV in kbench.sh's format.
-mock_produce() { # LABEL
-  local c size codec extra rep res b0 b1 h0 h1
-  local tick; tick=$(getconf CLK_TCK)
-  cpu() { awk -v t="$tick" '{ printf "%.2f", ($14 + $15) / t }' "/proc/$mock_pid/stat"; }
-  busy() { awk -v t="$tick" '/^cpu / { printf "%.2f", ($2 + $3 + $4 + $7 + $8 + $9) / t }' /proc/stat; }
-  field() { tr ' ' '\n' <<<"$2" | awk -F= -v k="$1" '$1 == k { print $2 }'; }
-  for c in $CASES; do
-    case $c in
-      p100) size=100 codec=none extra=() ;;
-      p200) size=200 codec=none extra=() ;;
-      lz4)  size=100 codec=lz4 extra=() ;;
-      lz4r) size=100 codec=lz4 extra=(-R) ;;
-      zstdr) size=100 codec=zstd extra=(-R) ;;
-      p1k)  size=1024 codec=none extra=() ;;
-      *) echo "bench: unknown case $c" >&2; exit 1 ;;
-    esac
-    for rep in $(seq 1 "$REPS"); do
-      b0=$(cpu) h0=$(busy)
-      res=$("$RDPERF" produce -b "$mock_addr" -t "mock-$c-$rep-$1-$$" -n "$N" -s "$size" -a 1 \
-            -B 65536 -l 5 -c "$codec" "${extra[@]}" | tee -a /dev/stderr | grep '^RESULT')
-      b1=$(cpu) h1=$(busy)
-      [ -s "$csv" ] || echo "label,case,rep,mode,records,size,codec,secs,rate_per_s,mb_per_s,avg_ms,p50_ms,p95_ms,p99_ms,p999_ms,max_ms,client_cpu_s,broker_cpu_s,host_busy_cpu_s,broker_rss_mb" >"$csv"
-      echo "$1,$c,$rep,produce,$N,$size,$codec,$(field secs "$res"),$(field rps "$res"),$(field mbps "$res"),$(field avg_ms "$res"),$(field p50_ms "$res"),$(field p95_ms "$res"),$(field p99_ms "$res"),$(field p999_ms "$res"),$(field max_ms "$res"),$(field cpu_s "$res"),$(awk -v a="$b0" -v b="$b1" 'BEGIN { printf "%.2f", b - a }'),$(awk -v a="$h0" -v b="$h1" 'BEGIN { printf "%.2f", b - a }'),$(awk '/^VmRSS/ { printf "%.0f", $2 / 1024 }' "/proc/$mock_pid/status")" >>"$csv"
-    done
-  done
-}
+source "$repo/bench/lib.sh"
+build_clients
+build_tarn
 
 start_mock
 start_tarn

@@ -61,6 +61,7 @@ main_class() {
         kafka-transactions) echo org.apache.kafka.tools.TransactionsCommand ;;
         kafka-features) echo org.apache.kafka.tools.FeatureCommand ;;
         kafka-metadata-quorum) echo org.apache.kafka.tools.MetadataQuorumCommand ;;
+        kafka-broker-api-versions) echo org.apache.kafka.tools.BrokerApiVersionsCommand ;;
         *) die "unknown tool $1" ;;
     esac
 }
