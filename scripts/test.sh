@@ -63,11 +63,11 @@ cargo clippy --workspace --all-targets -- -D warnings
 step "cargo build --workspace"
 cargo build --workspace
 
+step "Apache Kafka's jars from Maven Central (scripts/kafka.sh: the reference broker and Kafka's tools)"
+scripts/kafka.sh classpath
+
 step "cargo test --workspace --no-fail-fast"
 cargo test --workspace --no-fail-fast
-
-step "Apache Kafka's jars from Maven Central (scripts/kafka.sh, for Kafka's tools)"
-scripts/kafka.sh classpath
 
 step "pytest tests/python"
 TARN_BIN=target/debug/tarn .venv/bin/python -m pytest -q tests/python

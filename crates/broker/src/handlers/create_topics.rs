@@ -38,8 +38,13 @@ pub async fn handle(
         .filter(|t| !seen.insert(t.name.clone()))
         .map(|t| t.name.clone())
         .collect();
+    // Kafka answers each topic name once, however often it was asked for.
+    let mut answered = HashSet::new();
     let mut results = Vec::new();
     for topic in &request.topics {
+        if !answered.insert(topic.name.as_str()) {
+            continue;
+        }
         let outcome = if duplicates.contains(&topic.name) {
             Outcome::Failed(TopicError {
                 code: error::INVALID_REQUEST,
@@ -140,6 +145,8 @@ fn result_for(broker: &Broker, name: &str, outcome: Outcome) -> CreatableTopicRe
             name: name.to_owned(),
             error_code: e.code,
             error_message: Some(e.message),
+            // Kafka sends an empty list, not null, with an error.
+            configs: Some(Vec::new()),
             ..Default::default()
         },
     }

@@ -1,0 +1,1021 @@
+//! Differential tests: the same request sequences sent to Apache Kafka
+//! (4.4.0, one KRaft node started by `scripts/kafka.sh`) and to Tarn, and
+//! the decoded responses compared field by field.
+//!
+//! A response is compared as its `Debug` text after masking the fields
+//! that may differ between two clusters ([`MASKED`]: ids, throttle times,
+//! error messages' wording, addresses). Every other difference fails the
+//! test unless its scenario is in [`KNOWN`], with the reason Tarn answers
+//! otherwise. The report lists every scenario either way, so a run shows
+//! what was compared.
+
+use std::fmt::Debug;
+use std::path::PathBuf;
+use std::process::Command;
+
+use bytes::Bytes;
+use tarn_cli::client::Client;
+use tarn_e2e::{run_with_timeout, workspace_root, TarnBroker};
+use tarn_protocol::codec::{Decode, Encode};
+use tarn_protocol::messages::create_partitions::*;
+use tarn_protocol::messages::create_topics::*;
+use tarn_protocol::messages::delete_records::*;
+use tarn_protocol::messages::fetch::*;
+use tarn_protocol::messages::find_coordinator::*;
+use tarn_protocol::messages::heartbeat::*;
+use tarn_protocol::messages::init_producer_id::*;
+use tarn_protocol::messages::join_group::*;
+use tarn_protocol::messages::list_offsets::*;
+use tarn_protocol::messages::metadata::*;
+use tarn_protocol::messages::offset_commit::*;
+use tarn_protocol::messages::offset_fetch::*;
+use tarn_protocol::messages::produce::*;
+use tarn_protocol::messages::sync_group::*;
+use tarn_protocol::record_batch::RecordBatchBuilder;
+
+/// Fields that may differ between two clusters, whatever the scenario.
+const MASKED: &[(&str, &str)] = &[
+    ("topic_id", "each cluster makes its own topic ids"),
+    ("cluster_id", "each cluster makes its own id"),
+    ("throttle_time_ms", "quotas are not compared here"),
+    (
+        "error_message",
+        "wording is free; the error code is compared",
+    ),
+    ("host", "each broker listens on its own address"),
+    ("port", "each broker listens on its own address"),
+    ("member_id", "member ids are generated"),
+    ("leader", "the group leader is a generated member id"),
+    ("producer_id", "producer ids are allocated per cluster"),
+];
+
+/// Scenarios whose answers differ on purpose, each with the reason.
+const KNOWN: &[(&str, &str)] = &[];
+
+/// One Apache Kafka node for the whole test, stopped when dropped.
+struct KafkaNode {
+    dir: tempfile::TempDir,
+    bootstrap: String,
+}
+
+impl KafkaNode {
+    fn start() -> KafkaNode {
+        let dir = tempfile::Builder::new()
+            .prefix("kafka-diff-")
+            .tempdir()
+            .expect("create a scratch dir");
+        let port = free_port_pair();
+        let out = Command::new(kafka_sh())
+            .arg("start")
+            .arg(dir.path())
+            .arg(port.to_string())
+            .output()
+            .expect("run scripts/kafka.sh start");
+        assert!(
+            out.status.success(),
+            "scripts/kafka.sh start failed:\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        KafkaNode {
+            dir,
+            bootstrap: format!("127.0.0.1:{port}"),
+        }
+    }
+}
+
+impl Drop for KafkaNode {
+    fn drop(&mut self) {
+        match Command::new(kafka_sh())
+            .arg("stop")
+            .arg(self.dir.path())
+            .output()
+        {
+            Ok(out) if out.status.success() => {}
+            Ok(out) => eprintln!(
+                "scripts/kafka.sh stop failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ),
+            Err(e) => eprintln!("run scripts/kafka.sh stop: {e}"),
+        }
+    }
+}
+
+fn kafka_sh() -> PathBuf {
+    workspace_root().join("scripts").join("kafka.sh")
+}
+
+/// A port whose successor is free too (Kafka's controller listener).
+fn free_port_pair() -> u16 {
+    for _ in 0..50 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("bind a free port")
+            .port();
+        if std::net::TcpListener::bind(("127.0.0.1", port + 1)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port pair on 127.0.0.1");
+}
+
+/// `text` with the value of every field named in `fields` replaced by `_`.
+/// Works on `{:?}` output: a value runs to the next `,` or closing bracket
+/// at its own nesting depth, outside string literals.
+fn mask(text: &str, fields: &[&str]) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    'outer: while !rest.is_empty() {
+        for field in fields {
+            let key = format!("{field}: ");
+            let boundary = out
+                .chars()
+                .last()
+                .is_none_or(|c| !(c.is_alphanumeric() || c == '_'));
+            if boundary && rest.starts_with(&key) {
+                out.push_str(&key);
+                out.push('_');
+                rest = skip_value(&rest[key.len()..]);
+                continue 'outer;
+            }
+        }
+        let c = rest.chars().next().expect("not empty");
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    out
+}
+
+fn skip_value(text: &str) -> &str {
+    let (mut depth, mut in_string, mut escaped) = (0i32, false, false);
+    for (i, c) in text.char_indices() {
+        if in_string {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => in_string = true,
+            '(' | '[' | '{' => depth += 1,
+            ')' | ']' | '}' if depth == 0 => return &text[i..],
+            ')' | ']' | '}' => depth -= 1,
+            ',' if depth == 0 => return &text[i..],
+            _ => {}
+        }
+    }
+    ""
+}
+
+/// The two brokers and what was found.
+struct Diff {
+    tarn: Client,
+    kafka: Client,
+    compared: Vec<String>,
+    differences: Vec<String>,
+}
+
+impl Diff {
+    /// Creates `name` on both brokers (comparing the answers) and waits
+    /// until each serves it: Kafka answers CreateTopics once the controller
+    /// committed the topic, a moment before its broker leads the partitions.
+    fn setup_topic(&mut self, name: &str, partitions: i32) {
+        self.call::<_, CreateTopicsResponse>(
+            &format!("setup: topic {name}"),
+            CREATE_TOPICS,
+            &create(vec![topic(name, partitions, 1, &[])], false),
+        );
+        self.wait_served(name, partitions);
+    }
+
+    /// Waits until both brokers lead every partition of `name`.
+    fn wait_served(&mut self, name: &str, partitions: i32) {
+        for client in [&mut self.tarn, &mut self.kafka] {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+            loop {
+                let response: MetadataResponse = client
+                    .call(
+                        METADATA.0,
+                        METADATA.1,
+                        METADATA.2,
+                        &metadata_request(&[name], false),
+                    )
+                    .expect("metadata");
+                let ready = response.topics.iter().all(|t| {
+                    t.error_code == 0
+                        && t.partitions.len() == partitions as usize
+                        && t.partitions
+                            .iter()
+                            .all(|p| p.error_code == 0 && p.leader_id >= 0)
+                });
+                if ready {
+                    break;
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "{name} was not served within 30 s: {response:?}"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+        }
+    }
+
+    /// Sends `request` to both brokers at `version` and compares the
+    /// answers; returns them (Tarn's first) for scenarios that go on.
+    fn call<Req: Encode, Resp: Decode + Debug>(
+        &mut self,
+        scenario: &str,
+        (api_key, version, flexible_min): (i16, i16, i16),
+        request: &Req,
+    ) -> (Resp, Resp) {
+        let tarn: Resp = self
+            .tarn
+            .call(api_key, version, flexible_min, request)
+            .unwrap_or_else(|e| panic!("{scenario}: Tarn: {e:#}"));
+        let kafka: Resp = self
+            .kafka
+            .call(api_key, version, flexible_min, request)
+            .unwrap_or_else(|e| panic!("{scenario}: Kafka: {e:#}"));
+        self.compare(scenario, &tarn, &kafka);
+        (tarn, kafka)
+    }
+
+    fn compare<T: Debug>(&mut self, scenario: &str, tarn: &T, kafka: &T) {
+        let fields: Vec<&str> = MASKED.iter().map(|(f, _)| *f).collect();
+        let (t, k) = (
+            mask(&format!("{tarn:?}"), &fields),
+            mask(&format!("{kafka:?}"), &fields),
+        );
+        self.compared.push(scenario.to_owned());
+        if t != k {
+            let known = KNOWN.iter().find(|(s, _)| *s == scenario);
+            let line = format!(
+                "{scenario}{}\n    tarn:  {t}\n    kafka: {k}",
+                known.map_or(String::new(), |(_, why)| format!(" (known: {why})"))
+            );
+            if known.is_none() {
+                self.differences.push(line);
+            } else {
+                eprintln!("{line}");
+            }
+        }
+    }
+}
+
+const CREATE_TOPICS: (i16, i16, i16) = (19, 7, 5);
+const METADATA: (i16, i16, i16) = (3, 12, 9);
+const PRODUCE: (i16, i16, i16) = (0, 9, 9);
+const FETCH: (i16, i16, i16) = (1, 12, 12);
+const LIST_OFFSETS: (i16, i16, i16) = (2, 7, 6);
+const DELETE_RECORDS: (i16, i16, i16) = (21, 2, 2);
+const CREATE_PARTITIONS: (i16, i16, i16) = (37, 3, 2);
+const INIT_PRODUCER_ID: (i16, i16, i16) = (22, 4, 2);
+const JOIN_GROUP: (i16, i16, i16) = (11, 9, 6);
+const SYNC_GROUP: (i16, i16, i16) = (14, 5, 4);
+const HEARTBEAT: (i16, i16, i16) = (12, 4, 4);
+const OFFSET_COMMIT: (i16, i16, i16) = (8, 8, 8);
+const OFFSET_FETCH: (i16, i16, i16) = (9, 8, 6);
+const FIND_COORDINATOR: (i16, i16, i16) = (10, 3, 3);
+
+/// Retriable coordinator errors: COORDINATOR_LOAD_IN_PROGRESS (14),
+/// COORDINATOR_NOT_AVAILABLE (15), NOT_COORDINATOR (16).
+const COORDINATOR_NOT_READY: [i16; 3] = [14, 15, 16];
+
+/// Sends `request` until the answer's error is not a retriable coordinator
+/// error, as clients do while a coordinator loads (Kafka creates
+/// `__consumer_offsets` on the first FindCoordinator).
+fn until_ready<Req: Encode, Resp: Decode>(
+    client: &mut Client,
+    (api_key, version, flexible_min): (i16, i16, i16),
+    request: &Req,
+    error: impl Fn(&Resp) -> i16,
+) -> Resp {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let response: Resp = client
+            .call(api_key, version, flexible_min, request)
+            .expect("call a coordinator");
+        let code = error(&response);
+        if !COORDINATOR_NOT_READY.contains(&code) {
+            return response;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "coordinator not ready after 60 s (error {code})"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+impl Diff {
+    /// FindCoordinator on both brokers until each has a coordinator for
+    /// `key` (0: group, 1: transaction), then compares the answers.
+    fn find_coordinator(&mut self, key: &str, key_type: i8) {
+        let request = FindCoordinatorRequest {
+            key: key.into(),
+            key_type,
+            ..Default::default()
+        };
+        let tarn: FindCoordinatorResponse = until_ready(
+            &mut self.tarn,
+            FIND_COORDINATOR,
+            &request,
+            |r: &FindCoordinatorResponse| r.error_code,
+        );
+        let kafka: FindCoordinatorResponse = until_ready(
+            &mut self.kafka,
+            FIND_COORDINATOR,
+            &request,
+            |r: &FindCoordinatorResponse| r.error_code,
+        );
+        self.compare(&format!("FindCoordinator: {key}"), &tarn, &kafka);
+        // Kafka answers FindCoordinator before its coordinator has loaded
+        // the group's partition: wait until a group request is served.
+        if key_type == 0 {
+            let probe = HeartbeatRequest {
+                group_id: key.into(),
+                generation_id: -1,
+                member_id: "probe".into(),
+                group_instance_id: None,
+            };
+            for client in [&mut self.tarn, &mut self.kafka] {
+                until_ready(client, HEARTBEAT, &probe, |r: &HeartbeatResponse| {
+                    r.error_code
+                });
+            }
+        }
+    }
+}
+
+fn topic(
+    name: &str,
+    partitions: i32,
+    replication: i16,
+    configs: &[(&str, &str)],
+) -> CreatableTopic {
+    CreatableTopic {
+        name: name.into(),
+        num_partitions: partitions,
+        replication_factor: replication,
+        configs: configs
+            .iter()
+            .map(|(k, v)| CreatableTopicConfig {
+                name: (*k).into(),
+                value: Some((*v).into()),
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+fn create(topics: Vec<CreatableTopic>, validate_only: bool) -> CreateTopicsRequest {
+    CreateTopicsRequest {
+        topics,
+        timeout_ms: 30_000,
+        validate_only,
+    }
+}
+
+fn create_topics(d: &mut Diff) {
+    let cases: Vec<(&str, CreatableTopic)> = vec![
+        ("a new topic", topic("d-new", 3, 1, &[])),
+        ("an existing topic", topic("d-new", 1, 1, &[])),
+        ("a name with a slash", topic("bad/name", 1, 1, &[])),
+        (
+            "a name of 250 characters",
+            topic(&"x".repeat(250), 1, 1, &[]),
+        ),
+        ("the name ..", topic("..", 1, 1, &[])),
+        ("zero partitions", topic("d-zero", 0, 1, &[])),
+        ("replication factor 0", topic("d-rf0", 1, 0, &[])),
+        ("more replicas than brokers", topic("d-rf2", 1, 2, &[])),
+        (
+            "a config that is not a number",
+            topic("d-badcfg", 1, 1, &[("retention.ms", "soon")]),
+        ),
+        (
+            "an unknown config",
+            topic("d-unknown", 1, 1, &[("no.such.config", "1")]),
+        ),
+        ("broker defaults (-1, -1)", topic("d-defaults", -1, -1, &[])),
+        (
+            "a valid config",
+            topic("d-cfg", 1, 1, &[("cleanup.policy", "compact")]),
+        ),
+    ];
+    for (what, t) in cases {
+        d.call::<_, CreateTopicsResponse>(
+            &format!("CreateTopics: {what}"),
+            CREATE_TOPICS,
+            &create(vec![t], false),
+        );
+    }
+    d.call::<_, CreateTopicsResponse>(
+        "CreateTopics: validate_only",
+        CREATE_TOPICS,
+        &create(vec![topic("d-validate", 2, 1, &[])], true),
+    );
+    d.call::<_, CreateTopicsResponse>(
+        "CreateTopics: one name twice in a request",
+        CREATE_TOPICS,
+        &create(
+            vec![topic("d-twice", 1, 1, &[]), topic("d-twice", 1, 1, &[])],
+            false,
+        ),
+    );
+    let with_assignment = CreatableTopic {
+        assignments: vec![CreatableReplicaAssignment {
+            partition_index: 0,
+            broker_ids: vec![1],
+        }],
+        ..topic("d-assigned", 1, 1, &[])
+    };
+    d.call::<_, CreateTopicsResponse>(
+        "CreateTopics: assignments and a partition count",
+        CREATE_TOPICS,
+        &create(vec![with_assignment], false),
+    );
+    d.wait_served("d-new", 3);
+    d.wait_served("d-cfg", 1);
+}
+
+fn metadata_request(names: &[&str], auto_create: bool) -> MetadataRequest {
+    MetadataRequest {
+        topics: Some(
+            names
+                .iter()
+                .map(|n| MetadataRequestTopic {
+                    name: Some((*n).into()),
+                    ..Default::default()
+                })
+                .collect(),
+        ),
+        allow_auto_topic_creation: auto_create,
+        ..Default::default()
+    }
+}
+
+fn metadata(d: &mut Diff) {
+    d.call::<_, MetadataResponse>(
+        "Metadata: existing topics",
+        METADATA,
+        &metadata_request(&["d-new", "d-cfg"], false),
+    );
+    d.call::<_, MetadataResponse>(
+        "Metadata: unknown topic, no auto-creation",
+        METADATA,
+        &metadata_request(&["d-missing"], false),
+    );
+    d.call::<_, MetadataResponse>(
+        "Metadata: an invalid name",
+        METADATA,
+        &metadata_request(&["bad/name"], true),
+    );
+    d.call::<_, MetadataResponse>(
+        "Metadata: a topic that validate_only did not create",
+        METADATA,
+        &metadata_request(&["d-validate"], false),
+    );
+}
+
+fn batch(records: usize, first_timestamp: i64) -> Bytes {
+    let mut builder = RecordBatchBuilder::new();
+    for i in 0..records {
+        builder = builder.record(
+            first_timestamp + i as i64 * 10,
+            Some(format!("k{i}").as_bytes()),
+            Some(b"value"),
+        );
+    }
+    Bytes::from(builder.build())
+}
+
+fn produce_request(topic: &str, partition: i32, records: Bytes) -> ProduceRequest {
+    ProduceRequest {
+        transactional_id: None,
+        acks: -1,
+        timeout_ms: 30_000,
+        topic_data: vec![TopicProduceData {
+            name: topic.into(),
+            partition_data: vec![PartitionProduceData {
+                index: partition,
+                records: Some(records),
+            }],
+        }],
+    }
+}
+
+fn list_offsets_request(topic: &str, partition: i32, timestamp: i64) -> ListOffsetsRequest {
+    ListOffsetsRequest {
+        replica_id: -1,
+        topics: vec![ListOffsetsTopic {
+            name: topic.into(),
+            partitions: vec![ListOffsetsPartition {
+                partition_index: partition,
+                timestamp,
+                ..Default::default()
+            }],
+        }],
+        ..Default::default()
+    }
+}
+
+fn fetch_request(
+    topic: &str,
+    partition: i32,
+    offset: i64,
+    max_bytes: i32,
+    isolation: i8,
+) -> FetchRequest {
+    FetchRequest {
+        max_wait_ms: 0,
+        min_bytes: 0,
+        max_bytes,
+        isolation_level: isolation,
+        topics: vec![FetchTopic {
+            topic: topic.into(),
+            partitions: vec![FetchPartition {
+                partition,
+                fetch_offset: offset,
+                partition_max_bytes: max_bytes,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}
+
+fn produce_list_offsets_and_fetch(d: &mut Diff) {
+    d.setup_topic("d-log", 1);
+    for (i, first) in [1_000i64, 2_000, 3_000].into_iter().enumerate() {
+        d.call::<_, ProduceResponse>(
+            &format!("Produce: batch {i} of 5 records"),
+            PRODUCE,
+            &produce_request("d-log", 0, batch(5, first)),
+        );
+    }
+    d.call::<_, ProduceResponse>(
+        "Produce: to a partition that does not exist",
+        PRODUCE,
+        &produce_request("d-log", 7, batch(1, 1_000)),
+    );
+    for (what, timestamp) in [
+        ("earliest", -2),
+        ("latest", -1),
+        ("max timestamp", -3),
+        ("before the first record", 10),
+        ("inside the second batch", 2_015),
+        ("after the last record", 9_999),
+    ] {
+        d.call::<_, ListOffsetsResponse>(
+            &format!("ListOffsets: {what}"),
+            LIST_OFFSETS,
+            &list_offsets_request("d-log", 0, timestamp),
+        );
+    }
+    d.call::<_, ListOffsetsResponse>(
+        "ListOffsets: a partition that does not exist",
+        LIST_OFFSETS,
+        &list_offsets_request("d-log", 3, -1),
+    );
+    for (what, offset, max_bytes, isolation) in [
+        ("from the start", 0, 1 << 20, 0),
+        ("from inside a batch", 7, 1 << 20, 0),
+        ("max bytes smaller than a batch", 0, 10, 0),
+        ("read_committed", 0, 1 << 20, 1),
+        ("at the log end", 15, 1 << 20, 0),
+        ("past the log end", 16, 1 << 20, 0),
+    ] {
+        d.call::<_, FetchResponse>(
+            &format!("Fetch: {what}"),
+            FETCH,
+            &fetch_request("d-log", 0, offset, max_bytes, isolation),
+        );
+    }
+    d.call::<_, FetchResponse>(
+        "Fetch: a partition that does not exist",
+        FETCH,
+        &fetch_request("d-log", 5, 0, 1 << 20, 0),
+    );
+    d.call::<_, FetchResponse>(
+        "Fetch: a topic that does not exist",
+        FETCH,
+        &fetch_request("d-none", 0, 0, 1 << 20, 0),
+    );
+}
+
+fn delete_records_request(topic: &str, partition: i32, offset: i64) -> DeleteRecordsRequest {
+    DeleteRecordsRequest {
+        topics: vec![DeleteRecordsTopic {
+            name: topic.into(),
+            partitions: vec![DeleteRecordsPartition {
+                partition_index: partition,
+                offset,
+            }],
+        }],
+        timeout_ms: 30_000,
+    }
+}
+
+fn create_partitions_request(
+    topic: &str,
+    count: i32,
+    validate_only: bool,
+) -> CreatePartitionsRequest {
+    CreatePartitionsRequest {
+        topics: vec![CreatePartitionsTopic {
+            name: topic.into(),
+            count,
+            assignments: None,
+        }],
+        timeout_ms: 30_000,
+        validate_only,
+    }
+}
+
+fn delete_records_and_create_partitions(d: &mut Diff) {
+    for (what, partition, offset) in [
+        ("to offset 3", 0, 3),
+        ("to an offset below the log start", 0, 1),
+        ("past the high watermark", 0, 99),
+        ("to the high watermark (-1)", 0, -1),
+        ("of a partition that does not exist", 4, 0),
+    ] {
+        d.call::<_, DeleteRecordsResponse>(
+            &format!("DeleteRecords: {what}"),
+            DELETE_RECORDS,
+            &delete_records_request("d-log", partition, offset),
+        );
+    }
+    d.call::<_, ListOffsetsResponse>(
+        "ListOffsets: earliest after DeleteRecords",
+        LIST_OFFSETS,
+        &list_offsets_request("d-log", 0, -2),
+    );
+    for (what, topic, count, validate_only) in [
+        ("fewer partitions", "d-new", 2, false),
+        ("the same count", "d-new", 3, false),
+        ("validate_only", "d-new", 6, true),
+        ("more partitions", "d-new", 5, false),
+        ("an unknown topic", "d-none", 2, false),
+    ] {
+        d.call::<_, CreatePartitionsResponse>(
+            &format!("CreatePartitions: {what}"),
+            CREATE_PARTITIONS,
+            &create_partitions_request(topic, count, validate_only),
+        );
+    }
+}
+
+/// A batch from an idempotent producer.
+fn idempotent_batch(producer_id: i64, epoch: i16, sequence: i32, records: usize) -> Bytes {
+    let mut builder = RecordBatchBuilder::new().producer(producer_id, epoch, sequence);
+    for i in 0..records {
+        builder = builder.record(1_000 + i as i64, Some(b"k"), Some(b"v"));
+    }
+    Bytes::from(builder.build())
+}
+
+fn idempotence(d: &mut Diff) {
+    d.setup_topic("d-idem", 1);
+    let request = InitProducerIdRequest {
+        transactional_id: None,
+        transaction_timeout_ms: -1,
+        ..Default::default()
+    };
+    let tarn: InitProducerIdResponse = until_ready(
+        &mut d.tarn,
+        INIT_PRODUCER_ID,
+        &request,
+        |r: &InitProducerIdResponse| r.error_code,
+    );
+    let kafka: InitProducerIdResponse = until_ready(
+        &mut d.kafka,
+        INIT_PRODUCER_ID,
+        &request,
+        |r: &InitProducerIdResponse| r.error_code,
+    );
+    d.compare("InitProducerId: idempotent", &tarn, &kafka);
+    let ids = [
+        (tarn.producer_id, tarn.producer_epoch),
+        (kafka.producer_id, kafka.producer_epoch),
+    ];
+    // Each broker gets batches from its own producer id.
+    let cases: [(&str, i32, usize); 5] = [
+        ("sequence 0", 0, 3),
+        ("the same batch again (a duplicate)", 0, 3),
+        ("the next sequence", 3, 2),
+        ("a gap in the sequence", 9, 1),
+        ("a sequence from before the last 5 batches' window", 1, 1),
+    ];
+    for (what, sequence, records) in cases {
+        let scenario = format!("Produce idempotent: {what}");
+        let [(tp, te), (kp, ke)] = ids;
+        let tarn: ProduceResponse = d
+            .tarn
+            .call(
+                PRODUCE.0,
+                PRODUCE.1,
+                PRODUCE.2,
+                &produce_request("d-idem", 0, idempotent_batch(tp, te, sequence, records)),
+            )
+            .expect("Tarn produce");
+        let kafka: ProduceResponse = d
+            .kafka
+            .call(
+                PRODUCE.0,
+                PRODUCE.1,
+                PRODUCE.2,
+                &produce_request("d-idem", 0, idempotent_batch(kp, ke, sequence, records)),
+            )
+            .expect("Kafka produce");
+        d.compare(&scenario, &tarn, &kafka);
+    }
+    let [(tp, te), (kp, ke)] = ids;
+    let tarn: ProduceResponse = d
+        .tarn
+        .call(
+            PRODUCE.0,
+            PRODUCE.1,
+            PRODUCE.2,
+            &produce_request("d-idem", 0, idempotent_batch(tp, te + 1, 5, 1)),
+        )
+        .expect("Tarn produce");
+    let kafka: ProduceResponse = d
+        .kafka
+        .call(
+            PRODUCE.0,
+            PRODUCE.1,
+            PRODUCE.2,
+            &produce_request("d-idem", 0, idempotent_batch(kp, ke + 1, 5, 1)),
+        )
+        .expect("Kafka produce");
+    d.compare(
+        "Produce idempotent: a new epoch that starts past sequence 0",
+        &tarn,
+        &kafka,
+    );
+}
+
+fn join_request(group: &str, member_id: &str, protocol_type: &str) -> JoinGroupRequest {
+    JoinGroupRequest {
+        group_id: group.into(),
+        session_timeout_ms: 10_000,
+        rebalance_timeout_ms: 10_000,
+        member_id: member_id.into(),
+        group_instance_id: None,
+        protocol_type: protocol_type.into(),
+        protocols: vec![JoinGroupRequestProtocol {
+            name: "range".into(),
+            metadata: Bytes::from_static(&[0, 1, 0, 0, 0, 0, 0, 0, 0, 0]),
+        }],
+        reason: None,
+    }
+}
+
+fn groups(d: &mut Diff) {
+    for group in ["d-g", "d-simple", "d-nogroup"] {
+        d.find_coordinator(group, 0);
+    }
+    d.call::<_, HeartbeatResponse>(
+        "Heartbeat: a group that does not exist",
+        HEARTBEAT,
+        &HeartbeatRequest {
+            group_id: "d-nogroup".into(),
+            generation_id: 1,
+            member_id: "nobody".into(),
+            group_instance_id: None,
+        },
+    );
+    d.call::<_, JoinGroupResponse>(
+        "JoinGroup: an unknown member id",
+        JOIN_GROUP,
+        &join_request("d-g", "made-up-member", "consumer"),
+    );
+    // The first join without a member id is told to rejoin with the id it
+    // was given (KIP-394); each broker's id is its own.
+    let (tarn, kafka) = d.call::<_, JoinGroupResponse>(
+        "JoinGroup: a new member without an id",
+        JOIN_GROUP,
+        &join_request("d-g", "", "consumer"),
+    );
+    let ids = [tarn.member_id, kafka.member_id];
+    let (tarn, kafka) = (
+        d.tarn
+            .call::<_, JoinGroupResponse>(
+                JOIN_GROUP.0,
+                JOIN_GROUP.1,
+                JOIN_GROUP.2,
+                &join_request("d-g", &ids[0], "consumer"),
+            )
+            .expect("Tarn join"),
+        d.kafka
+            .call::<_, JoinGroupResponse>(
+                JOIN_GROUP.0,
+                JOIN_GROUP.1,
+                JOIN_GROUP.2,
+                &join_request("d-g", &ids[1], "consumer"),
+            )
+            .expect("Kafka join"),
+    );
+    d.compare("JoinGroup: the member rejoins with its id", &tarn, &kafka);
+    let generation = [tarn.generation_id, kafka.generation_id];
+    d.call::<_, JoinGroupResponse>(
+        "JoinGroup: another protocol type",
+        JOIN_GROUP,
+        &join_request("d-g", "", "connect"),
+    );
+    for (what, generation_delta, use_member) in [
+        ("Heartbeat: the right generation", 0, true),
+        ("Heartbeat: a wrong generation", 5, true),
+        ("Heartbeat: an unknown member", 0, false),
+    ] {
+        let request = |i: usize| HeartbeatRequest {
+            group_id: "d-g".into(),
+            generation_id: generation[i] + generation_delta,
+            member_id: if use_member {
+                ids[i].clone()
+            } else {
+                "stranger".into()
+            },
+            group_instance_id: None,
+        };
+        let tarn: HeartbeatResponse = d
+            .tarn
+            .call(HEARTBEAT.0, HEARTBEAT.1, HEARTBEAT.2, &request(0))
+            .expect("Tarn heartbeat");
+        let kafka: HeartbeatResponse = d
+            .kafka
+            .call(HEARTBEAT.0, HEARTBEAT.1, HEARTBEAT.2, &request(1))
+            .expect("Kafka heartbeat");
+        d.compare(what, &tarn, &kafka);
+    }
+    let sync = |i: usize, generation_id: i32| SyncGroupRequest {
+        group_id: "d-g".into(),
+        generation_id,
+        member_id: ids[i].clone(),
+        group_instance_id: None,
+        protocol_type: Some("consumer".into()),
+        protocol_name: Some("range".into()),
+        assignments: vec![SyncGroupRequestAssignment {
+            member_id: ids[i].clone(),
+            assignment: Bytes::from_static(&[0, 1, 0, 0, 0, 0, 0, 0]),
+        }],
+    };
+    for (what, delta) in [
+        ("SyncGroup: a wrong generation", 3),
+        ("SyncGroup: the leader's assignment", 0),
+    ] {
+        let tarn: SyncGroupResponse = d
+            .tarn
+            .call(
+                SYNC_GROUP.0,
+                SYNC_GROUP.1,
+                SYNC_GROUP.2,
+                &sync(0, generation[0] + delta),
+            )
+            .expect("Tarn sync");
+        let kafka: SyncGroupResponse = d
+            .kafka
+            .call(
+                SYNC_GROUP.0,
+                SYNC_GROUP.1,
+                SYNC_GROUP.2,
+                &sync(1, generation[1] + delta),
+            )
+            .expect("Kafka sync");
+        d.compare(what, &tarn, &kafka);
+    }
+    let commit =
+        |i: usize, generation_id: i32, member: Option<&str>, topic: &str, partition: i32| {
+            OffsetCommitRequest {
+                group_id: "d-g".into(),
+                generation_id_or_member_epoch: generation_id,
+                member_id: member.map_or_else(|| ids[i].clone(), str::to_owned),
+                topics: vec![OffsetCommitRequestTopic {
+                    name: topic.into(),
+                    partitions: vec![OffsetCommitRequestPartition {
+                        partition_index: partition,
+                        committed_offset: 4,
+                        committed_metadata: Some("m".into()),
+                        ..Default::default()
+                    }],
+                }],
+                ..Default::default()
+            }
+        };
+    for (what, delta, member, topic, partition) in [
+        ("OffsetCommit: by the member", 0, None, "d-log", 0),
+        ("OffsetCommit: a wrong generation", 2, None, "d-log", 0),
+        (
+            "OffsetCommit: an unknown member",
+            0,
+            Some("stranger"),
+            "d-log",
+            0,
+        ),
+        ("OffsetCommit: an unknown topic", 0, None, "d-none", 0),
+        (
+            "OffsetCommit: a partition that does not exist",
+            0,
+            None,
+            "d-log",
+            9,
+        ),
+    ] {
+        let tarn: OffsetCommitResponse = d
+            .tarn
+            .call(
+                OFFSET_COMMIT.0,
+                OFFSET_COMMIT.1,
+                OFFSET_COMMIT.2,
+                &commit(0, generation[0] + delta, member, topic, partition),
+            )
+            .expect("Tarn commit");
+        let kafka: OffsetCommitResponse = d
+            .kafka
+            .call(
+                OFFSET_COMMIT.0,
+                OFFSET_COMMIT.1,
+                OFFSET_COMMIT.2,
+                &commit(1, generation[1] + delta, member, topic, partition),
+            )
+            .expect("Kafka commit");
+        d.compare(what, &tarn, &kafka);
+    }
+    let simple_commit = OffsetCommitRequest {
+        group_id: "d-simple".into(),
+        generation_id_or_member_epoch: -1,
+        member_id: String::new(),
+        topics: vec![OffsetCommitRequestTopic {
+            name: "d-log".into(),
+            partitions: vec![OffsetCommitRequestPartition {
+                partition_index: 0,
+                committed_offset: 2,
+                ..Default::default()
+            }],
+        }],
+        ..Default::default()
+    };
+    d.call::<_, OffsetCommitResponse>(
+        "OffsetCommit: a simple (memberless) group",
+        OFFSET_COMMIT,
+        &simple_commit,
+    );
+    for (what, group) in [
+        ("OffsetFetch: the group's commit", "d-g"),
+        ("OffsetFetch: a simple group", "d-simple"),
+        ("OffsetFetch: a group that does not exist", "d-nogroup"),
+    ] {
+        let request = OffsetFetchRequest {
+            group_id: group.into(),
+            topics: Some(vec![OffsetFetchRequestTopic {
+                name: "d-log".into(),
+                partition_indexes: vec![0, 9],
+            }]),
+            ..Default::default()
+        };
+        d.call::<_, OffsetFetchResponse>(what, OFFSET_FETCH, &request);
+    }
+}
+
+#[test]
+fn tarn_answers_as_apache_kafka_does() {
+    run_with_timeout(std::time::Duration::from_secs(300), || {
+        let kafka = KafkaNode::start();
+        let tarn = TarnBroker::start();
+        let mut d = Diff {
+            tarn: Client::connect(tarn.bootstrap()).expect("connect to Tarn"),
+            kafka: Client::connect(&kafka.bootstrap).expect("connect to Kafka"),
+            compared: Vec::new(),
+            differences: Vec::new(),
+        };
+        create_topics(&mut d);
+        metadata(&mut d);
+        produce_list_offsets_and_fetch(&mut d);
+        delete_records_and_create_partitions(&mut d);
+        idempotence(&mut d);
+        groups(&mut d);
+        eprintln!("compared {} scenarios with Apache Kafka", d.compared.len());
+        assert!(
+            d.differences.is_empty(),
+            "{} of {} scenarios answer otherwise than Apache Kafka:\n{}",
+            d.differences.len(),
+            d.compared.len(),
+            d.differences.join("\n")
+        );
+    });
+}
+
+#[test]
+fn mask_replaces_only_whole_field_values() {
+    let text = r#"R { topic_id: Uuid([1, 2]), name: "a, b", error_message: Some("x, \"y\""), my_topic_id: 3, n: 1 }"#;
+    assert_eq!(
+        mask(text, &["topic_id", "error_message"]),
+        r#"R { topic_id: _, name: "a, b", error_message: _, my_topic_id: 3, n: 1 }"#
+    );
+}
