@@ -24,6 +24,9 @@ pub enum Check {
     Any,
     AtLeast(i64),
     Between(i64, i64),
+    /// Between the first two, or exactly the third (a "default" marker
+    /// such as `compression.gzip.level`'s -1).
+    BetweenOr(i64, i64, i64),
     OneOf(&'static [&'static str]),
     /// A comma-separated list whose every item is one of these.
     ListOf(&'static [&'static str]),
@@ -109,6 +112,9 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     ),
     def("log.segment.delete.delay.ms", Long, "60000", AtLeast(0)),
     def("compression.type", Str, "producer", OneOf(CODECS)),
+    def("compression.gzip.level", Int, "-1", BetweenOr(1, 9, -1)),
+    def("compression.lz4.level", Int, "9", Between(1, 17)),
+    def("compression.zstd.level", Int, "3", Between(-131072, 22)),
     def("min.insync.replicas", Int, "1", AtLeast(1)),
     def("unclean.leader.election.enable", Bool, "false", Any),
     def("offsets.topic.num.partitions", Int, "50", AtLeast(1)),
@@ -159,8 +165,20 @@ pub const TOPIC_CONFIGS: &[(ConfigDef, Option<&str>)] = &[
         Some("log.cleanup.policy"),
     ),
     (
+        def("compression.gzip.level", Int, "-1", BetweenOr(1, 9, -1)),
+        Some("compression.gzip.level"),
+    ),
+    (
+        def("compression.lz4.level", Int, "9", Between(1, 17)),
+        Some("compression.lz4.level"),
+    ),
+    (
         def("compression.type", Str, "producer", OneOf(CODECS)),
         Some("compression.type"),
+    ),
+    (
+        def("compression.zstd.level", Int, "3", Between(-131072, 22)),
+        Some("compression.zstd.level"),
     ),
     (
         def("delete.retention.ms", Long, "86400000", AtLeast(0)),
@@ -292,6 +310,11 @@ pub fn validate(def: &ConfigDef, value: &str) -> Result<String, ConfigError> {
             key,
             value,
             format!("must be between {lo} and {hi}"),
+        )),
+        BetweenOr(lo, hi, also) if number != also && (number < lo || number > hi) => Err(invalid(
+            key,
+            value,
+            format!("must be {also} or between {lo} and {hi}"),
         )),
         _ => Ok(number.to_string()),
     }
@@ -470,6 +493,26 @@ mod tests {
         assert_eq!(c.topic_value(&topic, "segment.bytes"), "1073741824");
         topic.insert("segment.bytes".into(), "1000".into());
         assert_eq!(c.topic_value(&topic, "segment.bytes"), "1000");
+    }
+
+    #[test]
+    fn compression_levels_take_kafkas_ranges() {
+        for (key, good, bad) in [
+            ("compression.gzip.level", ["-1", "1", "9"], ["0", "10"]),
+            ("compression.lz4.level", ["1", "9", "17"], ["0", "18"]),
+            (
+                "compression.zstd.level",
+                ["-131072", "3", "22"],
+                ["-131073", "23"],
+            ),
+        ] {
+            for value in good {
+                assert!(validate_topic_config(key, value).is_ok(), "{key}={value}");
+            }
+            for value in bad {
+                assert!(validate_topic_config(key, value).is_err(), "{key}={value}");
+            }
+        }
     }
 
     #[test]

@@ -250,9 +250,10 @@ impl ConfigView<'_> {
         out
     }
 
-    /// Every topic key for a topic whose own configs are `configs`.
+    /// Every topic key for a topic whose own configs are `configs`, by
+    /// name, as Kafka lists them.
     pub fn topic_entries(&self, configs: &BTreeMap<String, String>) -> Vec<ConfigEntry> {
-        TOPIC_CONFIGS
+        let mut entries: Vec<ConfigEntry> = TOPIC_CONFIGS
             .iter()
             .map(|(def, broker_key)| {
                 let mut synonyms = Vec::new();
@@ -268,18 +269,22 @@ impl ConfigView<'_> {
                 }
                 ConfigEntry::from_synonyms(def, false, synonyms)
             })
-            .collect()
+            .collect();
+        entries.sort_by_key(|e| e.name);
+        entries
     }
 
-    /// Every broker key of this broker.
+    /// Every broker key of this broker, by name.
     pub fn broker_entries(&self) -> Vec<ConfigEntry> {
-        BROKER_CONFIGS
+        let mut entries: Vec<ConfigEntry> = BROKER_CONFIGS
             .iter()
             .map(|def| {
                 let synonyms = self.broker_synonyms(def, true);
                 ConfigEntry::from_synonyms(def, !is_dynamic_broker_key(def.name), synonyms)
             })
-            .collect()
+            .collect();
+        entries.sort_by_key(|e| e.name);
+        entries
     }
 
     /// The keys set as the cluster-wide dynamic default, and only those.

@@ -36,7 +36,7 @@ use tokio::sync::watch;
 use tarn_protocol::compression::CompressionError;
 use tarn_protocol::error::{self, ErrorCode};
 use tarn_protocol::record_batch::{
-    parse_header, recompress_batch, validate_batch, BatchError, Compression, TimestampType,
+    parse_header, recompress_batch_at, validate_batch, BatchError, Compression, TimestampType,
 };
 use tarn_protocol::records::FileRegion;
 use tarn_protocol::Uuid;
@@ -97,6 +97,9 @@ pub struct Partition {
     file_delete_delay_ms: AtomicI64,
     /// The topic's `compression.type` as a codec id, or [`KEEP_PRODUCER_CODEC`].
     compression: AtomicU8,
+    /// The topic's `compression.<codec>.level` for that codec, or
+    /// [`DEFAULT_LEVEL`].
+    compression_level: AtomicI32,
     /// The topic's `max.message.bytes`, which also caps decompression.
     max_message_bytes: AtomicU32,
     /// Appends, and reads, failing on storage (a full disk, say): the cause
@@ -108,6 +111,8 @@ pub struct Partition {
 
 /// `compression.type=producer`: batches keep the codec they came with.
 const KEEP_PRODUCER_CODEC: u8 = u8::MAX;
+/// No `compression.<codec>.level` applies: the codec's default.
+const DEFAULT_LEVEL: i32 = i32::MIN;
 
 /// The codec a topic's `compression.type` stores batches in; `None` for
 /// `producer`.
@@ -241,7 +246,9 @@ impl Partition {
         let converted = match Compression::from_id(self.compression.load(Ordering::Acquire)) {
             Some(target) => {
                 let limit = self.max_message_bytes.load(Ordering::Acquire) as usize;
-                convert_codec(records, target, limit)?
+                let level = Some(self.compression_level.load(Ordering::Acquire))
+                    .filter(|l| *l != DEFAULT_LEVEL);
+                convert_codec(records, target, level, limit)?
             }
             None => None,
         };
@@ -466,6 +473,7 @@ fn parse_partition_dir_name(name: &str) -> Option<(&str, i32)> {
 fn convert_codec(
     records: &[u8],
     target: Compression,
+    level: Option<i32>,
     limit: usize,
 ) -> Result<Option<Vec<u8>>, PartitionError> {
     let corrupt = |position: usize, e: BatchError| -> PartitionError {
@@ -506,7 +514,7 @@ fn convert_codec(
         if header.compression() == target || header.is_control() {
             out.extend_from_slice(batch);
         } else {
-            recompress_batch(batch, &header, target, limit, &mut out)
+            recompress_batch_at(batch, &header, target, level, limit, &mut out)
                 .map_err(|e| corrupt(position, e))?;
         }
         position += header.total_size();
@@ -574,6 +582,22 @@ fn file_delete_delay_ms(config: &BrokerConfig, topic: &TopicInfo) -> i64 {
 fn compression_id(config: &BrokerConfig, topic: &TopicInfo) -> u8 {
     topic_codec(&config.topic_value(&topic.configs, "compression.type"))
         .map_or(KEEP_PRODUCER_CODEC, Compression::id)
+}
+
+/// The topic's level for the codec its `compression.type` names (gzip's
+/// -1 is its default), or [`DEFAULT_LEVEL`].
+fn compression_level(config: &BrokerConfig, topic: &TopicInfo) -> i32 {
+    let key = match topic_codec(&config.topic_value(&topic.configs, "compression.type")) {
+        Some(Compression::Gzip) => "compression.gzip.level",
+        Some(Compression::Lz4) => "compression.lz4.level",
+        Some(Compression::Zstd) => "compression.zstd.level",
+        _ => return DEFAULT_LEVEL,
+    };
+    match config.topic_value(&topic.configs, key).parse::<i32>() {
+        Ok(-1) if key == "compression.gzip.level" => DEFAULT_LEVEL,
+        Ok(level) => level,
+        Err(_) => panic!("validated numeric topic config {key}"),
+    }
 }
 
 impl ReplicaManager {
@@ -756,6 +780,7 @@ impl ReplicaManager {
         let log_config = log_config(config, topic);
         let delete_delay_ms = file_delete_delay_ms(config, topic);
         let compression = compression_id(config, topic);
+        let level = compression_level(config, topic);
         let max_message_bytes = log_config.max_message_bytes;
         let settings_changed = config_changed || old.is_some_and(|o| o.configs != topic.configs);
         for p in &topic.partitions {
@@ -769,6 +794,7 @@ impl ReplicaManager {
                         .store(p.leader_epoch, Ordering::Release);
                     if settings_changed {
                         existing.compression.store(compression, Ordering::Release);
+                        existing.compression_level.store(level, Ordering::Release);
                         existing
                             .max_message_bytes
                             .store(max_message_bytes, Ordering::Release);
@@ -813,6 +839,7 @@ impl ReplicaManager {
                 leader_epoch: AtomicI32::new(p.leader_epoch),
                 file_delete_delay_ms: AtomicI64::new(delete_delay_ms),
                 compression: AtomicU8::new(compression),
+                compression_level: AtomicI32::new(level),
                 max_message_bytes: AtomicU32::new(max_message_bytes),
                 writes_failing: FailureEpisode::new(),
                 reads_failing: FailureEpisode::new(),

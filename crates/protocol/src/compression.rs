@@ -49,13 +49,25 @@ fn corrupt(codec: Compression, detail: impl ToString) -> CompressionError {
     }
 }
 
-/// Compresses `input` with `codec`, appending to `out`. `Compression::None`
-/// copies the input.
+/// Compresses `input` with `codec` at its default level, appending to
+/// `out`. `Compression::None` copies the input.
 pub fn compress(codec: Compression, input: &[u8], out: &mut Vec<u8>) {
+    compress_at(codec, None, input, out)
+}
+
+/// Like [`compress`], at `level` where the codec has levels (Kafka's
+/// `compression.gzip.level`, 1 to 9, and `compression.zstd.level`, -131072
+/// to 22; `None` is the codec's default). Tarn's lz4 encoder has one level
+/// (lz4's fast mode, Kafka's default), so an lz4 level is not used.
+pub fn compress_at(codec: Compression, level: Option<i32>, input: &[u8], out: &mut Vec<u8>) {
     match codec {
         Compression::None => out.extend_from_slice(input),
         Compression::Gzip => {
-            let mut encoder = flate2::write::GzEncoder::new(out, flate2::Compression::default());
+            let gzip_level = level
+                .and_then(|l| u32::try_from(l).ok())
+                .filter(|l| (1..=9).contains(l))
+                .map_or_else(flate2::Compression::default, flate2::Compression::new);
+            let mut encoder = flate2::write::GzEncoder::new(out, gzip_level);
             encoder
                 .write_all(input)
                 .and_then(|()| encoder.try_finish())
@@ -73,8 +85,8 @@ pub fn compress(codec: Compression, input: &[u8], out: &mut Vec<u8>) {
             encoder.finish().expect("lz4 into a Vec cannot fail");
         }
         Compression::Zstd => {
-            let compressed =
-                zstd::bulk::compress(input, ZSTD_LEVEL).expect("zstd compression of a slice");
+            let compressed = zstd::bulk::compress(input, level.unwrap_or(ZSTD_LEVEL))
+                .expect("zstd compression of a slice");
             out.extend_from_slice(&compressed);
         }
     }
@@ -212,6 +224,23 @@ mod tests {
         }
         out.truncate(len);
         out
+    }
+
+    #[test]
+    fn gzip_and_zstd_levels_change_the_output_and_still_round_trip() {
+        let input = sample(300_000);
+        for (codec, low, high) in [(Compression::Gzip, 1, 9), (Compression::Zstd, 1, 19)] {
+            let (mut fast, mut small) = (Vec::new(), Vec::new());
+            compress_at(codec, Some(low), &input, &mut fast);
+            compress_at(codec, Some(high), &input, &mut small);
+            assert_ne!(
+                small, fast,
+                "{codec:?}: levels {low} and {high} wrote the same bytes"
+            );
+            for packed in [fast, small] {
+                assert_eq!(decompress(codec, &packed, 1 << 20).unwrap(), input);
+            }
+        }
     }
 
     #[test]

@@ -363,10 +363,23 @@ pub fn recompress_batch(
     limit: usize,
     out: &mut Vec<u8>,
 ) -> Result<(), BatchError> {
+    recompress_batch_at(batch, header, target, None, limit, out)
+}
+
+/// Like [`recompress_batch`], compressing at `level` (see
+/// [`compression::compress_at`]).
+pub fn recompress_batch_at(
+    batch: &[u8],
+    header: &RecordBatchHeader,
+    target: Compression,
+    level: Option<i32>,
+    limit: usize,
+    out: &mut Vec<u8>,
+) -> Result<(), BatchError> {
     let records = decompressed_records(batch, header, limit)?;
     let start = out.len();
     out.extend_from_slice(&batch[..RECORD_BATCH_HEADER_SIZE]);
-    compression::compress(target, &records, out);
+    compression::compress_at(target, level, &records, out);
     let batch_length = i32::try_from(out.len() - start - LOG_OVERHEAD)
         .map_err(|_| BatchError::InvalidLength(i32::MAX))?;
     let new = &mut out[start..];
