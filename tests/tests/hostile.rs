@@ -8,6 +8,11 @@
 //! Where the frame is complete the broker may answer with an error or close
 //! the connection, but it must do one of them promptly; where the length
 //! prefix itself is unacceptable it must close the connection.
+//!
+//! Clients that start large frames and then stall (or trickle a byte a
+//! second) must not starve others of `queued.max.request.bytes`: the
+//! budget is charged for bytes received, and a frame that does not arrive
+//! within `socket.request.read.timeout.ms` closes its connection.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpStream};
@@ -17,8 +22,10 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use rdkafka::topic_partition_list::Offset;
+use tarn_cli::client::Client;
 use tarn_e2e::kafka::{self, Outgoing, Record, TestProducer};
-use tarn_e2e::{run_with_timeout, TarnBroker, TEST_TIMEOUT};
+use tarn_e2e::{run_with_timeout, BrokerOptions, TarnBroker, TEST_TIMEOUT};
+use tarn_protocol::messages::metadata::{MetadataRequest, MetadataResponse};
 
 /// How long the broker has to answer or close a connection.
 const VERDICT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -60,7 +67,16 @@ enum Verdict {
 /// Reads until the broker closes the connection or (if `answer_ok`) sends
 /// something back; panics if neither happens within [`VERDICT_TIMEOUT`].
 fn verdict(stream: &mut TcpStream, what: &str, answer_ok: bool) -> Verdict {
-    let deadline = Instant::now() + VERDICT_TIMEOUT;
+    verdict_within(stream, what, answer_ok, VERDICT_TIMEOUT)
+}
+
+fn verdict_within(
+    stream: &mut TcpStream,
+    what: &str,
+    answer_ok: bool,
+    within: Duration,
+) -> Verdict {
+    let deadline = Instant::now() + within;
     let mut received = Vec::new();
     let mut buf = [0u8; 4096];
     loop {
@@ -85,7 +101,7 @@ fn verdict(stream: &mut TcpStream, what: &str, answer_ok: bool) -> Verdict {
         }
         assert!(
             Instant::now() < deadline,
-            "{what}: broker neither {} nor closed the connection within {VERDICT_TIMEOUT:?} \
+            "{what}: broker neither {} nor closed the connection within {within:?} \
              (received {} bytes)",
             if answer_ok { "answered" } else { "rejected" },
             received.len()
@@ -296,6 +312,183 @@ fn hostile_frames_do_not_hurt_other_clients() {
         got.sort_by(|a, b| a.value.cmp(&b.value));
         want.sort_by(|a, b| a.value.cmp(&b.value));
         assert_eq!(got, want, "background producer's records");
+        broker.assert_alive();
+        broker.stop();
+    });
+}
+
+/// Connections of each kind that start a large frame and stall.
+const STALLED_CONNECTIONS: usize = 64;
+/// What each stalled connection announces: about 100 MB, far more than
+/// the small budget the broker is given below.
+const STALLED_FRAME_BYTES: i32 = 100_000_000;
+/// A budget that one announced frame would exhaust, were it charged for
+/// what it announces.
+const SMALL_QUEUED_BYTES: &str = "4194304";
+
+/// How long a late frame's connection may stay open: a guard against a
+/// broker that never closes it, far above the 2 s read timeout we set.
+const LATE_FRAME_GUARD: Duration = Duration::from_secs(40);
+
+/// Connections that each announced a ~100 MB frame: half send nothing
+/// more, half trickle one byte a second from a background thread.
+struct Stalled {
+    silent: Vec<TcpStream>,
+    trickling: Arc<Vec<TcpStream>>,
+    stop: Arc<AtomicBool>,
+    trickler: Option<thread::JoinHandle<()>>,
+}
+
+impl Stalled {
+    fn open(bootstrap: &str) -> Stalled {
+        let start = |bootstrap: &str| {
+            let mut stream = connect(bootstrap);
+            send(&mut stream, &STALLED_FRAME_BYTES.to_be_bytes());
+            stream
+        };
+        let silent = (0..STALLED_CONNECTIONS).map(|_| start(bootstrap)).collect();
+        let trickling: Arc<Vec<TcpStream>> =
+            Arc::new((0..STALLED_CONNECTIONS).map(|_| start(bootstrap)).collect());
+        let stop = Arc::new(AtomicBool::new(false));
+        let trickler = {
+            let (trickling, stop) = (Arc::clone(&trickling), Arc::clone(&stop));
+            thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    for stream in trickling.iter() {
+                        let mut stream: &TcpStream = stream;
+                        match stream.write_all(&[0]) {
+                            Ok(()) => {}
+                            // Closing a late frame is what the broker should do.
+                            Err(e)
+                                if matches!(
+                                    e.kind(),
+                                    ErrorKind::BrokenPipe | ErrorKind::ConnectionReset
+                                ) => {}
+                            Err(e) => panic!("trickle a byte: {e}"),
+                        }
+                    }
+                    thread::sleep(Duration::from_secs(1));
+                }
+            })
+        };
+        Stalled {
+            silent,
+            trickling,
+            stop,
+            trickler: Some(trickler),
+        }
+    }
+
+    fn all(&self) -> impl Iterator<Item = &TcpStream> {
+        self.silent.iter().chain(self.trickling.iter())
+    }
+
+    fn stop_trickling(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(trickler) = self.trickler.take() {
+            trickler.join().expect("trickling thread");
+        }
+    }
+}
+
+impl Drop for Stalled {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// True while the broker has neither closed `stream` nor sent anything on
+/// it; does not wait.
+fn still_open(mut stream: &TcpStream) -> bool {
+    stream.set_nonblocking(true).expect("non-blocking");
+    let mut buf = [0u8; 1];
+    let open = match stream.read(&mut buf) {
+        Ok(_) => false,
+        Err(e) if e.kind() == ErrorKind::WouldBlock => true,
+        Err(e)
+            if matches!(
+                e.kind(),
+                ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted
+            ) =>
+        {
+            false
+        }
+        Err(e) => panic!("check a stalled connection: {e}"),
+    };
+    stream.set_nonblocking(false).expect("blocking");
+    open
+}
+
+/// A new client's Metadata request, waiting as long as the test may run:
+/// a broker whose budget is held by stalled frames never answers it.
+fn new_client_metadata(bootstrap: &str) -> MetadataResponse {
+    let mut client = Client::connect(bootstrap).expect("connect a new client");
+    client
+        .set_read_timeout(TEST_TIMEOUT)
+        .expect("set the read timeout");
+    client
+        .call(3, 12, 9, &MetadataRequest::default())
+        .expect("Metadata is answered while frames are stalled")
+}
+
+/// With 128 stalled frames open and a budget that any one of them would
+/// use up if charged for what it announced, a new client is answered,
+/// and the stalled connections are still open: the budget was free
+/// because nothing was charged for bytes never sent, not because the
+/// stallers were closed.
+#[test]
+fn stalled_frames_do_not_hold_the_read_budget() {
+    run_with_timeout(TEST_TIMEOUT, || {
+        let mut broker = TarnBroker::start_with(
+            BrokerOptions::default()
+                .set("queued.max.request.bytes", SMALL_QUEUED_BYTES)
+                .set("socket.request.read.timeout.ms", "600000"),
+        );
+        let mut stalled = Stalled::open(broker.bootstrap());
+        // Let the broker read every prefix before the new client comes.
+        thread::sleep(Duration::from_secs(2));
+        let metadata = new_client_metadata(broker.bootstrap());
+        assert_eq!(metadata.brokers.len(), 1, "{metadata:?}");
+        stalled.stop_trickling();
+        let open = stalled.all().filter(|s| still_open(s)).count();
+        assert_eq!(
+            open,
+            2 * STALLED_CONNECTIONS,
+            "stalled connections closed before their read timeout"
+        );
+        broker.assert_alive();
+        broker.stop();
+    });
+}
+
+/// A frame that does not arrive within `socket.request.read.timeout.ms`
+/// closes its connection, whether it sent nothing after its prefix or
+/// keeps trickling bytes; the refusal is logged and others are served.
+#[test]
+fn frames_late_past_the_read_timeout_are_closed() {
+    run_with_timeout(TEST_TIMEOUT, || {
+        let mut broker = TarnBroker::start_with(
+            BrokerOptions::default()
+                .set("queued.max.request.bytes", SMALL_QUEUED_BYTES)
+                .set("socket.request.read.timeout.ms", "2000"),
+        );
+        let mut stalled = Stalled::open(broker.bootstrap());
+        for (i, stream) in stalled.silent.iter_mut().enumerate() {
+            let what = format!("silent stalled frame #{i}");
+            verdict_within(stream, &what, false, LATE_FRAME_GUARD);
+        }
+        for (i, stream) in stalled.trickling.iter().enumerate() {
+            let mut stream = stream.try_clone().expect("clone a stream");
+            let what = format!("trickling stalled frame #{i}");
+            verdict_within(&mut stream, &what, false, LATE_FRAME_GUARD);
+        }
+        stalled.stop_trickling();
+        new_client_metadata(broker.bootstrap());
+        let logs = broker.logs();
+        assert!(
+            logs.contains("socket.request.read.timeout.ms"),
+            "the late frames are logged: {logs}"
+        );
         broker.assert_alive();
         broker.stop();
     });
