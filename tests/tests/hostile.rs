@@ -9,6 +9,11 @@
 //! the connection, but it must do one of them promptly; where the length
 //! prefix itself is unacceptable it must close the connection.
 //!
+//! Requests whose arrays decode to far more than their bytes (100 million
+//! empty group names, say) must not grow the broker: what decoding
+//! allocates is bounded by the frame's size, checked with the broker's
+//! peak RSS (VmHWM).
+//!
 //! Clients that start large frames and then stall (or trickle a byte a
 //! second) must not starve others of `queued.max.request.bytes`: the
 //! budget is charged for bytes received, and a frame that does not arrive
@@ -25,6 +30,7 @@ use rdkafka::topic_partition_list::Offset;
 use tarn_cli::client::Client;
 use tarn_e2e::kafka::{self, Outgoing, Record, TestProducer};
 use tarn_e2e::{run_with_timeout, BrokerOptions, TarnBroker, TEST_TIMEOUT};
+use tarn_protocol::codec::put_uvarint;
 use tarn_protocol::messages::metadata::{MetadataRequest, MetadataResponse};
 
 /// How long the broker has to answer or close a connection.
@@ -490,6 +496,151 @@ fn frames_late_past_the_read_timeout_are_closed() {
             "the late frames are logged: {logs}"
         );
         broker.assert_alive();
+        broker.stop();
+    });
+}
+
+/// Wire bytes of each huge-array request: large enough that decoding
+/// them as announced would show in the broker's RSS, small enough for CI.
+const HUGE_ARRAY_REQUEST_BYTES: usize = 24 << 20;
+/// What the broker's peak RSS may grow by, per byte of huge-array
+/// requests sent: the frames themselves plus what decoding may allocate
+/// for them (at most the frame again plus a fixed headroom each).
+const RSS_GROWTH_PER_BYTE_SENT: usize = 4;
+
+/// The broker's peak resident set (VmHWM), in bytes.
+fn peak_rss_bytes(broker: &TarnBroker) -> usize {
+    let pid = broker.pid().expect("the broker runs");
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read status");
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .expect("VmHWM in /proc/PID/status");
+    let kib: usize = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("parse {line:?}"));
+    kib * 1024
+}
+
+/// A flexible request frame (header v2) of `api_key`/`version` whose body
+/// is `body`.
+fn flexible_frame(api_key: i16, version: i16, correlation_id: i32, body: &[u8]) -> Vec<u8> {
+    let mut frame = header(api_key, version, correlation_id);
+    frame.push(0); // header tagged fields
+    frame.extend_from_slice(body);
+    framed(&frame)
+}
+
+/// A compact array of `count` copies of `element`.
+fn compact_array(count: usize, element: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(count * element.len() + 5);
+    put_uvarint(&mut out, u32::try_from(count + 1).expect("count fits"));
+    for _ in 0..count {
+        out.extend_from_slice(element);
+    }
+    out
+}
+
+/// CreateTopics v5 of one topic "t" with `assignments` and `configs`
+/// (already encoded as compact arrays).
+fn create_topics_v5(assignments: &[u8], configs: &[u8]) -> Vec<u8> {
+    let mut body = Vec::new();
+    put_uvarint(&mut body, 2); // one topic
+    body.extend_from_slice(&[2, b't']);
+    body.extend_from_slice(&1i32.to_be_bytes()); // num_partitions
+    body.extend_from_slice(&1i16.to_be_bytes()); // replication_factor
+    body.extend_from_slice(assignments);
+    body.extend_from_slice(configs);
+    body.push(0); // topic tags
+    body.extend_from_slice(&1000i32.to_be_bytes()); // timeout_ms
+    body.push(0); // validate_only
+    body.push(0); // tags
+    body
+}
+
+/// Five ~24 MB requests whose arrays decode to far more than their bytes,
+/// or announce far more elements than they hold.
+fn huge_array_requests() -> Vec<(&'static str, Vec<u8>)> {
+    let n = HUGE_ARRAY_REQUEST_BYTES;
+    // Empty compact strings: 1 byte each, 24 as a String.
+    let mut empty_names = compact_array(n, &[1]);
+    empty_names.push(0);
+    // One replica assignment whose broker id array announces 4x the i32s
+    // the frame holds (classic decoders reserve by the count).
+    let mut assignment = Vec::new();
+    put_uvarint(&mut assignment, 2); // one assignment
+    assignment.extend_from_slice(&0i32.to_be_bytes());
+    put_uvarint(&mut assignment, u32::try_from(n + 1).expect("fits"));
+    assignment.resize(assignment.len() + n, 0);
+    // Configs of 3 bytes each (empty name, null value, no tags), 48 each
+    // decoded.
+    let configs = compact_array(n / 3, &[1, 0, 0]);
+    vec![
+        (
+            "DeleteGroups v2 of empty names",
+            flexible_frame(42, 2, 101, &empty_names),
+        ),
+        (
+            "DeleteGroups v2 of empty names",
+            flexible_frame(42, 2, 102, &empty_names),
+        ),
+        (
+            "DescribeGroups v5 of empty names",
+            flexible_frame(15, 5, 103, &empty_names),
+        ),
+        (
+            "CreateTopics v5 with a broker id array longer than the frame",
+            flexible_frame(19, 5, 104, &create_topics_v5(&assignment, &[1])),
+        ),
+        (
+            "CreateTopics v5 with millions of empty configs",
+            flexible_frame(19, 5, 105, &create_topics_v5(&[1], &configs)),
+        ),
+    ]
+}
+
+/// Five huge-array requests in flight at once grow the broker's peak RSS
+/// by no more than a small multiple of what was sent, each is answered
+/// or refused by closing, and a new client is served afterwards.
+#[test]
+fn huge_arrays_do_not_grow_the_broker() {
+    run_with_timeout(TEST_TIMEOUT, || {
+        let mut broker = TarnBroker::start();
+        new_client_metadata(broker.bootstrap());
+        let baseline = peak_rss_bytes(&broker);
+        let requests = huge_array_requests();
+        let sent: usize = requests.iter().map(|(_, frame)| frame.len()).sum();
+        let senders: Vec<_> = requests
+            .into_iter()
+            .map(|(what, frame)| {
+                let bootstrap = broker.bootstrap().to_string();
+                thread::spawn(move || {
+                    let mut stream = connect(&bootstrap);
+                    stream
+                        .set_write_timeout(Some(LATE_FRAME_GUARD))
+                        .expect("set write timeout");
+                    send(&mut stream, &frame);
+                    drop(frame);
+                    verdict_within(&mut stream, what, true, LATE_FRAME_GUARD);
+                })
+            })
+            .collect();
+        for sender in senders {
+            sender.join().expect("a huge-array request got its verdict");
+        }
+        broker.assert_alive();
+        new_client_metadata(broker.bootstrap());
+        let growth = peak_rss_bytes(&broker).saturating_sub(baseline);
+        eprintln!(
+            "peak RSS {baseline} -> {} bytes after {sent} bytes of huge arrays",
+            baseline + growth
+        );
+        assert!(
+            growth <= RSS_GROWTH_PER_BYTE_SENT * sent,
+            "peak RSS grew by {growth} bytes for {sent} bytes sent"
+        );
         broker.stop();
     });
 }
