@@ -32,7 +32,9 @@
 //! the bytes a prefix announces cost nothing until they are sent, so
 //! stalled frames cannot starve other clients of the budget. At either
 //! bound the server stops reading; at most one read's worth of bytes per
-//! connection is in memory ahead of its charge. `max.connections` and
+//! connection is in memory ahead of its charge, and the bytes after a
+//! large frame are moved out of its buffer so that a small request cannot
+//! pin a large one's memory. `max.connections` and
 //! `max.connections.per.ip` are checked on accept (see
 //! `connection_quotas`). An idle connection keeps no buffer beyond one
 //! small first read.
@@ -359,6 +361,13 @@ async fn read_frames(
             bytes: buf.split_to(size).freeze(),
             _charge: charge,
         };
+        if size > READ_CHUNK_BYTES {
+            // The bytes after a large frame would share its allocation, so
+            // a small request read with them (a long-poll, say) would keep
+            // the whole large frame in memory, uncharged, after the large
+            // one is answered. Give them a buffer of their own.
+            buf = BytesMut::from(&buf[..]);
+        }
         if frames.send(frame).await.is_err() {
             return Ok(());
         }
@@ -613,6 +622,13 @@ mod tests {
         (client, rx, task)
     }
 
+    async fn next_frame(frames: &mut mpsc::Receiver<Frame>) -> Frame {
+        tokio::time::timeout(HANG_GUARD, frames.recv())
+            .await
+            .expect("a frame is read")
+            .expect("a frame")
+    }
+
     async fn wait_for_available(limits: &Limits, permits: usize) {
         let waited = tokio::time::timeout(HANG_GUARD, async {
             while limits.queued_bytes.available_permits() != permits {
@@ -667,6 +683,31 @@ mod tests {
         // More of the stalled frame arrives and is charged as it does.
         stalled.write_all(&[2u8; 3000]).await.unwrap();
         wait_for_available(&limits, budget - 4000).await;
+        broker.shutdown().unwrap();
+    }
+
+    /// A small frame read together with a large one gets its own buffer,
+    /// so holding it (a long-poll waiting) does not hold the large
+    /// frame's memory.
+    #[tokio::test]
+    async fn a_small_frame_does_not_share_a_large_frames_buffer() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = crate::testing::broker_with_topic(dir.path(), "t", 1);
+        let limits = limits(4 << 20, HANG_GUARD * 4);
+        let (mut client, mut frames, _task) = reader(&broker, &limits);
+        let large = READ_CHUNK_BYTES * 3;
+        let mut both = frame_bytes(large);
+        both.extend_from_slice(&frame_bytes(20));
+        client.write_all(&both).await.unwrap();
+        let first = next_frame(&mut frames).await;
+        let second = next_frame(&mut frames).await;
+        assert_eq!((first.bytes.len(), second.bytes.len()), (large, 20));
+        let first_end = first.bytes.as_ptr() as usize + first.bytes.len();
+        let second_at = second.bytes.as_ptr() as usize;
+        assert!(
+            second_at < first.bytes.as_ptr() as usize || second_at > first_end + 4096,
+            "the small frame sits right after the large one, in its buffer"
+        );
         broker.shutdown().unwrap();
     }
 
