@@ -36,8 +36,8 @@
 //! large frame are moved out of its buffer so that a small request cannot
 //! pin a large one's memory. `max.connections` and
 //! `max.connections.per.ip` are checked on accept (see
-//! `connection_quotas`). An idle connection keeps no buffer beyond one
-//! small first read.
+//! `connection_quotas`). An idle connection keeps no read buffer: it waits
+//! for the socket to be readable before it allocates one.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -58,7 +58,7 @@ use crate::config::BrokerConfig;
 use crate::connection_quotas::ConnectionQuotas;
 use crate::handlers::{self, RequestError};
 use crate::refusals::Reason;
-use crate::transport::{Connection, Listener, SendFile};
+use crate::transport::{Connection, Listener, Readable, SendFile};
 
 /// The smallest possible request: api key, version, correlation id and a
 /// null client id.
@@ -282,7 +282,7 @@ async fn next_reply(queue: &mut VecDeque<InFlight<'_>>) -> (Reply, Frame) {
 async fn read_frames(
     broker: &Broker,
     limits: &Limits,
-    mut socket: impl AsyncRead + Unpin,
+    mut socket: impl AsyncRead + Readable + Unpin,
     frames: mpsc::Sender<Frame>,
     peer: SocketAddr,
 ) -> std::io::Result<()> {
@@ -293,11 +293,19 @@ async fn read_frames(
     // (a long-poll fetch, say) keeps the connection busy.
     let idle = || budget.available_permits() == MAX_IN_FLIGHT_BYTES;
     loop {
-        if buf.is_empty() && buf.capacity() > IDLE_READ_BYTES {
-            buf = BytesMut::new();
-        }
         // Between frames only the idle timer runs; the frame's own clock
-        // starts with its first byte.
+        // starts with its first byte. A connection with nothing buffered
+        // waits for bytes before it has a buffer to read them into.
+        if buf.is_empty() {
+            buf = BytesMut::new();
+            match readable_within(&mut socket, limits.idle, idle).await? {
+                Fill::Done => {}
+                _ => {
+                    close_idle(broker, limits, peer);
+                    return Ok(());
+                }
+            }
+        }
         match fill_within(&mut socket, &mut buf, 1, limits.idle, idle).await? {
             Fill::Done => {}
             Fill::Eof => return Ok(()),
@@ -515,6 +523,26 @@ fn close_late(broker: &Broker, limits: &Limits, peer: SocketAddr, want: usize, g
         .refused(peer, None, Reason::ReadTimeout, &detail);
 }
 
+/// Waits until `socket` has bytes (or its end) to read, giving up when
+/// none arrive for `idle` while `is_idle()` says nothing is in flight.
+async fn readable_within(
+    socket: &mut impl Readable,
+    idle: Option<Duration>,
+    is_idle: impl Fn() -> bool,
+) -> std::io::Result<Fill> {
+    let Some(idle) = idle else {
+        socket.readable().await?;
+        return Ok(Fill::Done);
+    };
+    loop {
+        match tokio::time::timeout(idle, socket.readable()).await {
+            Ok(ready) => return ready.map(|()| Fill::Done),
+            Err(_) if !is_idle() => {}
+            Err(_) => return Ok(Fill::Idle),
+        }
+    }
+}
+
 /// Reads until `buf` holds at least `want` bytes, giving up when no byte
 /// arrives for `idle` while `is_idle()` says nothing is in flight.
 async fn fill_within(
@@ -584,6 +612,8 @@ async fn write_response<W: AsyncWrite + SendFile + Unpin>(
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
     use tokio::io::{AsyncWriteExt, DuplexStream};
 
     use super::*;
@@ -708,6 +738,81 @@ mod tests {
             second_at < first.bytes.as_ptr() as usize || second_at > first_end + 4096,
             "the small frame sits right after the large one, in its buffer"
         );
+        broker.shutdown().unwrap();
+    }
+
+    /// A read half that counts its reads and is readable only when told,
+    /// counting the waits for it.
+    struct Gated {
+        inner: DuplexStream,
+        gate: Arc<tokio::sync::Notify>,
+        waits: Arc<AtomicUsize>,
+        reads: Arc<AtomicUsize>,
+    }
+
+    impl Readable for Gated {
+        async fn readable(&mut self) -> std::io::Result<()> {
+            self.waits.fetch_add(1, Ordering::SeqCst);
+            self.gate.notified().await;
+            Ok(())
+        }
+    }
+
+    impl AsyncRead for Gated {
+        fn poll_read(
+            mut self: Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+            buf: &mut tokio::io::ReadBuf<'_>,
+        ) -> Poll<std::io::Result<()>> {
+            self.reads.fetch_add(1, Ordering::SeqCst);
+            Pin::new(&mut self.inner).poll_read(cx, buf)
+        }
+    }
+
+    async fn wait_for_count(count: &AtomicUsize, want: usize) {
+        let waited = tokio::time::timeout(HANG_GUARD, async {
+            while count.load(Ordering::SeqCst) < want {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await;
+        assert!(waited.is_ok(), "count stuck at {count:?}, wanted {want}");
+    }
+
+    /// Between frames the reader waits for the socket to be readable
+    /// before it hands the socket a buffer: an idle connection holds none.
+    #[tokio::test]
+    async fn an_idle_connection_waits_for_bytes_before_it_has_a_buffer() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = crate::testing::broker_with_topic(dir.path(), "t", 1);
+        let limits = limits(1 << 20, HANG_GUARD * 4);
+        let (mut client, server) = tokio::io::duplex(1 << 20);
+        let gated = Gated {
+            inner: server,
+            gate: Arc::new(tokio::sync::Notify::new()),
+            waits: Arc::new(AtomicUsize::new(0)),
+            reads: Arc::new(AtomicUsize::new(0)),
+        };
+        let (gate, waits, reads) = (gated.gate.clone(), gated.waits.clone(), gated.reads.clone());
+        let (tx, mut frames) = mpsc::channel(MAX_IN_FLIGHT_REQUESTS);
+        let peer: SocketAddr = "10.0.0.3:40000".parse().unwrap();
+        let task = {
+            let (broker, limits) = (broker.clone(), limits.clone());
+            tokio::spawn(async move { read_frames(&broker, &limits, gated, tx, peer).await })
+        };
+        wait_for_count(&waits, 1).await;
+        assert_eq!(reads.load(Ordering::SeqCst), 0, "read before readable");
+
+        client.write_all(&frame_bytes(20)).await.unwrap();
+        gate.notify_one();
+        assert_eq!(next_frame(&mut frames).await.bytes.len(), 20);
+        // Idle again: waiting for readiness, no read pending.
+        wait_for_count(&waits, 2).await;
+        let reads_when_idle = reads.load(Ordering::SeqCst);
+        drop(client);
+        gate.notify_one();
+        task.await.unwrap().unwrap();
+        assert!(reads.load(Ordering::SeqCst) > reads_when_idle);
         broker.shutdown().unwrap();
     }
 
