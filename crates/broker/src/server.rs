@@ -26,7 +26,9 @@
 //! announces a large frame and stalls holds little memory. A started frame
 //! must arrive within `socket.request.read.timeout.ms` (Tarn's own key) of
 //! its first byte, or the connection is closed; between frames a connection
-//! is closed after `connections.max.idle.ms` without progress. Bytes read
+//! is closed after `connections.max.idle.ms` without progress, and so is
+//! one whose client reads no byte of a response for that long (it would
+//! otherwise hold its requests' budget forever). Bytes read
 //! but not yet answered are bounded per connection and across all
 //! connections (`queued.max.request.bytes`), and charged as they arrive:
 //! the bytes a prefix announces cost nothing until they are sent, so
@@ -51,7 +53,7 @@ use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 
-use tarn_protocol::records::{Part, ResponseParts};
+use tarn_protocol::records::{FileRegion, Part, ResponseParts};
 
 use crate::broker::Broker;
 use crate::config::BrokerConfig;
@@ -83,6 +85,9 @@ pub const MAX_IN_FLIGHT_PER_CONNECTION: usize = 16;
 pub const MAX_IN_FLIGHT_BYTES: usize = 64 << 20;
 /// Response bytes gathered before a write call.
 const WRITE_BUFFER_BYTES: usize = 64 * 1024;
+/// A file range is sent in pieces of at most this size, each counting as
+/// progress for the stalled-reader timer.
+const SEND_FILE_PIECE_BYTES: u32 = 1 << 20;
 
 /// The limits every connection shares, from the broker's static config.
 struct Limits {
@@ -199,12 +204,18 @@ async fn serve_connection<C: Connection>(
     stream.set_nodelay()?;
     let (read_half, write_half) = stream.into_split();
     let (frames_tx, mut frames) = mpsc::channel(MAX_IN_FLIGHT_REQUESTS);
-    let reader_broker = broker.clone();
+    let (reader_broker, reader_limits) = (broker.clone(), limits.clone());
     let _reader = AbortOnDrop(tokio::spawn(async move {
-        if let Err(e) = read_frames(&reader_broker, &limits, read_half, frames_tx, peer).await {
+        let read = read_frames(&reader_broker, &reader_limits, read_half, frames_tx, peer).await;
+        if let Err(e) = read {
             tracing::debug!(%peer, error = %e, "read failed");
         }
     }));
+    let progress = WriteProgress::default();
+    let write_half = Progressing {
+        inner: write_half,
+        progress: progress.clone(),
+    };
     let mut writer = BufWriter::with_capacity(WRITE_BUFFER_BYTES, write_half);
     let mut queue: VecDeque<InFlight<'_>> = VecDeque::new();
     let mut reading = true;
@@ -217,8 +228,17 @@ async fn serve_connection<C: Connection>(
             (reply, frame) = next_reply(&mut queue), if !queue.is_empty() => {
                 match reply {
                     Ok(Some(response)) => {
-                        write_response(&mut writer, response).await?;
-                        writer.flush().await?;
+                        let write = async {
+                            write_response(&mut writer, response).await?;
+                            writer.flush().await
+                        };
+                        match until_stalled(&progress, limits.idle, write).await {
+                            Some(written) => written?,
+                            None => {
+                                close_unread(&broker, &limits, peer);
+                                return Ok(());
+                            }
+                        }
                     }
                     Ok(None) => {}
                     Err(e) => {
@@ -235,6 +255,120 @@ async fn serve_connection<C: Connection>(
             }
         }
     }
+}
+
+/// When a connection's writes last made progress: stamped by its
+/// [`Progressing`] write half, read by [`until_stalled`].
+#[derive(Clone)]
+struct WriteProgress(Arc<parking_lot::Mutex<tokio::time::Instant>>);
+
+impl Default for WriteProgress {
+    fn default() -> Self {
+        WriteProgress(Arc::new(parking_lot::Mutex::new(
+            tokio::time::Instant::now(),
+        )))
+    }
+}
+
+impl WriteProgress {
+    fn stamp(&self) {
+        *self.0.lock() = tokio::time::Instant::now();
+    }
+
+    fn last(&self) -> tokio::time::Instant {
+        *self.0.lock()
+    }
+}
+
+/// A write half that stamps its [`WriteProgress`] whenever bytes leave.
+struct Progressing<W> {
+    inner: W,
+    progress: WriteProgress,
+}
+
+impl<W: AsyncWrite + Unpin> AsyncWrite for Progressing<W> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.inner).poll_write(cx, buf);
+        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
+            this.progress.stamp();
+        }
+        polled
+    }
+
+    fn poll_flush(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
+
+impl<W: SendFile + Send> SendFile for Progressing<W> {
+    /// Sends the region in pieces, so that a large region the peer is
+    /// reading counts as progress.
+    async fn send_file(&mut self, region: &FileRegion) -> std::io::Result<()> {
+        let mut sent: u32 = 0;
+        while sent < region.len {
+            let len = (region.len - sent).min(SEND_FILE_PIECE_BYTES);
+            let piece = FileRegion {
+                file: region.file.clone(),
+                position: region.position + u64::from(sent),
+                len,
+                records: 0,
+            };
+            self.inner.send_file(&piece).await?;
+            self.progress.stamp();
+            sent += len;
+        }
+        Ok(())
+    }
+}
+
+/// Runs `write` unless the peer stops reading: `None` when no byte of it
+/// left for `idle` (`connections.max.idle.ms`), counted from its start.
+async fn until_stalled<T>(
+    progress: &WriteProgress,
+    idle: Option<Duration>,
+    write: impl Future<Output = T>,
+) -> Option<T> {
+    let Some(idle) = idle else {
+        return Some(write.await);
+    };
+    progress.stamp();
+    tokio::pin!(write);
+    loop {
+        let deadline = progress.last() + idle;
+        tokio::select! {
+            written = &mut write => return Some(written),
+            () = tokio::time::sleep_until(deadline) => {
+                if progress.last() + idle <= tokio::time::Instant::now() {
+                    return None;
+                }
+            }
+        }
+    }
+}
+
+fn close_unread(broker: &Broker, limits: &Limits, peer: SocketAddr) {
+    let idle_ms = limits.idle.map_or(0, |d| d.as_millis());
+    let detail = format_args!(
+        "the client read no response bytes for {idle_ms} ms (connections.max.idle.ms); closing the connection"
+    );
+    broker
+        .refusals
+        .refused(peer, None, Reason::IdleConnection, &detail);
 }
 
 /// Stops the frame reader when the connection ends, however it ends.
@@ -813,6 +947,46 @@ mod tests {
         gate.notify_one();
         task.await.unwrap().unwrap();
         assert!(reads.load(Ordering::SeqCst) > reads_when_idle);
+        broker.shutdown().unwrap();
+    }
+
+    /// A client that sends requests and never reads the answers is closed
+    /// after `connections.max.idle.ms` without a byte written, and its
+    /// requests give their budget back.
+    #[tokio::test]
+    async fn a_client_that_reads_no_responses_is_closed() {
+        use tarn_protocol::codec::Version;
+        use tarn_protocol::messages::api_versions::ApiVersionsRequest;
+
+        let dir = tempfile::tempdir().unwrap();
+        let broker = crate::testing::broker_with_topic(dir.path(), "t", 1);
+        let budget = 1 << 20;
+        let limits = Arc::new(Limits {
+            idle: Some(Duration::from_millis(200)),
+            ..Arc::into_inner(limits(budget, HANG_GUARD * 4)).expect("one owner")
+        });
+        // A pipe far smaller than one response: the first write stalls.
+        let (mut client, server) = tokio::io::duplex(16);
+        let peer: SocketAddr = "10.0.0.4:40000".parse().unwrap();
+        let serving = tokio::spawn(serve_connection(
+            broker.clone(),
+            limits.clone(),
+            server,
+            peer,
+        ));
+        let v0 = Version {
+            version: 0,
+            flexible: false,
+        };
+        for id in 0..4 {
+            let request = ApiVersionsRequest::default();
+            crate::testing::send_request(&mut client, 18, v0, id, &request).await;
+        }
+        let served = tokio::time::timeout(HANG_GUARD, serving).await;
+        served.expect("the connection is closed").unwrap().unwrap();
+        assert_eq!(broker.refusals.refused_total(Reason::IdleConnection), 1);
+        wait_for_available(&limits, budget).await;
+        drop(client);
         broker.shutdown().unwrap();
     }
 
