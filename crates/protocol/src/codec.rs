@@ -266,7 +266,15 @@ impl Reader {
         for _ in 0..count {
             let item = T::decode(self, v)?;
             if items.len() == charged {
-                let grown = charged.saturating_mul(2).max(4).min(count);
+                // Near the end of the budget grow only as far as it goes,
+                // so an array that fits is never refused for the doubling.
+                let affordable = charged + self.budget_bytes / element_bytes.max(1);
+                let grown = charged
+                    .saturating_mul(2)
+                    .max(4)
+                    .min(count)
+                    .min(affordable)
+                    .max(charged + 1);
                 self.charge((grown - charged).saturating_mul(element_bytes))?;
                 items.reserve_exact(grown - items.len());
                 charged = grown;
@@ -711,6 +719,19 @@ mod tests {
         let back = Vec::<i32>::decode(&mut r, Version::new(0, 9)).unwrap();
         assert_eq!(back, items);
         assert!(back.capacity() <= 2 * items.len(), "{}", back.capacity());
+    }
+
+    #[test]
+    fn an_array_that_fits_the_budget_is_not_refused_for_doubling() {
+        // 3Mi i32s (12 MiB) with a budget cut down to just over 12 MiB:
+        // they fit, though doubling capacity would reach 16 MiB.
+        let items = vec![7i32; 3 << 20];
+        let mut buf = Vec::new();
+        items.encode(&mut buf, Version::new(0, 9));
+        let mut r = Reader::new(Bytes::from(buf));
+        r.charge(r.budget_left() - (12 << 20) - 1024).unwrap();
+        let back = Vec::<i32>::decode(&mut r, Version::new(0, 9)).unwrap();
+        assert_eq!(back.len(), items.len());
     }
 
     #[test]
