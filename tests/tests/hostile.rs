@@ -8,6 +8,16 @@
 //! Where the frame is complete the broker may answer with an error or close
 //! the connection, but it must do one of them promptly; where the length
 //! prefix itself is unacceptable it must close the connection.
+//!
+//! Requests whose arrays decode to far more than their bytes (100 million
+//! empty group names, say) must not grow the broker: what decoding
+//! allocates is bounded by the frame's size, checked with the broker's
+//! peak RSS (VmHWM).
+//!
+//! Clients that start large frames and then stall (or trickle a byte a
+//! second) must not starve others of `queued.max.request.bytes`: the
+//! budget is charged for bytes received, and a frame that does not arrive
+//! within `socket.request.read.timeout.ms` closes its connection.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpStream};
@@ -17,8 +27,11 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use rdkafka::topic_partition_list::Offset;
+use tarn_cli::client::Client;
 use tarn_e2e::kafka::{self, Outgoing, Record, TestProducer};
-use tarn_e2e::{run_with_timeout, TarnBroker, TEST_TIMEOUT};
+use tarn_e2e::{run_with_timeout, BrokerOptions, TarnBroker, TEST_TIMEOUT};
+use tarn_protocol::codec::put_uvarint;
+use tarn_protocol::messages::metadata::{MetadataRequest, MetadataResponse};
 
 /// How long the broker has to answer or close a connection.
 const VERDICT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -60,7 +73,16 @@ enum Verdict {
 /// Reads until the broker closes the connection or (if `answer_ok`) sends
 /// something back; panics if neither happens within [`VERDICT_TIMEOUT`].
 fn verdict(stream: &mut TcpStream, what: &str, answer_ok: bool) -> Verdict {
-    let deadline = Instant::now() + VERDICT_TIMEOUT;
+    verdict_within(stream, what, answer_ok, VERDICT_TIMEOUT)
+}
+
+fn verdict_within(
+    stream: &mut TcpStream,
+    what: &str,
+    answer_ok: bool,
+    within: Duration,
+) -> Verdict {
+    let deadline = Instant::now() + within;
     let mut received = Vec::new();
     let mut buf = [0u8; 4096];
     loop {
@@ -85,7 +107,7 @@ fn verdict(stream: &mut TcpStream, what: &str, answer_ok: bool) -> Verdict {
         }
         assert!(
             Instant::now() < deadline,
-            "{what}: broker neither {} nor closed the connection within {VERDICT_TIMEOUT:?} \
+            "{what}: broker neither {} nor closed the connection within {within:?} \
              (received {} bytes)",
             if answer_ok { "answered" } else { "rejected" },
             received.len()
@@ -297,6 +319,328 @@ fn hostile_frames_do_not_hurt_other_clients() {
         want.sort_by(|a, b| a.value.cmp(&b.value));
         assert_eq!(got, want, "background producer's records");
         broker.assert_alive();
+        broker.stop();
+    });
+}
+
+/// Connections of each kind that start a large frame and stall.
+const STALLED_CONNECTIONS: usize = 64;
+/// What each stalled connection announces: about 100 MB, far more than
+/// the small budget the broker is given below.
+const STALLED_FRAME_BYTES: i32 = 100_000_000;
+/// A budget that one announced frame would exhaust, were it charged for
+/// what it announces.
+const SMALL_QUEUED_BYTES: &str = "4194304";
+
+/// How long a late frame's connection may stay open: a guard against a
+/// broker that never closes it, far above the 2 s read timeout we set.
+const LATE_FRAME_GUARD: Duration = Duration::from_secs(40);
+
+/// Connections that each announced a ~100 MB frame: half send nothing
+/// more, half trickle one byte a second from a background thread.
+struct Stalled {
+    silent: Vec<TcpStream>,
+    trickling: Arc<Vec<TcpStream>>,
+    stop: Arc<AtomicBool>,
+    trickler: Option<thread::JoinHandle<()>>,
+}
+
+impl Stalled {
+    fn open(bootstrap: &str) -> Stalled {
+        let start = |bootstrap: &str| {
+            let mut stream = connect(bootstrap);
+            send(&mut stream, &STALLED_FRAME_BYTES.to_be_bytes());
+            stream
+        };
+        let silent = (0..STALLED_CONNECTIONS).map(|_| start(bootstrap)).collect();
+        let trickling: Arc<Vec<TcpStream>> =
+            Arc::new((0..STALLED_CONNECTIONS).map(|_| start(bootstrap)).collect());
+        let stop = Arc::new(AtomicBool::new(false));
+        let trickler = {
+            let (trickling, stop) = (Arc::clone(&trickling), Arc::clone(&stop));
+            thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    for stream in trickling.iter() {
+                        let mut stream: &TcpStream = stream;
+                        match stream.write_all(&[0]) {
+                            Ok(()) => {}
+                            // Closing a late frame is what the broker should do.
+                            Err(e)
+                                if matches!(
+                                    e.kind(),
+                                    ErrorKind::BrokenPipe | ErrorKind::ConnectionReset
+                                ) => {}
+                            Err(e) => panic!("trickle a byte: {e}"),
+                        }
+                    }
+                    thread::sleep(Duration::from_secs(1));
+                }
+            })
+        };
+        Stalled {
+            silent,
+            trickling,
+            stop,
+            trickler: Some(trickler),
+        }
+    }
+
+    fn all(&self) -> impl Iterator<Item = &TcpStream> {
+        self.silent.iter().chain(self.trickling.iter())
+    }
+
+    fn stop_trickling(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(trickler) = self.trickler.take() {
+            trickler.join().expect("trickling thread");
+        }
+    }
+}
+
+impl Drop for Stalled {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// True while the broker has neither closed `stream` nor sent anything on
+/// it; does not wait.
+fn still_open(mut stream: &TcpStream) -> bool {
+    stream.set_nonblocking(true).expect("non-blocking");
+    let mut buf = [0u8; 1];
+    let open = match stream.read(&mut buf) {
+        Ok(_) => false,
+        Err(e) if e.kind() == ErrorKind::WouldBlock => true,
+        Err(e)
+            if matches!(
+                e.kind(),
+                ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted
+            ) =>
+        {
+            false
+        }
+        Err(e) => panic!("check a stalled connection: {e}"),
+    };
+    stream.set_nonblocking(false).expect("blocking");
+    open
+}
+
+/// A new client's Metadata request, waiting as long as the test may run:
+/// a broker whose budget is held by stalled frames never answers it.
+fn new_client_metadata(bootstrap: &str) -> MetadataResponse {
+    let mut client = Client::connect(bootstrap).expect("connect a new client");
+    client
+        .set_read_timeout(TEST_TIMEOUT)
+        .expect("set the read timeout");
+    client
+        .call(3, 12, 9, &MetadataRequest::default())
+        .expect("Metadata is answered while frames are stalled")
+}
+
+/// With 128 stalled frames open and a budget that any one of them would
+/// use up if charged for what it announced, a new client is answered,
+/// and the stalled connections are still open: the budget was free
+/// because nothing was charged for bytes never sent, not because the
+/// stallers were closed.
+#[test]
+fn stalled_frames_do_not_hold_the_read_budget() {
+    run_with_timeout(TEST_TIMEOUT, || {
+        let mut broker = TarnBroker::start_with(
+            BrokerOptions::default()
+                .set("queued.max.request.bytes", SMALL_QUEUED_BYTES)
+                .set("socket.request.read.timeout.ms", "600000"),
+        );
+        let mut stalled = Stalled::open(broker.bootstrap());
+        // Let the broker read every prefix before the new client comes.
+        thread::sleep(Duration::from_secs(2));
+        let metadata = new_client_metadata(broker.bootstrap());
+        assert_eq!(metadata.brokers.len(), 1, "{metadata:?}");
+        stalled.stop_trickling();
+        let open = stalled.all().filter(|s| still_open(s)).count();
+        assert_eq!(
+            open,
+            2 * STALLED_CONNECTIONS,
+            "stalled connections closed before their read timeout"
+        );
+        broker.assert_alive();
+        broker.stop();
+    });
+}
+
+/// A frame that does not arrive within `socket.request.read.timeout.ms`
+/// closes its connection, whether it sent nothing after its prefix or
+/// keeps trickling bytes; the refusal is logged and others are served.
+#[test]
+fn frames_late_past_the_read_timeout_are_closed() {
+    run_with_timeout(TEST_TIMEOUT, || {
+        let mut broker = TarnBroker::start_with(
+            BrokerOptions::default()
+                .set("queued.max.request.bytes", SMALL_QUEUED_BYTES)
+                .set("socket.request.read.timeout.ms", "2000"),
+        );
+        let mut stalled = Stalled::open(broker.bootstrap());
+        for (i, stream) in stalled.silent.iter_mut().enumerate() {
+            let what = format!("silent stalled frame #{i}");
+            verdict_within(stream, &what, false, LATE_FRAME_GUARD);
+        }
+        for (i, stream) in stalled.trickling.iter().enumerate() {
+            let mut stream = stream.try_clone().expect("clone a stream");
+            let what = format!("trickling stalled frame #{i}");
+            verdict_within(&mut stream, &what, false, LATE_FRAME_GUARD);
+        }
+        stalled.stop_trickling();
+        new_client_metadata(broker.bootstrap());
+        let logs = broker.logs();
+        assert!(
+            logs.contains("socket.request.read.timeout.ms"),
+            "the late frames are logged: {logs}"
+        );
+        broker.assert_alive();
+        broker.stop();
+    });
+}
+
+/// Wire bytes of each huge-array request: large enough that decoding
+/// them as announced would show in the broker's RSS, small enough for CI.
+const HUGE_ARRAY_REQUEST_BYTES: usize = 24 << 20;
+/// What the broker's peak RSS may grow by, per byte of huge-array
+/// requests sent: the frames themselves plus what decoding may allocate
+/// for them (at most the frame again plus a fixed headroom each).
+const RSS_GROWTH_PER_BYTE_SENT: usize = 4;
+
+/// The broker's peak resident set (VmHWM), in bytes.
+fn peak_rss_bytes(broker: &TarnBroker) -> usize {
+    let pid = broker.pid().expect("the broker runs");
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read status");
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .expect("VmHWM in /proc/PID/status");
+    let kib: usize = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("parse {line:?}"));
+    kib * 1024
+}
+
+/// A flexible request frame (header v2) of `api_key`/`version` whose body
+/// is `body`.
+fn flexible_frame(api_key: i16, version: i16, correlation_id: i32, body: &[u8]) -> Vec<u8> {
+    let mut frame = header(api_key, version, correlation_id);
+    frame.push(0); // header tagged fields
+    frame.extend_from_slice(body);
+    framed(&frame)
+}
+
+/// A compact array of `count` copies of `element`.
+fn compact_array(count: usize, element: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(count * element.len() + 5);
+    put_uvarint(&mut out, u32::try_from(count + 1).expect("count fits"));
+    for _ in 0..count {
+        out.extend_from_slice(element);
+    }
+    out
+}
+
+/// CreateTopics v5 of one topic "t" with `assignments` and `configs`
+/// (already encoded as compact arrays).
+fn create_topics_v5(assignments: &[u8], configs: &[u8]) -> Vec<u8> {
+    let mut body = Vec::new();
+    put_uvarint(&mut body, 2); // one topic
+    body.extend_from_slice(&[2, b't']);
+    body.extend_from_slice(&1i32.to_be_bytes()); // num_partitions
+    body.extend_from_slice(&1i16.to_be_bytes()); // replication_factor
+    body.extend_from_slice(assignments);
+    body.extend_from_slice(configs);
+    body.push(0); // topic tags
+    body.extend_from_slice(&1000i32.to_be_bytes()); // timeout_ms
+    body.push(0); // validate_only
+    body.push(0); // tags
+    body
+}
+
+/// Five ~24 MB requests whose arrays decode to far more than their bytes,
+/// or announce far more elements than they hold.
+fn huge_array_requests() -> Vec<(&'static str, Vec<u8>)> {
+    let n = HUGE_ARRAY_REQUEST_BYTES;
+    // Empty compact strings: 1 byte each, 24 as a String.
+    let mut empty_names = compact_array(n, &[1]);
+    empty_names.push(0);
+    // One replica assignment whose broker id array announces 4x the i32s
+    // the frame holds (classic decoders reserve by the count).
+    let mut assignment = Vec::new();
+    put_uvarint(&mut assignment, 2); // one assignment
+    assignment.extend_from_slice(&0i32.to_be_bytes());
+    put_uvarint(&mut assignment, u32::try_from(n + 1).expect("fits"));
+    assignment.resize(assignment.len() + n, 0);
+    // Configs of 3 bytes each (empty name, null value, no tags), 48 each
+    // decoded.
+    let configs = compact_array(n / 3, &[1, 0, 0]);
+    vec![
+        (
+            "DeleteGroups v2 of empty names",
+            flexible_frame(42, 2, 101, &empty_names),
+        ),
+        (
+            "DeleteGroups v2 of empty names",
+            flexible_frame(42, 2, 102, &empty_names),
+        ),
+        (
+            "DescribeGroups v5 of empty names",
+            flexible_frame(15, 5, 103, &empty_names),
+        ),
+        (
+            "CreateTopics v5 with a broker id array longer than the frame",
+            flexible_frame(19, 5, 104, &create_topics_v5(&assignment, &[1])),
+        ),
+        (
+            "CreateTopics v5 with millions of empty configs",
+            flexible_frame(19, 5, 105, &create_topics_v5(&[1], &configs)),
+        ),
+    ]
+}
+
+/// Five huge-array requests in flight at once grow the broker's peak RSS
+/// by no more than a small multiple of what was sent, each is answered
+/// or refused by closing, and a new client is served afterwards.
+#[test]
+fn huge_arrays_do_not_grow_the_broker() {
+    run_with_timeout(TEST_TIMEOUT, || {
+        let mut broker = TarnBroker::start();
+        new_client_metadata(broker.bootstrap());
+        let baseline = peak_rss_bytes(&broker);
+        let requests = huge_array_requests();
+        let sent: usize = requests.iter().map(|(_, frame)| frame.len()).sum();
+        let senders: Vec<_> = requests
+            .into_iter()
+            .map(|(what, frame)| {
+                let bootstrap = broker.bootstrap().to_string();
+                thread::spawn(move || {
+                    let mut stream = connect(&bootstrap);
+                    stream
+                        .set_write_timeout(Some(LATE_FRAME_GUARD))
+                        .expect("set write timeout");
+                    send(&mut stream, &frame);
+                    drop(frame);
+                    verdict_within(&mut stream, what, true, LATE_FRAME_GUARD);
+                })
+            })
+            .collect();
+        for sender in senders {
+            sender.join().expect("a huge-array request got its verdict");
+        }
+        broker.assert_alive();
+        new_client_metadata(broker.bootstrap());
+        let growth = peak_rss_bytes(&broker).saturating_sub(baseline);
+        eprintln!(
+            "peak RSS {baseline} -> {} bytes after {sent} bytes of huge arrays",
+            baseline + growth
+        );
+        assert!(
+            growth <= RSS_GROWTH_PER_BYTE_SENT * sent,
+            "peak RSS grew by {growth} bytes for {sent} bytes sent"
+        );
         broker.stop();
     });
 }

@@ -71,6 +71,10 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     def("max.connections.per.ip", Int, "2147483647", AtLeast(0)),
     def("connections.max.idle.ms", Long, "600000", AtLeast(-1)),
     def("queued.max.request.bytes", Long, "-1", AtLeast(-1)),
+    // Tarn's own key (Kafka has none): how long a request frame may take
+    // to arrive once its first byte has, so that a client cannot hold a
+    // connection's read state with a frame it never finishes.
+    def("socket.request.read.timeout.ms", Long, "30000", AtLeast(1)),
     def("log.segment.bytes", Int, "1073741824", AtLeast(14)),
     def("log.index.interval.bytes", Int, "4096", AtLeast(0)),
     def("log.index.size.max.bytes", Int, "10485760", AtLeast(4)),

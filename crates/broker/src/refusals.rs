@@ -54,10 +54,13 @@ pub enum Reason {
     ConnectionLimit,
     /// A connection silent for longer than `connections.max.idle.ms`.
     IdleConnection,
+    /// A frame not complete within `socket.request.read.timeout.ms` of its
+    /// first byte.
+    ReadTimeout,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 7] = [
+    pub const ALL: [Reason; 8] = [
         Reason::RequestSize,
         Reason::MalformedRequest,
         Reason::UnknownApi,
@@ -65,6 +68,7 @@ impl Reason {
         Reason::ProduceRejected,
         Reason::ConnectionLimit,
         Reason::IdleConnection,
+        Reason::ReadTimeout,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -76,6 +80,7 @@ impl Reason {
             Reason::ProduceRejected => "produce_rejected",
             Reason::ConnectionLimit => "connection_limit",
             Reason::IdleConnection => "idle_connection",
+            Reason::ReadTimeout => "read_timeout",
         }
     }
 

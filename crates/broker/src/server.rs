@@ -23,12 +23,23 @@
 //! Framing is bounded: a size prefix below the smallest header or above
 //! `socket.request.max.bytes` closes that connection only, and a frame's
 //! buffer grows with the bytes that actually arrive, so a client that
-//! announces a large frame and stalls holds little memory; it is closed
-//! after `connections.max.idle.ms` without progress. Bytes read but not yet
-//! answered are bounded per connection and across all connections
-//! (`queued.max.request.bytes`); at either bound the server stops reading.
-//! `max.connections` and `max.connections.per.ip` are checked on accept
-//! (see `connection_quotas`). An idle connection keeps no read buffer.
+//! announces a large frame and stalls holds little memory. A started frame
+//! must arrive within `socket.request.read.timeout.ms` (Tarn's own key) of
+//! its first byte, or the connection is closed; between frames a connection
+//! is closed after `connections.max.idle.ms` without progress, and so is
+//! one whose client reads no byte of a response for that long (it would
+//! otherwise hold its requests' budget forever). Bytes read
+//! but not yet answered are bounded per connection and across all
+//! connections (`queued.max.request.bytes`), and charged as they arrive:
+//! the bytes a prefix announces cost nothing until they are sent, so
+//! stalled frames cannot starve other clients of the budget. At either
+//! bound the server stops reading; at most one read's worth of bytes per
+//! connection is in memory ahead of its charge, and the bytes after a
+//! large frame are moved out of its buffer so that a small request cannot
+//! pin a large one's memory. `max.connections` and
+//! `max.connections.per.ip` are checked on accept (see
+//! `connection_quotas`). An idle connection keeps no read buffer: it waits
+//! for the socket to be readable before it allocates one.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -42,14 +53,14 @@ use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 
-use tarn_protocol::records::{Part, ResponseParts};
+use tarn_protocol::records::{FileRegion, Part, ResponseParts};
 
 use crate::broker::Broker;
 use crate::config::BrokerConfig;
 use crate::connection_quotas::ConnectionQuotas;
 use crate::handlers::{self, RequestError};
 use crate::refusals::Reason;
-use crate::transport::{Connection, Listener, SendFile};
+use crate::transport::{Connection, Listener, Readable, SendFile};
 
 /// The smallest possible request: api key, version, correlation id and a
 /// null client id.
@@ -74,12 +85,17 @@ pub const MAX_IN_FLIGHT_PER_CONNECTION: usize = 16;
 pub const MAX_IN_FLIGHT_BYTES: usize = 64 << 20;
 /// Response bytes gathered before a write call.
 const WRITE_BUFFER_BYTES: usize = 64 * 1024;
+/// A file range is sent in pieces of at most this size, each counting as
+/// progress for the stalled-reader timer.
+const SEND_FILE_PIECE_BYTES: u32 = 1 << 20;
 
 /// The limits every connection shares, from the broker's static config.
 struct Limits {
     quotas: Arc<ConnectionQuotas>,
     max_frame_bytes: usize,
     idle: Option<Duration>,
+    /// How long a started frame may take to arrive.
+    frame_timeout: Duration,
     /// Request bytes read but not answered, across all connections.
     queued_bytes: Arc<Semaphore>,
     queued_bytes_max: usize,
@@ -95,6 +111,7 @@ impl Limits {
             _ => DEFAULT_QUEUED_MAX_REQUEST_BYTES,
         };
         let idle_ms = config.get_i64("connections.max.idle.ms");
+        let frame_timeout_ms = config.get_i64("socket.request.read.timeout.ms");
         Limits {
             quotas: ConnectionQuotas::new(
                 count("max.connections"),
@@ -102,6 +119,7 @@ impl Limits {
             ),
             max_frame_bytes: config.get_i64("socket.request.max.bytes") as usize,
             idle: (idle_ms >= 0).then(|| Duration::from_millis(idle_ms as u64)),
+            frame_timeout: Duration::from_millis(u64::try_from(frame_timeout_ms).unwrap_or(1)),
             queued_bytes: Arc::new(Semaphore::new(queued_bytes_max)),
             queued_bytes_max,
         }
@@ -158,8 +176,7 @@ pub async fn run<L: Listener>(
 /// in-flight byte budgets, given back when it has been answered.
 struct Frame {
     bytes: bytes::Bytes,
-    _budget: OwnedSemaphorePermit,
-    _queued: OwnedSemaphorePermit,
+    _charge: Charge,
 }
 
 type Reply = Result<Option<ResponseParts>, RequestError>;
@@ -187,12 +204,18 @@ async fn serve_connection<C: Connection>(
     stream.set_nodelay()?;
     let (read_half, write_half) = stream.into_split();
     let (frames_tx, mut frames) = mpsc::channel(MAX_IN_FLIGHT_REQUESTS);
-    let reader_broker = broker.clone();
+    let (reader_broker, reader_limits) = (broker.clone(), limits.clone());
     let _reader = AbortOnDrop(tokio::spawn(async move {
-        if let Err(e) = read_frames(&reader_broker, &limits, read_half, frames_tx, peer).await {
+        let read = read_frames(&reader_broker, &reader_limits, read_half, frames_tx, peer).await;
+        if let Err(e) = read {
             tracing::debug!(%peer, error = %e, "read failed");
         }
     }));
+    let progress = WriteProgress::default();
+    let write_half = Progressing {
+        inner: write_half,
+        progress: progress.clone(),
+    };
     let mut writer = BufWriter::with_capacity(WRITE_BUFFER_BYTES, write_half);
     let mut queue: VecDeque<InFlight<'_>> = VecDeque::new();
     let mut reading = true;
@@ -205,8 +228,17 @@ async fn serve_connection<C: Connection>(
             (reply, frame) = next_reply(&mut queue), if !queue.is_empty() => {
                 match reply {
                     Ok(Some(response)) => {
-                        write_response(&mut writer, response).await?;
-                        writer.flush().await?;
+                        let write = async {
+                            write_response(&mut writer, response).await?;
+                            writer.flush().await
+                        };
+                        match until_stalled(&progress, limits.idle, write).await {
+                            Some(written) => written?,
+                            None => {
+                                close_unread(&broker, &limits, peer);
+                                return Ok(());
+                            }
+                        }
                     }
                     Ok(None) => {}
                     Err(e) => {
@@ -223,6 +255,120 @@ async fn serve_connection<C: Connection>(
             }
         }
     }
+}
+
+/// When a connection's writes last made progress: stamped by its
+/// [`Progressing`] write half, read by [`until_stalled`].
+#[derive(Clone)]
+struct WriteProgress(Arc<parking_lot::Mutex<tokio::time::Instant>>);
+
+impl Default for WriteProgress {
+    fn default() -> Self {
+        WriteProgress(Arc::new(parking_lot::Mutex::new(
+            tokio::time::Instant::now(),
+        )))
+    }
+}
+
+impl WriteProgress {
+    fn stamp(&self) {
+        *self.0.lock() = tokio::time::Instant::now();
+    }
+
+    fn last(&self) -> tokio::time::Instant {
+        *self.0.lock()
+    }
+}
+
+/// A write half that stamps its [`WriteProgress`] whenever bytes leave.
+struct Progressing<W> {
+    inner: W,
+    progress: WriteProgress,
+}
+
+impl<W: AsyncWrite + Unpin> AsyncWrite for Progressing<W> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.inner).poll_write(cx, buf);
+        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
+            this.progress.stamp();
+        }
+        polled
+    }
+
+    fn poll_flush(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
+
+impl<W: SendFile + Send> SendFile for Progressing<W> {
+    /// Sends the region in pieces, so that a large region the peer is
+    /// reading counts as progress.
+    async fn send_file(&mut self, region: &FileRegion) -> std::io::Result<()> {
+        let mut sent: u32 = 0;
+        while sent < region.len {
+            let len = (region.len - sent).min(SEND_FILE_PIECE_BYTES);
+            let piece = FileRegion {
+                file: region.file.clone(),
+                position: region.position + u64::from(sent),
+                len,
+                records: 0,
+            };
+            self.inner.send_file(&piece).await?;
+            self.progress.stamp();
+            sent += len;
+        }
+        Ok(())
+    }
+}
+
+/// Runs `write` unless the peer stops reading: `None` when no byte of it
+/// left for `idle` (`connections.max.idle.ms`), counted from its start.
+async fn until_stalled<T>(
+    progress: &WriteProgress,
+    idle: Option<Duration>,
+    write: impl Future<Output = T>,
+) -> Option<T> {
+    let Some(idle) = idle else {
+        return Some(write.await);
+    };
+    progress.stamp();
+    tokio::pin!(write);
+    loop {
+        let deadline = progress.last() + idle;
+        tokio::select! {
+            written = &mut write => return Some(written),
+            () = tokio::time::sleep_until(deadline) => {
+                if progress.last() + idle <= tokio::time::Instant::now() {
+                    return None;
+                }
+            }
+        }
+    }
+}
+
+fn close_unread(broker: &Broker, limits: &Limits, peer: SocketAddr) {
+    let idle_ms = limits.idle.map_or(0, |d| d.as_millis());
+    let detail = format_args!(
+        "the client read no response bytes for {idle_ms} ms (connections.max.idle.ms); closing the connection"
+    );
+    broker
+        .refusals
+        .refused(peer, None, Reason::IdleConnection, &detail);
 }
 
 /// Stops the frame reader when the connection ends, however it ends.
@@ -264,12 +410,13 @@ async fn next_reply(queue: &mut VecDeque<InFlight<'_>>) -> (Reply, Frame) {
 }
 
 /// Reads frames into `frames` until the peer closes, a frame is out of
-/// bounds, or the connection task is gone. Frames are cut from one read
-/// buffer without copying; the buffer is refilled a chunk at a time.
+/// bounds or late, or the connection task is gone. Frames are cut from one
+/// read buffer without copying; the buffer is refilled a read at a time and
+/// grows with the bytes that arrive, never with the size a prefix announces.
 async fn read_frames(
     broker: &Broker,
     limits: &Limits,
-    mut socket: impl AsyncRead + Unpin,
+    mut socket: impl AsyncRead + Readable + Unpin,
     frames: mpsc::Sender<Frame>,
     peer: SocketAddr,
 ) -> std::io::Result<()> {
@@ -280,14 +427,37 @@ async fn read_frames(
     // (a long-poll fetch, say) keeps the connection busy.
     let idle = || budget.available_permits() == MAX_IN_FLIGHT_BYTES;
     loop {
-        if buf.is_empty() && buf.capacity() > IDLE_READ_BYTES {
+        // Between frames only the idle timer runs; the frame's own clock
+        // starts with its first byte. A connection with nothing buffered
+        // waits for bytes before it has a buffer to read them into.
+        if buf.is_empty() {
             buf = BytesMut::new();
+            match readable_within(&mut socket, limits.idle, idle).await? {
+                Fill::Done => {}
+                _ => {
+                    close_idle(broker, limits, peer);
+                    return Ok(());
+                }
+            }
         }
-        match fill_within(&mut socket, &mut buf, 4, limits.idle, idle).await? {
+        match fill_within(&mut socket, &mut buf, 1, limits.idle, idle).await? {
+            Fill::Done => {}
+            Fill::Eof => return Ok(()),
+            Fill::Idle | Fill::Late => {
+                close_idle(broker, limits, peer);
+                return Ok(());
+            }
+        }
+        let mut clock = FrameClock::start(limits);
+        match clock.fill(&mut socket, &mut buf, 4).await? {
             Fill::Done => {}
             Fill::Eof => return Ok(()),
             Fill::Idle => {
                 close_idle(broker, limits, peer);
+                return Ok(());
+            }
+            Fill::Late => {
+                close_late(broker, limits, peer, 4, buf.len());
                 return Ok(());
             }
         }
@@ -300,40 +470,171 @@ async fn read_frames(
             return Ok(());
         }
         let size = size as usize;
-        // Wait for room in the budget before reading the body: this is the
-        // back-pressure on a client that sends faster than we answer.
-        let permits = size.min(MAX_IN_FLIGHT_BYTES) as u32;
-        let Ok(permit) = budget.clone().acquire_many_owned(permits).await else {
-            return Ok(());
-        };
-        let queued = size.min(limits.queued_bytes_max) as u32;
-        let Ok(queued) = limits.queued_bytes.clone().acquire_many_owned(queued).await else {
-            return Ok(());
-        };
-        match fill_within(&mut socket, &mut buf, 4 + size, limits.idle, || true).await? {
-            Fill::Done => {}
-            Fill::Eof => return Ok(()),
-            Fill::Idle => {
-                close_idle(broker, limits, peer);
+        let mut charge = Charge::default();
+        loop {
+            // Charge the budgets for the bytes that arrived, waiting for
+            // room when they are spent: this is the back-pressure on a
+            // client that sends faster than we answer. Announced bytes
+            // that have not arrived cost nothing.
+            let received = (buf.len() - 4).min(size);
+            let waited_from = tokio::time::Instant::now();
+            if !charge.grow_to(&budget, limits, received).await {
                 return Ok(());
+            }
+            clock.pause(waited_from.elapsed());
+            if received == size {
+                break;
+            }
+            match clock.read_some(&mut socket, &mut buf, 4 + size).await? {
+                Fill::Done => {}
+                Fill::Eof => return Ok(()),
+                Fill::Idle => {
+                    close_idle(broker, limits, peer);
+                    return Ok(());
+                }
+                Fill::Late => {
+                    close_late(broker, limits, peer, 4 + size, buf.len());
+                    return Ok(());
+                }
             }
         }
         buf.advance(4);
         let frame = Frame {
             bytes: buf.split_to(size).freeze(),
-            _budget: permit,
-            _queued: queued,
+            _charge: charge,
         };
+        if size > READ_CHUNK_BYTES {
+            // The bytes after a large frame would share its allocation, so
+            // a small request read with them (a long-poll, say) would keep
+            // the whole large frame in memory, uncharged, after the large
+            // one is answered. Give them a buffer of their own.
+            buf = BytesMut::from(&buf[..]);
+        }
         if frames.send(frame).await.is_err() {
             return Ok(());
         }
     }
 }
 
+/// A frame's share of the read budgets: a permit per byte received so
+/// far, from the connection's budget (up to [`MAX_IN_FLIGHT_BYTES`]) and
+/// from the broker's (up to `queued.max.request.bytes`), so that a frame
+/// larger than either still gets through, alone.
+#[derive(Default)]
+struct Charge {
+    connection: Option<OwnedSemaphorePermit>,
+    queued: Option<OwnedSemaphorePermit>,
+}
+
+impl Charge {
+    /// Holds permits for `received` bytes; false when a budget is closed.
+    async fn grow_to(
+        &mut self,
+        connection: &Arc<Semaphore>,
+        limits: &Limits,
+        received: usize,
+    ) -> bool {
+        grow_permit(
+            &mut self.connection,
+            connection,
+            received.min(MAX_IN_FLIGHT_BYTES),
+        )
+        .await
+            && grow_permit(
+                &mut self.queued,
+                &limits.queued_bytes,
+                received.min(limits.queued_bytes_max),
+            )
+            .await
+    }
+}
+
+/// Tops `permit` up to `want` permits of `semaphore`; false when it is closed.
+async fn grow_permit(
+    permit: &mut Option<OwnedSemaphorePermit>,
+    semaphore: &Arc<Semaphore>,
+    want: usize,
+) -> bool {
+    let held = permit.as_ref().map_or(0, |p| p.num_permits());
+    if want <= held {
+        return true;
+    }
+    // `want` is at most the semaphore's size, which fits in u32.
+    let more = u32::try_from(want - held).unwrap_or(u32::MAX);
+    let Ok(more) = semaphore.clone().acquire_many_owned(more).await else {
+        return false;
+    };
+    match permit {
+        Some(held) => held.merge(more),
+        None => *permit = Some(more),
+    }
+    true
+}
+
 enum Fill {
     Done,
     Eof,
+    /// No byte arrived for `connections.max.idle.ms`.
     Idle,
+    /// The frame did not arrive within `socket.request.read.timeout.ms`.
+    Late,
+}
+
+/// The time a started frame has left to arrive. Only the peer's time
+/// counts: while the server waits for room in its budgets the clock is
+/// paused. No progress for `connections.max.idle.ms`, when that is
+/// shorter, also ends the frame.
+struct FrameClock {
+    deadline: tokio::time::Instant,
+    idle: Option<Duration>,
+}
+
+impl FrameClock {
+    fn start(limits: &Limits) -> FrameClock {
+        FrameClock {
+            deadline: tokio::time::Instant::now() + limits.frame_timeout,
+            idle: limits.idle,
+        }
+    }
+
+    fn pause(&mut self, waited: Duration) {
+        self.deadline += waited;
+    }
+
+    /// Reads until `buf` holds at least `want` bytes.
+    async fn fill(
+        &self,
+        socket: &mut (impl AsyncRead + Unpin),
+        buf: &mut BytesMut,
+        want: usize,
+    ) -> std::io::Result<Fill> {
+        while buf.len() < want {
+            match self.read_some(socket, buf, want).await? {
+                Fill::Done => {}
+                other => return Ok(other),
+            }
+        }
+        Ok(Fill::Done)
+    }
+
+    /// One read towards `want` bytes in `buf`, within the frame's time.
+    async fn read_some(
+        &self,
+        socket: &mut (impl AsyncRead + Unpin),
+        buf: &mut BytesMut,
+        want: usize,
+    ) -> std::io::Result<Fill> {
+        let now = tokio::time::Instant::now();
+        let idle_at = self.idle.map(|idle| now + idle);
+        let until = idle_at.map_or(self.deadline, |at| at.min(self.deadline));
+        match tokio::time::timeout_at(until, read_some(socket, buf, want)).await {
+            Ok(Ok(0)) => Ok(Fill::Eof),
+            Ok(Ok(_)) => Ok(Fill::Done),
+            Ok(Err(e)) => Err(e),
+            Err(_) if until == self.deadline => Ok(Fill::Late),
+            Err(_) => Ok(Fill::Idle),
+        }
+    }
 }
 
 fn close_idle(broker: &Broker, limits: &Limits, peer: SocketAddr) {
@@ -346,8 +647,38 @@ fn close_idle(broker: &Broker, limits: &Limits, peer: SocketAddr) {
         .refused(peer, None, Reason::IdleConnection, &detail);
 }
 
-/// Like [`fill_to`], but gives up when no byte arrives for `idle` while
-/// `is_idle()` says nothing is in flight.
+fn close_late(broker: &Broker, limits: &Limits, peer: SocketAddr, want: usize, got: usize) {
+    let timeout_ms = limits.frame_timeout.as_millis();
+    let detail = format_args!(
+        "{got} of {want} frame bytes arrived within {timeout_ms} ms (socket.request.read.timeout.ms); closing the connection"
+    );
+    broker
+        .refusals
+        .refused(peer, None, Reason::ReadTimeout, &detail);
+}
+
+/// Waits until `socket` has bytes (or its end) to read, giving up when
+/// none arrive for `idle` while `is_idle()` says nothing is in flight.
+async fn readable_within(
+    socket: &mut impl Readable,
+    idle: Option<Duration>,
+    is_idle: impl Fn() -> bool,
+) -> std::io::Result<Fill> {
+    let Some(idle) = idle else {
+        socket.readable().await?;
+        return Ok(Fill::Done);
+    };
+    loop {
+        match tokio::time::timeout(idle, socket.readable()).await {
+            Ok(ready) => return ready.map(|()| Fill::Done),
+            Err(_) if !is_idle() => {}
+            Err(_) => return Ok(Fill::Idle),
+        }
+    }
+}
+
+/// Reads until `buf` holds at least `want` bytes, giving up when no byte
+/// arrives for `idle` while `is_idle()` says nothing is in flight.
 async fn fill_within(
     socket: &mut (impl AsyncRead + Unpin),
     buf: &mut BytesMut,
@@ -355,40 +686,43 @@ async fn fill_within(
     idle: Option<Duration>,
     is_idle: impl Fn() -> bool,
 ) -> std::io::Result<Fill> {
-    let done = |more: bool| if more { Fill::Done } else { Fill::Eof };
-    let Some(idle) = idle else {
-        return fill_to(socket, buf, want).await.map(done);
-    };
-    loop {
-        let before = buf.len();
+    while buf.len() < want {
+        let Some(idle) = idle else {
+            if read_some(socket, buf, want).await? == 0 {
+                return Ok(Fill::Eof);
+            }
+            continue;
+        };
         // Cancelling a read loses nothing: read_buf only appends what it read.
-        match tokio::time::timeout(idle, fill_to(socket, buf, want)).await {
-            Ok(more) => return more.map(done),
-            Err(_) if buf.len() > before || !is_idle() => continue,
+        match tokio::time::timeout(idle, read_some(socket, buf, want)).await {
+            Ok(Ok(0)) => return Ok(Fill::Eof),
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => return Err(e),
+            Err(_) if !is_idle() => {}
             Err(_) => return Ok(Fill::Idle),
         }
     }
+    Ok(Fill::Done)
 }
 
-/// Reads until `buf` holds at least `want` bytes; false at end of stream.
-async fn fill_to(
+/// One read into `buf` towards `want` bytes; 0 at end of stream. The
+/// buffer grows by at most what it already holds (and at least a read
+/// chunk), so a peer that announces a large frame and then sends little
+/// holds little memory.
+async fn read_some(
     socket: &mut (impl AsyncRead + Unpin),
     buf: &mut BytesMut,
     want: usize,
-) -> std::io::Result<bool> {
-    while buf.len() < want {
-        let missing = want - buf.len();
-        let chunk = if buf.capacity() == 0 {
-            IDLE_READ_BYTES
-        } else {
-            READ_CHUNK_BYTES
-        };
-        buf.reserve(missing.clamp(chunk, FRAME_GROWTH_BYTES));
-        if socket.read_buf(buf).await? == 0 {
-            return Ok(false);
-        }
-    }
-    Ok(true)
+) -> std::io::Result<usize> {
+    let missing = want.saturating_sub(buf.len());
+    let chunk = if buf.capacity() == 0 {
+        IDLE_READ_BYTES
+    } else {
+        READ_CHUNK_BYTES
+    };
+    let growth = missing.clamp(chunk, FRAME_GROWTH_BYTES.min(buf.len().max(chunk)));
+    buf.reserve(growth);
+    socket.read_buf(buf).await
 }
 
 /// Writes a response: byte parts through the buffer, file parts with
@@ -408,4 +742,292 @@ async fn write_response<W: AsyncWrite + SendFile + Unpin>(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use tokio::io::{AsyncWriteExt, DuplexStream};
+
+    use super::*;
+
+    /// Generous bound on waits that only a bug makes long, so a broken
+    /// budget fails the test instead of hanging it.
+    const HANG_GUARD: Duration = Duration::from_secs(30);
+
+    fn limits(queued_bytes_max: usize, frame_timeout: Duration) -> Arc<Limits> {
+        Arc::new(Limits {
+            quotas: ConnectionQuotas::new(usize::MAX, usize::MAX),
+            max_frame_bytes: 200 << 20,
+            idle: None,
+            frame_timeout,
+            queued_bytes: Arc::new(Semaphore::new(queued_bytes_max)),
+            queued_bytes_max,
+        })
+    }
+
+    /// A frame reader on a fresh pipe: the client's end, the frames it
+    /// reads and its task (which ends when the reader gives up).
+    fn reader(
+        broker: &Arc<Broker>,
+        limits: &Arc<Limits>,
+    ) -> (
+        DuplexStream,
+        mpsc::Receiver<Frame>,
+        tokio::task::JoinHandle<std::io::Result<()>>,
+    ) {
+        let (client, server) = tokio::io::duplex(1 << 20);
+        let (tx, rx) = mpsc::channel(MAX_IN_FLIGHT_REQUESTS);
+        let (broker, limits) = (broker.clone(), limits.clone());
+        let peer: SocketAddr = "10.0.0.2:40000".parse().expect("address");
+        let task =
+            tokio::spawn(async move { read_frames(&broker, &limits, server, tx, peer).await });
+        (client, rx, task)
+    }
+
+    async fn next_frame(frames: &mut mpsc::Receiver<Frame>) -> Frame {
+        tokio::time::timeout(HANG_GUARD, frames.recv())
+            .await
+            .expect("a frame is read")
+            .expect("a frame")
+    }
+
+    async fn wait_for_available(limits: &Limits, permits: usize) {
+        let waited = tokio::time::timeout(HANG_GUARD, async {
+            while limits.queued_bytes.available_permits() != permits {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await;
+        assert!(
+            waited.is_ok(),
+            "budget never reached {permits} available (is {})",
+            limits.queued_bytes.available_permits()
+        );
+    }
+
+    /// A frame of `len` bytes: a size prefix and filler.
+    fn frame_bytes(len: usize) -> Vec<u8> {
+        let mut out = i32::try_from(len).expect("small").to_be_bytes().to_vec();
+        out.resize(4 + len, 7);
+        out
+    }
+
+    /// A stalled 100 MB frame holds only the bytes it sent, so another
+    /// connection's frame still fits in a budget far smaller than the
+    /// announced size, and each frame gives its share back when dropped.
+    #[tokio::test]
+    async fn the_budget_is_charged_for_bytes_received() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = crate::testing::broker_with_topic(dir.path(), "t", 1);
+        let budget = 64 * 1024;
+        let limits = limits(budget, HANG_GUARD * 4);
+
+        let (mut stalled, _stalled_frames, _stalled_task) = reader(&broker, &limits);
+        let mut start = (100i32 << 20).to_be_bytes().to_vec();
+        start.extend_from_slice(&[1u8; 1000]);
+        stalled.write_all(&start).await.unwrap();
+        wait_for_available(&limits, budget - 1000).await;
+
+        let (mut client, mut frames, _task) = reader(&broker, &limits);
+        client.write_all(&frame_bytes(40_000)).await.unwrap();
+        let frame = tokio::time::timeout(HANG_GUARD, frames.recv())
+            .await
+            .expect("the frame is read while the stalled one waits")
+            .expect("a frame");
+        assert_eq!(frame.bytes.len(), 40_000);
+        assert_eq!(
+            limits.queued_bytes.available_permits(),
+            budget - 1000 - 40_000
+        );
+        drop(frame);
+        assert_eq!(limits.queued_bytes.available_permits(), budget - 1000);
+
+        // More of the stalled frame arrives and is charged as it does.
+        stalled.write_all(&[2u8; 3000]).await.unwrap();
+        wait_for_available(&limits, budget - 4000).await;
+        broker.shutdown().unwrap();
+    }
+
+    /// A small frame read together with a large one gets its own buffer,
+    /// so holding it (a long-poll waiting) does not hold the large
+    /// frame's memory.
+    #[tokio::test]
+    async fn a_small_frame_does_not_share_a_large_frames_buffer() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = crate::testing::broker_with_topic(dir.path(), "t", 1);
+        let limits = limits(4 << 20, HANG_GUARD * 4);
+        let (mut client, mut frames, _task) = reader(&broker, &limits);
+        let large = READ_CHUNK_BYTES * 3;
+        let mut both = frame_bytes(large);
+        both.extend_from_slice(&frame_bytes(20));
+        client.write_all(&both).await.unwrap();
+        let first = next_frame(&mut frames).await;
+        let second = next_frame(&mut frames).await;
+        assert_eq!((first.bytes.len(), second.bytes.len()), (large, 20));
+        let first_end = first.bytes.as_ptr() as usize + first.bytes.len();
+        let second_at = second.bytes.as_ptr() as usize;
+        assert!(
+            second_at < first.bytes.as_ptr() as usize || second_at > first_end + 4096,
+            "the small frame sits right after the large one, in its buffer"
+        );
+        broker.shutdown().unwrap();
+    }
+
+    /// A read half that counts its reads and is readable only when told,
+    /// counting the waits for it.
+    struct Gated {
+        inner: DuplexStream,
+        gate: Arc<tokio::sync::Notify>,
+        waits: Arc<AtomicUsize>,
+        reads: Arc<AtomicUsize>,
+    }
+
+    impl Readable for Gated {
+        async fn readable(&mut self) -> std::io::Result<()> {
+            self.waits.fetch_add(1, Ordering::SeqCst);
+            self.gate.notified().await;
+            Ok(())
+        }
+    }
+
+    impl AsyncRead for Gated {
+        fn poll_read(
+            mut self: Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+            buf: &mut tokio::io::ReadBuf<'_>,
+        ) -> Poll<std::io::Result<()>> {
+            self.reads.fetch_add(1, Ordering::SeqCst);
+            Pin::new(&mut self.inner).poll_read(cx, buf)
+        }
+    }
+
+    async fn wait_for_count(count: &AtomicUsize, want: usize) {
+        let waited = tokio::time::timeout(HANG_GUARD, async {
+            while count.load(Ordering::SeqCst) < want {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await;
+        assert!(waited.is_ok(), "count stuck at {count:?}, wanted {want}");
+    }
+
+    /// Between frames the reader waits for the socket to be readable
+    /// before it hands the socket a buffer: an idle connection holds none.
+    #[tokio::test]
+    async fn an_idle_connection_waits_for_bytes_before_it_has_a_buffer() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = crate::testing::broker_with_topic(dir.path(), "t", 1);
+        let limits = limits(1 << 20, HANG_GUARD * 4);
+        let (mut client, server) = tokio::io::duplex(1 << 20);
+        let gated = Gated {
+            inner: server,
+            gate: Arc::new(tokio::sync::Notify::new()),
+            waits: Arc::new(AtomicUsize::new(0)),
+            reads: Arc::new(AtomicUsize::new(0)),
+        };
+        let (gate, waits, reads) = (gated.gate.clone(), gated.waits.clone(), gated.reads.clone());
+        let (tx, mut frames) = mpsc::channel(MAX_IN_FLIGHT_REQUESTS);
+        let peer: SocketAddr = "10.0.0.3:40000".parse().unwrap();
+        let task = {
+            let (broker, limits) = (broker.clone(), limits.clone());
+            tokio::spawn(async move { read_frames(&broker, &limits, gated, tx, peer).await })
+        };
+        wait_for_count(&waits, 1).await;
+        assert_eq!(reads.load(Ordering::SeqCst), 0, "read before readable");
+
+        client.write_all(&frame_bytes(20)).await.unwrap();
+        gate.notify_one();
+        assert_eq!(next_frame(&mut frames).await.bytes.len(), 20);
+        // Idle again: waiting for readiness, no read pending.
+        wait_for_count(&waits, 2).await;
+        let reads_when_idle = reads.load(Ordering::SeqCst);
+        drop(client);
+        gate.notify_one();
+        task.await.unwrap().unwrap();
+        assert!(reads.load(Ordering::SeqCst) > reads_when_idle);
+        broker.shutdown().unwrap();
+    }
+
+    /// A client that sends requests and never reads the answers is closed
+    /// after `connections.max.idle.ms` without a byte written, and its
+    /// requests give their budget back.
+    #[tokio::test]
+    async fn a_client_that_reads_no_responses_is_closed() {
+        use tarn_protocol::codec::Version;
+        use tarn_protocol::messages::api_versions::ApiVersionsRequest;
+
+        let dir = tempfile::tempdir().unwrap();
+        let broker = crate::testing::broker_with_topic(dir.path(), "t", 1);
+        let budget = 1 << 20;
+        let limits = Arc::new(Limits {
+            idle: Some(Duration::from_millis(200)),
+            ..Arc::into_inner(limits(budget, HANG_GUARD * 4)).expect("one owner")
+        });
+        // A pipe far smaller than one response: the first write stalls.
+        let (mut client, server) = tokio::io::duplex(16);
+        let peer: SocketAddr = "10.0.0.4:40000".parse().unwrap();
+        let serving = tokio::spawn(serve_connection(
+            broker.clone(),
+            limits.clone(),
+            server,
+            peer,
+        ));
+        let v0 = Version {
+            version: 0,
+            flexible: false,
+        };
+        for id in 0..4 {
+            let request = ApiVersionsRequest::default();
+            crate::testing::send_request(&mut client, 18, v0, id, &request).await;
+        }
+        let served = tokio::time::timeout(HANG_GUARD, serving).await;
+        served.expect("the connection is closed").unwrap().unwrap();
+        assert_eq!(broker.refusals.refused_total(Reason::IdleConnection), 1);
+        wait_for_available(&limits, budget).await;
+        drop(client);
+        broker.shutdown().unwrap();
+    }
+
+    /// A frame that has not arrived within the read timeout closes its
+    /// connection even while bytes keep trickling in, and its charge is
+    /// given back.
+    #[tokio::test]
+    async fn a_frame_late_past_the_read_timeout_closes_the_connection() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = crate::testing::broker_with_topic(dir.path(), "t", 1);
+        let budget = 1 << 20;
+        let limits = limits(budget, Duration::from_millis(300));
+
+        let (mut silent, _silent_frames, silent_task) = reader(&broker, &limits);
+        silent
+            .write_all(&(100i32 << 20).to_be_bytes())
+            .await
+            .unwrap();
+        let (mut trickle, _trickle_frames, trickle_task) = reader(&broker, &limits);
+        trickle.write_all(&(1000i32).to_be_bytes()).await.unwrap();
+        let trickling = tokio::spawn(async move {
+            // Stops when the reader closes its end.
+            while trickle.write_all(&[3u8]).await.is_ok() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        });
+
+        for task in [silent_task, trickle_task] {
+            let ended = tokio::time::timeout(HANG_GUARD, task).await;
+            ended
+                .expect("the late frame's reader ended")
+                .unwrap()
+                .unwrap();
+        }
+        tokio::time::timeout(HANG_GUARD, trickling)
+            .await
+            .expect("the trickling writer saw the connection close")
+            .unwrap();
+        assert_eq!(limits.queued_bytes.available_permits(), budget);
+        assert_eq!(broker.refusals.refused_total(Reason::ReadTimeout), 2);
+        drop(silent);
+        broker.shutdown().unwrap();
+    }
 }

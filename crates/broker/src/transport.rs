@@ -32,11 +32,19 @@ pub trait Listener: Send + 'static {
 
 /// One client connection.
 pub trait Connection: Send + 'static {
-    type Read: AsyncRead + Unpin + Send + 'static;
+    type Read: AsyncRead + Readable + Unpin + Send + 'static;
     type Write: AsyncWrite + SendFile + Unpin + Send + 'static;
     /// Turns off send delays where the transport has them (Nagle).
     fn set_nodelay(&self) -> io::Result<()>;
     fn into_split(self) -> (Self::Read, Self::Write);
+}
+
+/// Waiting for bytes to read without handing the transport a buffer, so
+/// that an idle connection holds none.
+pub trait Readable {
+    /// Resolves when a read would make progress (bytes, end of stream or
+    /// an error); it may resolve early, and the read then waits as usual.
+    fn readable(&mut self) -> impl Future<Output = io::Result<()>> + Send;
 }
 
 /// Writing a range of a segment file to the peer.
@@ -60,6 +68,12 @@ impl Connection for TcpStream {
     }
     fn into_split(self) -> (OwnedReadHalf, OwnedWriteHalf) {
         TcpStream::into_split(self)
+    }
+}
+
+impl Readable for OwnedReadHalf {
+    async fn readable(&mut self) -> io::Result<()> {
+        OwnedReadHalf::readable(self).await
     }
 }
 
@@ -167,6 +181,21 @@ impl Connection for DuplexStream {
     }
     fn into_split(self) -> (Self::Read, Self::Write) {
         tokio::io::split(self)
+    }
+}
+
+/// Memory pipes have no readiness to wait for: they are always "ready",
+/// and a read waits with its buffer. They serve tests and simulations,
+/// where idle buffers do not matter.
+impl Readable for ReadHalf<DuplexStream> {
+    async fn readable(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Readable for DuplexStream {
+    async fn readable(&mut self) -> io::Result<()> {
+        Ok(())
     }
 }
 

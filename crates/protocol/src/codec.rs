@@ -2,9 +2,12 @@
 //! that declares request/response structs with per-field version ranges.
 //!
 //! Every length or count read from the wire is checked against the bytes
-//! that remain in the frame before anything is allocated, so a hostile
-//! frame can make the decoder allocate at most what the frame itself
-//! carries. Flexible versions (KIP-482) use compact lengths and tagged
+//! that remain in the frame before anything is allocated, and what a
+//! decode allocates is charged to a budget fixed by the frame's size (see
+//! [`Reader`]): an array's count only caps how far its vector may grow, it
+//! never reserves memory by itself, so a 1-byte element that decodes to a
+//! 24-byte `String` cannot turn a 100 MB frame into gigabytes. Flexible
+//! versions (KIP-482) use compact lengths and tagged
 //! fields; on encode, a tagged field equal to its default is left out, as
 //! Kafka does (librdkafka 2.0.2 mis-skips tagged fields it does not know).
 
@@ -26,6 +29,8 @@ pub enum DecodeError {
     VarintOverflow,
     #[error("null value in a non-nullable field")]
     UnexpectedNull,
+    #[error("decoding would allocate more than {limit} bytes for a {frame_bytes}-byte frame")]
+    TooLarge { limit: usize, frame_bytes: usize },
 }
 
 pub type Result<T> = std::result::Result<T, DecodeError>;
@@ -51,16 +56,67 @@ impl Version {
     }
 }
 
+/// What decoding a frame of N bytes may allocate, at most: N times this...
+/// (the most expansive real shapes, such as CreateTopics with short topic
+/// names, decode to about 6x their wire bytes; 24-byte empty strings that
+/// cost one byte each are refused)...
+pub const DECODE_EXPANSION_MAX: usize = 16;
+/// ...and at most N plus this, so a large frame can at most double its
+/// footprint: five 100 MB requests in flight stay well under 1.5 GB.
+pub const DECODE_HEADROOM_BYTES: usize = 32 << 20;
+/// A vector's first allocation is at most this many bytes; it then grows
+/// (doubling, up to its count) as its elements really decode.
+pub const DECODE_PREALLOC_BYTES: usize = 64 * 1024;
+
+/// The decode budget of a frame of `frame_bytes` bytes.
+pub fn decode_budget_bytes(frame_bytes: usize) -> usize {
+    frame_bytes
+        .saturating_mul(DECODE_EXPANSION_MAX)
+        .min(frame_bytes.saturating_add(DECODE_HEADROOM_BYTES))
+}
+
 /// A cursor over one received frame. Slices of byte fields share the
 /// frame's allocation (`Bytes`), so record batches are never copied here.
+///
+/// The reader also keeps the frame's decode budget
+/// ([`decode_budget_bytes`]): every vector's capacity and every string's
+/// bytes are charged to it as they are allocated, and a frame whose
+/// decoded form would exceed it fails with [`DecodeError::TooLarge`].
 pub struct Reader {
     buf: Bytes,
     pos: usize,
+    budget_bytes: usize,
+    budget_limit: usize,
 }
 
 impl Reader {
     pub fn new(buf: Bytes) -> Self {
-        Reader { buf, pos: 0 }
+        let budget_limit = decode_budget_bytes(buf.len());
+        Reader {
+            buf,
+            pos: 0,
+            budget_bytes: budget_limit,
+            budget_limit,
+        }
+    }
+
+    /// Charges `bytes` of allocation to the frame's decode budget.
+    pub fn charge(&mut self, bytes: usize) -> Result<()> {
+        match self.budget_bytes.checked_sub(bytes) {
+            Some(left) => {
+                self.budget_bytes = left;
+                Ok(())
+            }
+            None => Err(DecodeError::TooLarge {
+                limit: self.budget_limit,
+                frame_bytes: self.buf.len(),
+            }),
+        }
+    }
+
+    /// Bytes of decode budget left.
+    pub fn budget_left(&self) -> usize {
+        self.budget_bytes
     }
 
     pub fn remaining(&self) -> usize {
@@ -182,10 +238,50 @@ impl Reader {
         for _ in 0..count {
             let tag = self.uvarint()?;
             let size = self.uvarint()? as usize;
-            let mut field = Reader::new(self.take(size)?);
-            on_field(tag, &mut field)?;
+            // The field's reader spends this frame's budget, not one of
+            // its own.
+            let mut field = Reader {
+                buf: self.take(size)?,
+                pos: 0,
+                budget_bytes: self.budget_bytes,
+                budget_limit: self.budget_limit,
+            };
+            let decoded = on_field(tag, &mut field);
+            self.budget_bytes = field.budget_bytes;
+            decoded?;
         }
         Ok(())
+    }
+
+    /// Decodes `count` elements into a vector whose capacity is charged to
+    /// the budget as it grows: it starts at [`DECODE_PREALLOC_BYTES`] at
+    /// most and doubles, never past `count`, only when elements have
+    /// really decoded.
+    fn elements<T: Decode>(&mut self, count: usize, v: Version) -> Result<Vec<T>> {
+        let element_bytes = std::mem::size_of::<T>();
+        let first = count.min(DECODE_PREALLOC_BYTES / element_bytes.max(1));
+        self.charge(first.saturating_mul(element_bytes))?;
+        let mut items = Vec::with_capacity(first);
+        let mut charged = first;
+        for _ in 0..count {
+            let item = T::decode(self, v)?;
+            if items.len() == charged {
+                // Near the end of the budget grow only as far as it goes,
+                // so an array that fits is never refused for the doubling.
+                let affordable = charged + self.budget_bytes / element_bytes.max(1);
+                let grown = charged
+                    .saturating_mul(2)
+                    .max(4)
+                    .min(count)
+                    .min(affordable)
+                    .max(charged + 1);
+                self.charge((grown - charged).saturating_mul(element_bytes))?;
+                items.reserve_exact(grown - items.len());
+                charged = grown;
+            }
+            items.push(item);
+        }
+        Ok(items)
     }
 }
 
@@ -335,6 +431,7 @@ impl Nullable for String {
             Some(len) => {
                 let raw = r.take(len)?;
                 let s = std::str::from_utf8(&raw).map_err(|_| DecodeError::InvalidUtf8)?;
+                r.charge(len)?;
                 Ok(Some(s.to_owned()))
             }
         }
@@ -383,11 +480,7 @@ impl<T: Decode> Nullable for Vec<T> {
         let Some(count) = r.array_count(v)? else {
             return Ok(None);
         };
-        let mut items = Vec::with_capacity(count);
-        for _ in 0..count {
-            items.push(T::decode(r, v)?);
-        }
-        Ok(Some(items))
+        r.elements(count, v).map(Some)
     }
     fn encode_null(out: &mut Vec<u8>, v: Version) {
         put_len(out, v, None, true);
@@ -574,6 +667,132 @@ mod tests {
         let mut r = Reader::new(Bytes::from(buf));
         let err = Outer::decode(&mut r, Version::new(2, 3)).unwrap_err();
         assert!(matches!(err, DecodeError::ArrayTooLong { .. }), "{err:?}");
+    }
+
+    /// `count` empty compact strings as a compact array (flexible).
+    fn empty_compact_strings(count: usize) -> Vec<u8> {
+        let mut buf = Vec::with_capacity(count + 5);
+        put_uvarint(&mut buf, count as u32 + 1);
+        buf.resize(buf.len() + count, 1);
+        buf
+    }
+
+    #[test]
+    fn elements_that_decode_larger_than_their_bytes_exhaust_the_budget() {
+        // 1 wire byte each, 24 bytes each as a String: 24x the frame,
+        // over DECODE_EXPANSION_MAX.
+        let frame = empty_compact_strings(1_000_000);
+        let frame_bytes = frame.len();
+        let mut r = Reader::new(Bytes::from(frame));
+        let err = Vec::<String>::decode(&mut r, Version::new(2, 2)).unwrap_err();
+        assert_eq!(
+            err,
+            DecodeError::TooLarge {
+                limit: decode_budget_bytes(frame_bytes),
+                frame_bytes
+            }
+        );
+        assert!(decode_budget_bytes(frame_bytes) <= DECODE_EXPANSION_MAX * frame_bytes);
+    }
+
+    #[test]
+    fn vectors_grow_with_decoded_elements_not_with_their_count() {
+        // A count of 1M i32s, announced in 1 MB: only 250k fit, and the
+        // vector never held room for more than twice what decoded.
+        let count = 1_000_000usize;
+        let mut buf = (count as i32).to_be_bytes().to_vec();
+        buf.resize(4 + count, 0);
+        let mut r = Reader::new(Bytes::from(buf));
+        let err = Vec::<i32>::decode(&mut r, Version::new(0, 9)).unwrap_err();
+        assert!(matches!(err, DecodeError::Truncated { .. }), "{err:?}");
+        let charged = decode_budget_bytes(4 + count) - r.budget_left();
+        assert!(
+            charged <= 2 * count,
+            "charged {charged} bytes for 1 MB of i32s"
+        );
+
+        // A real array decodes whole, with a capacity bounded by its length.
+        let items: Vec<i32> = (0..100_000).collect();
+        let mut buf = Vec::new();
+        items.encode(&mut buf, Version::new(0, 9));
+        let mut r = Reader::new(Bytes::from(buf));
+        let back = Vec::<i32>::decode(&mut r, Version::new(0, 9)).unwrap();
+        assert_eq!(back, items);
+        assert!(back.capacity() <= 2 * items.len(), "{}", back.capacity());
+    }
+
+    #[test]
+    fn an_array_that_fits_the_budget_is_not_refused_for_doubling() {
+        // 3Mi i32s (12 MiB) with a budget cut down to just over 12 MiB:
+        // they fit, though doubling capacity would reach 16 MiB.
+        let items = vec![7i32; 3 << 20];
+        let mut buf = Vec::new();
+        items.encode(&mut buf, Version::new(0, 9));
+        let mut r = Reader::new(Bytes::from(buf));
+        r.charge(r.budget_left() - (12 << 20) - 1024).unwrap();
+        let back = Vec::<i32>::decode(&mut r, Version::new(0, 9)).unwrap();
+        assert_eq!(back.len(), items.len());
+    }
+
+    #[test]
+    fn arrays_of_structs_are_charged_for_their_decoded_size() {
+        // At v3 an empty Outer is 11 bytes on the wire and 64 in memory: a
+        // frame of 11 MB of them would decode to 64 MB, more than the
+        // frame plus DECODE_HEADROOM_BYTES, so it is refused.
+        let v = Version::new(3, 3);
+        let mut one = Vec::new();
+        Outer::default().encode(&mut one, v);
+        let count = 1_000_000usize;
+        let mut frame = Vec::new();
+        put_uvarint(&mut frame, count as u32 + 1);
+        for _ in 0..count {
+            frame.extend_from_slice(&one);
+        }
+        let mut r = Reader::new(Bytes::from(frame));
+        let err = Vec::<Outer>::decode(&mut r, v).unwrap_err();
+        assert!(matches!(err, DecodeError::TooLarge { .. }), "{err:?}");
+
+        // A few of them, with a nested array each, decode and are charged.
+        let msg = Outer {
+            items: vec![Inner {
+                id: 1,
+                name: Some("abc".into()),
+            }],
+            ..Outer::default()
+        };
+        let many = vec![msg; 100];
+        let mut frame = Vec::new();
+        many.encode(&mut frame, v);
+        let mut r = Reader::new(Bytes::from(frame));
+        let before = r.budget_left();
+        assert_eq!(Vec::<Outer>::decode(&mut r, v).unwrap(), many);
+        let per_outer = std::mem::size_of::<Outer>() + std::mem::size_of::<Inner>() + 3;
+        assert!(before - r.budget_left() >= 100 * per_outer);
+    }
+
+    #[test]
+    fn tagged_fields_spend_the_frame_budget() {
+        let v = Version::new(3, 3);
+        let items: Vec<i32> = (0..1000).collect();
+        let mut payload = Vec::new();
+        items.encode(&mut payload, v);
+        let mut frame = Vec::new();
+        put_tagged_fields(&mut frame, &[(0, payload)]);
+        let frame = Bytes::from(frame);
+        let decode_tag =
+            |r: &mut Reader| r.tagged_fields(|_, field| Vec::<i32>::decode(field, v).map(drop));
+
+        let mut r = Reader::new(frame.clone());
+        let before = r.budget_left();
+        decode_tag(&mut r).unwrap();
+        assert!(before - r.budget_left() >= 4 * items.len());
+
+        // The tag's reader has no budget of its own: what the frame has
+        // left is all it may spend.
+        let mut r = Reader::new(frame);
+        r.charge(r.budget_left() - 100).unwrap();
+        let err = decode_tag(&mut r).unwrap_err();
+        assert!(matches!(err, DecodeError::TooLarge { .. }), "{err:?}");
     }
 
     #[test]
