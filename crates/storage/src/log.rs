@@ -15,11 +15,16 @@
 //! `.cleaned` files, rebuilds any inconsistent index, then rebuilds the max
 //! timestamp and producer state. Retention lives in `retention.rs`, the
 //! cleaner in `cleaner.rs`.
+//!
+//! Nothing counts as durable unless the fsync covering it succeeded: a
+//! failed fsync (of a flush, a roll or a close) takes the log offline, so
+//! every later append and flush fails with `StorageError::Offline` instead
+//! of trusting a later fsync that Linux may report as a success without
+//! the lost pages (see `flush.rs`). A restart recovers the log from disk.
 
 use std::collections::BTreeMap;
 use std::io::IoSlice;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -33,7 +38,7 @@ use tracing::{info, warn};
 
 use crate::error::{AppendError, StorageError};
 use crate::file::LogEnv;
-use crate::flush::FlushTarget;
+use crate::flush::{FlushTarget, LogDurability};
 use crate::leader_epoch::LeaderEpochFileCache;
 pub use crate::log_config::*;
 use crate::producer_state::{
@@ -100,10 +105,9 @@ pub struct Log {
     unflushed_messages: i64,
     /// When the last flush was started (ms), for `flush.ms`.
     last_flush_ms: i64,
-    /// Offsets below this are known to be on disk (fsynced).
-    durable_offset: Arc<AtomicI64>,
-    /// A segment file was created since the directory was last fsynced.
-    dir_needs_sync: bool,
+    /// What is on disk, shared with the flushes handed out; also whether
+    /// the log went offline after a failed fsync.
+    durability: Arc<LogDurability>,
     /// Segments renamed to `*.deleted`, with when to remove their files.
     pub(crate) pending_deletes: Vec<(i64, Box<LogSegment>)>,
 }
@@ -190,8 +194,7 @@ impl Log {
             max_timestamp: NO_MAX_TIMESTAMP,
             unflushed_messages: 0,
             last_flush_ms: env.now_ms(),
-            durable_offset: Arc::new(AtomicI64::new(durable)),
-            dir_needs_sync: false,
+            durability: Arc::new(LogDurability::new(durable)),
             pending_deletes: Vec::new(),
         };
         log.rebuild_producer_state(&names)?;
@@ -280,6 +283,7 @@ impl Log {
     /// durable ([`Log::prepare_flush`] or [`Log::flush`]) before it
     /// acknowledges the append.
     pub fn append(&mut self, records: &[u8], leader_epoch: i32) -> Result<AppendInfo, AppendError> {
+        self.durability.check(&self.dir)?;
         let mut batches = self.validate_records(records)?;
         if let [(_, header)] = batches.as_slice() {
             let check = self.producer_state.check(header).map_err(|e| match e {
@@ -340,7 +344,7 @@ impl Log {
         }
         self.active_segment_mut().append(&parts, &batches)?;
         if created {
-            self.dir_needs_sync = true;
+            self.durability.note_dir_change();
         }
         for (_, header) in &batches {
             self.producer_state.update(header);
@@ -449,7 +453,11 @@ impl Log {
         }
         let old = self.active_segment_mut();
         old.on_become_inactive()?;
-        old.flush()?;
+        if let Err(e) = old.flush() {
+            self.durability.fail(&self.dir, &e);
+            return Err(e);
+        }
+        let old = self.active_segment_mut();
         old.unload_indexes()?;
         // Leftover index files at the new base offset (with no .log) are
         // found inconsistent with the empty log and rebuilt by open.
@@ -462,7 +470,7 @@ impl Log {
             &mut |_| {},
         )?;
         segment.log_handle()?;
-        self.dir_needs_sync = true;
+        self.durability.note_dir_change();
         info!(dir = %self.dir.display(), base_offset = new_base, "rolled new segment");
         self.segments.insert(new_base, Box::new(segment));
         Ok(())
@@ -705,24 +713,32 @@ impl Log {
     }
 
     pub fn has_unflushed_data(&self) -> bool {
-        self.durable_offset.load(Ordering::Acquire) < self.log_end_offset || self.dir_needs_sync
+        self.durability.durable_offset() < self.log_end_offset
+            || self.durability.dir_sync_needed().is_some()
     }
 
     /// Offsets below this are on disk.
     pub fn durable_offset(&self) -> i64 {
-        self.durable_offset.load(Ordering::Acquire)
+        self.durability.durable_offset()
+    }
+
+    /// Why the log is offline (an fsync failed), or `None` while it works.
+    pub fn offline_cause(&self) -> Option<String> {
+        self.durability.failure()
     }
 
     /// Starts a flush of everything appended so far, to be run by the
     /// group-commit thread (or by [`FlushTarget::run`]) outside this log's
-    /// lock. `None` when everything is already durable.
+    /// lock. `None` when everything is already durable; `Offline` once an
+    /// fsync of this log has failed.
     pub fn prepare_flush(&mut self) -> Result<Option<FlushTarget>, StorageError> {
+        self.durability.check(&self.dir)?;
         self.unflushed_messages = 0;
         self.last_flush_ms = self.env.now_ms();
         if !self.has_unflushed_data() {
             return Ok(None);
         }
-        let dir = std::mem::take(&mut self.dir_needs_sync).then(|| self.dir.clone());
+        let dir_changes = self.durability.dir_sync_needed();
         let upto = self.log_end_offset;
         let active = self.active_segment_mut();
         let path = active.log_path().to_path_buf();
@@ -731,23 +747,34 @@ impl Log {
             env: self.env.clone(),
             file,
             path,
-            dir,
+            dir: self.dir.clone(),
+            dir_changes,
             upto,
-            durable: self.durable_offset.clone(),
+            durability: self.durability.clone(),
         }))
     }
 
     /// fsyncs the active segment with its indexes (and the directory) here
-    /// and now.
+    /// and now. A failure takes the log offline, as in [`FlushTarget::run`].
     pub fn flush(&mut self) -> Result<(), StorageError> {
+        self.durability.check(&self.dir)?;
         self.unflushed_messages = 0;
         self.last_flush_ms = self.env.now_ms();
-        self.active_segment_mut().flush()?;
-        if std::mem::take(&mut self.dir_needs_sync) {
-            self.env.sync_dir(&self.dir)?;
+        let result = self.sync_active_and_dir();
+        match &result {
+            Ok(()) => self.durability.advance(self.log_end_offset),
+            Err(e) => self.durability.fail(&self.dir, e),
         }
-        self.durable_offset
-            .fetch_max(self.log_end_offset, Ordering::AcqRel);
+        result
+    }
+
+    fn sync_active_and_dir(&mut self) -> Result<(), StorageError> {
+        let dir_changes = self.durability.dir_sync_needed();
+        self.active_segment_mut().flush()?;
+        if let Some(changes) = dir_changes {
+            self.env.sync_dir(&self.dir)?;
+            self.durability.dir_synced(changes);
+        }
         Ok(())
     }
 
