@@ -840,6 +840,15 @@ impl Log {
         &self.producer_state
     }
 
+    /// Forgets idle producer ids (see
+    /// [`ProducerStateManager::remove_expired_producers`]), with the time
+    /// from this log's clock; returns how many.
+    pub fn remove_expired_producers(&mut self, expiration_ms: i64) -> usize {
+        let now_ms = self.env.now_ms();
+        self.producer_state
+            .remove_expired_producers(now_ms, expiration_ms)
+    }
+
     /// Persists `log_start_offset` when it lies past the first segment's
     /// base offset (otherwise the segment files say it).
     pub(crate) fn persist_log_start_offset(&self) -> Result<(), StorageError> {
@@ -1679,6 +1688,39 @@ mod tests {
             ));
             assert!(!log.append(&idempotent(5, 2, seq, 1), 0).unwrap().duplicate);
         }
+    }
+
+    #[test]
+    fn idle_producer_ids_expire_and_stay_out_of_snapshots() {
+        const EXPIRATION_MS: i64 = 100_000;
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(crate::file::ManualClock::new(1_000_000));
+        let env = LogEnv::new(Arc::new(crate::file::OsFileSystem), 8, clock.clone());
+        let at = |pid: i64, seq: i32, timestamp: i64| {
+            RecordBatchBuilder::new()
+                .producer(pid, 0, seq)
+                .record(timestamp, None, Some(b"x"))
+                .build()
+        };
+        let mut log = Log::open_in(&env, dir.path(), LogConfig::default(), true).unwrap();
+        log.append(&at(1, 0, 1_000_000), 0).unwrap();
+        log.append(&at(2, 0, 1_000_000), 0).unwrap();
+        clock.set(1_050_000);
+        log.append(&at(2, 1, 1_050_000), 0).unwrap();
+        clock.set(1_099_999);
+        assert_eq!(log.remove_expired_producers(EXPIRATION_MS), 0);
+        clock.set(1_100_000);
+        assert_eq!(log.remove_expired_producers(EXPIRATION_MS), 1);
+        assert!(log.producer_state().entry(1).is_none(), "idle for 100 s");
+        assert!(log.producer_state().entry(2).is_some(), "wrote 50 s ago");
+        // A forgotten producer is a new one: it must start at sequence 0.
+        assert!(matches!(
+            log.append(&at(1, 1, 1_100_000), 0),
+            Err(AppendError::OutOfOrderSequence(_))
+        ));
+        log.close().unwrap();
+        let log = Log::open_in(&env, dir.path(), LogConfig::default(), true).unwrap();
+        assert_eq!(log.producer_state().producer_count(), 1, "the snapshot");
     }
 
     #[test]
