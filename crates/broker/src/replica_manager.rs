@@ -658,6 +658,12 @@ impl ReplicaManager {
         }
     }
 
+    /// The effective broker config (static and dynamic) the hosted
+    /// partitions were last synced with.
+    pub fn effective_config(&self) -> BrokerConfig {
+        self.synced.lock().1.clone()
+    }
+
     /// Deleted partition directories still waiting for their delay.
     pub fn pending_deletions(&self) -> usize {
         self.deleter.pending()
