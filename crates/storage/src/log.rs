@@ -1724,6 +1724,75 @@ mod tests {
     }
 
     #[test]
+    fn a_clean_restart_rebuilds_no_index_of_a_segment_without_entries() {
+        // One batch per partition, small or larger than index.interval.bytes
+        // (no entry either way: the first batch of a segment never gets
+        // one), and a few batches for comparison.
+        let value = vec![b'v'; 6_000];
+        let cases: Vec<Vec<Vec<u8>>> = vec![
+            vec![build_batch_for_tests(0, 1, 1_000)],
+            vec![RecordBatchBuilder::new()
+                .record(1_000, None, Some(&value))
+                .build()],
+            (0..3)
+                .map(|i| {
+                    RecordBatchBuilder::new()
+                        .record(1_000 + i, None, Some(&value))
+                        .build()
+                })
+                .collect(),
+        ];
+        for (case, batches) in cases.iter().enumerate() {
+            let dir = tempfile::tempdir().unwrap();
+            let mut log = Log::open(dir.path(), LogConfig::default(), true).unwrap();
+            for batch in batches {
+                log.append(batch, 0).unwrap();
+            }
+            let expected = read_all(&log, 0);
+            log.close().unwrap();
+            let log = Log::open(dir.path(), LogConfig::default(), true).unwrap();
+            assert!(
+                log.active_segment().awaits_verification(),
+                "case {case}: the segment was rebuilt"
+            );
+            assert_eq!(read_all(&log, 0), expected, "case {case}");
+            for h in &expected {
+                let got = headers(&log.read(h.base_offset, 1, true).unwrap());
+                assert_eq!(got[0], *h, "case {case}: lookup of {}", h.base_offset);
+            }
+        }
+    }
+
+    #[test]
+    fn rolled_segments_of_one_large_batch_open_without_a_rebuild() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig {
+            segment_bytes: 10_000,
+            ..LogConfig::default()
+        };
+        let value = vec![b'v'; 6_000];
+        let mut log = Log::open(dir.path(), config.clone(), true).unwrap();
+        for i in 0..4 {
+            let batch = RecordBatchBuilder::new()
+                .record(1_000 + i, None, Some(&value))
+                .build();
+            log.append(&batch, 0).unwrap();
+        }
+        assert_eq!(log.segment_base_offsets(), [0, 1, 2, 3]);
+        let expected = read_all(&log, 0);
+        log.close().unwrap();
+        let log = Log::open(dir.path(), config, true).unwrap();
+        for segment in log.segments.values() {
+            assert!(
+                segment.awaits_verification(),
+                "segment {} was rebuilt",
+                segment.base_offset()
+            );
+        }
+        assert_eq!(read_all(&log, 0), expected);
+    }
+
+    #[test]
     fn stale_snapshot_past_the_log_end_is_ignored() {
         let dir = tempfile::tempdir().unwrap();
         let mut log = Log::open(dir.path(), LogConfig::default(), true).unwrap();
