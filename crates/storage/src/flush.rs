@@ -12,6 +12,13 @@
 //! concurrent waiters — on one partition or many, from any connection —
 //! cost one fsync per file per round instead of N.
 //!
+//! [`GroupCommit::submit`] never blocks and never fsyncs on the caller's
+//! thread (an async worker, in the broker): requests for a log already
+//! queued merge into its queued request, so the queue holds at most one
+//! request per log ([`GROUP_COMMIT_QUEUE_MAX`] counts logs, not appends),
+//! and the callbacks it carries are bounded by the appends in flight, which
+//! the server limits. A slow disk delays only the requests waiting for it.
+//!
 //! Invariant: a log's durable offset only grows, and only after an fsync
 //! that began after every byte below it was written and that succeeded.
 //!
@@ -25,7 +32,7 @@
 //! KAFKA_STORAGE_ERROR) until the broker restarts and recovers the log from
 //! what is really on disk.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -36,8 +43,9 @@ use parking_lot::{Condvar, Mutex};
 use crate::error::StorageError;
 use crate::file::{FileHandle, LogEnv};
 
-/// At most this many requests wait in the queue; `submit` blocks beyond
-/// it (back-pressure on producers that outrun the disk).
+/// The queue holds one request per log with a flush pending, so it never
+/// grows past the number of hosted logs; this is only the capacity
+/// reserved up front.
 pub const GROUP_COMMIT_QUEUE_MAX: usize = 65_536;
 
 /// One log's durability: the offset below which its data is on disk,
@@ -167,19 +175,21 @@ pub type FlushCallback = Box<dyn FnOnce(Result<(), Arc<StorageError>>) + Send>;
 
 struct Request {
     target: FlushTarget,
-    done: Option<FlushCallback>,
+    done: Vec<FlushCallback>,
 }
 
 #[derive(Default)]
 struct Queue {
     pending: VecDeque<Request>,
+    /// Position in `pending` of the request of each log, by the address of
+    /// its `LogDurability`.
+    by_log: HashMap<usize, usize>,
     stopping: bool,
 }
 
 struct Shared {
     queue: Mutex<Queue>,
     wake: Condvar,
-    room: Condvar,
     rounds: AtomicI64,
     fsyncs: AtomicI64,
 }
@@ -205,7 +215,6 @@ impl GroupCommit {
         let shared = Arc::new(Shared {
             queue: Mutex::new(Queue::default()),
             wake: Condvar::new(),
-            room: Condvar::new(),
             rounds: AtomicI64::new(0),
             fsyncs: AtomicI64::new(0),
         });
@@ -220,23 +229,59 @@ impl GroupCommit {
         })
     }
 
-    /// Queues `target`; `done` runs on the group-commit thread once an
-    /// fsync round that covers it has finished.
+    /// Queues `target` (merged into the queued request of its log, if
+    /// any) without blocking; `done` runs on the group-commit thread once
+    /// an fsync round that covers it has finished. After [`GroupCommit::stop`]
+    /// `done` is told so at once: closing the log flushes it instead.
     pub fn submit(&self, target: FlushTarget, done: Option<FlushCallback>) {
         let mut queue = self.shared.queue.lock();
-        while queue.pending.len() >= GROUP_COMMIT_QUEUE_MAX && !queue.stopping {
-            self.shared.room.wait(&mut queue);
-        }
         if queue.stopping {
             drop(queue);
-            let result = target.run().map_err(Arc::new);
             if let Some(done) = done {
-                done(result);
+                done(Err(Arc::new(StorageError::io(
+                    format!("flush {}", target.path.display()),
+                    std::io::Error::other("the group commit has stopped (shutting down)"),
+                ))));
             }
             return;
         }
-        queue.pending.push_back(Request { target, done });
+        let key = Arc::as_ptr(&target.durability) as usize;
+        if let Some(&i) = queue.by_log.get(&key) {
+            let queued = &mut queue.pending[i];
+            if Arc::ptr_eq(&queued.target.file, &target.file) {
+                queued.target.upto = queued.target.upto.max(target.upto);
+                queued.target.dir_changes = queued.target.dir_changes.max(target.dir_changes);
+                queued.done.extend(done);
+                return;
+            }
+            // The log rolled since: its new active segment is another file,
+            // whose fsync also covers what the old one needed (a roll
+            // fsyncs the segment it closes), so the newer target replaces it.
+            let mut replaced = std::mem::replace(
+                queued,
+                Request {
+                    target,
+                    done: Vec::new(),
+                },
+            );
+            queued.target.upto = queued.target.upto.max(replaced.target.upto);
+            queued.target.dir_changes = queued.target.dir_changes.max(replaced.target.dir_changes);
+            queued.done.append(&mut replaced.done);
+            queued.done.extend(done);
+            return;
+        }
+        let position = queue.pending.len();
+        queue.by_log.insert(key, position);
+        queue.pending.push_back(Request {
+            target,
+            done: done.into_iter().collect(),
+        });
         self.shared.wake.notify_one();
+    }
+
+    /// Requests waiting for the next round (at most one per log).
+    pub fn queued(&self) -> usize {
+        self.shared.queue.lock().pending.len()
     }
 
     /// Rounds run so far (each is one batch of requests).
@@ -253,7 +298,6 @@ impl GroupCommit {
     pub fn stop(&self) {
         self.shared.queue.lock().stopping = true;
         self.shared.wake.notify_all();
-        self.shared.room.notify_all();
         if let Some(thread) = self.thread.lock().take() {
             if thread.join().is_err() {
                 tracing::error!("the group-commit thread panicked");
@@ -278,9 +322,8 @@ fn run(shared: &Shared) {
             if queue.pending.is_empty() {
                 return;
             }
-            let round = queue.pending.drain(..).collect();
-            shared.room.notify_all();
-            round
+            queue.by_log.clear();
+            queue.pending.drain(..).collect()
         };
         shared.rounds.fetch_add(1, Ordering::Relaxed);
         run_round(shared, round);
@@ -326,8 +369,9 @@ fn run_round(shared: &Shared, round: Vec<Request>) {
         }
     }
     for (request, result) in round.into_iter().zip(results) {
-        if let Some(done) = request.done {
-            done(result.unwrap_or(Ok(())));
+        let result = result.unwrap_or(Ok(()));
+        for done in request.done {
+            done(result.clone());
         }
     }
 }
@@ -404,12 +448,20 @@ mod tests {
             commit.submit(target(upto), callback(upto));
         }
         assert_eq!(durability.durable_offset(), 0);
+        assert_eq!(commit.queued(), 1, "one queued request per log");
         release_tx.send(()).unwrap();
         let mut done: Vec<(i64, bool)> = (0..11).map(|_| done_rx.recv().unwrap()).collect();
         done.sort_unstable();
         assert_eq!(done, (1..=11).map(|i| (i, true)).collect::<Vec<_>>());
         assert_eq!(file.syncs.load(Ordering::SeqCst), 2, "one fsync per round");
         assert_eq!(commit.rounds(), 2);
+        assert_eq!(durability.durable_offset(), 11);
+        // Once stopped, a submit is refused at once, with no fsync on the
+        // caller's thread.
+        commit.stop();
+        commit.submit(target(12), callback(12));
+        assert_eq!(done_rx.recv().unwrap(), (12, false));
+        assert_eq!(file.syncs.load(Ordering::SeqCst), 2);
         assert_eq!(durability.durable_offset(), 11);
     }
 
