@@ -264,7 +264,13 @@ impl Partition {
         let records = converted.as_deref().unwrap_or(records);
         let epoch = self.leader_epoch();
         let result = self.with_log(|log| {
-            let info = log.append(records, epoch)?;
+            // A roll (or a new leader epoch) fsyncs in the append: keep it
+            // off the async workers, so only this request waits for it.
+            let info = if log.append_may_fsync(records, epoch) {
+                off_async_workers(|| log.append(records, epoch))?
+            } else {
+                log.append(records, epoch)?
+            };
             let flush = if !info.duplicate && log.flush_due() {
                 log.prepare_flush()?
             } else {
@@ -484,6 +490,19 @@ impl Partition {
         let renamed = log.rename_for_deletion(&delete_dir_name(&self.topic, self.index))?;
         let delay_ms = self.file_delete_delay_ms.load(Ordering::Acquire).max(0);
         Ok(Some((renamed, Duration::from_millis(delay_ms as u64))))
+    }
+}
+
+/// Runs `f`, which may block on the disk: on a worker of a multi-threaded
+/// tokio runtime through `block_in_place` (the runtime moves its other
+/// tasks to another worker first), elsewhere (a plain thread, a
+/// current-thread runtime in tests) directly.
+fn off_async_workers<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
     }
 }
 

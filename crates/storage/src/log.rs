@@ -371,6 +371,47 @@ impl Log {
         })
     }
 
+    /// Whether appending `records` with `leader_epoch` would fsync on the
+    /// caller's thread: a roll fsyncs the segment it closes, and a new
+    /// leader epoch rewrites the epoch checkpoint. Reads only the batch
+    /// headers (no CRC check), so the caller can move such an append off
+    /// an async worker first. Input that does not parse answers false (the
+    /// append refuses it without touching the disk).
+    pub fn append_may_fsync(&mut self, records: &[u8], leader_epoch: i32) -> bool {
+        if leader_epoch >= 0 && self.latest_epoch().is_none_or(|e| e < leader_epoch) {
+            return true;
+        }
+        let mut next_offset = self.log_end_offset;
+        let mut max_timestamp = -1;
+        let mut position = 0;
+        while position < records.len() {
+            let Ok(header) = parse_header(&records[position..]) else {
+                return false;
+            };
+            if header.total_size() < RECORD_BATCH_HEADER_SIZE {
+                return false;
+            }
+            next_offset += i64::from(header.last_offset_delta) + 1;
+            max_timestamp = max_timestamp.max(header.max_timestamp);
+            position += header.total_size();
+        }
+        let now_ms = self.env.now_ms();
+        let segment_bytes = self.config.segment_bytes;
+        let segment_ms = self.config.max_segment_ms();
+        self.active_segment_mut()
+            .should_roll(
+                records.len() as u64,
+                next_offset - 1,
+                max_timestamp,
+                now_ms,
+                segment_bytes,
+                segment_ms,
+            )
+            // A header that cannot be read makes the append fail and
+            // report it; until then, assume the worst.
+            .unwrap_or(true)
+    }
+
     /// Checks that `records` is exactly a sequence of whole, valid v2
     /// batches within the size limits; returns each batch's position and
     /// header.
@@ -1790,6 +1831,30 @@ mod tests {
             );
         }
         assert_eq!(read_all(&log, 0), expected);
+    }
+
+    #[test]
+    fn append_may_fsync_predicts_rolls_and_new_epochs() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), small_config(), true).unwrap();
+        let batch = build_batch_for_tests(0, 2, 0);
+        assert!(
+            log.append_may_fsync(&batch, 0),
+            "the first epoch is checkpointed"
+        );
+        log.append(&batch, 0).unwrap();
+        assert!(!log.append_may_fsync(&batch, 0));
+        assert!(log.append_may_fsync(&batch, 1), "a new epoch");
+        assert!(!log.append_may_fsync(b"not a batch", 0));
+        // Fill the segment up to the next roll, checking each prediction.
+        for _ in 0..40 {
+            let before = log.segment_base_offsets().len();
+            let predicted = log.append_may_fsync(&batch, 0);
+            log.append(&batch, 0).unwrap();
+            let rolled = log.segment_base_offsets().len() > before;
+            assert_eq!(predicted, rolled, "at offset {}", log.log_end_offset());
+        }
+        assert!(log.segment_base_offsets().len() > 2);
     }
 
     #[test]
