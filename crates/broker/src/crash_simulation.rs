@@ -312,3 +312,61 @@ async fn a_failed_fsync_is_never_acknowledged_and_takes_the_partition_offline() 
     third.completion.wait().await.expect("fsynced");
     broker.shutdown().expect("clean shutdown");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_fsync_of_the_offsets_topic_moves_the_coordinator_away() {
+    use crate::handlers::offset_commit;
+    let fs = Arc::new(SimFileSystem::new(2));
+    let env = LogEnv::new(
+        fs.clone(),
+        64,
+        Arc::new(ManualClock::new(1_700_000_000_000)),
+    );
+    let broker = start(&env);
+    create_topic(&broker, "orders", 1);
+    let ctx = crate::testing::request_context(&offset_commit::SPEC, 2);
+    let commit = |offset: i64| OffsetCommitRequest {
+        group_id: "audit".into(),
+        generation_id_or_member_epoch: -1,
+        member_id: String::new(),
+        group_instance_id: None,
+        retention_time_ms: -1,
+        topics: vec![OffsetCommitRequestTopic {
+            name: "orders".into(),
+            partitions: vec![OffsetCommitRequestPartition {
+                partition_index: 0,
+                committed_offset: offset,
+                committed_leader_epoch: -1,
+                commit_timestamp: -1,
+                committed_metadata: None,
+            }],
+        }],
+    };
+    let code = |r: &OffsetCommitResponse| r.topics[0].partitions[0].error_code;
+    let first = offset_commit::handle(&broker, &ctx, commit(5)).await;
+    assert_eq!(code(&first), tarn_protocol::error::NONE);
+    let partition = broker.groups.partition_of("audit").expect("offsets topic");
+    let segment = PathBuf::from(format!(
+        "/data/__consumer_offsets-{partition}/00000000000000000000.log"
+    ));
+    assert!(fs.fail_fsyncs(&segment, 1));
+    let failed = offset_commit::handle(&broker, &ctx, commit(9)).await;
+    assert_eq!(code(&failed), tarn_protocol::error::NOT_COORDINATOR);
+    // The group's state may be ahead of the disk now: it is not served.
+    assert_eq!(
+        broker.groups.fetch_offsets("audit", None).unwrap_err(),
+        tarn_protocol::error::NOT_COORDINATOR
+    );
+    let again = offset_commit::handle(&broker, &ctx, commit(10)).await;
+    assert_eq!(code(&again), tarn_protocol::error::NOT_COORDINATOR);
+    assert!(broker.shutdown().is_err(), "the offsets log cannot close");
+    drop(broker);
+    fs.power_cut(false);
+    let broker = start(&env);
+    let committed = broker
+        .groups
+        .fetch_offsets("audit", None)
+        .expect("served again after the restart");
+    assert_eq!(committed[0].1.as_ref().map(|o| o.offset), Some(5));
+    broker.shutdown().expect("clean shutdown");
+}
