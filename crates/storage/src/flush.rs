@@ -170,6 +170,39 @@ impl FlushTarget {
     }
 }
 
+/// The fsyncs a roll needs (the active segment's log and indexes), taken
+/// from the log under its lock by `Log::prepare_roll` and run outside it.
+/// When the segment has not grown since, the roll then skips them; if it
+/// has, the roll fsyncs inline as before. Either way a segment is fsynced
+/// before the next one exists, which is what recovery relies on.
+#[derive(Debug)]
+pub struct RollFlush {
+    pub(crate) files: Vec<crate::file::FileToSync>,
+    pub(crate) dir: PathBuf,
+    /// The segment and its size the fsyncs cover.
+    pub(crate) base_offset: i64,
+    pub(crate) size: u64,
+    /// Where the log learns that they ran.
+    pub(crate) synced: Arc<Mutex<Option<(i64, u64)>>>,
+    pub(crate) durability: Arc<LogDurability>,
+}
+
+impl RollFlush {
+    /// Runs the fsyncs; a failure takes the log offline, like any flush.
+    pub fn run(self) -> Result<(), StorageError> {
+        self.durability.check(&self.dir)?;
+        for (path, file) in &self.files {
+            if let Err(e) = file.sync() {
+                let e = StorageError::io(format!("fsync {}", path.display()), e);
+                self.durability.fail(&self.dir, &e);
+                return Err(e);
+            }
+        }
+        *self.synced.lock() = Some((self.base_offset, self.size));
+        Ok(())
+    }
+}
+
 /// Called once with the outcome of the round that covered a request.
 pub type FlushCallback = Box<dyn FnOnce(Result<(), Arc<StorageError>>) + Send>;
 

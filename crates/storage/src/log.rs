@@ -9,8 +9,10 @@
 //! segment's base offset; a produce is either applied whole or not at all
 //! (validation, sequence checks and the leader-epoch checkpoint all happen
 //! before the single write); every segment but the active one has been
-//! fsynced (a roll fsyncs the segment it closes), so recovery after a crash
-//! only needs to repair the active segment. Recovery on open also finishes
+//! fsynced (a roll fsyncs the segment it closes before the next one
+//! exists, inline or, for appends, beforehand outside the log's lock
+//! through [`Log::prepare_roll`]), so recovery after a crash only needs to
+//! repair the active segment. Recovery on open also finishes
 //! or undoes an interrupted compaction swap, removes leftover `.deleted` and
 //! `.cleaned` files, rebuilds any inconsistent index, then rebuilds the max
 //! timestamp and producer state. Retention lives in `retention.rs`, the
@@ -38,7 +40,7 @@ use tracing::{info, warn};
 
 use crate::error::{AppendError, StorageError};
 use crate::file::LogEnv;
-use crate::flush::{FlushTarget, LogDurability};
+use crate::flush::{FlushTarget, LogDurability, RollFlush};
 use crate::leader_epoch::LeaderEpochFileCache;
 pub use crate::log_config::*;
 use crate::producer_state::{
@@ -108,6 +110,9 @@ pub struct Log {
     /// What is on disk, shared with the flushes handed out; also whether
     /// the log went offline after a failed fsync.
     durability: Arc<LogDurability>,
+    /// (base offset, size) of the active segment as last fsynced by a
+    /// [`RollFlush`], so the roll that follows need not fsync it again.
+    roll_synced: Arc<parking_lot::Mutex<Option<(i64, u64)>>>,
     /// Segments renamed to `*.deleted`, with when to remove their files.
     pub(crate) pending_deletes: Vec<(i64, Box<LogSegment>)>,
 }
@@ -195,6 +200,7 @@ impl Log {
             unflushed_messages: 0,
             last_flush_ms: env.now_ms(),
             durability: Arc::new(LogDurability::new(durable)),
+            roll_synced: Arc::default(),
             pending_deletes: Vec::new(),
         };
         log.rebuild_producer_state(&names)?;
@@ -381,6 +387,39 @@ impl Log {
         if leader_epoch >= 0 && self.latest_epoch().is_none_or(|e| e < leader_epoch) {
             return true;
         }
+        self.append_would_roll(records) && !self.active_segment_roll_synced()
+    }
+
+    /// For an append of `records` that will roll: writes the closing
+    /// segment's final index entries and hands out the fsyncs the roll
+    /// needs, to run outside this log's lock ([`RollFlush::run`]) before
+    /// the append. `None` when the append will not roll (or they ran).
+    pub fn prepare_roll(&mut self, records: &[u8]) -> Result<Option<RollFlush>, StorageError> {
+        self.durability.check(&self.dir)?;
+        if !self.append_would_roll(records) || self.active_segment_roll_synced() {
+            return Ok(None);
+        }
+        let active = self.active_segment_mut();
+        let files = active.files_to_sync_before_roll()?;
+        let (base_offset, size) = (active.base_offset(), active.size());
+        Ok(Some(RollFlush {
+            files,
+            dir: self.dir.clone(),
+            base_offset,
+            size,
+            synced: self.roll_synced.clone(),
+            durability: self.durability.clone(),
+        }))
+    }
+
+    /// A [`RollFlush`] covered the active segment as it is now.
+    fn active_segment_roll_synced(&self) -> bool {
+        let active = self.active_segment();
+        *self.roll_synced.lock() == Some((active.base_offset(), active.size()))
+    }
+
+    /// Whether appending `records` rolls first (from the batch headers).
+    fn append_would_roll(&mut self, records: &[u8]) -> bool {
         let mut next_offset = self.log_end_offset;
         let mut max_timestamp = -1;
         let mut position = 0;
@@ -492,11 +531,16 @@ impl Log {
         if self.active_segment().base_offset() == new_base && self.active_segment().size() == 0 {
             return Ok(());
         }
+        // Already fsynced by a RollFlush outside the lock when the segment
+        // has not grown since; the final index entries then add nothing.
+        let synced = self.active_segment_roll_synced();
         let old = self.active_segment_mut();
         old.on_become_inactive()?;
-        if let Err(e) = old.flush() {
-            self.durability.fail(&self.dir, &e);
-            return Err(e);
+        if !synced {
+            if let Err(e) = old.flush() {
+                self.durability.fail(&self.dir, &e);
+                return Err(e);
+            }
         }
         let old = self.active_segment_mut();
         old.unload_indexes()?;

@@ -577,6 +577,22 @@ impl LogSegment {
         self.state.time_index.persist()
     }
 
+    /// Writes the final index entries (as a roll does) and answers the
+    /// files to fsync, with their paths, so that a roll about to close this
+    /// segment can have them fsynced outside the log's lock first.
+    pub(crate) fn files_to_sync_before_roll(
+        &mut self,
+    ) -> Result<Vec<crate::file::FileToSync>, StorageError> {
+        self.state.append_final_time_entry();
+        let mut files = Vec::with_capacity(3);
+        if self.log.exists() {
+            files.push((self.log.path().to_path_buf(), self.log.handle()?));
+        }
+        files.extend(self.state.offset_index.persisted_handle()?);
+        files.extend(self.state.time_index.persisted_handle()?);
+        Ok(files)
+    }
+
     /// fsync the log and write + fsync both indexes.
     pub fn flush(&mut self) -> Result<(), StorageError> {
         self.log.sync()?;

@@ -607,6 +607,61 @@ mod tests {
     }
 
     #[test]
+    fn a_prepared_roll_fsyncs_before_the_append_and_rolled_segments_survive() {
+        let (fs, env, dir) = setup(11);
+        let mut log = Log::open_in(&env, &dir, config(i64::MAX), true).unwrap();
+        let first = dir.join("00000000000000000000.log");
+        let mut written = 0;
+        let big = |i| batch(11, i, 4);
+        // Fill the first segment until the next big batch would roll it.
+        let roll = loop {
+            if let Some(roll) = log.prepare_roll(&big(written)).unwrap() {
+                break roll;
+            }
+            log.append(&big(written), 0).unwrap();
+            written += 1;
+        };
+        let syncs = fs.fsyncs(&first);
+        roll.run().unwrap();
+        assert_eq!(fs.fsyncs(&first), syncs + 1);
+        assert!(!log.append_may_fsync(&big(written), 0), "the roll is done");
+        log.append(&big(written), 0).unwrap();
+        written += 1;
+        assert_eq!(log.segment_base_offsets().len(), 2);
+        assert_eq!(fs.fsyncs(&first), syncs + 1, "the roll did not fsync again");
+
+        // A segment that grew after its prepared fsync is fsynced by the
+        // roll itself, as before.
+        let second = dir.join(format!("{:020}.log", log.segment_base_offsets()[1]));
+        let roll = loop {
+            if let Some(roll) = log.prepare_roll(&big(written)).unwrap() {
+                break roll;
+            }
+            log.append(&big(written), 0).unwrap();
+            written += 1;
+        };
+        roll.run().unwrap();
+        let syncs = fs.fsyncs(&second);
+        let small = batch(11, 999, 1);
+        if log.prepare_roll(&small).unwrap().is_none() {
+            log.append(&small, 0).unwrap();
+            written += 1;
+            assert!(log.append_may_fsync(&big(written), 0));
+        }
+        log.append(&big(written), 0).unwrap();
+        written += 1;
+        assert_eq!(log.segment_base_offsets().len(), 3);
+        assert!(fs.fsyncs(&second) > syncs, "the grown segment was fsynced");
+
+        // Rolled segments are on disk whatever the power cut leaves.
+        let rolled_end = log.segment_base_offsets()[2];
+        fs.power_cut(true);
+        drop(log);
+        let log = Log::open_in(&env, &dir, config(i64::MAX), false).unwrap();
+        assert!(log.log_end_offset() >= rolled_end, "{written} written");
+    }
+
+    #[test]
     fn power_cut_is_replayable_and_tears_at_a_seeded_point() {
         let survivors = |seed| {
             let fs = SimFileSystem::new(seed);
