@@ -263,9 +263,18 @@ impl Partition {
         };
         let records = converted.as_deref().unwrap_or(records);
         let epoch = self.leader_epoch();
+        // A roll fsyncs the segment it closes: do that first, outside the
+        // partition's lock (reads and other appends go on) and off the
+        // async workers; the roll inside the append then finds it done.
+        let roll = self.with_log(|log| Ok(log.prepare_roll(records)?));
+        if let Some(roll) = self.note_storage(&self.writes_failing, "rolling", roll)? {
+            let synced = off_async_workers(|| roll.run()).map_err(PartitionError::from);
+            self.note_storage(&self.writes_failing, "rolling", synced)?;
+        }
         let result = self.with_log(|log| {
-            // A roll (or a new leader epoch) fsyncs in the append: keep it
-            // off the async workers, so only this request waits for it.
+            // Whatever may still fsync in the append (a roll that raced
+            // with another append, a new leader epoch's checkpoint) stays
+            // off the async workers too, so only this request waits for it.
             let info = if log.append_may_fsync(records, epoch) {
                 off_async_workers(|| log.append(records, epoch))?
             } else {
