@@ -5,11 +5,17 @@
 //! group commit and answers with a completion that waits until the
 //! partition's durable offset covers the append; an append that needs no
 //! flush answers with a completion that is already resolved. The caller
-//! must consume it ([`AppendCompletion::wait`], or fold it into another
-//! with [`AppendCompletion::and`]) before acknowledging anything: it is
-//! `#[must_use]`, and dropping one unresolved is a bug that debug builds
-//! assert on. A failed fsync resolves every waiting completion of the
-//! partition with KAFKA_STORAGE_ERROR, and the log stays offline (see
+//! must consume it before acknowledging anything: [`AppendCompletion::wait`],
+//! folding it into another with [`AppendCompletion::and`], or
+//! [`AppendCompletion::defer_to_barrier`] when the one answer for the write
+//! awaits the partition's barrier instead (the group coordinator). It is
+//! `#[must_use]` and it is the only way to learn whether the write may be
+//! acknowledged. The flush itself was queued by the partition, so a
+//! completion dropped unresolved (a request abandoned because its
+//! connection closed) loses no fsync; it only means nobody is answered,
+//! which is why dropping one is allowed rather than a panic. A failed fsync
+//! resolves every waiting completion of the partition with
+//! KAFKA_STORAGE_ERROR, and the log stays offline (see
 //! `tarn_storage::flush`), so nothing is acknowledged on the strength of a
 //! later fsync.
 //!
@@ -255,18 +261,6 @@ async fn resolve(wait: Wait) -> Result<(), PartitionError> {
                 }
             }
             first_error.map_or(Ok(()), Err)
-        }
-    }
-}
-
-impl Drop for AppendCompletion {
-    fn drop(&mut self) {
-        if self.wait.is_some() && !std::thread::panicking() {
-            tracing::error!("an append completion was dropped unresolved: a bug");
-            debug_assert!(
-                false,
-                "an append completion was dropped without being waited for"
-            );
         }
     }
 }
