@@ -46,9 +46,8 @@ use tarn_storage::{
     SegmentVerifier, StorageError, DELETE_DIR_SUFFIX,
 };
 
-use crate::durability::{AppendCompletion, PartitionDurability};
-
 use crate::config::BrokerConfig;
+use crate::durability::{AppendCompletion, PartitionDurability};
 use crate::episode::FailureEpisode;
 use crate::log_deleter::LogDeleter;
 use crate::metadata::{MetadataImage, TopicInfo};
