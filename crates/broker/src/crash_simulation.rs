@@ -56,8 +56,13 @@ fn start(env: &LogEnv) -> Arc<Broker> {
 
 /// (partition, offset) -> value of every record of `topic` in `broker`.
 fn stored(broker: &Broker, topic: &str) -> BTreeMap<(i32, i64), Vec<u8>> {
+    stored_in(broker, topic, PARTITIONS)
+}
+
+/// Like [`stored`], for a topic of `partitions` partitions.
+fn stored_in(broker: &Broker, topic: &str, partitions: i32) -> BTreeMap<(i32, i64), Vec<u8>> {
     let mut out = BTreeMap::new();
-    for partition in 0..PARTITIONS {
+    for partition in 0..partitions {
         let p = broker
             .replicas
             .get(topic, partition)
@@ -368,5 +373,67 @@ async fn a_failed_fsync_of_the_offsets_topic_moves_the_coordinator_away() {
         .fetch_offsets("audit", None)
         .expect("served again after the restart");
     assert_eq!(committed[0].1.as_ref().map(|o| o.offset), Some(5));
+    broker.shutdown().expect("clean shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn segments_rolled_by_produces_are_fsynced_before_the_next_one_and_survive() {
+    let fs = Arc::new(SimFileSystem::new(3));
+    let env = LogEnv::new(
+        fs.clone(),
+        64,
+        Arc::new(ManualClock::new(1_700_000_000_000)),
+    );
+    let start_small_segments = || {
+        Broker::start(BrokerOptions {
+            data_dir: PathBuf::from("/data"),
+            node_id: 1,
+            advertised_host: "memory".into(),
+            advertised_port: 9092,
+            config: BrokerConfig::with_overrides([("log.segment.bytes", "2000")])
+                .expect("valid settings"),
+            env: Some(env.clone()),
+        })
+        .expect("start the broker")
+    };
+    let broker = start_small_segments();
+    create_topic(&broker, "orders", 1);
+    let partition = broker.replicas.get("orders", 0).expect("hosted");
+    for i in 0..60 {
+        let value = format!("record {i} {}", "x".repeat(200));
+        let batch = RecordBatchBuilder::new()
+            .record(1_700_000_000_000, None, Some(value.as_bytes()))
+            .build();
+        let appended = partition.append(&batch).expect("append");
+        assert_eq!(appended.info.base_offset, i);
+        appended
+            .completion
+            .wait()
+            .await
+            .expect("as durable as configured");
+    }
+    let bases = partition
+        .with_log_ref(|log| log.segment_base_offsets())
+        .expect("open");
+    assert!(bases.len() > 3, "{bases:?}");
+    for base in &bases[..bases.len() - 1] {
+        let path = PathBuf::from(format!("/data/orders-0/{base:020}.log"));
+        assert_eq!(fs.fsyncs(&path), 1, "rolled segment {base}: one fsync");
+    }
+    // No flush.messages: only the active segment may lose data.
+    let active = *bases.last().expect("a segment");
+    fs.halt();
+    assert!(broker.shutdown().is_err());
+    drop((partition, broker));
+    fs.power_cut(true);
+    fs.restart();
+    let broker = start_small_segments();
+    let stored = stored_in(&broker, "orders", 1);
+    for offset in 0..active {
+        let value = stored
+            .get(&(0, offset))
+            .unwrap_or_else(|| panic!("offset {offset} of a rolled segment lost"));
+        assert!(value.starts_with(format!("record {offset} ").as_bytes()));
+    }
     broker.shutdown().expect("clean shutdown");
 }

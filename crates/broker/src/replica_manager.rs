@@ -262,37 +262,48 @@ impl Partition {
         };
         let records = converted.as_deref().unwrap_or(records);
         let epoch = self.leader_epoch();
-        // A roll fsyncs the segment it closes: do that first, outside the
+        // A roll fsyncs the segment it closes: that runs first, outside the
         // partition's lock (reads and other appends go on) and off the
-        // async workers; the roll inside the append then finds it done.
-        let roll = self.with_log(|log| Ok(log.prepare_roll(records)?));
-        if let Some(roll) = self.note_storage(&self.writes_failing, "rolling", roll)? {
-            let synced = off_async_workers(|| roll.run()).map_err(PartitionError::from);
-            self.note_storage(&self.writes_failing, "rolling", synced)?;
-        }
-        let result = self.with_log(|log| {
-            // Whatever may still fsync in the append (a roll that raced
-            // with another append, a new leader epoch's checkpoint) stays
-            // off the async workers too, so only this request waits for it.
-            let info = if log.append_may_fsync(records, epoch) {
-                off_async_workers(|| log.append(records, epoch))?
-            } else {
-                log.append(records, epoch)?
-            };
-            let flush = if !info.duplicate && log.flush_due() {
-                log.prepare_flush()?
-            } else {
-                None
-            };
-            if let Some(target) = &flush {
-                // Under the lock, so a retry of this batch sees it.
-                self.flush_requested_upto
-                    .fetch_max(target.upto(), Ordering::AcqRel);
+        // async workers, then the append is tried again and its roll finds
+        // it done. Whatever may still fsync in the append (a roll that
+        // raced with another append, a new leader epoch's checkpoint) stays
+        // off the async workers too, so only this request waits for it.
+        let mut roll_synced = false;
+        let (info, log_start_offset, flush) = loop {
+            let step = self.with_log(|log| {
+                let may_fsync = if roll_synced {
+                    log.append_may_fsync(records, epoch)
+                } else if let Some(roll) = log.prepare_roll(records)? {
+                    return Ok(Err(roll));
+                } else {
+                    log.epoch_checkpoint_due(epoch)
+                };
+                let info = if may_fsync {
+                    off_async_workers(|| log.append(records, epoch))?
+                } else {
+                    log.append(records, epoch)?
+                };
+                let flush = if !info.duplicate && log.flush_due() {
+                    log.prepare_flush()?
+                } else {
+                    None
+                };
+                if let Some(target) = &flush {
+                    // Under the lock, so a retry of this batch sees it.
+                    self.flush_requested_upto
+                        .fetch_max(target.upto(), Ordering::AcqRel);
+                }
+                Ok(Ok((info, log.log_start_offset(), flush)))
+            });
+            match self.note_storage(&self.writes_failing, "appending", step)? {
+                Ok(appended) => break appended,
+                Err(roll) => {
+                    let synced = off_async_workers(|| roll.run()).map_err(PartitionError::from);
+                    self.note_storage(&self.writes_failing, "rolling", synced)?;
+                    roll_synced = true;
+                }
             }
-            Ok((info, log.log_start_offset(), flush))
-        });
-        let (info, log_start_offset, flush) =
-            self.note_storage(&self.writes_failing, "appending", result)?;
+        };
         if let Some(target) = flush {
             self.submit_flush(target);
         }

@@ -384,10 +384,14 @@ impl Log {
     /// an async worker first. Input that does not parse answers false (the
     /// append refuses it without touching the disk).
     pub fn append_may_fsync(&mut self, records: &[u8], leader_epoch: i32) -> bool {
-        if leader_epoch >= 0 && self.latest_epoch().is_none_or(|e| e < leader_epoch) {
-            return true;
-        }
-        self.append_would_roll(records) && !self.active_segment_roll_synced()
+        self.epoch_checkpoint_due(leader_epoch)
+            || (self.append_would_roll(records) && !self.active_segment_roll_synced())
+    }
+
+    /// Whether an append with `leader_epoch` rewrites (and fsyncs) the
+    /// leader-epoch checkpoint.
+    pub fn epoch_checkpoint_due(&self, leader_epoch: i32) -> bool {
+        leader_epoch >= 0 && self.latest_epoch().is_none_or(|e| e < leader_epoch)
     }
 
     /// For an append of `records` that will roll: writes the closing
