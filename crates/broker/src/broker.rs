@@ -174,7 +174,13 @@ impl Broker {
         if removed > 0 {
             tracing::info!(removed, "removed partition directories left for deletion");
         }
-        let replicas = Arc::new(ReplicaManager::new(&data_dir, options.node_id, env.clone()));
+        let group_commit = Arc::new(GroupCommit::start()?);
+        let replicas = Arc::new(ReplicaManager::new(
+            &data_dir,
+            options.node_id,
+            env.clone(),
+            group_commit.clone(),
+        ));
         let image = metadata.image();
         let effective = ConfigView {
             static_config: &options.config,
@@ -199,7 +205,6 @@ impl Broker {
             topics = metadata.image().topics().count(),
             "logs loaded"
         );
-        let group_commit = Arc::new(GroupCommit::start()?);
         let log_manager =
             LogManager::start(&options.config, replicas.clone(), group_commit.clone())
                 .map_err(io("start the log manager"))?;

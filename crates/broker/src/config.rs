@@ -149,6 +149,13 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
         "300000",
         AtLeast(1),
     ),
+    def("producer.id.expiration.ms", Int, "86400000", AtLeast(1)),
+    def(
+        "producer.id.expiration.check.interval.ms",
+        Int,
+        "600000",
+        AtLeast(1),
+    ),
     def("log.cleaner.enable", Bool, "true", Any),
     def("log.cleaner.backoff.ms", Long, "15000", AtLeast(0)),
     def(

@@ -156,11 +156,16 @@ impl ConfigEntry {
     }
 }
 
-/// A broker key that may be changed at run time: Kafka allows exactly the
-/// broker synonyms of topic configs (`log.*` defaults, `message.max.bytes`,
-/// `compression.type`, ...); the rest need a restart.
+/// Broker keys Kafka lets AlterConfigs change that are no topic config's
+/// synonym.
+const OTHER_DYNAMIC_BROKER_KEYS: &[&str] = &["producer.id.expiration.ms"];
+
+/// A broker key that may be changed at run time: Kafka allows the broker
+/// synonyms of topic configs (`log.*` defaults, `message.max.bytes`,
+/// `compression.type`, ...) and a few more (`OTHER_DYNAMIC_BROKER_KEYS`);
+/// the rest need a restart.
 pub fn is_dynamic_broker_key(key: &str) -> bool {
-    TOPIC_CONFIGS.iter().any(|(_, b)| *b == Some(key))
+    TOPIC_CONFIGS.iter().any(|(_, b)| *b == Some(key)) || OTHER_DYNAMIC_BROKER_KEYS.contains(&key)
 }
 
 /// What a config request names.
@@ -901,6 +906,43 @@ mod tests {
             run(&mut image, OP_APPEND, "shred").unwrap_err().code,
             error::INVALID_CONFIG
         );
+    }
+
+    #[test]
+    fn producer_id_expiration_is_kafkas_and_changes_at_run_time() {
+        let static_config = BrokerConfig::default();
+        assert_eq!(
+            static_config.get_i64("producer.id.expiration.ms"),
+            86_400_000
+        );
+        assert_eq!(
+            static_config.get_i64("producer.id.expiration.check.interval.ms"),
+            600_000
+        );
+        let image = image_with_topic();
+        let view = view_of(&static_config, &image);
+        let records = plan_incremental(
+            &view,
+            &Resource::ClusterDefault,
+            &[set("producer.id.expiration.ms", "60000")],
+        )
+        .unwrap();
+        assert_eq!(records.len(), 1);
+        let err = plan_incremental(
+            &view,
+            &Resource::ClusterDefault,
+            &[set("producer.id.expiration.check.interval.ms", "1000")],
+        )
+        .unwrap_err();
+        assert_eq!(err.code, error::INVALID_REQUEST, "read-only, as in Kafka");
+        let set_statically =
+            BrokerConfig::with_overrides([("producer.id.expiration.check.interval.ms", "1000")])
+                .unwrap();
+        assert_eq!(
+            set_statically.get_i64("producer.id.expiration.check.interval.ms"),
+            1000
+        );
+        assert!(BrokerConfig::with_overrides([("producer.id.expiration.ms", "0")]).is_err());
     }
 
     #[test]

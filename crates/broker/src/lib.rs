@@ -7,6 +7,7 @@ pub mod config;
 pub mod connection_quotas;
 #[cfg(test)]
 mod crash_simulation;
+pub mod durability;
 pub mod dynamic_config;
 pub mod episode;
 pub mod error_names;

@@ -9,7 +9,11 @@
 //! - removal of `*.deleted` segment files once `file.delete.delay.ms` has
 //!   passed (woken at the earliest deadline);
 //! - the flush scheduler, every `log.flush.scheduler.interval.ms`: a
-//!   background group-commit flush of each log whose `flush.ms` has passed.
+//!   background group-commit flush of each log whose `flush.ms` has passed;
+//! - producer-id expiration, every
+//!   `producer.id.expiration.check.interval.ms`: each log forgets the
+//!   producers idle for `producer.id.expiration.ms` (read from the
+//!   effective config at each pass, since AlterConfigs may change it).
 //!
 //! A second thread (`log-cleaner`) compacts `cleanup.policy=compact` logs
 //! every `log.cleaner.backoff.ms` (when `log.cleaner.enable`). Errors are
@@ -54,6 +58,7 @@ impl Stop {
 struct Intervals {
     retention_check_ms: i64,
     flush_scheduler_ms: i64,
+    producer_expiration_check_ms: i64,
     cleaner_backoff_ms: i64,
     cleaner_enabled: bool,
     dedupe_buffer_bytes: usize,
@@ -73,6 +78,8 @@ impl LogManager {
         let intervals = Intervals {
             retention_check_ms: config.get_i64("log.retention.check.interval.ms"),
             flush_scheduler_ms: config.get_i64("log.flush.scheduler.interval.ms"),
+            producer_expiration_check_ms: config
+                .get_i64("producer.id.expiration.check.interval.ms"),
             cleaner_backoff_ms: config.get_i64("log.cleaner.backoff.ms"),
             cleaner_enabled: config.get_bool("log.cleaner.enable"),
             dedupe_buffer_bytes: config.get_i64("log.cleaner.dedupe.buffer.size") as usize,
@@ -126,6 +133,7 @@ fn run_manager(
     let start = Instant::now();
     let mut next_retention = add_ms(start, intervals.retention_check_ms);
     let mut next_flush = add_ms(start, intervals.flush_scheduler_ms);
+    let mut next_expiration = add_ms(start, intervals.producer_expiration_check_ms);
     let mut next_removal: Option<Instant> = None;
     loop {
         let now = Instant::now();
@@ -140,11 +148,38 @@ fn run_manager(
             flush_pass(replicas, group_commit);
             next_flush = add_ms(now, intervals.flush_scheduler_ms);
         }
-        let wake =
-            earliest(Some(next_retention.min(next_flush)), next_removal).expect("some deadline");
+        if now >= next_expiration {
+            producer_expiration_pass(replicas);
+            next_expiration = add_ms(now, intervals.producer_expiration_check_ms);
+        }
+        let next_periodic = next_retention.min(next_flush).min(next_expiration);
+        let wake = earliest(Some(next_periodic), next_removal).expect("some deadline");
         if stop.sleep(wake.saturating_duration_since(Instant::now())) {
             return;
         }
+    }
+}
+
+/// Every log forgets its producers idle for `producer.id.expiration.ms`.
+fn producer_expiration_pass(replicas: &ReplicaManager) {
+    let expiration_ms = replicas
+        .effective_config()
+        .get_i64("producer.id.expiration.ms");
+    let mut removed = 0;
+    for partition in replicas.partitions() {
+        match partition.with_log_mut(|log| Ok(log.remove_expired_producers(expiration_ms))) {
+            Ok(n) => removed += n.unwrap_or(0),
+            Err(e) => {
+                tracing::error!(topic = %partition.topic, partition = partition.index, error = %e, "expire producer ids")
+            }
+        }
+    }
+    if removed > 0 {
+        tracing::info!(
+            removed,
+            expiration_ms,
+            "expired producer ids idle for producer.id.expiration.ms"
+        );
     }
 }
 

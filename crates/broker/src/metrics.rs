@@ -408,12 +408,15 @@ pub struct PartitionStats {
     pub partition: i32,
     pub log_start_offset: i64,
     pub log_end_offset: i64,
+    /// Offsets below this are fsynced: with `flush.messages=1` it reaches
+    /// the log end before an append is acknowledged.
+    pub durable_offset: i64,
     pub size_bytes: u64,
     pub segments: usize,
 }
 
 /// Every hosted partition with an open log, sorted by topic and partition.
-/// Each log is locked only to copy four numbers.
+/// Each log is locked only to copy a few numbers.
 pub fn partition_stats(broker: &Broker) -> Vec<PartitionStats> {
     let mut stats: Vec<PartitionStats> = broker
         .replicas
@@ -425,6 +428,7 @@ pub fn partition_stats(broker: &Broker) -> Vec<PartitionStats> {
                 partition: p.index,
                 log_start_offset: log.log_start_offset(),
                 log_end_offset: log.log_end_offset(),
+                durable_offset: log.durable_offset(),
                 size_bytes: log.size_bytes(),
                 segments: log.segment_base_offsets().len(),
             })
@@ -858,7 +862,7 @@ fn render_partitions(w: &mut PromWriter, stats: &[PartitionStats]) {
         "Partitions hosted by this broker.",
         stats.len() as f64,
     );
-    let families: [Family<PartitionStats, f64>; 4] = [
+    let families: [Family<PartitionStats, f64>; 5] = [
         (
             "tarn_log_size_bytes",
             "Bytes in a partition's segment files.",
@@ -876,6 +880,11 @@ fn render_partitions(w: &mut PromWriter, stats: &[PartitionStats]) {
             "tarn_log_end_offset",
             "A partition's log end offset.",
             |s| s.log_end_offset as f64,
+        ),
+        (
+            "tarn_log_durable_offset",
+            "Offsets of a partition below this are fsynced.",
+            |s| s.durable_offset as f64,
         ),
     ];
     for (name, help, get) in families {

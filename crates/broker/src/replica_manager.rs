@@ -42,11 +42,12 @@ use tarn_protocol::records::FileRegion;
 use tarn_protocol::Uuid;
 use tarn_storage::partition_metadata::{read_topic_id, write_topic_id};
 use tarn_storage::{
-    AppendError, AppendInfo, CleanupPolicy, FlushTarget, Log, LogConfig, LogEnv, SegmentVerifier,
-    StorageError, DELETE_DIR_SUFFIX,
+    AppendError, AppendInfo, CleanupPolicy, FlushTarget, GroupCommit, Log, LogConfig, LogEnv,
+    SegmentVerifier, StorageError, DELETE_DIR_SUFFIX,
 };
 
 use crate::config::BrokerConfig;
+use crate::durability::{AppendCompletion, PartitionDurability};
 use crate::episode::FailureEpisode;
 use crate::log_deleter::LogDeleter;
 use crate::metadata::{MetadataImage, TopicInfo};
@@ -106,7 +107,24 @@ pub struct Partition {
     /// is logged once and the next success is logged as recovery.
     writes_failing: FailureEpisode,
     reads_failing: FailureEpisode,
+    /// Where this partition's flushes run.
+    group_commit: Arc<GroupCommit>,
+    /// What is durable, for the completions of appends waiting on it.
+    durability: PartitionDurability,
+    /// The highest offset a flush was queued to cover; a retried
+    /// (duplicate) batch below it waits for that flush too.
+    flush_requested_upto: AtomicI64,
     log: Mutex<Option<Log>>,
+}
+
+/// What an append did, and the completion to wait for before it may be
+/// acknowledged.
+#[must_use = "an append may not be acknowledged before its completion resolves"]
+#[derive(Debug)]
+pub struct Appended {
+    pub info: AppendInfo,
+    pub log_start_offset: i64,
+    pub completion: AppendCompletion,
 }
 
 /// `compression.type=producer`: batches keep the codec they came with.
@@ -235,14 +253,11 @@ impl Partition {
     }
 
     /// Appends one produce request's record batches for this partition,
-    /// recompressing them first when the topic's codec says so. When
-    /// `flush.messages` says this append must be durable before it is
-    /// acknowledged, also returns the flush to wait for (run it through the
-    /// group commit, outside this partition's lock).
-    pub fn append(
-        &self,
-        records: &[u8],
-    ) -> Result<(AppendInfo, i64, Option<FlushTarget>), PartitionError> {
+    /// recompressing them first when the topic's codec says so. The
+    /// answer's completion resolves once the append is as durable as
+    /// `flush.messages` asks (a flush is then queued on the group commit,
+    /// outside this partition's lock); nothing may be acknowledged before.
+    pub fn append(&self, records: &[u8]) -> Result<Appended, PartitionError> {
         let converted = match Compression::from_id(self.compression.load(Ordering::Acquire)) {
             Some(target) => {
                 let limit = self.max_message_bytes.load(Ordering::Acquire) as usize;
@@ -254,16 +269,91 @@ impl Partition {
         };
         let records = converted.as_deref().unwrap_or(records);
         let epoch = self.leader_epoch();
-        let result = self.with_log(|log| {
-            let info = log.append(records, epoch)?;
-            let flush = if !info.duplicate && log.flush_due() {
-                log.prepare_flush()?
-            } else {
-                None
-            };
-            Ok((info, log.log_start_offset(), flush))
-        });
-        self.note_storage(&self.writes_failing, "appending", result)
+        // A roll fsyncs the segment it closes: that runs first, outside the
+        // partition's lock (reads and other appends go on) and off the
+        // async workers, then the append is tried again and its roll finds
+        // it done. Whatever may still fsync in the append (a roll that
+        // raced with another append, a new leader epoch's checkpoint) stays
+        // off the async workers too, so only this request waits for it.
+        let mut roll_synced = false;
+        let (info, log_start_offset, flush) = loop {
+            let step = self.with_log(|log| {
+                let may_fsync = if roll_synced {
+                    log.append_may_fsync(records, epoch)
+                } else if let Some(roll) = log.prepare_roll(records)? {
+                    return Ok(Err(roll));
+                } else {
+                    log.epoch_checkpoint_due(epoch)
+                };
+                let info = if may_fsync {
+                    off_async_workers(|| log.append(records, epoch))?
+                } else {
+                    log.append(records, epoch)?
+                };
+                let flush = if !info.duplicate && log.flush_due() {
+                    log.prepare_flush()?
+                } else {
+                    None
+                };
+                if let Some(target) = &flush {
+                    // Under the lock, so a retry of this batch sees it.
+                    self.flush_requested_upto
+                        .fetch_max(target.upto(), Ordering::AcqRel);
+                }
+                Ok(Ok((info, log.log_start_offset(), flush)))
+            });
+            match self.note_storage(&self.writes_failing, "appending", step)? {
+                Ok(appended) => break appended,
+                Err(roll) => {
+                    let synced = off_async_workers(|| roll.run()).map_err(PartitionError::from);
+                    self.note_storage(&self.writes_failing, "rolling", synced)?;
+                    roll_synced = true;
+                }
+            }
+        };
+        if let Some(target) = flush {
+            self.submit_flush(target);
+        }
+        let end = info.last_offset + 1;
+        let completion = if self.flush_requested_upto.load(Ordering::Acquire) >= end {
+            self.durability.completion_upto(end)
+        } else {
+            AppendCompletion::ready()
+        };
+        Ok(Appended {
+            info,
+            log_start_offset,
+            completion,
+        })
+    }
+
+    /// Queues `target` on the group commit; its outcome reaches this
+    /// partition's waiting completions.
+    fn submit_flush(&self, target: FlushTarget) {
+        let publisher = self.durability.publisher();
+        let upto = target.upto();
+        self.group_commit.submit(
+            target,
+            Some(Box::new(move |result| match result {
+                Ok(()) => publisher.durable(upto),
+                Err(e) => publisher.failed(e.to_string()),
+            })),
+        );
+    }
+
+    /// A completion that resolves once every flush queued for this
+    /// partition so far has finished: what a coordinator answer waits for,
+    /// since it covers every write the coordinator made before it.
+    pub fn durability_barrier(&self) -> AppendCompletion {
+        self.durability
+            .completion_upto(self.flush_requested_upto.load(Ordering::Acquire))
+    }
+
+    /// The log went offline after a failed fsync: it takes no writes until
+    /// a restart.
+    pub fn is_offline(&self) -> bool {
+        self.with_log_ref(|log| log.offline_cause().is_some())
+            .unwrap_or(false)
     }
 
     /// Runs `f` on the open log; `Ok(None)` when the partition is closed.
@@ -429,6 +519,19 @@ impl Partition {
     }
 }
 
+/// Runs `f`, which may block on the disk: on a worker of a multi-threaded
+/// tokio runtime through `block_in_place` (the runtime moves its other
+/// tasks to another worker first), elsewhere (a plain thread, a
+/// current-thread runtime in tests) directly.
+fn off_async_workers<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
+    }
+}
+
 /// Kafka's suffix for a partition directory that no partition owns.
 pub const STRAY_DIR_SUFFIX: &str = "-stray";
 
@@ -529,6 +632,8 @@ pub struct ReplicaManager {
     partitions: RwLock<PartitionMap>,
     data_version: watch::Sender<u64>,
     deleter: LogDeleter,
+    /// The fsync rounds every hosted partition's flushes go through.
+    group_commit: Arc<GroupCommit>,
     /// The image and effective broker config the hosted partitions match;
     /// also serializes `sync`.
     synced: Mutex<(Arc<MetadataImage>, BrokerConfig)>,
@@ -601,17 +706,24 @@ fn compression_level(config: &BrokerConfig, topic: &TopicInfo) -> i32 {
 }
 
 impl ReplicaManager {
-    pub fn new(data_dir: &Path, node_id: i32, env: LogEnv) -> Self {
+    pub fn new(data_dir: &Path, node_id: i32, env: LogEnv, group_commit: Arc<GroupCommit>) -> Self {
         let (data_version, _) = watch::channel(0);
         ReplicaManager {
             data_dir: data_dir.to_owned(),
             node_id,
             deleter: LogDeleter::start(env.clone()),
+            group_commit,
             env,
             partitions: RwLock::new(PartitionMap::default()),
             data_version,
             synced: Mutex::new((Arc::new(MetadataImage::default()), BrokerConfig::default())),
         }
+    }
+
+    /// The effective broker config (static and dynamic) the hosted
+    /// partitions were last synced with.
+    pub fn effective_config(&self) -> BrokerConfig {
+        self.synced.lock().1.clone()
     }
 
     /// Deleted partition directories still waiting for their delay.
@@ -829,6 +941,7 @@ impl ReplicaManager {
                 self.deleter.schedule(moved, delay);
             }
             let log = Log::open_in(&self.env, &dir, log_config.clone(), clean_shutdown)?;
+            let durable_offset = log.durable_offset();
             if recorded != Some(topic.topic_id) {
                 write_topic_id(&self.env, &dir, topic.topic_id)?;
             }
@@ -843,6 +956,9 @@ impl ReplicaManager {
                 max_message_bytes: AtomicU32::new(max_message_bytes),
                 writes_failing: FailureEpisode::new(),
                 reads_failing: FailureEpisode::new(),
+                group_commit: self.group_commit.clone(),
+                durability: PartitionDurability::new(durable_offset),
+                flush_requested_upto: AtomicI64::new(0),
                 log: Mutex::new(Some(log)),
             });
             self.partitions.write().insert(partition);
@@ -907,6 +1023,10 @@ mod tests {
     use super::*;
     use crate::metadata::MetadataRecord;
 
+    fn group_commit() -> Arc<GroupCommit> {
+        Arc::new(GroupCommit::start().unwrap())
+    }
+
     fn apply(image: &Arc<MetadataImage>, records: &[MetadataRecord]) -> Arc<MetadataImage> {
         let mut next = (**image).clone();
         for record in records {
@@ -937,7 +1057,7 @@ mod tests {
     fn sync_opens_new_partitions_applies_config_changes_and_deletes_gone_topics() {
         let dir = tempfile::tempdir().unwrap();
         let config = BrokerConfig::default();
-        let replicas = ReplicaManager::new(dir.path(), 1, LogEnv::os(8));
+        let replicas = ReplicaManager::new(dir.path(), 1, LogEnv::os(8), group_commit());
         let empty = Arc::new(MetadataImage::default());
         let image = apply(&empty, &[topic("a", 1, 3), topic("b", 2, 2)].concat());
         replicas.sync(&image, &config, true).unwrap();
@@ -973,7 +1093,7 @@ mod tests {
     fn sync_topics_touches_only_the_named_topics() {
         let dir = tempfile::tempdir().unwrap();
         let config = BrokerConfig::default();
-        let replicas = ReplicaManager::new(dir.path(), 1, LogEnv::os(8));
+        let replicas = ReplicaManager::new(dir.path(), 1, LogEnv::os(8), group_commit());
         let empty = Arc::new(MetadataImage::default());
         let image = apply(&empty, &[topic("a", 1, 2), topic("b", 2, 1)].concat());
         replicas.sync(&image, &config, true).unwrap();
@@ -1030,10 +1150,15 @@ mod tests {
         let config = BrokerConfig::default();
         let empty = Arc::new(MetadataImage::default());
         let old = apply(&empty, &topic("t", 1, 1));
-        let replicas = ReplicaManager::new(dir.path(), 1, LogEnv::os(8));
+        let replicas = ReplicaManager::new(dir.path(), 1, LogEnv::os(8), group_commit());
         replicas.sync(&old, &config, true).unwrap();
         let batch = tarn_protocol::record_batch::build_batch_for_tests(0, 5, 1_700_000_000_000);
-        replicas.get("t", 0).unwrap().append(&batch).unwrap();
+        let appended = replicas.get("t", 0).unwrap().append(&batch).unwrap();
+        assert!(
+            appended.completion.is_ready(),
+            "flush.messages is not reached"
+        );
+        appended.completion.now_or_pending().unwrap().unwrap();
         replicas.shutdown().unwrap();
 
         // A crash after the deletion's commit, before the rename: the
@@ -1042,7 +1167,7 @@ mod tests {
             &apply(&old, &[MetadataRecord::RemoveTopic { topic_id: [1; 16] }]),
             &topic("t", 2, 1),
         );
-        let replicas = ReplicaManager::new(dir.path(), 1, LogEnv::os(8));
+        let replicas = ReplicaManager::new(dir.path(), 1, LogEnv::os(8), group_commit());
         replicas.sync(&new, &config, false).unwrap();
         let t0 = replicas.get("t", 0).unwrap();
         assert_eq!(
@@ -1060,7 +1185,7 @@ mod tests {
         replicas.shutdown().unwrap();
 
         // Gone from the metadata altogether: set aside, not served, not deleted.
-        let replicas = ReplicaManager::new(dir.path(), 1, LogEnv::os(8));
+        let replicas = ReplicaManager::new(dir.path(), 1, LogEnv::os(8), group_commit());
         let none = apply(&new, &[MetadataRecord::RemoveTopic { topic_id: [2; 16] }]);
         replicas.sync(&none, &config, true).unwrap();
         assert_eq!(replicas.set_aside_strays().unwrap(), 1);
@@ -1082,7 +1207,7 @@ mod tests {
         std::fs::create_dir_all(dir.path().join("t-0")).unwrap();
         std::fs::write(dir.path().join("t-0").join("partition.metadata"), b"").unwrap();
         let image = apply(&Arc::new(MetadataImage::default()), &topic("t", 3, 1));
-        let replicas = ReplicaManager::new(dir.path(), 1, LogEnv::os(8));
+        let replicas = ReplicaManager::new(dir.path(), 1, LogEnv::os(8), group_commit());
         replicas
             .sync(&image, &BrokerConfig::default(), false)
             .unwrap();

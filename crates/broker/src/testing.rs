@@ -12,7 +12,20 @@ use crate::handlers::{ApiSpec, RequestContext};
 
 use crate::broker::{Broker, BrokerOptions};
 use crate::config::BrokerConfig;
+use crate::replica_manager::Partition;
 use crate::topics::{create_topic_records, NewTopic};
+
+/// Appends `records` to a partition whose settings need no flush, so its
+/// completion has resolved already; panics otherwise.
+pub fn append_now(partition: &Partition, records: &[u8]) -> tarn_storage::AppendInfo {
+    let appended = partition.append(records).expect("append");
+    appended
+        .completion
+        .now_or_pending()
+        .expect("no flush is due with these settings")
+        .expect("append durable as configured");
+    appended.info
+}
 
 /// A broker with default settings in `dir`, with one topic of
 /// `partitions` partitions created through the metadata log.

@@ -269,12 +269,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let broker = crate::testing::broker_with_topic(dir.path(), "orders", 1);
         let mut batch = build_batch_for_tests(0, 10, 1_000);
-        broker
-            .replicas
-            .get("orders", 0)
-            .unwrap()
-            .append(&batch)
-            .unwrap();
+        crate::testing::append_now(&broker.replicas.get("orders", 0).unwrap(), &batch);
         // As stored: the broker stamps its leader epoch.
         set_partition_leader_epoch(&mut batch, 0).unwrap();
 

@@ -31,6 +31,13 @@ pub enum StorageError {
     },
     #[error("invalid log config: {0}")]
     InvalidConfig(String),
+    /// An fsync of this log failed earlier, so nothing written since its
+    /// last good fsync can be called durable: the log takes no writes
+    /// until a restart recovers it (see the `flush` module).
+    #[error(
+        "log {dir} is offline after a failed fsync ({cause}); restart the broker to recover it"
+    )]
+    Offline { dir: String, cause: String },
 }
 
 impl StorageError {

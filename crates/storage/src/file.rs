@@ -32,6 +32,10 @@ use crate::metrics::timed_fsync;
 const MAX_IOVECS: usize = 1024;
 
 /// One open file: positional reads and writes, truncation, fsync.
+/// A file to fsync away from where its handle was taken, with its path
+/// for the error message.
+pub(crate) type FileToSync = (std::path::PathBuf, Arc<dyn FileHandle>);
+
 pub trait FileHandle: Send + Sync + Debug {
     /// Reads exactly `buf.len()` bytes at `position`.
     fn read_exact_at(&self, buf: &mut [u8], position: u64) -> io::Result<()>;

@@ -12,12 +12,29 @@
 //! concurrent waiters — on one partition or many, from any connection —
 //! cost one fsync per file per round instead of N.
 //!
+//! [`GroupCommit::submit`] never blocks and never fsyncs on the caller's
+//! thread (an async worker, in the broker): requests for a log already
+//! queued merge into its queued request, so the queue holds at most one
+//! request per log ([`GROUP_COMMIT_QUEUE_MAX`] counts logs, not appends),
+//! and the callbacks it carries are bounded by the appends in flight, which
+//! the server limits. A slow disk delays only the requests waiting for it.
+//!
 //! Invariant: a log's durable offset only grows, and only after an fsync
-//! that began after every byte below it was written.
+//! that began after every byte below it was written and that succeeded.
+//!
+//! A failed fsync is fatal for the log ([`LogDurability::fail`]): Linux may
+//! drop the dirty pages of a failed writeback and report the next fsync as
+//! a success without them, so no later fsync can be trusted to cover what
+//! was written before. Kafka (and PostgreSQL) take the same view: Kafka
+//! marks the log directory offline. Tarn keeps the data directory online
+//! but takes the failed log offline: its durable offset never moves again,
+//! and every append and flush answers [`StorageError::Offline`] (Kafka's
+//! KAFKA_STORAGE_ERROR) until the broker restarts and recovers the log from
+//! what is really on disk.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -26,9 +43,89 @@ use parking_lot::{Condvar, Mutex};
 use crate::error::StorageError;
 use crate::file::{FileHandle, LogEnv};
 
-/// At most this many requests wait in the queue; `submit` blocks beyond
-/// it (back-pressure on producers that outrun the disk).
+/// The queue holds one request per log with a flush pending, so it never
+/// grows past the number of hosted logs; this is only the capacity
+/// reserved up front.
 pub const GROUP_COMMIT_QUEUE_MAX: usize = 65_536;
+
+/// One log's durability: the offset below which its data is on disk,
+/// whether its directory entries are, and whether an fsync of it ever
+/// failed. Shared by the log and the flushes it hands out.
+#[derive(Debug, Default)]
+pub struct LogDurability {
+    /// Offsets below this are on disk (fsynced).
+    durable_offset: AtomicI64,
+    /// Segment files created so far (a counter, so a flush that started
+    /// before a creation cannot claim to cover it).
+    dir_changes: AtomicU64,
+    /// `dir_changes` as of the start of the last successful directory
+    /// fsync.
+    dir_synced: AtomicU64,
+    /// Why the log went offline; set once, never cleared.
+    failure: parking_lot::Mutex<Option<String>>,
+}
+
+impl LogDurability {
+    pub(crate) fn new(durable_offset: i64) -> LogDurability {
+        LogDurability {
+            durable_offset: AtomicI64::new(durable_offset),
+            ..LogDurability::default()
+        }
+    }
+
+    pub fn durable_offset(&self) -> i64 {
+        self.durable_offset.load(Ordering::Acquire)
+    }
+
+    /// Why the log is offline, if it is.
+    pub fn failure(&self) -> Option<String> {
+        self.failure.lock().clone()
+    }
+
+    /// `Err(Offline)` once an fsync of this log has failed.
+    pub(crate) fn check(&self, dir: &std::path::Path) -> Result<(), StorageError> {
+        match &*self.failure.lock() {
+            Some(cause) => Err(StorageError::Offline {
+                dir: dir.display().to_string(),
+                cause: cause.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Takes the log offline for good (see the module docs).
+    pub(crate) fn fail(&self, dir: &std::path::Path, error: &StorageError) {
+        let mut failure = self.failure.lock();
+        if failure.is_none() {
+            tracing::error!(dir = %dir.display(), error = %error, "fsync failed; the log is offline until the broker restarts (its unflushed data may be lost)");
+            *failure = Some(error.to_string());
+        }
+    }
+
+    /// Records that offsets below `upto` are on disk, unless the log went
+    /// offline meanwhile.
+    pub(crate) fn advance(&self, upto: i64) {
+        let failure = self.failure.lock();
+        if failure.is_none() {
+            self.durable_offset.fetch_max(upto, Ordering::AcqRel);
+        }
+    }
+
+    pub(crate) fn note_dir_change(&self) {
+        self.dir_changes.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The directory-change count a directory fsync started now covers,
+    /// or `None` when the directory holds nothing unsynced.
+    pub(crate) fn dir_sync_needed(&self) -> Option<u64> {
+        let changes = self.dir_changes.load(Ordering::Acquire);
+        (changes > self.dir_synced.load(Ordering::Acquire)).then_some(changes)
+    }
+
+    pub(crate) fn dir_synced(&self, changes: u64) {
+        self.dir_synced.fetch_max(changes, Ordering::AcqRel);
+    }
+}
 
 /// What one log needs fsynced so that offsets below `upto` are durable.
 #[derive(Debug, Clone)]
@@ -36,11 +133,12 @@ pub struct FlushTarget {
     pub(crate) env: LogEnv,
     pub(crate) file: Arc<dyn FileHandle>,
     pub(crate) path: PathBuf,
-    /// A directory whose entries changed (a new segment file) and must be
-    /// fsynced too.
-    pub(crate) dir: Option<PathBuf>,
+    /// The log's directory, and the directory-change count to cover when
+    /// its entries changed (a new segment file) and must be fsynced too.
+    pub(crate) dir: PathBuf,
+    pub(crate) dir_changes: Option<u64>,
     pub(crate) upto: i64,
-    pub(crate) durable: Arc<AtomicI64>,
+    pub(crate) durability: Arc<LogDurability>,
 }
 
 impl FlushTarget {
@@ -48,15 +146,59 @@ impl FlushTarget {
         self.upto
     }
 
-    /// Does the fsyncs right here and advances the durable offset.
+    /// Does the fsyncs right here and advances the durable offset. A
+    /// failure takes the log offline (see the module docs).
     pub fn run(&self) -> Result<(), StorageError> {
+        self.durability.check(&self.dir)?;
+        let result = self.sync();
+        match &result {
+            Ok(()) => self.durability.advance(self.upto),
+            Err(e) => self.durability.fail(&self.dir, e),
+        }
+        result
+    }
+
+    fn sync(&self) -> Result<(), StorageError> {
         self.file
             .sync()
             .map_err(|e| StorageError::io(format!("fsync {}", self.path.display()), e))?;
-        if let Some(dir) = &self.dir {
-            self.env.sync_dir(dir)?;
+        if let Some(changes) = self.dir_changes {
+            self.env.sync_dir(&self.dir)?;
+            self.durability.dir_synced(changes);
         }
-        self.durable.fetch_max(self.upto, Ordering::AcqRel);
+        Ok(())
+    }
+}
+
+/// The fsyncs a roll needs (the active segment's log and indexes), taken
+/// from the log under its lock by `Log::prepare_roll` and run outside it.
+/// When the segment has not grown since, the roll then skips them; if it
+/// has, the roll fsyncs inline as before. Either way a segment is fsynced
+/// before the next one exists, which is what recovery relies on.
+#[derive(Debug)]
+pub struct RollFlush {
+    pub(crate) files: Vec<crate::file::FileToSync>,
+    pub(crate) dir: PathBuf,
+    /// The segment and its size the fsyncs cover.
+    pub(crate) base_offset: i64,
+    pub(crate) size: u64,
+    /// Where the log learns that they ran.
+    pub(crate) synced: Arc<Mutex<Option<(i64, u64)>>>,
+    pub(crate) durability: Arc<LogDurability>,
+}
+
+impl RollFlush {
+    /// Runs the fsyncs; a failure takes the log offline, like any flush.
+    pub fn run(self) -> Result<(), StorageError> {
+        self.durability.check(&self.dir)?;
+        for (path, file) in &self.files {
+            if let Err(e) = file.sync() {
+                let e = StorageError::io(format!("fsync {}", path.display()), e);
+                self.durability.fail(&self.dir, &e);
+                return Err(e);
+            }
+        }
+        *self.synced.lock() = Some((self.base_offset, self.size));
         Ok(())
     }
 }
@@ -66,19 +208,21 @@ pub type FlushCallback = Box<dyn FnOnce(Result<(), Arc<StorageError>>) + Send>;
 
 struct Request {
     target: FlushTarget,
-    done: Option<FlushCallback>,
+    done: Vec<FlushCallback>,
 }
 
 #[derive(Default)]
 struct Queue {
     pending: VecDeque<Request>,
+    /// Position in `pending` of the request of each log, by the address of
+    /// its `LogDurability`.
+    by_log: HashMap<usize, usize>,
     stopping: bool,
 }
 
 struct Shared {
     queue: Mutex<Queue>,
     wake: Condvar,
-    room: Condvar,
     rounds: AtomicI64,
     fsyncs: AtomicI64,
 }
@@ -104,7 +248,6 @@ impl GroupCommit {
         let shared = Arc::new(Shared {
             queue: Mutex::new(Queue::default()),
             wake: Condvar::new(),
-            room: Condvar::new(),
             rounds: AtomicI64::new(0),
             fsyncs: AtomicI64::new(0),
         });
@@ -119,23 +262,59 @@ impl GroupCommit {
         })
     }
 
-    /// Queues `target`; `done` runs on the group-commit thread once an
-    /// fsync round that covers it has finished.
+    /// Queues `target` (merged into the queued request of its log, if
+    /// any) without blocking; `done` runs on the group-commit thread once
+    /// an fsync round that covers it has finished. After [`GroupCommit::stop`]
+    /// `done` is told so at once: closing the log flushes it instead.
     pub fn submit(&self, target: FlushTarget, done: Option<FlushCallback>) {
         let mut queue = self.shared.queue.lock();
-        while queue.pending.len() >= GROUP_COMMIT_QUEUE_MAX && !queue.stopping {
-            self.shared.room.wait(&mut queue);
-        }
         if queue.stopping {
             drop(queue);
-            let result = target.run().map_err(Arc::new);
             if let Some(done) = done {
-                done(result);
+                done(Err(Arc::new(StorageError::io(
+                    format!("flush {}", target.path.display()),
+                    std::io::Error::other("the group commit has stopped (shutting down)"),
+                ))));
             }
             return;
         }
-        queue.pending.push_back(Request { target, done });
+        let key = Arc::as_ptr(&target.durability) as usize;
+        if let Some(&i) = queue.by_log.get(&key) {
+            let queued = &mut queue.pending[i];
+            if Arc::ptr_eq(&queued.target.file, &target.file) {
+                queued.target.upto = queued.target.upto.max(target.upto);
+                queued.target.dir_changes = queued.target.dir_changes.max(target.dir_changes);
+                queued.done.extend(done);
+                return;
+            }
+            // The log rolled since: its new active segment is another file,
+            // whose fsync also covers what the old one needed (a roll
+            // fsyncs the segment it closes), so the newer target replaces it.
+            let mut replaced = std::mem::replace(
+                queued,
+                Request {
+                    target,
+                    done: Vec::new(),
+                },
+            );
+            queued.target.upto = queued.target.upto.max(replaced.target.upto);
+            queued.target.dir_changes = queued.target.dir_changes.max(replaced.target.dir_changes);
+            queued.done.append(&mut replaced.done);
+            queued.done.extend(done);
+            return;
+        }
+        let position = queue.pending.len();
+        queue.by_log.insert(key, position);
+        queue.pending.push_back(Request {
+            target,
+            done: done.into_iter().collect(),
+        });
         self.shared.wake.notify_one();
+    }
+
+    /// Requests waiting for the next round (at most one per log).
+    pub fn queued(&self) -> usize {
+        self.shared.queue.lock().pending.len()
     }
 
     /// Rounds run so far (each is one batch of requests).
@@ -152,7 +331,6 @@ impl GroupCommit {
     pub fn stop(&self) {
         self.shared.queue.lock().stopping = true;
         self.shared.wake.notify_all();
-        self.shared.room.notify_all();
         if let Some(thread) = self.thread.lock().take() {
             if thread.join().is_err() {
                 tracing::error!("the group-commit thread panicked");
@@ -177,9 +355,8 @@ fn run(shared: &Shared) {
             if queue.pending.is_empty() {
                 return;
             }
-            let round = queue.pending.drain(..).collect();
-            shared.room.notify_all();
-            round
+            queue.by_log.clear();
+            queue.pending.drain(..).collect()
         };
         shared.rounds.fetch_add(1, Ordering::Relaxed);
         run_round(shared, round);
@@ -198,9 +375,7 @@ fn run_round(shared: &Shared, round: Vec<Request>) {
         {
             Some((d, members)) => {
                 d.upto = d.upto.max(t.upto);
-                if d.dir.is_none() {
-                    d.dir.clone_from(&t.dir);
-                }
+                d.dir_changes = d.dir_changes.max(t.dir_changes);
                 members.push(i);
             }
             None => distinct.push((t.clone(), vec![i])),
@@ -213,12 +388,12 @@ fn run_round(shared: &Shared, round: Vec<Request>) {
         if let Err(e) = &result {
             tracing::error!(file = %target.path.display(), error = %e, "group commit fsync failed");
         } else {
-            // Requests that shared the file but carried their own durable
-            // cell (a log reopened under the same path) advance too.
+            // Requests that shared the file but carried their own
+            // durability (a log reopened under the same path) advance too.
             for &i in members {
                 let t = &round[i].target;
-                if !Arc::ptr_eq(&t.durable, &target.durable) {
-                    t.durable.fetch_max(t.upto, Ordering::AcqRel);
+                if !Arc::ptr_eq(&t.durability, &target.durability) {
+                    t.durability.advance(t.upto);
                 }
             }
         }
@@ -227,8 +402,9 @@ fn run_round(shared: &Shared, round: Vec<Request>) {
         }
     }
     for (request, result) in round.into_iter().zip(results) {
-        if let Some(done) = request.done {
-            done(result.unwrap_or(Ok(())));
+        let result = result.unwrap_or(Ok(()));
+        for done in request.done {
+            done(result.clone());
         }
     }
 }
@@ -282,14 +458,15 @@ mod tests {
             started: Mutex::new(Some(started_tx)),
             release: Mutex::new(Some(release_rx)),
         });
-        let durable = Arc::new(AtomicI64::new(0));
+        let durability = Arc::new(LogDurability::new(0));
         let target = |upto: i64| FlushTarget {
             env: LogEnv::shared_default(),
             file: file.clone(),
             path: PathBuf::from("gated.log"),
-            dir: None,
+            dir: PathBuf::from("gated"),
+            dir_changes: None,
             upto,
-            durable: durable.clone(),
+            durability: durability.clone(),
         };
         let commit = GroupCommit::start().unwrap();
         let (done_tx, done_rx) = mpsc::channel();
@@ -303,14 +480,22 @@ mod tests {
         for upto in 2..=11 {
             commit.submit(target(upto), callback(upto));
         }
-        assert_eq!(durable.load(Ordering::SeqCst), 0);
+        assert_eq!(durability.durable_offset(), 0);
+        assert_eq!(commit.queued(), 1, "one queued request per log");
         release_tx.send(()).unwrap();
         let mut done: Vec<(i64, bool)> = (0..11).map(|_| done_rx.recv().unwrap()).collect();
         done.sort_unstable();
         assert_eq!(done, (1..=11).map(|i| (i, true)).collect::<Vec<_>>());
         assert_eq!(file.syncs.load(Ordering::SeqCst), 2, "one fsync per round");
         assert_eq!(commit.rounds(), 2);
-        assert_eq!(durable.load(Ordering::SeqCst), 11);
+        assert_eq!(durability.durable_offset(), 11);
+        // Once stopped, a submit is refused at once, with no fsync on the
+        // caller's thread.
+        commit.stop();
+        commit.submit(target(12), callback(12));
+        assert_eq!(done_rx.recv().unwrap(), (12, false));
+        assert_eq!(file.syncs.load(Ordering::SeqCst), 2);
+        assert_eq!(durability.durable_offset(), 11);
     }
 
     #[test]

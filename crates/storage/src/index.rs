@@ -210,6 +210,16 @@ impl<E: IndexEntry> IndexFile<E> {
         self.file.sync()
     }
 
+    /// Writes pending entries; then the file's path and handle, to fsync
+    /// elsewhere, or `None` when it was never created.
+    fn persisted_handle(&mut self) -> Result<Option<crate::file::FileToSync>, StorageError> {
+        self.persist()?;
+        if !self.file.exists() {
+            return Ok(None);
+        }
+        Ok(Some((self.file.path().to_path_buf(), self.file.handle()?)))
+    }
+
     fn rename_to(&mut self, to: &Path) -> Result<(), StorageError> {
         self.file.rename_to(to)
     }
@@ -328,6 +338,13 @@ impl OffsetIndex {
 
     pub fn persist(&mut self) -> Result<(), StorageError> {
         self.inner.persist()
+    }
+
+    /// See `IndexFile::persisted_handle`.
+    pub(crate) fn persisted_handle(
+        &mut self,
+    ) -> Result<Option<crate::file::FileToSync>, StorageError> {
+        self.inner.persisted_handle()
     }
 
     pub fn clear(&mut self) -> Result<(), StorageError> {
@@ -474,6 +491,13 @@ impl TimeIndex {
 
     pub fn persist(&mut self) -> Result<(), StorageError> {
         self.inner.persist()
+    }
+
+    /// See `IndexFile::persisted_handle`.
+    pub(crate) fn persisted_handle(
+        &mut self,
+    ) -> Result<Option<crate::file::FileToSync>, StorageError> {
+        self.inner.persisted_handle()
     }
 
     pub fn clear(&mut self) -> Result<(), StorageError> {

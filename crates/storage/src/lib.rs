@@ -22,7 +22,7 @@ pub mod sim;
 pub use cleaner::{CleanStats, CleanerConfig, CleaningPlan, Compressor, Decompressor};
 pub use error::{AppendError, StorageError};
 pub use file::{Clock, FileCache, FileSystem, LogEnv, ManualClock, OsFileSystem, SystemClock};
-pub use flush::{FlushCallback, FlushTarget, GroupCommit};
+pub use flush::{FlushCallback, FlushTarget, GroupCommit, RollFlush};
 pub use index::{OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset};
 pub use leader_epoch::{EpochEntry, LeaderEpochFileCache, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
 pub use log::{remove_dirs_marked_for_deletion, AppendInfo, Log, DELETE_DIR_SUFFIX};

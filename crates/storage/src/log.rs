@@ -9,17 +9,24 @@
 //! segment's base offset; a produce is either applied whole or not at all
 //! (validation, sequence checks and the leader-epoch checkpoint all happen
 //! before the single write); every segment but the active one has been
-//! fsynced (a roll fsyncs the segment it closes), so recovery after a crash
-//! only needs to repair the active segment. Recovery on open also finishes
+//! fsynced (a roll fsyncs the segment it closes before the next one
+//! exists, inline or, for appends, beforehand outside the log's lock
+//! through [`Log::prepare_roll`]), so recovery after a crash only needs to
+//! repair the active segment. Recovery on open also finishes
 //! or undoes an interrupted compaction swap, removes leftover `.deleted` and
 //! `.cleaned` files, rebuilds any inconsistent index, then rebuilds the max
 //! timestamp and producer state. Retention lives in `retention.rs`, the
 //! cleaner in `cleaner.rs`.
+//!
+//! Nothing counts as durable unless the fsync covering it succeeded: a
+//! failed fsync (of a flush, a roll or a close) takes the log offline, so
+//! every later append and flush fails with `StorageError::Offline` instead
+//! of trusting a later fsync that Linux may report as a success without
+//! the lost pages (see `flush.rs`). A restart recovers the log from disk.
 
 use std::collections::BTreeMap;
 use std::io::IoSlice;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -33,7 +40,7 @@ use tracing::{info, warn};
 
 use crate::error::{AppendError, StorageError};
 use crate::file::LogEnv;
-use crate::flush::FlushTarget;
+use crate::flush::{FlushTarget, LogDurability, RollFlush};
 use crate::leader_epoch::LeaderEpochFileCache;
 pub use crate::log_config::*;
 use crate::producer_state::{
@@ -100,10 +107,12 @@ pub struct Log {
     unflushed_messages: i64,
     /// When the last flush was started (ms), for `flush.ms`.
     last_flush_ms: i64,
-    /// Offsets below this are known to be on disk (fsynced).
-    durable_offset: Arc<AtomicI64>,
-    /// A segment file was created since the directory was last fsynced.
-    dir_needs_sync: bool,
+    /// What is on disk, shared with the flushes handed out; also whether
+    /// the log went offline after a failed fsync.
+    durability: Arc<LogDurability>,
+    /// (base offset, size) of the active segment as last fsynced by a
+    /// [`RollFlush`], so the roll that follows need not fsync it again.
+    roll_synced: Arc<parking_lot::Mutex<Option<(i64, u64)>>>,
     /// Segments renamed to `*.deleted`, with when to remove their files.
     pub(crate) pending_deletes: Vec<(i64, Box<LogSegment>)>,
 }
@@ -190,8 +199,8 @@ impl Log {
             max_timestamp: NO_MAX_TIMESTAMP,
             unflushed_messages: 0,
             last_flush_ms: env.now_ms(),
-            durable_offset: Arc::new(AtomicI64::new(durable)),
-            dir_needs_sync: false,
+            durability: Arc::new(LogDurability::new(durable)),
+            roll_synced: Arc::default(),
             pending_deletes: Vec::new(),
         };
         log.rebuild_producer_state(&names)?;
@@ -280,6 +289,7 @@ impl Log {
     /// durable ([`Log::prepare_flush`] or [`Log::flush`]) before it
     /// acknowledges the append.
     pub fn append(&mut self, records: &[u8], leader_epoch: i32) -> Result<AppendInfo, AppendError> {
+        self.durability.check(&self.dir)?;
         let mut batches = self.validate_records(records)?;
         if let [(_, header)] = batches.as_slice() {
             let check = self.producer_state.check(header).map_err(|e| match e {
@@ -340,7 +350,7 @@ impl Log {
         }
         self.active_segment_mut().append(&parts, &batches)?;
         if created {
-            self.dir_needs_sync = true;
+            self.durability.note_dir_change();
         }
         for (_, header) in &batches {
             self.producer_state.update(header);
@@ -365,6 +375,84 @@ impl Log {
             duplicate: false,
             record_count,
         })
+    }
+
+    /// Whether appending `records` with `leader_epoch` would fsync on the
+    /// caller's thread: a roll fsyncs the segment it closes, and a new
+    /// leader epoch rewrites the epoch checkpoint. Reads only the batch
+    /// headers (no CRC check), so the caller can move such an append off
+    /// an async worker first. Input that does not parse answers false (the
+    /// append refuses it without touching the disk).
+    pub fn append_may_fsync(&mut self, records: &[u8], leader_epoch: i32) -> bool {
+        self.epoch_checkpoint_due(leader_epoch)
+            || (self.append_would_roll(records) && !self.active_segment_roll_synced())
+    }
+
+    /// Whether an append with `leader_epoch` rewrites (and fsyncs) the
+    /// leader-epoch checkpoint.
+    pub fn epoch_checkpoint_due(&self, leader_epoch: i32) -> bool {
+        leader_epoch >= 0 && self.latest_epoch().is_none_or(|e| e < leader_epoch)
+    }
+
+    /// For an append of `records` that will roll: writes the closing
+    /// segment's final index entries and hands out the fsyncs the roll
+    /// needs, to run outside this log's lock ([`RollFlush::run`]) before
+    /// the append. `None` when the append will not roll (or they ran).
+    pub fn prepare_roll(&mut self, records: &[u8]) -> Result<Option<RollFlush>, StorageError> {
+        self.durability.check(&self.dir)?;
+        if !self.append_would_roll(records) || self.active_segment_roll_synced() {
+            return Ok(None);
+        }
+        let active = self.active_segment_mut();
+        let files = active.files_to_sync_before_roll()?;
+        let (base_offset, size) = (active.base_offset(), active.size());
+        Ok(Some(RollFlush {
+            files,
+            dir: self.dir.clone(),
+            base_offset,
+            size,
+            synced: self.roll_synced.clone(),
+            durability: self.durability.clone(),
+        }))
+    }
+
+    /// A [`RollFlush`] covered the active segment as it is now.
+    fn active_segment_roll_synced(&self) -> bool {
+        let active = self.active_segment();
+        *self.roll_synced.lock() == Some((active.base_offset(), active.size()))
+    }
+
+    /// Whether appending `records` rolls first (from the batch headers).
+    fn append_would_roll(&mut self, records: &[u8]) -> bool {
+        let mut next_offset = self.log_end_offset;
+        let mut max_timestamp = -1;
+        let mut position = 0;
+        while position < records.len() {
+            let Ok(header) = parse_header(&records[position..]) else {
+                return false;
+            };
+            if header.total_size() < RECORD_BATCH_HEADER_SIZE {
+                return false;
+            }
+            next_offset += i64::from(header.last_offset_delta) + 1;
+            max_timestamp = max_timestamp.max(header.max_timestamp);
+            position += header.total_size();
+        }
+        let now_ms = self.env.now_ms();
+        let segment_bytes = self.config.segment_bytes;
+        let segment_ms = self.config.max_segment_ms();
+        self.active_segment_mut()
+            .should_roll(
+                records.len() as u64,
+                next_offset - 1,
+                max_timestamp,
+                now_ms,
+                segment_bytes,
+                segment_ms,
+            )
+            // A header that cannot be read makes the append fail and
+            // report it; until then, assume the worst.
+            .unwrap_or(true)
     }
 
     /// Checks that `records` is exactly a sequence of whole, valid v2
@@ -447,9 +535,18 @@ impl Log {
         if self.active_segment().base_offset() == new_base && self.active_segment().size() == 0 {
             return Ok(());
         }
+        // Already fsynced by a RollFlush outside the lock when the segment
+        // has not grown since; the final index entries then add nothing.
+        let synced = self.active_segment_roll_synced();
         let old = self.active_segment_mut();
         old.on_become_inactive()?;
-        old.flush()?;
+        if !synced {
+            if let Err(e) = old.flush() {
+                self.durability.fail(&self.dir, &e);
+                return Err(e);
+            }
+        }
+        let old = self.active_segment_mut();
         old.unload_indexes()?;
         // Leftover index files at the new base offset (with no .log) are
         // found inconsistent with the empty log and rebuilt by open.
@@ -462,7 +559,7 @@ impl Log {
             &mut |_| {},
         )?;
         segment.log_handle()?;
-        self.dir_needs_sync = true;
+        self.durability.note_dir_change();
         info!(dir = %self.dir.display(), base_offset = new_base, "rolled new segment");
         self.segments.insert(new_base, Box::new(segment));
         Ok(())
@@ -705,24 +802,32 @@ impl Log {
     }
 
     pub fn has_unflushed_data(&self) -> bool {
-        self.durable_offset.load(Ordering::Acquire) < self.log_end_offset || self.dir_needs_sync
+        self.durability.durable_offset() < self.log_end_offset
+            || self.durability.dir_sync_needed().is_some()
     }
 
     /// Offsets below this are on disk.
     pub fn durable_offset(&self) -> i64 {
-        self.durable_offset.load(Ordering::Acquire)
+        self.durability.durable_offset()
+    }
+
+    /// Why the log is offline (an fsync failed), or `None` while it works.
+    pub fn offline_cause(&self) -> Option<String> {
+        self.durability.failure()
     }
 
     /// Starts a flush of everything appended so far, to be run by the
     /// group-commit thread (or by [`FlushTarget::run`]) outside this log's
-    /// lock. `None` when everything is already durable.
+    /// lock. `None` when everything is already durable; `Offline` once an
+    /// fsync of this log has failed.
     pub fn prepare_flush(&mut self) -> Result<Option<FlushTarget>, StorageError> {
+        self.durability.check(&self.dir)?;
         self.unflushed_messages = 0;
         self.last_flush_ms = self.env.now_ms();
         if !self.has_unflushed_data() {
             return Ok(None);
         }
-        let dir = std::mem::take(&mut self.dir_needs_sync).then(|| self.dir.clone());
+        let dir_changes = self.durability.dir_sync_needed();
         let upto = self.log_end_offset;
         let active = self.active_segment_mut();
         let path = active.log_path().to_path_buf();
@@ -731,23 +836,34 @@ impl Log {
             env: self.env.clone(),
             file,
             path,
-            dir,
+            dir: self.dir.clone(),
+            dir_changes,
             upto,
-            durable: self.durable_offset.clone(),
+            durability: self.durability.clone(),
         }))
     }
 
     /// fsyncs the active segment with its indexes (and the directory) here
-    /// and now.
+    /// and now. A failure takes the log offline, as in [`FlushTarget::run`].
     pub fn flush(&mut self) -> Result<(), StorageError> {
+        self.durability.check(&self.dir)?;
         self.unflushed_messages = 0;
         self.last_flush_ms = self.env.now_ms();
-        self.active_segment_mut().flush()?;
-        if std::mem::take(&mut self.dir_needs_sync) {
-            self.env.sync_dir(&self.dir)?;
+        let result = self.sync_active_and_dir();
+        match &result {
+            Ok(()) => self.durability.advance(self.log_end_offset),
+            Err(e) => self.durability.fail(&self.dir, e),
         }
-        self.durable_offset
-            .fetch_max(self.log_end_offset, Ordering::AcqRel);
+        result
+    }
+
+    fn sync_active_and_dir(&mut self) -> Result<(), StorageError> {
+        let dir_changes = self.durability.dir_sync_needed();
+        self.active_segment_mut().flush()?;
+        if let Some(changes) = dir_changes {
+            self.env.sync_dir(&self.dir)?;
+            self.durability.dir_synced(changes);
+        }
         Ok(())
     }
 
@@ -811,6 +927,15 @@ impl Log {
 
     pub fn producer_state(&self) -> &ProducerStateManager {
         &self.producer_state
+    }
+
+    /// Forgets idle producer ids (see
+    /// [`ProducerStateManager::remove_expired_producers`]), with the time
+    /// from this log's clock; returns how many.
+    pub fn remove_expired_producers(&mut self, expiration_ms: i64) -> usize {
+        let now_ms = self.env.now_ms();
+        self.producer_state
+            .remove_expired_producers(now_ms, expiration_ms)
     }
 
     /// Persists `log_start_offset` when it lies past the first segment's
@@ -1652,6 +1777,132 @@ mod tests {
             ));
             assert!(!log.append(&idempotent(5, 2, seq, 1), 0).unwrap().duplicate);
         }
+    }
+
+    #[test]
+    fn idle_producer_ids_expire_and_stay_out_of_snapshots() {
+        const EXPIRATION_MS: i64 = 100_000;
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(crate::file::ManualClock::new(1_000_000));
+        let env = LogEnv::new(Arc::new(crate::file::OsFileSystem), 8, clock.clone());
+        let at = |pid: i64, seq: i32, timestamp: i64| {
+            RecordBatchBuilder::new()
+                .producer(pid, 0, seq)
+                .record(timestamp, None, Some(b"x"))
+                .build()
+        };
+        let mut log = Log::open_in(&env, dir.path(), LogConfig::default(), true).unwrap();
+        log.append(&at(1, 0, 1_000_000), 0).unwrap();
+        log.append(&at(2, 0, 1_000_000), 0).unwrap();
+        clock.set(1_050_000);
+        log.append(&at(2, 1, 1_050_000), 0).unwrap();
+        clock.set(1_099_999);
+        assert_eq!(log.remove_expired_producers(EXPIRATION_MS), 0);
+        clock.set(1_100_000);
+        assert_eq!(log.remove_expired_producers(EXPIRATION_MS), 1);
+        assert!(log.producer_state().entry(1).is_none(), "idle for 100 s");
+        assert!(log.producer_state().entry(2).is_some(), "wrote 50 s ago");
+        // A forgotten producer is a new one: it must start at sequence 0.
+        assert!(matches!(
+            log.append(&at(1, 1, 1_100_000), 0),
+            Err(AppendError::OutOfOrderSequence(_))
+        ));
+        log.close().unwrap();
+        let log = Log::open_in(&env, dir.path(), LogConfig::default(), true).unwrap();
+        assert_eq!(log.producer_state().producer_count(), 1, "the snapshot");
+    }
+
+    #[test]
+    fn a_clean_restart_rebuilds_no_index_of_a_segment_without_entries() {
+        // One batch per partition, small or larger than index.interval.bytes
+        // (no entry either way: the first batch of a segment never gets
+        // one), and a few batches for comparison.
+        let value = vec![b'v'; 6_000];
+        let cases: Vec<Vec<Vec<u8>>> = vec![
+            vec![build_batch_for_tests(0, 1, 1_000)],
+            vec![RecordBatchBuilder::new()
+                .record(1_000, None, Some(&value))
+                .build()],
+            (0..3)
+                .map(|i| {
+                    RecordBatchBuilder::new()
+                        .record(1_000 + i, None, Some(&value))
+                        .build()
+                })
+                .collect(),
+        ];
+        for (case, batches) in cases.iter().enumerate() {
+            let dir = tempfile::tempdir().unwrap();
+            let mut log = Log::open(dir.path(), LogConfig::default(), true).unwrap();
+            for batch in batches {
+                log.append(batch, 0).unwrap();
+            }
+            let expected = read_all(&log, 0);
+            log.close().unwrap();
+            let log = Log::open(dir.path(), LogConfig::default(), true).unwrap();
+            assert!(
+                log.active_segment().awaits_verification(),
+                "case {case}: the segment was rebuilt"
+            );
+            assert_eq!(read_all(&log, 0), expected, "case {case}");
+            for h in &expected {
+                let got = headers(&log.read(h.base_offset, 1, true).unwrap());
+                assert_eq!(got[0], *h, "case {case}: lookup of {}", h.base_offset);
+            }
+        }
+    }
+
+    #[test]
+    fn rolled_segments_of_one_large_batch_open_without_a_rebuild() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig {
+            segment_bytes: 10_000,
+            ..LogConfig::default()
+        };
+        let value = vec![b'v'; 6_000];
+        let mut log = Log::open(dir.path(), config.clone(), true).unwrap();
+        for i in 0..4 {
+            let batch = RecordBatchBuilder::new()
+                .record(1_000 + i, None, Some(&value))
+                .build();
+            log.append(&batch, 0).unwrap();
+        }
+        assert_eq!(log.segment_base_offsets(), [0, 1, 2, 3]);
+        let expected = read_all(&log, 0);
+        log.close().unwrap();
+        let log = Log::open(dir.path(), config, true).unwrap();
+        for segment in log.segments.values() {
+            assert!(
+                segment.awaits_verification(),
+                "segment {} was rebuilt",
+                segment.base_offset()
+            );
+        }
+        assert_eq!(read_all(&log, 0), expected);
+    }
+
+    #[test]
+    fn append_may_fsync_predicts_rolls_and_new_epochs() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), small_config(), true).unwrap();
+        let batch = build_batch_for_tests(0, 2, 0);
+        assert!(
+            log.append_may_fsync(&batch, 0),
+            "the first epoch is checkpointed"
+        );
+        log.append(&batch, 0).unwrap();
+        assert!(!log.append_may_fsync(&batch, 0));
+        assert!(log.append_may_fsync(&batch, 1), "a new epoch");
+        assert!(!log.append_may_fsync(b"not a batch", 0));
+        // Fill the segment up to the next roll, checking each prediction.
+        for _ in 0..40 {
+            let before = log.segment_base_offsets().len();
+            let predicted = log.append_may_fsync(&batch, 0);
+            log.append(&batch, 0).unwrap();
+            let rolled = log.segment_base_offsets().len() > before;
+            assert_eq!(predicted, rolled, "at offset {}", log.log_end_offset());
+        }
+        assert!(log.segment_base_offsets().len() > 2);
     }
 
     #[test]

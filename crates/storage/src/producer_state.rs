@@ -9,6 +9,15 @@
 //! always be rebuilt by replaying batch headers, and a snapshot written at a
 //! log end offset (`<20-digit offset>.snapshot`, CRC-32C protected) saves
 //! replaying everything before that offset.
+//!
+//! Producer ids expire as in Kafka: one whose last batch's timestamp is
+//! `producer.id.expiration.ms` or more in the past (and that has no ongoing
+//! transaction; Tarn has none) is forgotten by
+//! [`ProducerStateManager::remove_expired_producers`], which the broker
+//! runs every `producer.id.expiration.check.interval.ms`. So a client that
+//! invents producer ids cannot grow the state, or the snapshots, without
+//! bound. A producer with no retained batch (only control batches seen)
+//! has no timestamp and expires at the first check.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -108,6 +117,18 @@ impl ProducerStateManager {
 
     pub fn producer_count(&self) -> usize {
         self.producers.len()
+    }
+
+    /// Kafka's `removeExpiredProducers`: forgets every producer whose last
+    /// batch timestamp is at least `expiration_ms` before `now_ms`.
+    /// Returns how many were removed.
+    pub fn remove_expired_producers(&mut self, now_ms: i64, expiration_ms: i64) -> usize {
+        let before = self.producers.len();
+        self.producers.retain(|_, entry| {
+            let last_timestamp = entry.batches.back().map_or(i64::MIN, |b| b.timestamp);
+            now_ms.saturating_sub(last_timestamp) < expiration_ms
+        });
+        before - self.producers.len()
     }
 
     /// Decides whether `header` (offsets not yet assigned) may be appended,

@@ -285,10 +285,11 @@ impl LogSegment {
         config: &LogConfig,
     ) -> Result<LogSegment, StorageError> {
         let (log, offset_index, time_index) = open_files(env, dir, base_offset, config)?;
+        let index_files_missing = !offset_index.file_exists() || !time_index.file_exists();
         let needs_rebuild = !offset_index.size_is_sane()
             || !time_index.size_is_sane()
-            || (log.size() > u64::from(config.index_interval_bytes)
-                && (!offset_index.file_exists() || !time_index.file_exists()));
+            || (index_files_missing
+                && index_entry_expected(&log, u64::from(config.index_interval_bytes))?);
         if needs_rebuild {
             drop((log, offset_index, time_index));
             return LogSegment::open(env, dir, base_offset, config, false, &mut |_| {});
@@ -358,7 +359,10 @@ impl LogSegment {
     /// max timestamp of the unindexed tail.
     fn load_from_indexes(&mut self) -> Result<(), String> {
         let state = &mut self.state;
-        if self.log.size() > state.index_interval_bytes && !state.offset_index.file_exists() {
+        if !state.offset_index.file_exists()
+            && index_entry_expected(&self.log, state.index_interval_bytes)
+                .map_err(|e| e.to_string())?
+        {
             return Err("offset index file is missing".to_string());
         }
         if let Some(problem) = state.offset_index.problem(self.log.size()) {
@@ -571,6 +575,22 @@ impl LogSegment {
         self.state.append_final_time_entry();
         self.state.offset_index.persist()?;
         self.state.time_index.persist()
+    }
+
+    /// Writes the final index entries (as a roll does) and answers the
+    /// files to fsync, with their paths, so that a roll about to close this
+    /// segment can have them fsynced outside the log's lock first.
+    pub(crate) fn files_to_sync_before_roll(
+        &mut self,
+    ) -> Result<Vec<crate::file::FileToSync>, StorageError> {
+        self.state.append_final_time_entry();
+        let mut files = Vec::with_capacity(3);
+        if self.log.exists() {
+            files.push((self.log.path().to_path_buf(), self.log.handle()?));
+        }
+        files.extend(self.state.offset_index.persisted_handle()?);
+        files.extend(self.state.time_index.persisted_handle()?);
+        Ok(files)
     }
 
     /// fsync the log and write + fsync both indexes.
@@ -832,6 +852,33 @@ impl LogSegment {
 /// offsets increase from `next_offset` and stay in the segment's range, and
 /// with `validate_crc` also the CRC (which needs the whole batch read).
 /// Returns where and why it stopped early, if it did.
+/// Whether a segment's offset index must hold an entry: appends index a
+/// batch once `index.interval.bytes` have been written since the last
+/// entry, so the first entry belongs to the first batch starting at or past
+/// that position. A segment without one (a few small batches, or one large
+/// batch) may have no index file at all. Reads only the headers before
+/// that position; a header it cannot read counts as "expected", so a
+/// damaged segment is rebuilt.
+fn index_entry_expected(
+    log: &SegmentFile,
+    index_interval_bytes: u64,
+) -> Result<bool, StorageError> {
+    let size = log.size();
+    let mut position = 0;
+    let mut header_buf = [0u8; RECORD_BATCH_HEADER_SIZE];
+    while position < size {
+        if position >= index_interval_bytes || size - position < RECORD_BATCH_HEADER_SIZE as u64 {
+            return Ok(true);
+        }
+        log.read_at(position, &mut header_buf)?;
+        let Ok(header) = parse_header(&header_buf) else {
+            return Ok(true);
+        };
+        position += header.total_size() as u64;
+    }
+    Ok(false)
+}
+
 fn scan(
     log: &dyn ScanSource,
     mut position: u64,

@@ -9,6 +9,12 @@
 //! durable at once, as on a journaling file system after the metadata
 //! commit; file contents are not. [`SimFileSystem::halt`] makes every
 //! operation fail, so a crashed process writes nothing after the cut.
+//!
+//! [`SimFileSystem::fail_fsyncs`] makes the next fsyncs of a file or
+//! directory fail. A file whose fsync failed then behaves as Linux may
+//! after a failed writeback, in the worst case: its dirty pages were
+//! dropped, so reads still see the written bytes but every later fsync
+//! reports success while persisting nothing new.
 
 use std::collections::{BTreeSet, HashMap};
 use std::io;
@@ -27,6 +33,12 @@ struct Contents {
     modified_ms: i64,
     /// `(position, len)` of every writeback hint, for tests.
     writeback_hints: Vec<(u64, u64)>,
+    /// How many of the next fsyncs fail.
+    failing_syncs: u32,
+    /// An fsync failed: later ones "succeed" without persisting anything.
+    writeback_lost: bool,
+    /// fsyncs asked for, failed or not, for tests.
+    syncs: u64,
 }
 
 #[derive(Debug, Default)]
@@ -88,7 +100,15 @@ impl FileHandle for SimHandle {
     fn sync(&self) -> io::Result<()> {
         self.check()?;
         let mut contents = self.0 .0.lock();
-        contents.durable = contents.written.clone();
+        contents.syncs += 1;
+        if contents.failing_syncs > 0 {
+            contents.failing_syncs -= 1;
+            contents.writeback_lost = true;
+            return Err(io::Error::other("simulated fsync failure (EIO)"));
+        }
+        if !contents.writeback_lost {
+            contents.durable = contents.written.clone();
+        }
         Ok(())
     }
 
@@ -106,6 +126,8 @@ struct State {
     dirs: BTreeSet<PathBuf>,
     rng: u64,
     halted: Arc<AtomicBool>,
+    /// How many of the next fsyncs of each directory fail.
+    failing_dir_syncs: HashMap<PathBuf, u32>,
 }
 
 /// See the module docs.
@@ -126,7 +148,33 @@ impl SimFileSystem {
             dirs: BTreeSet::from([PathBuf::from("/")]),
             rng: seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
             halted: Arc::default(),
+            failing_dir_syncs: HashMap::new(),
         }))
+    }
+
+    /// The next `count` fsyncs of `path` (a file, through any handle, or a
+    /// directory) fail with an I/O error; see the module docs for what a
+    /// file is like afterwards. Returns false when nothing is at `path`.
+    pub fn fail_fsyncs(&self, path: &Path, count: u32) -> bool {
+        let mut state = self.0.lock();
+        if let Some(inode) = state.files.get(path) {
+            inode.0.lock().failing_syncs = count;
+            true
+        } else if state.dirs.contains(path) {
+            state.failing_dir_syncs.insert(path.to_path_buf(), count);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// fsyncs asked of the file at `path` so far (0 when there is none).
+    pub fn fsyncs(&self, path: &Path) -> u64 {
+        let state = self.0.lock();
+        state
+            .files
+            .get(path)
+            .map_or(0, |inode| inode.0.lock().syncs)
     }
 
     /// The machine stops: from now on every operation, through any handle,
@@ -316,12 +364,17 @@ impl FileSystem for SimFileSystem {
     }
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        let state = self.0.lock();
+        let mut state = self.0.lock();
         check(&state.halted)?;
-        if state.dirs.contains(dir) {
-            Ok(())
-        } else {
-            Err(not_found(dir))
+        if !state.dirs.contains(dir) {
+            return Err(not_found(dir));
+        }
+        match state.failing_dir_syncs.get_mut(dir) {
+            Some(n) if *n > 0 => {
+                *n -= 1;
+                Err(io::Error::other("simulated directory fsync failure (EIO)"))
+            }
+            _ => Ok(()),
         }
     }
 }
@@ -333,6 +386,7 @@ mod tests {
     };
 
     use super::*;
+    use crate::error::StorageError;
     use crate::file::{LogEnv, ManualClock};
     use crate::log::Log;
     use crate::log_config::LogConfig;
@@ -481,6 +535,130 @@ mod tests {
                 got.len()
             );
         }
+    }
+
+    #[test]
+    fn a_failed_fsync_takes_the_log_offline_and_nothing_it_covered_counts_as_durable() {
+        let (fs, env, dir) = setup(7);
+        let mut log = Log::open_in(&env, &dir, config(1), true).unwrap();
+        log.append(&batch(7, 0, 2), 0).unwrap();
+        log.prepare_flush().unwrap().unwrap().run().unwrap();
+        assert_eq!(log.durable_offset(), 2);
+        log.append(&batch(7, 1, 2), 0).unwrap();
+        let segment = dir.join("00000000000000000000.log");
+        assert!(fs.fail_fsyncs(&segment, 1));
+        let flush = log.prepare_flush().unwrap().unwrap();
+        assert!(flush.run().is_err(), "the fsync failed");
+        assert_eq!(log.durable_offset(), 2, "the failed fsync covered nothing");
+        assert!(log.offline_cause().is_some());
+        // The next fsync would "succeed" (the sim, like Linux, dropped the
+        // dirty pages), so the log must not try it and claim durability.
+        assert!(matches!(
+            log.append(&batch(7, 2, 1), 0),
+            Err(crate::AppendError::Storage(StorageError::Offline { .. }))
+        ));
+        assert!(matches!(
+            log.prepare_flush(),
+            Err(StorageError::Offline { .. })
+        ));
+        assert!(matches!(flush.run(), Err(StorageError::Offline { .. })));
+        assert!(matches!(log.flush(), Err(StorageError::Offline { .. })));
+        assert_eq!(log.durable_offset(), 2);
+        assert_eq!(log.log_end_offset(), 4);
+        // A restart recovers what is really on disk: the first batch only.
+        fs.power_cut(false);
+        drop(log);
+        let log = Log::open_in(&env, &dir, config(1), false).unwrap();
+        assert_eq!(log.log_end_offset(), 2);
+        assert!(log.offline_cause().is_none());
+    }
+
+    #[test]
+    fn a_failed_directory_fsync_is_retried_not_forgotten() {
+        let (fs, env, dir) = setup(8);
+        let mut log = Log::open_in(&env, &dir, config(1), true).unwrap();
+        log.append(&batch(8, 0, 1), 0).unwrap();
+        assert!(fs.fail_fsyncs(&dir, 1));
+        let flush = log.prepare_flush().unwrap().unwrap();
+        assert!(flush.run().is_err());
+        assert_eq!(log.durable_offset(), 0);
+        assert!(
+            log.has_unflushed_data(),
+            "the directory still needs its fsync"
+        );
+        assert!(matches!(log.flush(), Err(StorageError::Offline { .. })));
+    }
+
+    #[test]
+    fn a_directory_change_during_a_flush_is_left_for_the_next_one() {
+        let (_fs, env, dir) = setup(9);
+        let mut log = Log::open_in(&env, &dir, config(1), true).unwrap();
+        log.append(&batch(9, 0, 1), 0).unwrap();
+        let first = log.prepare_flush().unwrap().unwrap();
+        // A roll creates a segment file before the first flush runs.
+        log.roll().unwrap();
+        first.run().unwrap();
+        assert!(
+            log.has_unflushed_data(),
+            "the new segment's entry is unsynced"
+        );
+        log.prepare_flush().unwrap().unwrap().run().unwrap();
+        assert!(!log.has_unflushed_data());
+    }
+
+    #[test]
+    fn a_prepared_roll_fsyncs_before_the_append_and_rolled_segments_survive() {
+        let (fs, env, dir) = setup(11);
+        let mut log = Log::open_in(&env, &dir, config(i64::MAX), true).unwrap();
+        let first = dir.join("00000000000000000000.log");
+        let mut written = 0;
+        let big = |i| batch(11, i, 4);
+        // Fill the first segment until the next big batch would roll it.
+        let roll = loop {
+            if let Some(roll) = log.prepare_roll(&big(written)).unwrap() {
+                break roll;
+            }
+            log.append(&big(written), 0).unwrap();
+            written += 1;
+        };
+        let syncs = fs.fsyncs(&first);
+        roll.run().unwrap();
+        assert_eq!(fs.fsyncs(&first), syncs + 1);
+        assert!(!log.append_may_fsync(&big(written), 0), "the roll is done");
+        log.append(&big(written), 0).unwrap();
+        written += 1;
+        assert_eq!(log.segment_base_offsets().len(), 2);
+        assert_eq!(fs.fsyncs(&first), syncs + 1, "the roll did not fsync again");
+
+        // A segment that grew after its prepared fsync is fsynced by the
+        // roll itself, as before.
+        let second = dir.join(format!("{:020}.log", log.segment_base_offsets()[1]));
+        let roll = loop {
+            if let Some(roll) = log.prepare_roll(&big(written)).unwrap() {
+                break roll;
+            }
+            log.append(&big(written), 0).unwrap();
+            written += 1;
+        };
+        roll.run().unwrap();
+        let syncs = fs.fsyncs(&second);
+        let small = batch(11, 999, 1);
+        if log.prepare_roll(&small).unwrap().is_none() {
+            log.append(&small, 0).unwrap();
+            written += 1;
+            assert!(log.append_may_fsync(&big(written), 0));
+        }
+        log.append(&big(written), 0).unwrap();
+        written += 1;
+        assert_eq!(log.segment_base_offsets().len(), 3);
+        assert!(fs.fsyncs(&second) > syncs, "the grown segment was fsynced");
+
+        // Rolled segments are on disk whatever the power cut leaves.
+        let rolled_end = log.segment_base_offsets()[2];
+        fs.power_cut(true);
+        drop(log);
+        let log = Log::open_in(&env, &dir, config(i64::MAX), false).unwrap();
+        assert!(log.log_end_offset() >= rolled_end, "{written} written");
     }
 
     #[test]

@@ -12,6 +12,10 @@
 //! calls it when the earliest deadline comes. Tests call it with a manual
 //! clock and never sleep.
 //!
+//! Writes are applied in memory at once; the answers that acknowledge them
+//! wait first for [`GroupCoordinator::durability_barrier`] (the handlers
+//! do), so nothing is acknowledged before it is as durable as configured.
+//!
 //! Lock order: a group's mutex, then the timer queue or the group map.
 //! Nothing holds the group map while taking a group's mutex.
 
@@ -31,6 +35,7 @@ use super::metadata::{respond, Group, GroupState, JoinResult, JoinTimer, Member,
 use super::records::{CoordinatorRecord, OffsetAndMetadata};
 use super::store::{partition_for, GroupStore};
 use crate::config::BrokerConfig;
+use crate::durability::AppendCompletion;
 use crate::replica_manager::TopicPartition;
 
 /// How long a new member may wait in JoinGroup before it is dropped
@@ -345,7 +350,22 @@ impl<S: GroupStore> GroupCoordinator<S> {
         let partition = self
             .partition_of(group_id)
             .ok_or(error::COORDINATOR_NOT_AVAILABLE)?;
-        self.store.append(partition, records, now)
+        // The answer to this write awaits the partition's barrier (see
+        // `durability_barrier`), which covers it.
+        self.store
+            .append(partition, records, now)?
+            .defer_to_barrier();
+        Ok(())
+    }
+
+    /// Resolves once every write this coordinator made so far for
+    /// `group_id` is as durable as its partition is configured to make
+    /// it; every group API that may write awaits it before answering.
+    pub fn durability_barrier(&self, group_id: &str) -> AppendCompletion {
+        match self.partition_of(group_id) {
+            Some(partition) => self.store.durability_barrier(partition),
+            None => AppendCompletion::ready(),
+        }
     }
 
     fn store_group(

@@ -195,6 +195,21 @@ pub const RESPONSE_WAIT_MAX: std::time::Duration = std::time::Duration::from_sec
 /// at `RESPONSE_WAIT_MAX`). `timed_out` answers a wait that ran out,
 /// `dropped` one the coordinator abandoned (replaced by a newer request
 /// from the same member, or the broker shutting down).
+/// Waits until every write the coordinator made for `group_id` so far is
+/// as durable as its offsets-topic partition is configured to make it
+/// (see `store`); the error is what the group API answers instead.
+pub async fn await_durability(broker: &Broker, group_id: &str) -> Result<(), ErrorCode> {
+    broker
+        .groups
+        .durability_barrier(group_id)
+        .wait()
+        .await
+        .map_err(|e| {
+            tracing::warn!(group = group_id, error = %e.message, "a group write did not become durable");
+            store::coordinator_error(e.code)
+        })
+}
+
 pub async fn await_response<T>(
     rx: tokio::sync::oneshot::Receiver<T>,
     limit: std::time::Duration,

@@ -3,6 +3,15 @@
 //! append path as uncompressed v2 batches, one batch per coordinator
 //! write, so that one commit request is persisted whole or not at all.
 //!
+//! Every write honours the partition's durability settings like a
+//! produce: the append's completion is handed to the partition's
+//! durability barrier, and each group API awaits
+//! [`GroupStore::durability_barrier`] of the group's partition before it
+//! answers (so an OffsetCommit under `flush.messages=1` is acknowledged
+//! only once its record is fsynced). A partition whose log went offline
+//! after a failed fsync is no longer local: its groups answer
+//! NOT_COORDINATOR rather than serve state that may not be on disk.
+//!
 //! A group lives in partition `abs(java_hash(group_id)) % partitions`,
 //! Kafka's rule (Java's `String.hashCode` and `Utils.abs`), so that
 //! Kafka's tools agree on where a group's records are. The loader reads
@@ -16,6 +25,7 @@ use tarn_protocol::error::{self, ErrorCode};
 use tarn_protocol::record_batch::{BatchIter, RecordBatchBuilder, RecordIter};
 
 use super::records::CoordinatorRecord;
+use crate::durability::AppendCompletion;
 use crate::replica_manager::{Partition, PartitionError};
 
 /// Kafka's name of the offsets topic.
@@ -45,14 +55,18 @@ pub trait GroupStore: Send + Sync {
     fn partition_count(&self) -> Option<i32>;
     /// True when this broker leads `partition` of the offsets topic.
     fn is_local(&self, partition: i32) -> bool;
-    /// Appends `records` to `partition` as one batch stamped `now_ms`.
+    /// Appends `records` to `partition` as one batch stamped `now_ms`;
+    /// the completion resolves once it is as durable as configured.
     /// Errors are already translated to what a group API answers.
     fn append(
         &self,
         partition: i32,
         records: &[CoordinatorRecord],
         now_ms: i64,
-    ) -> Result<(), ErrorCode>;
+    ) -> Result<AppendCompletion, ErrorCode>;
+    /// Resolves once every write to `partition` so far is as durable as
+    /// configured.
+    fn durability_barrier(&self, partition: i32) -> AppendCompletion;
 }
 
 /// Builds the batch for `records`.
@@ -120,7 +134,7 @@ impl GroupStore for OffsetsTopicStore {
     }
 
     fn is_local(&self, partition: i32) -> bool {
-        self.partition(partition).is_some()
+        self.partition(partition).is_some_and(|p| !p.is_offline())
     }
 
     fn append(
@@ -128,13 +142,13 @@ impl GroupStore for OffsetsTopicStore {
         partition: i32,
         records: &[CoordinatorRecord],
         now_ms: i64,
-    ) -> Result<(), ErrorCode> {
+    ) -> Result<AppendCompletion, ErrorCode> {
         let Some(target) = self.partition(partition) else {
             return Err(error::NOT_COORDINATOR);
         };
         let batch = build_batch(records, now_ms);
         match target.append(&batch) {
-            Ok(_) => Ok(()),
+            Ok(appended) => Ok(appended.completion),
             Err(PartitionError { code, message }) => {
                 tracing::error!(
                     partition,
@@ -144,6 +158,13 @@ impl GroupStore for OffsetsTopicStore {
                 );
                 Err(coordinator_error(code))
             }
+        }
+    }
+
+    fn durability_barrier(&self, partition: i32) -> AppendCompletion {
+        match self.partition(partition) {
+            Some(p) => p.durability_barrier(),
+            None => AppendCompletion::ready(),
         }
     }
 }
@@ -228,6 +249,9 @@ pub mod memory {
         pub written: Mutex<Vec<(i32, Vec<CoordinatorRecord>)>>,
         /// When set, every append fails with this code.
         pub fail_with: Mutex<Option<ErrorCode>>,
+        /// When set, appends succeed but never become durable: barriers
+        /// fail with this code (a failed fsync).
+        pub durability_fails_with: Mutex<Option<ErrorCode>>,
         pub partitions: i32,
         /// Whether this broker leads the partitions (else NOT_COORDINATOR).
         pub local: bool,
@@ -265,12 +289,19 @@ pub mod memory {
             partition: i32,
             records: &[CoordinatorRecord],
             _now_ms: i64,
-        ) -> Result<(), ErrorCode> {
+        ) -> Result<AppendCompletion, ErrorCode> {
             if let Some(code) = *self.fail_with.lock() {
                 return Err(code);
             }
             self.written.lock().push((partition, records.to_vec()));
-            Ok(())
+            Ok(self.durability_barrier(partition))
+        }
+
+        fn durability_barrier(&self, _partition: i32) -> AppendCompletion {
+            match *self.durability_fails_with.lock() {
+                Some(code) => AppendCompletion::failed(PartitionError::new(code, "simulated")),
+                None => AppendCompletion::ready(),
+            }
         }
     }
 }

@@ -25,7 +25,7 @@ pub async fn handle(
     _ctx: &RequestContext,
     request: DeleteGroupsRequest,
 ) -> DeleteGroupsResponse {
-    let results = match group::ensure_offsets_topic(broker) {
+    let mut results = match group::ensure_offsets_topic(broker) {
         Ok(()) => broker.groups.delete_groups(request.groups_names),
         Err(code) => request
             .groups_names
@@ -33,6 +33,13 @@ pub async fn handle(
             .map(|id| (id, code))
             .collect(),
     };
+    for (group_id, code) in &mut results {
+        if *code == tarn_protocol::error::NONE {
+            if let Err(e) = group::await_durability(broker, group_id).await {
+                *code = e;
+            }
+        }
+    }
     DeleteGroupsResponse {
         throttle_time_ms: 0,
         results: results

@@ -113,12 +113,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let broker = crate::testing::broker_with_topic(dir.path(), "sized", 3);
         let batch = build_batch_for_tests(0, 10, 1_000);
-        broker
-            .replicas
-            .get("sized", 2)
-            .unwrap()
-            .append(&batch)
-            .unwrap();
+        crate::testing::append_now(&broker.replicas.get("sized", 2).unwrap(), &batch);
         let ctx = crate::testing::request_context(&SPEC, 4);
         let only = |partitions: Vec<i32>| DescribeLogDirsRequest {
             topics: Some(vec![DescribableLogDirTopic {

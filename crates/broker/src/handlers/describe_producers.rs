@@ -109,7 +109,7 @@ mod tests {
             for i in 0..count {
                 batch = batch.record(1_000 + i64::from(first_seq + i), None, Some(b"v"));
             }
-            partition.append(&batch.build()).unwrap();
+            crate::testing::append_now(&partition, &batch.build());
         }
         let ctx = crate::testing::request_context(&SPEC, 0);
         let request = DescribeProducersRequest {

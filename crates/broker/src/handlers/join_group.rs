@@ -71,6 +71,7 @@ pub async fn handle(
         request.rebalance_timeout_ms
     };
     let member_id = request.member_id.clone();
+    let group_id = request.group_id.clone();
     let join = JoinRequest {
         group_id: request.group_id,
         member_id: request.member_id,
@@ -94,12 +95,15 @@ pub async fn handle(
         + broker.groups.config().initial_rebalance_delay_ms
         + WAIT_SLACK_MS;
     let rx = broker.groups.join(join);
-    let result = await_response(
+    let mut result = await_response(
         rx,
         Duration::from_millis(u64::try_from(limit_ms).unwrap_or(u64::MAX)),
         || JoinResult::error(member_id.clone(), error::REBALANCE_IN_PROGRESS),
         || JoinResult::error(member_id.clone(), error::COORDINATOR_NOT_AVAILABLE),
     )
     .await;
+    if let Err(code) = group::await_durability(broker, &group_id).await {
+        result = JoinResult::error(result.member_id.clone(), code);
+    }
     response(version, result)
 }

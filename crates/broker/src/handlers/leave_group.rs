@@ -46,13 +46,19 @@ pub async fn handle(
             reason: None,
         }]
     };
-    let result = match group::ensure_offsets_topic(broker) {
+    let mut result = match group::ensure_offsets_topic(broker) {
         Err(code) => group::coordinator::LeaveResult {
             error: code,
             members: Vec::new(),
         },
         Ok(()) => broker.groups.leave(&request.group_id, leaving),
     };
+    if let Err(code) = group::await_durability(broker, &request.group_id).await {
+        result = group::coordinator::LeaveResult {
+            error: code,
+            members: Vec::new(),
+        };
+    }
     if !batched {
         let member_error = result.members.first().map_or(error::NONE, |m| m.2);
         return LeaveGroupResponse {

@@ -74,13 +74,19 @@ pub async fn handle(
         }
     }
     if !offsets.is_empty() {
-        codes.extend(broker.groups.commit_offsets(
+        let committed = broker.groups.commit_offsets(
             &request.group_id,
             &request.member_id,
             request.group_instance_id.as_deref(),
             request.generation_id_or_member_epoch,
             offsets,
-        ));
+        );
+        // Acknowledged only once the commit is as durable as configured.
+        let durable = group::await_durability(broker, &request.group_id).await;
+        codes.extend(committed.into_iter().map(|(tp, code)| match durable {
+            Err(e) if code == error::NONE => (tp, e),
+            _ => (tp, code),
+        }));
     }
     // Answer in the request's order.
     let mut topics: Vec<OffsetCommitResponseTopic> = Vec::with_capacity(request.topics.len());

@@ -43,10 +43,15 @@ pub async fn handle(
             }
         }
     }
-    let (group_error, deleted) = match group::ensure_offsets_topic(broker) {
+    let (mut group_error, deleted) = match group::ensure_offsets_topic(broker) {
         Ok(()) => broker.groups.delete_offsets(&request.group_id, known),
         Err(code) => (code, Vec::new()),
     };
+    if group_error == error::NONE {
+        if let Err(code) = group::await_durability(broker, &request.group_id).await {
+            group_error = code;
+        }
+    }
     if group_error != error::NONE {
         return OffsetDeleteResponse {
             error_code: group_error,

@@ -6,10 +6,12 @@
 //! when Produce does not start at v0, but answered UNSUPPORTED_VERSION:
 //! they carry the old message formats.
 //!
-//! Durability: when an append reaches the partition's `flush.messages`, the
-//! response waits until the group-commit thread has fsynced it (Kafka
-//! flushes before acknowledging, too); concurrent waiters share fsyncs.
-//! A failed fsync answers KAFKA_STORAGE_ERROR for that partition.
+//! Durability: every append answers with a completion (see `durability`),
+//! and the response waits for all of them: when an append reached the
+//! partition's `flush.messages`, that is until the group-commit thread has
+//! fsynced it (Kafka flushes before acknowledging, too); concurrent waiters
+//! share fsyncs. A failed fsync answers KAFKA_STORAGE_ERROR for that
+//! partition.
 use std::sync::Arc;
 
 use tarn_protocol::error;
@@ -18,11 +20,9 @@ use tarn_protocol::messages::produce::{
     TopicProduceResponse,
 };
 
-use tarn_storage::FlushTarget;
-use tokio::sync::oneshot;
-
 use super::{ApiSpec, RequestContext};
 use crate::broker::Broker;
+use crate::durability::AppendCompletion;
 use crate::metrics::RecordTotals;
 use crate::replica_manager::PartitionError;
 
@@ -81,7 +81,7 @@ pub async fn handle(
     }
     let mut appended = false;
     let mut responses = Vec::with_capacity(request.topic_data.len());
-    // (topic index, partition index, completion) of appends awaiting fsync.
+    // (topic index, partition index, completion) of appends still waiting.
     let mut flushes = Vec::new();
     for topic in request.topic_data {
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
@@ -92,16 +92,10 @@ pub async fn handle(
             let response = match &refusal {
                 Some(e) => partition_error(index, e.clone()),
                 None => match append(broker, &topic.name, data) {
-                    Ok((r, flush)) => {
+                    Ok((r, completion)) => {
                         appended = true;
                         produced.add(sent);
-                        if let Some(target) = flush {
-                            flushes.push((
-                                responses.len(),
-                                partitions.len(),
-                                submit(broker, target),
-                            ));
-                        }
+                        flushes.push((responses.len(), partitions.len(), completion));
                         r
                     }
                     Err(e) => {
@@ -130,14 +124,8 @@ pub async fn handle(
     if appended {
         broker.replicas.notify_appended();
     }
-    for (topic, partition, done) in flushes {
-        let outcome = done.await.unwrap_or_else(|_| {
-            Err(PartitionError::new(
-                error::KAFKA_STORAGE_ERROR,
-                "the group-commit thread stopped before the flush ran",
-            ))
-        });
-        if let Err(e) = outcome {
+    for (topic, partition, completion) in flushes {
+        if let Err(e) = completion.wait().await {
             let index = responses[topic].partition_responses[partition].index;
             responses[topic].partition_responses[partition] = partition_error(index, e);
         }
@@ -151,29 +139,11 @@ pub async fn handle(
     })
 }
 
-/// Queues a flush on the group commit; the receiver gets its outcome.
-fn submit(broker: &Broker, target: FlushTarget) -> oneshot::Receiver<Result<(), PartitionError>> {
-    let (tx, rx) = oneshot::channel();
-    broker.group_commit.submit(
-        target,
-        Some(Box::new(move |result| {
-            let outcome = result.map_err(|e| {
-                PartitionError::new(error::KAFKA_STORAGE_ERROR, format!("flush failed: {e}"))
-            });
-            // The receiver is gone only when the connection task ended.
-            if tx.send(outcome).is_err() {
-                tracing::debug!("produce flush finished after its request was dropped");
-            }
-        })),
-    );
-    rx
-}
-
 fn append(
     broker: &Broker,
     topic: &str,
     data: PartitionProduceData,
-) -> Result<(PartitionProduceResponse, Option<FlushTarget>), PartitionError> {
+) -> Result<(PartitionProduceResponse, AppendCompletion), PartitionError> {
     if topic.starts_with("__") {
         return Err(PartitionError::new(
             error::INVALID_TOPIC_EXCEPTION,
@@ -191,16 +161,16 @@ fn append(
     })?;
     // The batches go from the request frame to the file without a copy:
     // the log writes patched headers beside the untouched record bytes.
-    let (info, log_start_offset, flush) = partition.append(&records)?;
+    let appended = partition.append(&records)?;
     Ok((
         PartitionProduceResponse {
             index: data.index,
             error_code: error::NONE,
-            base_offset: info.base_offset,
-            log_append_time_ms: info.log_append_time,
-            log_start_offset,
+            base_offset: appended.info.base_offset,
+            log_append_time_ms: appended.info.log_append_time,
+            log_start_offset: appended.log_start_offset,
             ..Default::default()
         },
-        flush,
+        appended.completion,
     ))
 }

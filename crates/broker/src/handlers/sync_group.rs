@@ -40,6 +40,7 @@ pub async fn handle(
     if let Err(code) = group::ensure_offsets_topic(broker) {
         return response(SyncResult::error(code));
     }
+    let group_id = request.group_id.clone();
     let sync = SyncRequest {
         group_id: request.group_id,
         generation_id: request.generation_id,
@@ -54,12 +55,15 @@ pub async fn handle(
             .collect(),
     };
     let rx = broker.groups.sync(sync);
-    let result = await_response(
+    let mut result = await_response(
         rx,
         RESPONSE_WAIT_MAX,
         || SyncResult::error(error::REBALANCE_IN_PROGRESS),
         || SyncResult::error(error::COORDINATOR_NOT_AVAILABLE),
     )
     .await;
+    if let Err(code) = group::await_durability(broker, &group_id).await {
+        result = SyncResult::error(code);
+    }
     response(result)
 }

@@ -479,9 +479,7 @@ mod broker_tests {
         let dir = tempfile::tempdir().unwrap();
         let broker = crate::testing::broker_with_topic(dir.path(), "orders", 1);
         let partition = broker.replicas.get("orders", 0).unwrap();
-        partition
-            .append(&build_batch_for_tests(0, 10, 1_000))
-            .unwrap();
+        crate::testing::append_now(&partition, &build_batch_for_tests(0, 10, 1_000));
         let groups = Arc::new(FakeGroups::default());
         *groups.committed.lock() = 4;
         let state = HttpState {
