@@ -21,6 +21,7 @@ use tarn_protocol::Uuid;
 
 use tarn_storage::{GroupCommit, LogEnv};
 
+use crate::blocking::off_async_workers;
 use crate::config::BrokerConfig;
 use crate::dynamic_config::ConfigView;
 use crate::log_manager::LogManager;
@@ -236,7 +237,7 @@ impl Broker {
     ) -> Result<T, BrokerError> {
         // The commit fsyncs the metadata log and may open or close logs:
         // blocking work, kept off the async workers' other tasks.
-        blocking(|| self.commit_and_sync(build))
+        off_async_workers(|| self.commit_and_sync(build))
     }
 
     fn commit_and_sync<T>(
@@ -287,7 +288,7 @@ impl Broker {
     /// Hands out a producer id, reserving a new block in the metadata log
     /// when the current one is used up.
     pub fn next_producer_id(&self) -> Result<i64, BrokerError> {
-        blocking(|| self.next_producer_id_blocking())
+        off_async_workers(|| self.next_producer_id_blocking())
     }
 
     fn next_producer_id_blocking(&self) -> Result<i64, BrokerError> {
@@ -323,18 +324,5 @@ impl Broker {
         let marker = self.data_dir.join(CLEAN_SHUTDOWN_FILE);
         self.replicas.env().write_without_sync(&marker, b"")?;
         Ok(())
-    }
-}
-
-/// Runs blocking work (an fsync, file opens) called from an async handler
-/// with `block_in_place`, so the worker's other tasks move to another
-/// thread instead of waiting behind the disk. On a current-thread runtime
-/// (unit tests) or outside one, `f` just runs.
-pub fn blocking<T>(f: impl FnOnce() -> T) -> T {
-    match tokio::runtime::Handle::try_current() {
-        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(f)
-        }
-        _ => f(),
     }
 }

@@ -2,6 +2,7 @@
 //! the ReplicaManager that hosts partition logs, the metadata log and
 //! image, and the broker configuration.
 
+pub mod blocking;
 pub mod broker;
 pub mod config;
 pub mod connection_quotas;

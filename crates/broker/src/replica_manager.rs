@@ -46,6 +46,7 @@ use tarn_storage::{
     SegmentVerifier, StorageError, DELETE_DIR_SUFFIX,
 };
 
+use crate::blocking::off_async_workers;
 use crate::config::BrokerConfig;
 use crate::durability::{AppendCompletion, PartitionDurability};
 use crate::episode::FailureEpisode;
@@ -516,19 +517,6 @@ impl Partition {
         let renamed = log.rename_for_deletion(&delete_dir_name(&self.topic, self.index))?;
         let delay_ms = self.file_delete_delay_ms.load(Ordering::Acquire).max(0);
         Ok(Some((renamed, Duration::from_millis(delay_ms as u64))))
-    }
-}
-
-/// Runs `f`, which may block on the disk: on a worker of a multi-threaded
-/// tokio runtime through `block_in_place` (the runtime moves its other
-/// tasks to another worker first), elsewhere (a plain thread, a
-/// current-thread runtime in tests) directly.
-fn off_async_workers<T>(f: impl FnOnce() -> T) -> T {
-    match tokio::runtime::Handle::try_current() {
-        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(f)
-        }
-        _ => f(),
     }
 }
 
