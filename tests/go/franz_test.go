@@ -32,9 +32,12 @@ func newFranzClient(t *testing.T, b *broker, opts ...kgo.Opt) *kgo.Client {
 	return cl
 }
 
+// newFranzAdmin returns a kadm client whose metadata is at most 100ms old
+// (kadm answers ListTopics from kgo's cache, MetadataMinAge, 5s by default),
+// so that a change shows up promptly.
 func newFranzAdmin(t *testing.T, b *broker) *kadm.Client {
 	t.Helper()
-	return kadm.NewClient(newFranzClient(t, b))
+	return kadm.NewClient(newFranzClient(t, b, kgo.MetadataMinAge(100*time.Millisecond)))
 }
 
 func testContext(t *testing.T) context.Context {
@@ -409,7 +412,7 @@ func TestFranzConsumerGroupMemberLeaves(t *testing.T) {
 		}
 	}
 	for _, m := range []string{"a", "b"} {
-		checkOwnPartitions(t, m, ledger.consumedBy(m), ledger.ownedBy(m))
+		checkOwnPartitions(t, m, recordsFrom(ledger.consumedBy(m), perPartition), ledger.ownedBy(m))
 	}
 
 	a.leave(t)

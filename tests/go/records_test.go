@@ -266,6 +266,17 @@ func checkOwnPartitions(t *testing.T, member string, recs []record, owned []int3
 	}
 }
 
+// recordsFrom returns the records at offset from or later.
+func recordsFrom(recs []record, from int64) []record {
+	var out []record
+	for _, r := range recs {
+		if r.Offset >= from {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // keyedRecords makes n records per partition, each aimed at an explicit
 // partition, so that every member of a group gets records whatever the
 // client's partitioner would do.
