@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # The test command: formatting, lints, build, the Rust suite (unit tests and
-# end-to-end tests against target/debug/tarn via librdkafka) and the Python
+# end-to-end tests against target/debug/tarn via librdkafka), the Python
 # client suite (confluent-kafka, kafka-python, aiokafka, kcat, and kafkajs
-# from tests/node).
+# from tests/node) and the Go client suite (franz-go and sarama, tests/go).
 #
 # On a fresh Debian machine, run as root, it installs what it needs first:
-# kcat, chromium (for the console test; python3-venv, a C toolchain) from apt
-# when missing, and the pinned
-# Python clients into .venv. Every step's failure fails the script.
+# kcat, chromium (for the console test; python3-venv, a C toolchain, Go) from
+# apt when missing, the pinned Python clients into .venv; the Go modules
+# pinned in tests/go/go.sum come through the Go module proxy. Every step's
+# failure fails the script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,6 +26,12 @@ command -v python3 >/dev/null 2>&1 || missing+=(python3)
 # kafkajs runs on Node.js (tests/node, tests/python/test_kafkajs.py).
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
+# The Go suite (tests/go). Debian's go is older than tests/go/go.mod asks for;
+# with GOTOOLCHAIN=auto (the default) it fetches that toolchain as a module.
+if ! command -v go >/dev/null 2>&1 && [[ -x /usr/local/go/bin/go ]]; then
+    export PATH="/usr/local/go/bin:$PATH"
+fi
+command -v go >/dev/null 2>&1 || missing+=(golang-go)
 if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
     missing+=(python3-venv)
 fi
@@ -38,7 +45,7 @@ if ((${#missing[@]})); then
     apt-get update
     apt-get install -y --no-install-recommends "${missing[@]}"
 else
-    echo "kcat, cc, make, python3 venv, chromium, node, npm: present"
+    echo "kcat, cc, make, python3 venv, chromium, node, npm, go: present"
 fi
 
 step "python venv (.venv)"
@@ -64,6 +71,21 @@ cargo test --workspace --no-fail-fast
 
 step "pytest tests/python"
 TARN_BIN=target/debug/tarn .venv/bin/python -m pytest -q tests/python
+
+step "go: gofmt, go vet, go test in tests/go (franz-go, sarama)"
+tarn_bin="$PWD/target/debug/tarn"
+(
+    cd tests/go
+    # go.sum is the pin: fail rather than update it.
+    export GOFLAGS="-mod=readonly${GOFLAGS:+ $GOFLAGS}"
+    unformatted=$(gofmt -l .)
+    if [[ -n $unformatted ]]; then
+        echo "gofmt would change: $unformatted" >&2
+        exit 1
+    fi
+    go vet ./...
+    TARN_BIN="$tarn_bin" go test -count=1 -timeout 10m ./...
+)
 
 step "fuzz: short seeded pass of every target (cargo-fuzz)"
 if ! command -v cargo-fuzz >/dev/null 2>&1; then
