@@ -362,7 +362,7 @@ func franzWaitCommitted(t *testing.T, adm *kadm.Client, group, topic string, par
 	})
 }
 
-func TestFranzConsumerGroupMemberLeaves(t *testing.T) {
+func TestFranzConsumerGroupMemberLeavesOneJoins(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t)
 	adm := newFranzAdmin(t, b)
@@ -375,7 +375,7 @@ func TestFranzConsumerGroupMemberLeaves(t *testing.T) {
 	franzCreateTopic(t, adm, topic, partitions)
 	producer := newFranzClient(t, b, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 
-	ledger := newGroupLedger("a", "b", "c")
+	ledger := newGroupLedger("a", "b", "c", "d")
 	a := startFranzMember(t, b, ledger, "a", group, topic)
 	bm := startFranzMember(t, b, ledger, "b", group, topic)
 	c := startFranzMember(t, b, ledger, "c", group, topic)
@@ -415,8 +415,25 @@ func TestFranzConsumerGroupMemberLeaves(t *testing.T) {
 		checkOwnPartitions(t, m, recordsFrom(ledger.consumedBy(m), perPartition), ledger.ownedBy(m))
 	}
 
+	// d joins: cooperative-sticky takes partitions from a and b in one
+	// rebalance and hands them to d in a second, with no record processed
+	// twice in between.
+	d := startFranzMember(t, b, ledger, "d", group, topic)
+	franzWaitGroup(t, adm, ledger, group, topic, partitions, a, bm, d)
+	third := franzProduce(t, producer, topic, keyedRecords("third", partitions, perPartition))
+	all = append(all, third...)
+	waitFor(t, "the group to process the third records", func() (bool, string) {
+		return ledger.count() >= len(all), fmt.Sprintf("%d of %d", ledger.count(), len(all))
+	})
+	franzWaitCommitted(t, adm, group, topic, partitions, 3*perPartition)
+	checkConsumed(t, all, ledger.all())
+	for _, m := range []string{"a", "b", "d"} {
+		checkOwnPartitions(t, m, recordsFrom(ledger.consumedBy(m), 2*perPartition), ledger.ownedBy(m))
+	}
+
 	a.leave(t)
 	bm.leave(t)
+	d.leave(t)
 	waitFor(t, "the group to be empty once every member left", func() (bool, string) {
 		described, err := adm.DescribeGroups(testContext(t), group)
 		if err != nil {
@@ -425,7 +442,7 @@ func TestFranzConsumerGroupMemberLeaves(t *testing.T) {
 		g := described[group]
 		return g.State == "Empty" && len(g.Members) == 0, fmt.Sprintf("state %q, %d members", g.State, len(g.Members))
 	})
-	franzWaitCommitted(t, adm, group, topic, partitions, 2*perPartition)
+	franzWaitCommitted(t, adm, group, topic, partitions, 3*perPartition)
 }
 
 func TestFranzAdminTopicsAndConfigs(t *testing.T) {
