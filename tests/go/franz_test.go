@@ -1,8 +1,9 @@
 package tarntest
 
 // franz-go (kgo and kadm) against tarn: every codec, idempotent and plain;
-// a consumer group of three with commits and a member leaving; the admin
-// client's topic and config calls.
+// broker-side recompression and LogAppendTime; a consumer group of three
+// with commits, a member leaving and one joining; the admin client's topic
+// and config calls.
 
 import (
 	"context"
@@ -565,4 +566,102 @@ func TestFranzAdminTopicsAndConfigs(t *testing.T) {
 	if recreated.ID == ids["franz-admin-a"] {
 		t.Errorf("re-created franz-admin-a kept the deleted topic's id %v", recreated.ID)
 	}
+}
+
+// TestFranzTopicCodecAndLogAppendTime produces with one codec to topics
+// whose compression.type asks for another (the broker recompresses) or
+// whose message.timestamp.type is LogAppendTime, and requires null and empty
+// keys, values and header values to come back as they went out.
+func TestFranzTopicCodecAndLogAppendTime(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t)
+	adm := newFranzAdmin(t, b)
+	cases := []struct {
+		topicCodec    string
+		producerCodec kgo.CompressionCodec
+		storedAttr    uint8
+		logAppendTime bool
+	}{
+		{"zstd", kgo.GzipCompression(), 4, false},
+		{"uncompressed", kgo.Lz4Compression(), 0, false},
+		{"gzip", kgo.NoCompression(), 1, false},
+		{"producer", kgo.SnappyCompression(), 2, true},
+		{"lz4", kgo.ZstdCompression(), 3, true},
+	}
+	for _, c := range cases {
+		tsType := "CreateTime"
+		if c.logAppendTime {
+			tsType = "LogAppendTime"
+		}
+		t.Run(c.topicCodec+"/"+tsType, func(t *testing.T) {
+			ctx := testContext(t)
+			topic := "franz-topic-" + c.topicCodec + "-" + tsType
+			configs := map[string]*string{
+				"compression.type":       kadm.StringPtr(c.topicCodec),
+				"message.timestamp.type": kadm.StringPtr(tsType),
+			}
+			if resp, err := adm.CreateTopic(ctx, 1, 1, configs, topic); err != nil {
+				t.Fatalf("create %s: %v (%s)", topic, err, resp.ErrMessage)
+			}
+			recs := []*kgo.Record{
+				{Topic: topic, Key: nil, Value: nil},
+				{Topic: topic, Key: []byte{}, Value: []byte{}},
+				{Topic: topic, Key: []byte("k"), Value: testValue(topic, 0), Headers: []kgo.RecordHeader{
+					{Key: "null", Value: nil}, {Key: "empty", Value: []byte{}}, {Key: "", Value: []byte("v")},
+				}},
+			}
+			for i := range 20 {
+				recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(fmt.Sprint(i)), Value: testValue(topic, i)})
+			}
+			producer := newFranzClient(t, b, kgo.ProducerBatchCompression(c.producerCodec))
+			if err := producer.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+				t.Fatalf("produce to %s: %v", topic, err)
+			}
+			consumer := newFranzClient(t, b, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+			var got []*kgo.Record
+			for len(got) < len(recs) {
+				fetches := consumer.PollFetches(ctx)
+				if ctx.Err() != nil {
+					t.Fatalf("consumed %d of %d records before the deadline", len(got), len(recs))
+				}
+				fetches.EachError(func(topic string, p int32, err error) { t.Errorf("fetch %s-%d: %v", topic, p, err) })
+				got = append(got, fetches.Records()...)
+			}
+			for i, r := range got {
+				w := recs[i]
+				if r.Offset != w.Offset || !sameNullable(r.Key, w.Key) || !sameNullable(r.Value, w.Value) {
+					t.Errorf("offset %d: key %q (nil %v) value %.20q (nil %v); produced offset %d key %q (nil %v) value %.20q (nil %v)",
+						r.Offset, r.Key, r.Key == nil, r.Value, r.Value == nil, w.Offset, w.Key, w.Key == nil, w.Value, w.Value == nil)
+				}
+				if len(r.Headers) != len(w.Headers) {
+					t.Errorf("offset %d: %d headers, produced %d", r.Offset, len(r.Headers), len(w.Headers))
+				} else {
+					for h := range r.Headers {
+						if r.Headers[h].Key != w.Headers[h].Key || !sameNullable(r.Headers[h].Value, w.Headers[h].Value) {
+							t.Errorf("offset %d: header %d is %q=%q (nil %v), produced %q=%q (nil %v)", r.Offset, h,
+								r.Headers[h].Key, r.Headers[h].Value, r.Headers[h].Value == nil, w.Headers[h].Key, w.Headers[h].Value, w.Headers[h].Value == nil)
+						}
+					}
+				}
+				if ct := r.Attrs.CompressionType(); ct != c.storedAttr {
+					t.Errorf("offset %d came back with codec %d, want %d (topic compression.type=%s)", r.Offset, ct, c.storedAttr, c.topicCodec)
+				}
+				if r.ProducerID != w.ProducerID || r.ProducerID < 0 {
+					t.Errorf("offset %d: producer id %d, produced with %d", r.Offset, r.ProducerID, w.ProducerID)
+				}
+				switch {
+				case c.logAppendTime && (r.Attrs.TimestampType() != 1 || r.Timestamp.Before(w.Timestamp.Truncate(time.Millisecond))):
+					t.Errorf("offset %d: timestamp %v type %d, want a log append time (type 1) no earlier than the create time %v",
+						r.Offset, r.Timestamp, r.Attrs.TimestampType(), w.Timestamp)
+				case !c.logAppendTime && (r.Attrs.TimestampType() != 0 || r.Timestamp.UnixMilli() != w.Timestamp.UnixMilli()):
+					t.Errorf("offset %d: timestamp %v type %d, want the create time %v (type 0)", r.Offset, r.Timestamp, r.Attrs.TimestampType(), w.Timestamp)
+				}
+			}
+		})
+	}
+}
+
+// sameNullable is bytes equality that tells null from empty.
+func sameNullable(a, b []byte) bool {
+	return (a == nil) == (b == nil) && string(a) == string(b)
 }

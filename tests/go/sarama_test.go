@@ -1,8 +1,9 @@
 package tarntest
 
 // sarama against tarn: every codec, idempotent and plain, at Kafka 1.0's
-// protocol versions, sarama's default and Kafka 4.0's; a ConsumerGroup of three with
-// commits and a member leaving; ClusterAdmin topic calls.
+// protocol versions, sarama's default and Kafka 4.0's; LogAppendTime acks; a
+// ConsumerGroup of three with commits and a member leaving; ClusterAdmin
+// topic calls.
 
 import (
 	"context"
@@ -589,4 +590,46 @@ func TestSaramaClusterAdminTopics(t *testing.T) {
 	if err := admin.CreateTopic("sarama-admin-a", &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: 1}, false); err != nil {
 		t.Errorf("re-create sarama-admin-a: %v", err)
 	}
+}
+
+// TestSaramaLogAppendTime produces to a LogAppendTime topic: sarama takes
+// each record's timestamp from the Produce response, and the consumer must
+// read back that same timestamp, not the one the producer sent.
+func TestSaramaLogAppendTime(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t)
+	admin := newSaramaAdmin(t, b)
+	const topic = "sarama-log-append-time"
+	logAppendTime := "LogAppendTime"
+	detail := &sarama.TopicDetail{
+		NumPartitions:     1,
+		ReplicationFactor: 1,
+		ConfigEntries:     map[string]*string{"message.timestamp.type": &logAppendTime},
+	}
+	if err := admin.CreateTopic(topic, detail, false); err != nil {
+		t.Fatalf("create %s: %v", topic, err)
+	}
+	// A create time an hour old cannot be mistaken for the append time.
+	sent := time.UnixMilli(time.Now().Add(-time.Hour).UnixMilli())
+	var acked []record
+	for _, v := range []sarama.KafkaVersion{sarama.V1_0_0_0, sarama.DefaultVersion, sarama.V4_0_0_0} {
+		cfg := saramaConfig("sarama-lat-"+v.String(), v)
+		cfg.Producer.Compression = sarama.CompressionGZIP
+		producer := newSaramaSyncProducer(t, b, cfg)
+		msgs := make([]*sarama.ProducerMessage, 3)
+		for i := range msgs {
+			msgs[i] = &sarama.ProducerMessage{Topic: topic, Value: sarama.ByteEncoder(testValue(v.String(), i)), Timestamp: sent}
+		}
+		if err := producer.SendMessages(msgs); err != nil {
+			t.Fatalf("produce at %s: %v", v, err)
+		}
+		for i, msg := range msgs {
+			if !msg.Timestamp.After(sent) {
+				t.Errorf("%s: offset %d acknowledged with timestamp %v, not the broker's append time", v, msg.Offset, msg.Timestamp)
+			}
+			acked = append(acked, record{Offset: msg.Offset, Value: testValue(v.String(), i), TimestampMs: msg.Timestamp.UnixMilli()})
+		}
+	}
+	checkContiguous(t, acked)
+	checkConsumed(t, acked, saramaReadPartitions(t, b, saramaConfig("sarama-lat-reader", sarama.DefaultVersion), topic, acked))
 }
