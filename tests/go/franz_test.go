@@ -2,8 +2,8 @@ package tarntest
 
 // franz-go (kgo and kadm) against tarn: every codec, idempotent and plain;
 // broker-side recompression and LogAppendTime; a consumer group of three
-// with commits, a member leaving and one joining; the admin client's topic
-// and config calls.
+// with commits, a member leaving and one joining; a static member's restart;
+// the admin client's topic and config calls.
 
 import (
 	"context"
@@ -214,10 +214,10 @@ type franzMember struct {
 	done   chan struct{}
 }
 
-func startFranzMember(t *testing.T, b *broker, ledger *groupLedger, name, group, topic string) *franzMember {
+func startFranzMember(t *testing.T, b *broker, ledger *groupLedger, name, group, topic string, extra ...kgo.Opt) *franzMember {
 	t.Helper()
 	m := &franzMember{name: name, done: make(chan struct{})}
-	m.cl = newFranzClient(t, b,
+	opts := append([]kgo.Opt{
 		kgo.ClientID(name),
 		kgo.ConsumerGroup(group),
 		kgo.ConsumeTopics(topic),
@@ -237,7 +237,8 @@ func startFranzMember(t *testing.T, b *broker, ledger *groupLedger, name, group,
 			t.Errorf("%s lost partitions %v", name, lost)
 			ledger.revoke(name, lost[topic])
 		}),
-	)
+	}, extra...)
+	m.cl = newFranzClient(t, b, opts...)
 	ctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
 	go m.run(t, ctx, ledger)
@@ -444,6 +445,60 @@ func TestFranzConsumerGroupMemberLeavesOneJoins(t *testing.T) {
 		return g.State == "Empty" && len(g.Members) == 0, fmt.Sprintf("state %q, %d members", g.State, len(g.Members))
 	})
 	franzWaitCommitted(t, adm, group, topic, partitions, 3*perPartition)
+}
+
+// TestFranzStaticMemberRestart restarts a static member (KIP-345) as a
+// rolling deploy would: it stops without leaving, records arrive for its
+// partitions meanwhile, and it comes back with the same instance id to the
+// same partitions, without a rebalance, resuming from its commits.
+func TestFranzStaticMemberRestart(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t)
+	adm := newFranzAdmin(t, b)
+	const (
+		topic        = "franz-static"
+		group        = "franz-static-g"
+		partitions   = 4
+		perPartition = 5
+	)
+	franzCreateTopic(t, adm, topic, partitions)
+	producer := newFranzClient(t, b, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	ledger := newGroupLedger("a", "b")
+	a := startFranzMember(t, b, ledger, "a", group, topic, kgo.InstanceID("franz-static-a"))
+	bm := startFranzMember(t, b, ledger, "b", group, topic, kgo.InstanceID("franz-static-b"))
+	franzWaitGroup(t, adm, ledger, group, topic, partitions, a, bm)
+	_, generation := a.cl.GroupMetadata()
+	ownedA, ownedB := ledger.ownedBy("a"), ledger.ownedBy("b")
+
+	first := franzProduce(t, producer, topic, keyedRecords("first", partitions, perPartition))
+	waitFor(t, "the group to process the first records", func() (bool, string) {
+		return ledger.count() >= len(first), fmt.Sprintf("%d of %d", ledger.count(), len(first))
+	})
+	franzWaitCommitted(t, adm, group, topic, partitions, perPartition)
+
+	// A static member's Close sends no LeaveGroup: its partitions wait.
+	bm.stop()
+	bm.cl.Close()
+	second := franzProduce(t, producer, topic, keyedRecords("second", partitions, perPartition))
+	restarted := startFranzMember(t, b, ledger, "b", group, topic, kgo.InstanceID("franz-static-b"))
+	all := append(append([]record(nil), first...), second...)
+	waitFor(t, "the restarted member to process the records that waited for it", func() (bool, string) {
+		return ledger.count() >= len(all), fmt.Sprintf("%d of %d", ledger.count(), len(all))
+	})
+	franzWaitCommitted(t, adm, group, topic, partitions, 2*perPartition)
+	franzWaitGroup(t, adm, ledger, group, topic, partitions, a, restarted)
+	checkConsumed(t, all, ledger.all())
+	if got := ledger.ownedBy("b"); !slices.Equal(got, ownedB) {
+		t.Errorf("restarted static member owns %v, owned %v before", got, ownedB)
+	}
+	if got := ledger.ownedBy("a"); !slices.Equal(got, ownedA) {
+		t.Errorf("a owns %v after b's restart, owned %v before", got, ownedA)
+	}
+	if _, now := a.cl.GroupMetadata(); now != generation {
+		t.Errorf("b's restart moved the group from generation %d to %d: a static rejoin should not rebalance", generation, now)
+	}
+	checkOwnPartitions(t, "a", ledger.consumedBy("a"), ownedA)
+	checkOwnPartitions(t, "b", ledger.consumedBy("b"), ownedB)
 }
 
 func TestFranzAdminTopicsAndConfigs(t *testing.T) {
