@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# The test command: formatting, lints, build, the Rust suite (unit tests and
-# end-to-end tests against target/debug/tarn via librdkafka) and the Python
-# client suite (confluent-kafka, kafka-python, aiokafka, kcat, kafkajs from
-# tests/node, and Apache Kafka's own command-line tools).
+# The test command: formatting, lints, build, the Rust suite (unit tests,
+# end-to-end tests against target/debug/tarn via librdkafka, and the
+# differential test against Apache Kafka), the Python client suite
+# (confluent-kafka, kafka-python, aiokafka, kcat, kafkajs from tests/node,
+# and Apache Kafka's own command-line tools) and the Go client suite
+# (franz-go and sarama, tests/go).
 #
 # On a fresh Debian machine, run as root, it installs what it needs first:
 # kcat, chromium (for the console test), python3-venv, a C toolchain, Node.js,
 # Java and Maven from apt when missing, the pinned Python clients into .venv,
-# kafkajs with npm, and Apache Kafka's jars from Maven Central. Every step's
-# failure fails the script.
+# kafkajs with npm, and Apache Kafka's jars from Maven Central; the Go modules
+# pinned in tests/go/go.sum come through the Go module proxy (Go itself must
+# be there). Every step's failure fails the script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,6 +32,13 @@ command -v npm >/dev/null 2>&1 || missing+=(npm)
 # Apache Kafka's tools (scripts/kafka.sh) run on Java; Maven resolves them.
 command -v java >/dev/null 2>&1 || missing+=(default-jdk-headless)
 command -v mvn >/dev/null 2>&1 || missing+=(maven)
+# The Go suite (tests/go) needs Go 1.21 or later on PATH (or in
+# /usr/local/go): it fetches the toolchain tests/go/go.mod asks for through
+# the module proxy if it is older. Debian 12's golang-go (1.19) cannot, so it
+# is not installed from apt; the Go step fails with a message instead.
+if ! command -v go >/dev/null 2>&1 && [[ -x /usr/local/go/bin/go ]]; then
+    export PATH="/usr/local/go/bin:$PATH"
+fi
 if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
     missing+=(python3-venv)
 fi
@@ -71,6 +81,25 @@ cargo test --workspace --no-fail-fast
 
 step "pytest tests/python"
 TARN_BIN=target/debug/tarn .venv/bin/python -m pytest -q tests/python
+
+step "go: gofmt, go vet, go test in tests/go (franz-go, sarama)"
+tarn_bin="$PWD/target/debug/tarn"
+if ! command -v go >/dev/null 2>&1; then
+    echo "go not found: tests/go needs Go 1.21 or later on PATH (see tests/go/go.mod)" >&2
+    exit 1
+fi
+(
+    cd tests/go
+    # go.sum is the pin: fail rather than update it.
+    export GOFLAGS="-mod=readonly${GOFLAGS:+ $GOFLAGS}"
+    unformatted=$(gofmt -l .)
+    if [[ -n $unformatted ]]; then
+        echo "gofmt would change: $unformatted" >&2
+        exit 1
+    fi
+    go vet ./...
+    TARN_BIN="$tarn_bin" go test -count=1 -timeout 10m ./...
+)
 
 step "fuzz: short seeded pass of every target (cargo-fuzz)"
 if ! command -v cargo-fuzz >/dev/null 2>&1; then
