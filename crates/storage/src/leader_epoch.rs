@@ -56,6 +56,16 @@ impl LeaderEpochFileCache {
         self.entries.last().map(|e| e.epoch)
     }
 
+    /// The epoch that wrote `offset`: the latest one starting at or before
+    /// it; `None` before the first entry.
+    pub fn epoch_for_offset(&self, offset: i64) -> Option<i32> {
+        self.entries
+            .iter()
+            .take_while(|e| e.start_offset <= offset)
+            .last()
+            .map(|e| e.epoch)
+    }
+
     /// Records that `epoch` starts at `start_offset`, if `epoch` is newer
     /// than the latest known; an older or equal epoch changes nothing.
     /// Returns whether the cache (and file) changed.
@@ -196,6 +206,7 @@ mod tests {
     fn assign_end_offset_and_reload() {
         let dir = tempfile::tempdir().unwrap();
         let mut cache = LeaderEpochFileCache::open(&LogEnv::shared_default(), dir.path()).unwrap();
+        assert_eq!(cache.epoch_for_offset(0), None);
         assert_eq!(
             cache.end_offset_for(0, 10),
             (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
@@ -206,6 +217,10 @@ mod tests {
         assert!(cache.assign(4, 10).unwrap());
         assert!(cache.assign(7, 25).unwrap());
         assert_eq!(cache.latest_epoch(), Some(7));
+        assert_eq!(
+            [0, 9, 10, 24, 25, 99].map(|o| cache.epoch_for_offset(o)),
+            [2, 2, 4, 4, 7, 7].map(Some)
+        );
 
         assert_eq!(cache.end_offset_for(7, 40), (7, 40));
         assert_eq!(cache.end_offset_for(4, 40), (4, 25));

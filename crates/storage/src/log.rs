@@ -787,6 +787,12 @@ impl Log {
         self.leader_epoch_cache.latest_epoch()
     }
 
+    /// The leader epoch that wrote `offset` (see
+    /// [`LeaderEpochFileCache::epoch_for_offset`]).
+    pub fn epoch_for_offset(&self, offset: i64) -> Option<i32> {
+        self.leader_epoch_cache.epoch_for_offset(offset)
+    }
+
     /// Kafka's check after an append: `flush.messages` or more records were
     /// appended since the last flush started, so the append that got here
     /// must not be acknowledged before a flush covers it.

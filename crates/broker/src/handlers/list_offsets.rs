@@ -70,9 +70,11 @@ fn lookup(
     let (timestamp, offset, leader_epoch) =
         partition.with_log_ref(|log| match request.timestamp {
             EARLIEST_TIMESTAMP => {
-                // The epoch that wrote the first offset is not tracked per
-                // offset yet; -1 tells the client to skip validation.
-                Ok((-1, log.log_start_offset(), -1))
+                // The epoch that wrote the log start offset, as Kafka
+                // answers; an empty log's is the current leader epoch (Kafka
+                // records it when the partition gets its leader).
+                let start = log.log_start_offset();
+                Ok((-1, start, log.epoch_for_offset(start).unwrap_or(epoch)))
             }
             LATEST_TIMESTAMP => Ok((-1, log.log_end_offset(), epoch)),
             MAX_TIMESTAMP if version >= 7 => {
