@@ -100,6 +100,7 @@ async fn verify_on_blocking_thread(broker: &Arc<Broker>, request: &FetchRequest)
 }
 
 fn read_all(broker: &Broker, request: &FetchRequest) -> (FetchResponseOut, usize, bool) {
+    let read_committed = request.isolation_level == 1;
     let mut budget = request.max_bytes.max(0) as usize;
     let mut total = 0usize;
     let mut any_error = false;
@@ -108,9 +109,9 @@ fn read_all(broker: &Broker, request: &FetchRequest) -> (FetchResponseOut, usize
         let mut partitions = Vec::with_capacity(topic.partitions.len());
         for p in &topic.partitions {
             let limit = (p.partition_max_bytes.max(0) as usize).min(budget);
-            let result = broker
-                .replicas
-                .get(&topic.topic, p.partition)
+            let hosted = broker.replicas.get(&topic.topic, p.partition);
+            let known = hosted.is_some();
+            let result = hosted
                 .ok_or_else(|| {
                     PartitionError::new(
                         error::UNKNOWN_TOPIC_OR_PARTITION,
@@ -135,23 +136,24 @@ fn read_all(broker: &Broker, request: &FetchRequest) -> (FetchResponseOut, usize
                         high_watermark: offsets.high_watermark,
                         last_stable_offset: offsets.high_watermark,
                         log_start_offset: offsets.log_start_offset,
-                        aborted_transactions: None,
+                        // Kafka lists aborted transactions (none here: no
+                        // transactions yet) only to read_committed fetches.
+                        aborted_transactions: read_committed.then(Vec::new),
                         records: Some(records),
                         ..Default::default()
                     }
                 }
+                // As Kafka: an error carries no offsets (-1), and only a
+                // partition it does not know gets an empty aborted list.
                 Err(e) => {
                     any_error = true;
-                    let offsets = broker
-                        .replicas
-                        .get(&topic.topic, p.partition)
-                        .and_then(|partition| partition.offsets().ok());
                     PartitionDataOut {
                         partition_index: p.partition,
                         error_code: e.code,
-                        high_watermark: offsets.map_or(-1, |o| o.high_watermark),
-                        last_stable_offset: offsets.map_or(-1, |o| o.high_watermark),
-                        log_start_offset: offsets.map_or(-1, |o| o.log_start_offset),
+                        high_watermark: -1,
+                        last_stable_offset: -1,
+                        log_start_offset: -1,
+                        aborted_transactions: (!known).then(Vec::new),
                         records: Some(Records::default()),
                         ..Default::default()
                     }
