@@ -130,7 +130,11 @@ impl ConfigEntry {
     }
 
     /// The wire form; synonyms only when the client asked for them.
-    pub fn to_result(&self, include_synonyms: bool) -> DescribeConfigsResourceResult {
+    pub fn to_result(
+        &self,
+        include_synonyms: bool,
+        include_documentation: bool,
+    ) -> DescribeConfigsResourceResult {
         DescribeConfigsResourceResult {
             name: self.name.to_owned(),
             value: Some(self.value.clone()),
@@ -151,7 +155,9 @@ impl ConfigEntry {
                 Vec::new()
             },
             config_type: config_type_id(self.kind),
-            documentation: None,
+            documentation: include_documentation
+                .then(|| crate::config_docs::documentation(self.name).map(str::to_owned))
+                .flatten(),
         }
     }
 }
@@ -159,6 +165,11 @@ impl ConfigEntry {
 /// Broker keys Kafka lets AlterConfigs change that are no topic config's
 /// synonym.
 const OTHER_DYNAMIC_BROKER_KEYS: &[&str] = &["producer.id.expiration.ms"];
+
+/// Broker keys that have no default of their own in Kafka (it is derived
+/// from another key, such as `log.retention.ms` from `log.retention.hours`),
+/// so Kafka lists no default synonym for them.
+const DERIVED_IN_KAFKA: &[&str] = &["log.retention.ms", "log.roll.ms", "log.flush.interval.ms"];
 
 /// A broker key that may be changed at run time: Kafka allows the broker
 /// synonyms of topic configs (`log.*` defaults, `message.max.bytes`,
@@ -250,7 +261,9 @@ impl ConfigView<'_> {
             if self.static_config.is_set(key) {
                 add(self.static_config.get(key), ConfigSource::StaticBroker);
             }
-            add(def.default, ConfigSource::Default);
+            if !DERIVED_IN_KAFKA.contains(&key) {
+                add(def.default, ConfigSource::Default);
+            }
         }
         out
     }
@@ -664,11 +677,8 @@ mod tests {
                     value: "1000".into(),
                     source: ConfigSource::StaticBroker
                 },
-                Synonym {
-                    name: "log.retention.ms".into(),
-                    value: "604800000".into(),
-                    source: ConfigSource::Default
-                },
+                // No default synonym: Kafka derives log.retention.ms from
+                // log.retention.hours and lists none.
             ]
         );
         assert_eq!(
@@ -703,10 +713,15 @@ mod tests {
                 ConfigSource::DynamicBroker,
                 ConfigSource::DynamicDefaultBroker,
                 ConfigSource::StaticBroker,
-                ConfigSource::Default
             ]
         );
         assert_eq!(retention.value, "4000");
+        let segment = entry(&entries, "segment.bytes");
+        assert_eq!(
+            segment.synonyms.last().map(|s| s.source),
+            Some(ConfigSource::Default),
+            "a key with a default of its own lists it"
+        );
         assert_eq!(view.effective().get("log.retention.ms"), "3000");
         let broker = entry(&view.broker_entries(), "log.retention.ms").clone();
         assert_eq!((broker.value.as_str(), broker.read_only), ("3000", false));
@@ -715,7 +730,7 @@ mod tests {
         assert_eq!(defaults.len(), 1);
         assert_eq!(defaults[0].value, "2000");
         assert_eq!(defaults[0].synonyms.len(), 1);
-        let wire = defaults[0].to_result(false);
+        let wire = defaults[0].to_result(false, false);
         assert!(wire.synonyms.is_empty());
         assert_eq!(
             (wire.config_source, wire.config_type),

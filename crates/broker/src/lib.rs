@@ -5,6 +5,7 @@
 pub mod blocking;
 pub mod broker;
 pub mod config;
+pub mod config_docs;
 pub mod connection_quotas;
 #[cfg(test)]
 mod crash_simulation;

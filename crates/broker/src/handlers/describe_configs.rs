@@ -54,7 +54,9 @@ pub async fn handle(
                         .entries(&target)
                         .iter()
                         .filter(|e| keys.as_ref().is_none_or(|k| k.iter().any(|n| n == e.name)))
-                        .map(|e| e.to_result(request.include_synonyms))
+                        .map(|e| {
+                            e.to_result(request.include_synonyms, request.include_documentation)
+                        })
                         .collect();
                 }
                 Err(e) => {
