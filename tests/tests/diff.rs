@@ -20,6 +20,7 @@ use tarn_protocol::codec::{Decode, Encode};
 use tarn_protocol::messages::create_partitions::*;
 use tarn_protocol::messages::create_topics::*;
 use tarn_protocol::messages::delete_records::*;
+use tarn_protocol::messages::describe_configs::*;
 use tarn_protocol::messages::fetch::*;
 use tarn_protocol::messages::find_coordinator::*;
 use tarn_protocol::messages::heartbeat::*;
@@ -130,6 +131,32 @@ impl Normalize for CreateTopicsResponse {
                 // default (5) there.
                 if config.name == "min.insync.replicas" && config.config_source == 3 {
                     config.config_source = 5;
+                }
+            }
+        }
+    }
+}
+
+impl Normalize for DescribeConfigsResponse {
+    fn normalize(&mut self) {
+        for result in &mut self.results {
+            result.configs.retain(|c| {
+                !KAFKA_ONLY_TOPIC_CONFIGS
+                    .iter()
+                    .any(|(name, _)| *name == c.name)
+            });
+            // The order of the keys is no part of the answer's meaning
+            // (Kafka lists them in its config definitions' order).
+            result.configs.sort_by(|a, b| a.name.cmp(&b.name));
+            for config in &mut result.configs {
+                // Tarn writes its own documentation: only its presence is
+                // compared.
+                if let Some(doc) = config.documentation.as_mut() {
+                    doc.clear();
+                }
+                if config.name == "min.insync.replicas" && config.config_source == 3 {
+                    config.config_source = 5;
+                    config.synonyms.retain(|s| s.source != 3);
                 }
             }
         }
@@ -386,6 +413,61 @@ const HEARTBEAT: (i16, i16, i16) = (12, 4, 4);
 const OFFSET_COMMIT: (i16, i16, i16) = (8, 8, 8);
 const OFFSET_FETCH: (i16, i16, i16) = (9, 8, 6);
 const FIND_COORDINATOR: (i16, i16, i16) = (10, 3, 3);
+const DESCRIBE_CONFIGS: (i16, i16, i16) = (32, 4, 4);
+
+fn describe_configs_request(
+    resource_type: i8,
+    name: &str,
+    keys: Option<&[&str]>,
+    synonyms: bool,
+    documentation: bool,
+) -> DescribeConfigsRequest {
+    DescribeConfigsRequest {
+        resources: vec![DescribeConfigsResource {
+            resource_type,
+            resource_name: name.into(),
+            configuration_keys: keys.map(|k| k.iter().map(|s| (*s).to_owned()).collect()),
+        }],
+        include_synonyms: synonyms,
+        include_documentation: documentation,
+    }
+}
+
+/// DescribeConfigs of topics (resource type 2); brokers (4) are not
+/// compared: Kafka lists some 350 broker keys, Tarn the ones it has.
+fn describe_configs(d: &mut Diff) {
+    for (what, name, keys, synonyms, documentation) in [
+        ("a topic's every key", "d-new", None, false, false),
+        (
+            "a topic with synonyms and documentation",
+            "d-cfg",
+            None,
+            true,
+            true,
+        ),
+        (
+            "named keys of a topic",
+            "d-cfg",
+            Some(&["cleanup.policy", "retention.ms"][..]),
+            true,
+            false,
+        ),
+        (
+            "an unknown key of a topic",
+            "d-cfg",
+            Some(&["no.such.key"][..]),
+            false,
+            false,
+        ),
+        ("a topic that does not exist", "d-none", None, false, false),
+    ] {
+        d.call::<_, DescribeConfigsResponse>(
+            &format!("DescribeConfigs: {what}"),
+            DESCRIBE_CONFIGS,
+            &describe_configs_request(2, name, keys, synonyms, documentation),
+        );
+    }
+}
 
 /// Retriable coordinator errors: COORDINATOR_LOAD_IN_PROGRESS (14),
 /// COORDINATOR_NOT_AVAILABLE (15), NOT_COORDINATOR (16).
@@ -1103,6 +1185,7 @@ fn tarn_answers_as_apache_kafka_does() {
         };
         create_topics(&mut d);
         metadata(&mut d);
+        describe_configs(&mut d);
         produce_list_offsets_and_fetch(&mut d);
         delete_records_and_create_partitions(&mut d);
         idempotence(&mut d);
