@@ -42,8 +42,8 @@ use tarn_protocol::records::FileRegion;
 use tarn_protocol::Uuid;
 use tarn_storage::partition_metadata::{read_topic_id, write_topic_id};
 use tarn_storage::{
-    AppendError, AppendInfo, CleanupPolicy, FlushTarget, Log, LogConfig, LogEnv, SegmentVerifier,
-    StorageError, DELETE_DIR_SUFFIX,
+    AppendError, AppendInfo, CleanupPolicy, FlushTarget, Log, LogConfig, LogEnv, RecordError,
+    SegmentVerifier, StorageError, DELETE_DIR_SUFFIX,
 };
 
 use crate::config::BrokerConfig;
@@ -128,6 +128,9 @@ pub fn topic_codec(compression_type: &str) -> Option<Compression> {
 pub struct PartitionError {
     pub code: ErrorCode,
     pub message: String,
+    /// The refused records of a produce's batch, by index, for Produce
+    /// v8+'s `record_errors`; empty for every other refusal.
+    pub record_errors: Vec<RecordError>,
 }
 
 impl PartitionError {
@@ -135,6 +138,7 @@ impl PartitionError {
         PartitionError {
             code,
             message: message.into(),
+            record_errors: Vec::new(),
         }
     }
 }
@@ -154,9 +158,23 @@ impl From<AppendError> for PartitionError {
             AppendError::OutOfOrderSequence(_) => error::OUT_OF_ORDER_SEQUENCE_NUMBER,
             AppendError::InvalidProducerEpoch(_) => error::INVALID_PRODUCER_EPOCH,
             AppendError::InvalidRecord(_) => error::INVALID_RECORD,
+            AppendError::RecordErrors {
+                invalid_timestamp: true,
+                ..
+            } => error::INVALID_TIMESTAMP,
+            AppendError::RecordErrors { .. } => error::INVALID_RECORD,
             AppendError::Storage(_) => error::KAFKA_STORAGE_ERROR,
         };
-        PartitionError::new(code, e.to_string())
+        let message = e.to_string();
+        let record_errors = match e {
+            AppendError::RecordErrors { errors, .. } => errors,
+            _ => Vec::new(),
+        };
+        PartitionError {
+            code,
+            message,
+            record_errors,
+        }
     }
 }
 
@@ -560,6 +578,8 @@ pub fn log_config(config: &BrokerConfig, topic: &TopicInfo) -> LogConfig {
         } else {
             TimestampType::CreateTime
         },
+        message_timestamp_before_max_ms: value("message.timestamp.before.max.ms"),
+        message_timestamp_after_max_ms: value("message.timestamp.after.max.ms"),
     }
 }
 

@@ -135,7 +135,7 @@ impl GroupStore for OffsetsTopicStore {
         let batch = build_batch(records, now_ms);
         match target.append(&batch) {
             Ok(_) => Ok(()),
-            Err(PartitionError { code, message }) => {
+            Err(PartitionError { code, message, .. }) => {
                 tracing::error!(
                     partition,
                     code,
