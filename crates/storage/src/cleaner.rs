@@ -690,7 +690,9 @@ impl CleaningPlan {
                 };
                 for record in records(&plain_header, &plain, segment.base_offset, &self.dir)? {
                     if let Some(key) = record.key {
-                        let offset = plain_header.base_offset + i64::from(record.offset_delta);
+                        let offset = plain_header
+                            .base_offset
+                            .saturating_add(i64::from(record.offset_delta));
                         latest.insert(key.to_vec(), offset);
                     }
                 }
@@ -748,7 +750,9 @@ impl CleaningPlan {
             let mut all = 0i32;
             for record in records(&plain_header, &plain, segment.base_offset, &self.dir)? {
                 all += 1;
-                let offset = plain_header.base_offset + i64::from(record.offset_delta);
+                let offset = plain_header
+                    .base_offset
+                    .saturating_add(i64::from(record.offset_delta));
                 let superseded = record
                     .key
                     .and_then(|k| map.get(k))
@@ -761,8 +765,11 @@ impl CleaningPlan {
                     }
                     continue;
                 }
-                max_timestamp =
-                    max_timestamp.max(plain_header.base_timestamp + record.timestamp_delta);
+                max_timestamp = max_timestamp.max(
+                    plain_header
+                        .base_timestamp
+                        .saturating_add(record.timestamp_delta),
+                );
                 records_kept.push(record);
             }
             stats.records_read += all as u64;
@@ -777,8 +784,12 @@ impl CleaningPlan {
                     // Record timestamps are base + delta: move the deltas
                     // so every record keeps its timestamp.
                     for record in &mut records_kept {
-                        record.timestamp_delta =
-                            header.base_timestamp + record.timestamp_delta - horizon;
+                        // Saturating: the deltas come from the file; only an
+                        // absurd timestamp (near i64::MAX) can saturate.
+                        record.timestamp_delta = header
+                            .base_timestamp
+                            .saturating_add(record.timestamp_delta)
+                            .saturating_sub(horizon);
                     }
                     header.base_timestamp = horizon;
                     header.attributes |= DELETE_HORIZON_FLAG_MASK;
