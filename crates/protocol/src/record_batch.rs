@@ -715,6 +715,14 @@ impl Iterator for RecordSkim<'_> {
 
 /// Decodes a zigzag varlong; returns the value and the bytes consumed.
 pub fn decode_varlong(buf: &[u8]) -> Result<(i64, usize), BatchError> {
+    // Most varints of a record (attributes aside, its small lengths and
+    // deltas) fit one byte: decode those without the loop.
+    if let Some(&byte) = buf.first() {
+        if byte & 0x80 == 0 {
+            let raw = u64::from(byte);
+            return Ok((((raw >> 1) as i64) ^ -((raw & 1) as i64), 1));
+        }
+    }
     let mut raw: u64 = 0;
     for (i, byte) in buf.iter().enumerate().take(10) {
         raw |= u64::from(byte & 0x7f) << (7 * i);
