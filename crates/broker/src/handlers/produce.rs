@@ -248,3 +248,65 @@ fn append(
         flush,
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tarn_protocol::record_batch::RecordBatchBuilder;
+    use tarn_storage::RecordError;
+
+    fn one_batch() -> Vec<u8> {
+        RecordBatchBuilder::new()
+            .record(1, Some(b"k"), None)
+            .build()
+    }
+
+    #[test]
+    fn a_partition_carries_exactly_one_batch() {
+        assert!(check_single_batch(9, &one_batch()).is_ok());
+        let two = [one_batch(), one_batch()].concat();
+        let e = check_single_batch(7, &two).unwrap_err();
+        assert_eq!(e.code, error::INVALID_RECORD);
+        // Bytes that are not a batch are the log's to name.
+        assert!(check_single_batch(9, b"garbage").is_ok());
+        let partial = one_batch();
+        assert!(check_single_batch(9, &partial[..partial.len() - 1]).is_ok());
+    }
+
+    #[test]
+    fn transactional_batches_need_a_transactional_id() {
+        let batch = RecordBatchBuilder::new()
+            .producer(1, 0, 0)
+            .transactional(true)
+            .record(1, Some(b"k"), None)
+            .build();
+        let e = check_single_batch(9, &batch).unwrap_err();
+        assert_eq!(e.code, error::TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
+    }
+
+    #[test]
+    fn refused_records_become_record_errors() {
+        let e = PartitionError {
+            code: error::INVALID_RECORD,
+            message: "2 records".into(),
+            record_errors: vec![
+                RecordError {
+                    batch_index: 3,
+                    message: "no key".into(),
+                },
+                RecordError {
+                    batch_index: 13,
+                    message: "no key".into(),
+                },
+            ],
+        };
+        let answer = partition_error(4, e);
+        assert_eq!(
+            (answer.index, answer.error_code, answer.base_offset),
+            (4, 87, -1)
+        );
+        let indexes: Vec<i32> = answer.record_errors.iter().map(|r| r.batch_index).collect();
+        assert_eq!(indexes, vec![3, 13]);
+        assert_eq!(answer.error_message.as_deref(), Some("2 records"));
+    }
+}
