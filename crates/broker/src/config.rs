@@ -101,6 +101,18 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
         OneOf(TS_TYPES),
     ),
     def(
+        "log.message.timestamp.before.max.ms",
+        Long,
+        "9223372036854775807",
+        AtLeast(0),
+    ),
+    def(
+        "log.message.timestamp.after.max.ms",
+        Long,
+        "3600000",
+        AtLeast(0),
+    ),
+    def(
         "log.cleaner.delete.retention.ms",
         Long,
         "86400000",
@@ -218,6 +230,24 @@ pub const TOPIC_CONFIGS: &[(ConfigDef, Option<&str>)] = &[
     (
         def("message.timestamp.type", Str, "CreateTime", OneOf(TS_TYPES)),
         Some("log.message.timestamp.type"),
+    ),
+    (
+        def(
+            "message.timestamp.before.max.ms",
+            Long,
+            "9223372036854775807",
+            AtLeast(0),
+        ),
+        Some("log.message.timestamp.before.max.ms"),
+    ),
+    (
+        def(
+            "message.timestamp.after.max.ms",
+            Long,
+            "3600000",
+            AtLeast(0),
+        ),
+        Some("log.message.timestamp.after.max.ms"),
     ),
     (
         def("min.cleanable.dirty.ratio", Double, "0.5", Any),

@@ -43,7 +43,7 @@ use tarn_protocol::Uuid;
 use tarn_storage::partition_metadata::{read_topic_id, write_topic_id};
 use tarn_storage::{
     AppendError, AppendInfo, CleanupPolicy, FlushTarget, GroupCommit, Log, LogConfig, LogEnv,
-    SegmentVerifier, StorageError, DELETE_DIR_SUFFIX,
+    RecordError, SegmentVerifier, StorageError, DELETE_DIR_SUFFIX,
 };
 
 use crate::blocking::off_async_workers;
@@ -152,6 +152,9 @@ pub fn topic_codec(compression_type: &str) -> Option<Compression> {
 pub struct PartitionError {
     pub code: ErrorCode,
     pub message: String,
+    /// The refused records of a produce's batch, by index, for Produce
+    /// v8+'s `record_errors`; empty for every other refusal.
+    pub record_errors: Vec<RecordError>,
 }
 
 impl PartitionError {
@@ -159,6 +162,7 @@ impl PartitionError {
         PartitionError {
             code,
             message: message.into(),
+            record_errors: Vec::new(),
         }
     }
 }
@@ -178,9 +182,23 @@ impl From<AppendError> for PartitionError {
             AppendError::OutOfOrderSequence(_) => error::OUT_OF_ORDER_SEQUENCE_NUMBER,
             AppendError::InvalidProducerEpoch(_) => error::INVALID_PRODUCER_EPOCH,
             AppendError::InvalidRecord(_) => error::INVALID_RECORD,
+            AppendError::RecordErrors {
+                invalid_timestamp: true,
+                ..
+            } => error::INVALID_TIMESTAMP,
+            AppendError::RecordErrors { .. } => error::INVALID_RECORD,
             AppendError::Storage(_) => error::KAFKA_STORAGE_ERROR,
         };
-        PartitionError::new(code, e.to_string())
+        let message = e.to_string();
+        let record_errors = match e {
+            AppendError::RecordErrors { errors, .. } => errors,
+            _ => Vec::new(),
+        };
+        PartitionError {
+            code,
+            message,
+            record_errors,
+        }
     }
 }
 
@@ -661,6 +679,8 @@ pub fn log_config(config: &BrokerConfig, topic: &TopicInfo) -> LogConfig {
         } else {
             TimestampType::CreateTime
         },
+        message_timestamp_before_max_ms: value("message.timestamp.before.max.ms"),
+        message_timestamp_after_max_ms: value("message.timestamp.after.max.ms"),
     }
 }
 

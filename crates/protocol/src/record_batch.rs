@@ -140,9 +140,13 @@ pub struct RecordBatchHeader {
 }
 
 impl RecordBatchHeader {
-    /// Offset of the last record, counting gaps left by compaction.
+    /// Offset of the last record, counting gaps left by compaction. A base
+    /// offset near `i64::MAX` (which only a hostile request or a damaged
+    /// file holds) saturates instead of overflowing, so the callers' range
+    /// checks refuse it.
     pub fn last_offset(&self) -> i64 {
-        self.base_offset + i64::from(self.last_offset_delta)
+        self.base_offset
+            .saturating_add(i64::from(self.last_offset_delta))
     }
 
     /// Number of offsets the batch occupies (last offset delta + 1).
@@ -325,6 +329,21 @@ pub fn set_log_append_time(
     let attributes = read_i16(header, ATTRIBUTES_OFFSET) | TIMESTAMP_TYPE_MASK;
     header[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attributes.to_be_bytes());
     header[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8].copy_from_slice(&now_ms.to_be_bytes());
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&header[ATTRIBUTES_OFFSET..]), records);
+    header[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+}
+
+/// Sets the max timestamp of a batch whose first [`RECORD_BATCH_HEADER_SIZE`]
+/// bytes are `header` and whose records section is `records`, and
+/// recomputes the CRC; as Kafka's validator does when a CreateTime batch's
+/// header disagrees with the largest record timestamp.
+pub fn set_max_timestamp(
+    header: &mut [u8; RECORD_BATCH_HEADER_SIZE],
+    records: &[u8],
+    max_timestamp: i64,
+) {
+    header[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8]
+        .copy_from_slice(&max_timestamp.to_be_bytes());
     let crc = crc32c::crc32c_append(crc32c::crc32c(&header[ATTRIBUTES_OFFSET..]), records);
     header[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
 }
@@ -572,8 +591,151 @@ impl<'a> Iterator for RecordIter<'a> {
     }
 }
 
+/// What the log validator needs of one record, read without copying or
+/// allocating: the fields of a record before its key, and whether it has
+/// a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordSummary {
+    pub attributes: i8,
+    pub timestamp_delta: i64,
+    pub offset_delta: i32,
+    pub has_key: bool,
+}
+
+/// Walks `count` records laid out back to back in `records` (a batch's
+/// records section, decompressed if need be), checking each record's
+/// structure (every length inside the record, the header count, the record
+/// length against its fields) as [`RecordIter`] does, but only reading
+/// varints: no record is decoded into memory. After the last record,
+/// [`RecordSkim::finish`] checks that no bytes are left over.
+pub struct RecordSkim<'a> {
+    buf: &'a [u8],
+    position: usize,
+    remaining: i32,
+}
+
+impl<'a> RecordSkim<'a> {
+    pub fn new(records: &'a [u8], count: i32) -> RecordSkim<'a> {
+        RecordSkim {
+            buf: records,
+            position: 0,
+            remaining: count,
+        }
+    }
+
+    /// After every record was yielded: an error when bytes follow the last
+    /// record.
+    pub fn finish(&self) -> Result<(), BatchError> {
+        if self.position != self.buf.len() {
+            return Err(BatchError::MalformedRecord(
+                "bytes left after the last record",
+            ));
+        }
+        Ok(())
+    }
+
+    fn varlong(&mut self) -> Result<i64, BatchError> {
+        let rest = self.buf.get(self.position..).unwrap_or_default();
+        let (value, used) = decode_varlong(rest)?;
+        self.position += used;
+        Ok(value)
+    }
+
+    fn varint(&mut self) -> Result<i32, BatchError> {
+        i32::try_from(self.varlong()?).map_err(|_| BatchError::MalformedRecord("varint overflow"))
+    }
+
+    fn skip(&mut self, len: usize, end: usize) -> Result<(), BatchError> {
+        self.position = self
+            .position
+            .checked_add(len)
+            .filter(|next| *next <= end)
+            .ok_or(BatchError::MalformedRecord("field runs past the record"))?;
+        Ok(())
+    }
+
+    /// Skips a nullable length-prefixed field; returns whether it was
+    /// present (not null).
+    fn skip_nullable(&mut self, end: usize) -> Result<bool, BatchError> {
+        match self.varint()? {
+            -1 => Ok(false),
+            len if len < 0 => Err(BatchError::MalformedRecord("negative length")),
+            len => self.skip(len as usize, end).map(|()| true),
+        }
+    }
+
+    fn record(&mut self) -> Result<RecordSummary, BatchError> {
+        let length = self.varint()?;
+        if length < 0 {
+            return Err(BatchError::MalformedRecord("negative record length"));
+        }
+        let end = self
+            .position
+            .checked_add(length as usize)
+            .filter(|end| *end <= self.buf.len())
+            .ok_or(BatchError::MalformedRecord("record runs past the batch"))?;
+        let attributes = *self
+            .buf
+            .get(self.position)
+            .filter(|_| self.position < end)
+            .ok_or(BatchError::MalformedRecord("field runs past the record"))?
+            as i8;
+        self.position += 1;
+        let timestamp_delta = self.varlong()?;
+        let offset_delta = self.varint()?;
+        let has_key = self.skip_nullable(end)?;
+        self.skip_nullable(end)?;
+        let header_count = self.varint()?;
+        if header_count < 0 {
+            return Err(BatchError::MalformedRecord("negative header count"));
+        }
+        for _ in 0..header_count {
+            if !self.skip_nullable(end)? {
+                return Err(BatchError::MalformedRecord("null header key"));
+            }
+            self.skip_nullable(end)?;
+            if self.position > end {
+                break;
+            }
+        }
+        if self.position != end {
+            return Err(BatchError::MalformedRecord("record length mismatch"));
+        }
+        Ok(RecordSummary {
+            attributes,
+            timestamp_delta,
+            offset_delta,
+            has_key,
+        })
+    }
+}
+
+impl Iterator for RecordSkim<'_> {
+    type Item = Result<RecordSummary, BatchError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.remaining <= 0 {
+            return None;
+        }
+        self.remaining -= 1;
+        let record = self.record();
+        if record.is_err() {
+            self.remaining = 0;
+        }
+        Some(record)
+    }
+}
+
 /// Decodes a zigzag varlong; returns the value and the bytes consumed.
 pub fn decode_varlong(buf: &[u8]) -> Result<(i64, usize), BatchError> {
+    // Most varints of a record (attributes aside, its small lengths and
+    // deltas) fit one byte: decode those without the loop.
+    if let Some(&byte) = buf.first() {
+        if byte & 0x80 == 0 {
+            let raw = u64::from(byte);
+            return Ok((((raw >> 1) as i64) ^ -((raw & 1) as i64), 1));
+        }
+    }
     let mut raw: u64 = 0;
     for (i, byte) in buf.iter().enumerate().take(10) {
         raw |= u64::from(byte & 0x7f) << (7 * i);
@@ -1209,6 +1371,45 @@ mod tests {
             encode_varlong(v, &mut out);
             assert_eq!(varlong_len(v), out.len(), "{v}");
         }
+    }
+
+    #[test]
+    fn record_skim_agrees_with_the_record_iterator() {
+        let batch = sample();
+        let h = validate_batch(&batch).unwrap();
+        let section = &batch[RECORD_BATCH_HEADER_SIZE..];
+        let full: Vec<_> = RecordIter::new(&batch, &h)
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect();
+        let mut skim = RecordSkim::new(section, h.records_count);
+        let summaries: Vec<_> = skim.by_ref().map(|r| r.unwrap()).collect();
+        skim.finish().unwrap();
+        assert_eq!(summaries.len(), full.len());
+        for (s, r) in summaries.iter().zip(&full) {
+            assert_eq!(s.offset_delta, r.offset_delta);
+            assert_eq!(s.timestamp_delta, r.timestamp_delta);
+            assert_eq!(s.has_key, r.key.is_some());
+            assert_eq!(s.attributes, r.attributes);
+        }
+        // Every truncation, and every single-byte change, is an error or a
+        // clean walk; never a panic. Fewer records than claimed is an error.
+        for len in 0..section.len() {
+            let mut skim = RecordSkim::new(&section[..len], h.records_count);
+            let walked = skim.by_ref().all(|r| r.is_ok());
+            assert!(!walked || skim.finish().is_err(), "length {len}");
+        }
+        for i in 0..section.len() {
+            for flip in [0x01, 0x80, 0xff] {
+                let mut bad = section.to_vec();
+                bad[i] ^= flip;
+                let mut skim = RecordSkim::new(&bad, h.records_count);
+                let _walked = skim.by_ref().all(|r| r.is_ok());
+            }
+        }
+        let mut skim = RecordSkim::new(section, h.records_count - 1);
+        assert!(skim.by_ref().all(|r| r.is_ok()));
+        assert!(skim.finish().is_err());
     }
 
     #[test]

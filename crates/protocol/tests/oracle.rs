@@ -127,6 +127,32 @@ fn produce() {
         throttle_time_ms: 0,
     };
     check::<_, k::ProduceResponse>(&response, 3..=9, 9);
+    // A refusal naming records (Produce v8+'s record_errors).
+    let refused = ProduceResponse {
+        responses: vec![TopicProduceResponse {
+            name: "t".into(),
+            partition_responses: vec![PartitionProduceResponse {
+                index: 3,
+                error_code: 87,
+                base_offset: -1,
+                log_append_time_ms: -1,
+                log_start_offset: -1,
+                record_errors: vec![
+                    BatchIndexAndErrorMessage {
+                        batch_index: 3,
+                        batch_index_error_message: Some("no key".into()),
+                    },
+                    BatchIndexAndErrorMessage {
+                        batch_index: 13,
+                        batch_index_error_message: None,
+                    },
+                ],
+                error_message: Some("2 records are invalid".into()),
+            }],
+        }],
+        throttle_time_ms: 0,
+    };
+    check::<_, k::ProduceResponse>(&refused, 3..=9, 9);
 }
 
 #[test]

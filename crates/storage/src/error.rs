@@ -56,6 +56,13 @@ impl StorageError {
     }
 }
 
+/// One refused record: its index in the batch and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordError {
+    pub batch_index: i32,
+    pub message: String,
+}
+
 /// Why `Log::append` refused a produce. Nothing was written when this is
 /// returned, except that `Storage` errors may leave a new empty segment.
 #[derive(Debug, Error)]
@@ -78,6 +85,16 @@ pub enum AppendError {
     /// Kafka INVALID_RECORD.
     #[error("invalid record: {0}")]
     InvalidRecord(String),
+    /// Some records of a batch were refused (a keyless record on a
+    /// compacted topic, a timestamp out of range): Kafka INVALID_TIMESTAMP
+    /// when any timestamp was, else INVALID_RECORD, with each refused
+    /// record's index for Produce v8+'s `record_errors`.
+    #[error("{message}")]
+    RecordErrors {
+        invalid_timestamp: bool,
+        message: String,
+        errors: Vec<RecordError>,
+    },
     #[error(transparent)]
     Storage(#[from] StorageError),
 }

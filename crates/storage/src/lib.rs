@@ -12,6 +12,7 @@ pub mod index;
 pub mod leader_epoch;
 pub mod log;
 pub mod log_config;
+pub mod log_validator;
 pub mod metrics;
 pub mod partition_metadata;
 pub mod producer_state;
@@ -20,7 +21,7 @@ pub mod segment;
 pub mod sim;
 
 pub use cleaner::{CleanStats, CleanerConfig, CleaningPlan, Compressor, Decompressor};
-pub use error::{AppendError, StorageError};
+pub use error::{AppendError, RecordError, StorageError};
 pub use file::{Clock, FileCache, FileSystem, LogEnv, ManualClock, OsFileSystem, SystemClock};
 pub use flush::{FlushCallback, FlushTarget, GroupCommit, RollFlush};
 pub use index::{OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset};

@@ -31,8 +31,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use tarn_protocol::record_batch::{
-    parse_header, set_base_offset, set_log_append_time, set_partition_leader_epoch, validate_batch,
-    BatchError, Compression, RecordBatchHeader, RecordIter, TimestampType,
+    parse_header, set_base_offset, set_log_append_time, set_max_timestamp,
+    set_partition_leader_epoch, validate_batch, BatchError, RecordBatchHeader, TimestampType,
     RECORD_BATCH_HEADER_SIZE,
 };
 use tarn_protocol::records::FileRegion;
@@ -43,6 +43,7 @@ use crate::file::LogEnv;
 use crate::flush::{FlushTarget, LogDurability, RollFlush};
 use crate::leader_epoch::LeaderEpochFileCache;
 pub use crate::log_config::*;
+use crate::log_validator::{validate_client_batch, ValidationConfig};
 use crate::producer_state::{
     parse_snapshot_name, snapshot_path, ProducerStateError, ProducerStateManager, SequenceCheck,
 };
@@ -115,6 +116,10 @@ pub struct Log {
     roll_synced: Arc<parking_lot::Mutex<Option<(i64, u64)>>>,
     /// Segments renamed to `*.deleted`, with when to remove their files.
     pub(crate) pending_deletes: Vec<(i64, Box<LogSegment>)>,
+    /// Tests of the cleaner append batches in a stand-in codec that the
+    /// validator cannot decompress; they skip its record checks.
+    #[cfg(test)]
+    pub(crate) skip_record_checks: bool,
 }
 
 impl Log {
@@ -202,6 +207,8 @@ impl Log {
             durability: Arc::new(LogDurability::new(durable)),
             roll_synced: Arc::default(),
             pending_deletes: Vec::new(),
+            #[cfg(test)]
+            skip_record_checks: false,
         };
         log.rebuild_producer_state(&names)?;
         log.max_timestamp = log.rebuild_max_timestamp()?;
@@ -328,6 +335,12 @@ impl Log {
                 set_log_append_time(&mut patched, body, log_append_time);
                 *header = parse_header(&patched).expect("a stamped header stays valid");
             } else {
+                // Validation put the largest record timestamp in the header;
+                // a client that sent another one gets it corrected, as
+                // Kafka does, at the cost of a CRC pass over its records.
+                if parse_header(head).map_or(true, |h| h.max_timestamp != header.max_timestamp) {
+                    set_max_timestamp(&mut patched, body, header.max_timestamp);
+                }
                 header.base_offset = next_offset;
                 header.partition_leader_epoch = leader_epoch;
             }
@@ -456,8 +469,9 @@ impl Log {
     }
 
     /// Checks that `records` is exactly a sequence of whole, valid v2
-    /// batches within the size limits; returns each batch's position and
-    /// header.
+    /// batches within the size limits, each passing Kafka's log validator
+    /// (`log_validator.rs`); returns each batch's position and header, the
+    /// header's max timestamp being the largest record timestamp.
     fn validate_records(
         &self,
         records: &[u8],
@@ -474,6 +488,13 @@ impl Log {
                 self.config.segment_bytes
             )));
         }
+        let validation = ValidationConfig {
+            compacted: self.config.cleanup_policy.compact,
+            timestamp_type: self.config.message_timestamp_type,
+            timestamp_before_max_ms: self.config.message_timestamp_before_max_ms,
+            timestamp_after_max_ms: self.config.message_timestamp_after_max_ms,
+            now_ms: self.env.now_ms(),
+        };
         let mut batches = Vec::new();
         let mut position = 0;
         while position < records.len() {
@@ -487,9 +508,13 @@ impl Log {
                 )));
             }
             validate_batch(rest).map_err(|e| batch_error(position, e))?;
-            check_batch_semantics(position, &header)?;
-            if self.config.cleanup_policy.compact {
-                check_keys(position, &rest[..header.total_size()], &header)?;
+            let batch = &rest[..header.total_size()];
+            let mut header = header;
+            if self.checks_records() {
+                let validated = validate_client_batch(position, batch, &header, &validation)?;
+                if header.timestamp_type() == TimestampType::CreateTime {
+                    header.max_timestamp = validated.max_timestamp;
+                }
             }
             batches.push((position, header));
             position += header.total_size();
@@ -501,6 +526,16 @@ impl Log {
             ));
         }
         Ok(batches)
+    }
+
+    #[cfg(not(test))]
+    fn checks_records(&self) -> bool {
+        true
+    }
+
+    #[cfg(test)]
+    fn checks_records(&self) -> bool {
+        !self.skip_record_checks
     }
 
     fn maybe_roll(
@@ -981,45 +1016,6 @@ fn batch_error(position: usize, error: BatchError) -> AppendError {
     }
 }
 
-/// Checks Kafka's LogValidator applies to a client batch's header.
-fn check_batch_semantics(position: usize, header: &RecordBatchHeader) -> Result<(), AppendError> {
-    if header.records_count == 0 {
-        return Err(AppendError::InvalidRecord(format!(
-            "batch at byte {position} holds no records"
-        )));
-    }
-    if header.has_producer_id() && header.base_sequence < 0 {
-        return Err(AppendError::InvalidRecord(format!(
-            "batch at byte {position} from producer {} has invalid sequence {}",
-            header.producer_id, header.base_sequence
-        )));
-    }
-    Ok(())
-}
-
-/// Kafka's rule for compacted topics: every record needs a key. Records
-/// of compressed batches are checked by the cleaner's codec support only,
-/// so such batches pass here.
-fn check_keys(
-    position: usize,
-    batch: &[u8],
-    header: &RecordBatchHeader,
-) -> Result<(), AppendError> {
-    if header.compression() != Compression::None || header.is_control() {
-        return Ok(());
-    }
-    let records = RecordIter::new(batch, header).map_err(|e| batch_error(position, e))?;
-    for record in records {
-        let record = record.map_err(|e| batch_error(position, e))?;
-        if record.key.is_none() {
-            return Err(AppendError::InvalidRecord(format!(
-                "batch at byte {position}: compacted topic cannot accept message without key"
-            )));
-        }
-    }
-    Ok(())
-}
-
 /// Kafka's suffix for a partition directory waiting to be deleted.
 pub const DELETE_DIR_SUFFIX: &str = "-delete";
 
@@ -1168,7 +1164,7 @@ mod tests {
             .build();
         assert!(matches!(
             log.append(&keyless, 0),
-            Err(AppendError::InvalidRecord(m)) if m.contains("without key")
+            Err(AppendError::RecordErrors { errors, .. }) if errors[0].message.contains("without a key")
         ));
     }
 
@@ -1295,6 +1291,41 @@ mod tests {
             read.iter().map(|h| h.base_offset).collect::<Vec<_>>(),
             vec![2, 5]
         );
+    }
+
+    /// The hardening issue's request: two one-record batches whose last
+    /// offset delta claims 2^30 offsets each (CRCs valid) once tripped the
+    /// segment's relative-offset assertion; the validator refuses them.
+    #[test]
+    fn batches_whose_offset_range_disagrees_with_their_count_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), LogConfig::default(), true).unwrap();
+        let mut batch = build_batch_for_tests(0, 1, 10);
+        batch[23..27].copy_from_slice(&(1i32 << 30).to_be_bytes());
+        let crc = tarn_protocol::record_batch::compute_crc(&batch);
+        batch[17..21].copy_from_slice(&crc.to_be_bytes());
+        let records = [batch.clone(), batch].concat();
+        let e = log.append(&records, 0).unwrap_err();
+        assert!(
+            matches!(&e, AppendError::InvalidRecord(m) if m.contains("last offset delta")),
+            "{e}"
+        );
+        assert_eq!(log.log_end_offset(), 0);
+        assert_eq!(append_plain(&mut log, 2, 0).base_offset, 0);
+    }
+
+    #[test]
+    fn a_wrong_max_timestamp_is_corrected_from_the_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), LogConfig::default(), true).unwrap();
+        let mut batch = build_batch_for_tests(0, 3, 1_000);
+        batch[35..43].copy_from_slice(&99_999i64.to_be_bytes());
+        let crc = tarn_protocol::record_batch::compute_crc(&batch);
+        batch[17..21].copy_from_slice(&crc.to_be_bytes());
+        log.append(&batch, 0).unwrap();
+        let stored = validate_batch(&log.read(0, usize::MAX, true).unwrap()).unwrap();
+        assert_eq!(stored.max_timestamp, 1_002);
+        assert_eq!(log.max_timestamp().unwrap().0, 1_002);
     }
 
     #[test]

@@ -18,6 +18,8 @@ pub const DEFAULT_INDEX_INTERVAL_BYTES: u32 = 4096;
 pub const DEFAULT_SEGMENT_INDEX_BYTES: u32 = 10 << 20;
 /// Kafka's `message.max.bytes` default.
 pub const DEFAULT_MAX_MESSAGE_BYTES: u32 = 1_048_588;
+/// Kafka 4.0's default `message.timestamp.after.max.ms`: one hour.
+pub const DEFAULT_MESSAGE_TIMESTAMP_AFTER_MAX_MS: i64 = 60 * 60 * 1000;
 /// Kafka's lower bound for `segment.bytes`.
 pub const MIN_SEGMENT_BYTES: u64 = 14;
 /// Seven days, Kafka's default for `segment.ms` and `retention.ms`.
@@ -103,6 +105,12 @@ pub struct LogConfig {
     pub file_delete_delay_ms: i64,
     /// `message.timestamp.type`
     pub message_timestamp_type: TimestampType,
+    /// `message.timestamp.before.max.ms`: with CreateTime, how far a record
+    /// timestamp may lie behind the broker's clock.
+    pub message_timestamp_before_max_ms: i64,
+    /// `message.timestamp.after.max.ms`: with CreateTime, how far a record
+    /// timestamp may lie ahead of the broker's clock.
+    pub message_timestamp_after_max_ms: i64,
 }
 
 impl Default for LogConfig {
@@ -124,6 +132,8 @@ impl Default for LogConfig {
             flush_ms: i64::MAX,
             file_delete_delay_ms: 60_000,
             message_timestamp_type: TimestampType::CreateTime,
+            message_timestamp_before_max_ms: i64::MAX,
+            message_timestamp_after_max_ms: DEFAULT_MESSAGE_TIMESTAMP_AFTER_MAX_MS,
         }
     }
 }
@@ -160,6 +170,14 @@ impl LogConfig {
             ("delete.retention.ms", self.delete_retention_ms),
             ("min.compaction.lag.ms", self.min_compaction_lag_ms),
             ("file.delete.delay.ms", self.file_delete_delay_ms),
+            (
+                "message.timestamp.before.max.ms",
+                self.message_timestamp_before_max_ms,
+            ),
+            (
+                "message.timestamp.after.max.ms",
+                self.message_timestamp_after_max_ms,
+            ),
         ] {
             if value < 0 {
                 return invalid(format!("{name} {value} is negative"));

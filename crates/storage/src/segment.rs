@@ -218,7 +218,7 @@ impl IndexState {
             self.bytes_since_last_index_entry = 0;
         }
         self.bytes_since_last_index_entry += header.total_size() as u64;
-        self.next_offset = header.last_offset() + 1;
+        self.next_offset = header.last_offset().saturating_add(1);
     }
 
     /// Adds the final time-index entry for the segment's max timestamp.
@@ -382,7 +382,7 @@ impl LogSegment {
                 if tail_max.is_none_or(|(ts, _)| header.max_timestamp > ts) {
                     tail_max = Some((header.max_timestamp, header.base_offset));
                 }
-                next_offset = header.last_offset() + 1;
+                next_offset = header.last_offset().saturating_add(1);
             },
         )
         .map_err(|e| e.to_string())?;
@@ -928,7 +928,7 @@ fn scan(
             }
         }
         visit(position, &header);
-        next_offset = header.last_offset() + 1;
+        next_offset = header.last_offset().saturating_add(1);
         position += total;
     }
     Ok(None)
@@ -974,10 +974,12 @@ pub fn first_record_at_or_after(
         let Ok(record) = record else {
             return fallback;
         };
-        let record_timestamp = header.base_timestamp + record.timestamp_delta;
+        let record_timestamp = header.base_timestamp.saturating_add(record.timestamp_delta);
         if record_timestamp >= timestamp {
             return (
-                header.base_offset + i64::from(record.offset_delta),
+                header
+                    .base_offset
+                    .saturating_add(i64::from(record.offset_delta)),
                 record_timestamp,
             );
         }

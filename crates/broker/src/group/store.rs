@@ -149,7 +149,7 @@ impl GroupStore for OffsetsTopicStore {
         let batch = build_batch(records, now_ms);
         match target.append(&batch) {
             Ok(appended) => Ok(appended.completion),
-            Err(PartitionError { code, message }) => {
+            Err(PartitionError { code, message, .. }) => {
                 tracing::error!(
                     partition,
                     code,

@@ -1,7 +1,9 @@
-//! Produce: validates each partition's record batches and appends them as
-//! received (acks 0, 1 and -1; on one node the in-sync set is this broker),
-//! recompressed only when the topic's `compression.type` names another
-//! codec than the batch's.
+//! Produce: validates each partition's record batch (exactly one per
+//! partition, as Kafka requires; the log checks it against its records,
+//! see `tarn_storage::log_validator`) and appends it as received (acks 0,
+//! 1 and -1; on one node the in-sync set is this broker), recompressed
+//! only when the topic's `compression.type` names another codec than the
+//! batch's.
 //! Versions 0-2 are advertised, because librdkafka turns compression off
 //! when Produce does not start at v0, but answered UNSUPPORTED_VERSION:
 //! they carry the old message formats.
@@ -12,13 +14,19 @@
 //! fsynced it (Kafka flushes before acknowledging, too); concurrent waiters
 //! share fsyncs. A failed fsync answers KAFKA_STORAGE_ERROR for that
 //! partition.
+//!
+//! A refused partition answers the Kafka error code with a message, and
+//! from v8 on the indexes of the refused records (`record_errors`) when
+//! the log validator refused individual records; every refusal is logged
+//! through the broker's rate-limited refusal log.
 use std::sync::Arc;
 
 use tarn_protocol::error;
 use tarn_protocol::messages::produce::{
-    PartitionProduceData, PartitionProduceResponse, ProduceRequest, ProduceResponse,
-    TopicProduceResponse,
+    BatchIndexAndErrorMessage, PartitionProduceData, PartitionProduceResponse, ProduceRequest,
+    ProduceResponse, TopicProduceResponse,
 };
+use tarn_protocol::record_batch::parse_header;
 
 use super::{ApiSpec, RequestContext};
 use crate::broker::Broker;
@@ -43,8 +51,42 @@ fn partition_error(index: i32, e: PartitionError) -> PartitionProduceResponse {
         error_code: e.code,
         base_offset: -1,
         error_message: Some(e.message),
+        record_errors: e
+            .record_errors
+            .into_iter()
+            .map(|r| BatchIndexAndErrorMessage {
+                batch_index: r.batch_index,
+                batch_index_error_message: Some(r.message),
+            })
+            .collect(),
         ..Default::default()
     }
+}
+
+/// Kafka's `ProduceRequest.validateRecords` for v3+: a partition's records
+/// are exactly one batch. And a transactional batch needs a transactional
+/// id, which Tarn refuses until it supports transactions.
+fn check_single_batch(version: i16, records: &[u8]) -> Result<(), PartitionError> {
+    // A batch that does not parse is left to the log, which names the fault.
+    let Ok(header) = parse_header(records) else {
+        return Ok(());
+    };
+    if header.total_size() < records.len() {
+        return Err(PartitionError::new(
+            error::INVALID_RECORD,
+            format!(
+                "Produce v{version} must carry exactly one record batch per partition; \
+                 this one holds more"
+            ),
+        ));
+    }
+    if header.is_transactional() {
+        return Err(PartitionError::new(
+            error::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            "a transactional batch needs a transactional id; transactions are not supported yet",
+        ));
+    }
+    Ok(())
 }
 
 /// Returns `None` when acks=0: the client expects no response.
@@ -91,7 +133,7 @@ pub async fn handle(
             let sent = RecordTotals::of(data.records.as_deref());
             let response = match &refusal {
                 Some(e) => partition_error(index, e.clone()),
-                None => match append(broker, &topic.name, data) {
+                None => match append(broker, ctx.version.version, &topic.name, data) {
                     Ok((r, completion)) => {
                         appended = true;
                         produced.add(sent);
@@ -141,6 +183,7 @@ pub async fn handle(
 
 fn append(
     broker: &Broker,
+    version: i16,
     topic: &str,
     data: PartitionProduceData,
 ) -> Result<(PartitionProduceResponse, AppendCompletion), PartitionError> {
@@ -159,6 +202,7 @@ fn append(
     let records = data.records.ok_or_else(|| {
         PartitionError::new(error::CORRUPT_MESSAGE, "produce request has no records")
     })?;
+    check_single_batch(version, &records)?;
     // The batches go from the request frame to the file without a copy:
     // the log writes patched headers beside the untouched record bytes.
     let appended = partition.append(&records)?;
@@ -173,4 +217,66 @@ fn append(
         },
         appended.completion,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tarn_protocol::record_batch::RecordBatchBuilder;
+    use tarn_storage::RecordError;
+
+    fn one_batch() -> Vec<u8> {
+        RecordBatchBuilder::new()
+            .record(1, Some(b"k"), None)
+            .build()
+    }
+
+    #[test]
+    fn a_partition_carries_exactly_one_batch() {
+        assert!(check_single_batch(9, &one_batch()).is_ok());
+        let two = [one_batch(), one_batch()].concat();
+        let e = check_single_batch(7, &two).unwrap_err();
+        assert_eq!(e.code, error::INVALID_RECORD);
+        // Bytes that are not a batch are the log's to name.
+        assert!(check_single_batch(9, b"garbage").is_ok());
+        let partial = one_batch();
+        assert!(check_single_batch(9, &partial[..partial.len() - 1]).is_ok());
+    }
+
+    #[test]
+    fn transactional_batches_need_a_transactional_id() {
+        let batch = RecordBatchBuilder::new()
+            .producer(1, 0, 0)
+            .transactional(true)
+            .record(1, Some(b"k"), None)
+            .build();
+        let e = check_single_batch(9, &batch).unwrap_err();
+        assert_eq!(e.code, error::TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
+    }
+
+    #[test]
+    fn refused_records_become_record_errors() {
+        let e = PartitionError {
+            code: error::INVALID_RECORD,
+            message: "2 records".into(),
+            record_errors: vec![
+                RecordError {
+                    batch_index: 3,
+                    message: "no key".into(),
+                },
+                RecordError {
+                    batch_index: 13,
+                    message: "no key".into(),
+                },
+            ],
+        };
+        let answer = partition_error(4, e);
+        assert_eq!(
+            (answer.index, answer.error_code, answer.base_offset),
+            (4, 87, -1)
+        );
+        let indexes: Vec<i32> = answer.record_errors.iter().map(|r| r.batch_index).collect();
+        assert_eq!(indexes, vec![3, 13]);
+        assert_eq!(answer.error_message.as_deref(), Some("2 records"));
+    }
 }
