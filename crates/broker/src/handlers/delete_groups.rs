@@ -40,6 +40,7 @@ pub async fn handle(
             .map(|(group_id, error_code)| DeletableGroupResult {
                 group_id,
                 error_code,
+                error_message: None,
             })
             .collect(),
     }

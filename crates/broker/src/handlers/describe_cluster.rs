@@ -53,6 +53,7 @@ pub async fn handle(
             host: b.host.clone(),
             port: b.port,
             rack: b.rack.clone(),
+            is_fenced: false,
         })
         .collect();
     response

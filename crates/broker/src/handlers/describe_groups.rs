@@ -41,6 +41,7 @@ pub async fn handle(
             |group_id| match ready.and_then(|()| broker.groups.describe(&group_id)) {
                 Ok(summary) => DescribedGroup {
                     error_code: error::NONE,
+                    error_message: None,
                     group_id,
                     group_state: summary.state.name().to_owned(),
                     protocol_type: summary.protocol_type,

@@ -78,6 +78,7 @@ pub async fn handle(
             topics,
             total_bytes,
             usable_bytes,
+            is_cordoned: false,
         }],
     }
 }

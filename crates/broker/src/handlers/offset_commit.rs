@@ -101,6 +101,7 @@ pub async fn handle(
             .collect();
         topics.push(OffsetCommitResponseTopic {
             name: topic.name,
+            topic_id: topic.topic_id,
             partitions,
         });
     }

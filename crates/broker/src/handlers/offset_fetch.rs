@@ -11,6 +11,7 @@ use tarn_protocol::messages::offset_fetch::{
     OffsetFetchRequest, OffsetFetchRequestTopic, OffsetFetchResponse, OffsetFetchResponseGroup,
     OffsetFetchResponsePartition, OffsetFetchResponseTopic,
 };
+use tarn_protocol::Uuid;
 
 use super::{ApiSpec, RequestContext};
 use crate::broker::Broker;
@@ -67,7 +68,11 @@ fn by_topic(
     }
     topics
         .into_iter()
-        .map(|(name, partitions)| OffsetFetchResponseTopic { name, partitions })
+        .map(|(name, partitions)| OffsetFetchResponseTopic {
+            name,
+            topic_id: Uuid::ZERO,
+            partitions,
+        })
         .collect()
 }
 
