@@ -8,6 +8,8 @@ use tarn_e2e::{run_with_timeout, TarnBroker, TEST_TIMEOUT};
 use tarn_protocol::error;
 use tarn_protocol::messages::list_offsets::*;
 use tarn_protocol::messages::metadata::*;
+use tarn_protocol::messages::offset_commit::*;
+use tarn_protocol::messages::offset_fetch::*;
 use tarn_protocol::Uuid;
 
 const TOPIC: &str = "versions";
@@ -93,5 +95,119 @@ fn list_offsets_tiered_timestamps_answer_as_without_tiered_storage() {
                 "timestamp {timestamp} at v{version}"
             );
         }
+    });
+}
+
+fn commit_v10(client: &mut Client, group: &str, topic_id: Uuid, offset: i64) -> i16 {
+    let request = OffsetCommitRequest {
+        group_id: group.into(),
+        generation_id_or_member_epoch: -1,
+        member_id: String::new(),
+        group_instance_id: None,
+        retention_time_ms: -1,
+        topics: vec![OffsetCommitRequestTopic {
+            name: String::new(),
+            topic_id,
+            partitions: vec![OffsetCommitRequestPartition {
+                partition_index: 0,
+                committed_offset: offset,
+                committed_leader_epoch: -1,
+                commit_timestamp: -1,
+                committed_metadata: Some("m".into()),
+            }],
+        }],
+    };
+    let response: OffsetCommitResponse = client.call(8, 10, 8, &request).unwrap();
+    assert_eq!(response.topics[0].topic_id, topic_id, "answered by id");
+    response.topics[0].partitions[0].error_code
+}
+
+fn fetch_v10(
+    client: &mut Client,
+    group: &str,
+    topics: Option<Vec<OffsetFetchRequestTopic>>,
+) -> OffsetFetchResponseGroup {
+    let request = OffsetFetchRequest {
+        groups: vec![OffsetFetchRequestGroup {
+            group_id: group.into(),
+            member_id: None,
+            member_epoch: -1,
+            topics,
+        }],
+        require_stable: false,
+        ..Default::default()
+    };
+    let response: OffsetFetchResponse = client.call(9, 10, 6, &request).unwrap();
+    response.groups.into_iter().next().expect("one group")
+}
+
+#[test]
+fn offset_commit_and_fetch_v10_name_topics_by_id() {
+    run_with_timeout(TEST_TIMEOUT, || {
+        let broker = TarnBroker::start();
+        broker.create_topic(TOPIC, 1);
+        let mut client = Client::connect(broker.bootstrap()).unwrap();
+        let id = topic_id(&mut client, TOPIC);
+        let unknown = Uuid([7; 16]);
+
+        assert_eq!(commit_v10(&mut client, "by-id", id, 42), error::NONE);
+        assert_eq!(
+            commit_v10(&mut client, "by-id", unknown, 1),
+            error::UNKNOWN_TOPIC_ID
+        );
+
+        let asked = fetch_v10(
+            &mut client,
+            "by-id",
+            Some(vec![
+                OffsetFetchRequestTopic {
+                    name: String::new(),
+                    topic_id: id,
+                    partition_indexes: vec![0],
+                },
+                OffsetFetchRequestTopic {
+                    name: String::new(),
+                    topic_id: unknown,
+                    partition_indexes: vec![0, 1],
+                },
+            ]),
+        );
+        assert_eq!(asked.error_code, error::NONE);
+        assert_eq!(asked.topics.len(), 2);
+        assert_eq!(asked.topics[0].topic_id, id);
+        let p = &asked.topics[0].partitions[0];
+        assert_eq!((p.error_code, p.committed_offset), (error::NONE, 42));
+        assert_eq!(asked.topics[1].topic_id, unknown);
+        let codes: Vec<i16> = asked.topics[1]
+            .partitions
+            .iter()
+            .map(|p| p.error_code)
+            .collect();
+        assert_eq!(codes, vec![error::UNKNOWN_TOPIC_ID; 2]);
+
+        // Every committed offset, named by id.
+        let all = fetch_v10(&mut client, "by-id", None);
+        assert_eq!(all.error_code, error::NONE);
+        assert_eq!(all.topics.len(), 1);
+        assert_eq!(all.topics[0].topic_id, id);
+        assert_eq!(all.topics[0].partitions[0].committed_offset, 42);
+
+        // The same offset read by name at v9.
+        let request = OffsetFetchRequest {
+            groups: vec![OffsetFetchRequestGroup {
+                group_id: "by-id".into(),
+                member_id: None,
+                member_epoch: -1,
+                topics: Some(vec![OffsetFetchRequestTopic {
+                    name: TOPIC.into(),
+                    topic_id: Uuid::ZERO,
+                    partition_indexes: vec![0],
+                }]),
+            }],
+            ..Default::default()
+        };
+        let v9: OffsetFetchResponse = client.call(9, 9, 6, &request).unwrap();
+        assert_eq!(v9.groups[0].topics[0].name, TOPIC);
+        assert_eq!(v9.groups[0].topics[0].partitions[0].committed_offset, 42);
     });
 }
