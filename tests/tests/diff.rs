@@ -1093,6 +1093,7 @@ fn groups(d: &mut Diff) {
                         committed_metadata: Some("m".into()),
                         ..Default::default()
                     }],
+                    ..Default::default()
                 }],
                 ..Default::default()
             }
@@ -1147,6 +1148,7 @@ fn groups(d: &mut Diff) {
                 committed_offset: 2,
                 ..Default::default()
             }],
+            ..Default::default()
         }],
         ..Default::default()
     };
@@ -1165,6 +1167,7 @@ fn groups(d: &mut Diff) {
             topics: Some(vec![OffsetFetchRequestTopic {
                 name: "d-log".into(),
                 partition_indexes: vec![0, 9],
+                ..Default::default()
             }]),
             ..Default::default()
         };

@@ -1047,6 +1047,7 @@ fn group_apis_answer_kafkas_error_codes() {
                         committed_metadata: Some("meta".into()),
                         ..Default::default()
                     }],
+                    ..Default::default()
                 }],
             };
         let code = |r: OffsetCommitResponse| r.topics[0].partitions[0].error_code;
@@ -1086,6 +1087,7 @@ fn group_apis_answer_kafkas_error_codes() {
                             topics: Some(vec![OffsetFetchRequestTopic {
                                 name: "proto".into(),
                                 partition_indexes: vec![1],
+                                ..Default::default()
                             }]),
                         },
                     ],
@@ -1113,6 +1115,7 @@ fn group_apis_answer_kafkas_error_codes() {
                     topics: Some(vec![OffsetFetchRequestTopic {
                         name: "proto".into(),
                         partition_indexes: vec![0, 1],
+                        ..Default::default()
                     }]),
                     ..Default::default()
                 },

@@ -82,6 +82,7 @@ fn many_in_flight_requests_are_answered_in_order() {
                 let request = ApiVersionsRequest {
                     client_software_name: "t".into(),
                     client_software_version: "1".into(),
+                    ..Default::default()
                 };
                 all.extend(frame(18, api_versions_v, i, &request));
             } else {

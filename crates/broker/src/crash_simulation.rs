@@ -228,6 +228,7 @@ async fn acknowledged_offset_commits_survive_a_crash_of_the_whole_machine() {
                         commit_timestamp: -1,
                         committed_metadata: None,
                     }],
+                    ..Default::default()
                 }],
             };
             send_request(&mut client, 8, OFFSET_COMMIT_V2, id, &request).await;
@@ -345,6 +346,7 @@ async fn a_failed_fsync_of_the_offsets_topic_moves_the_coordinator_away() {
                 commit_timestamp: -1,
                 committed_metadata: None,
             }],
+            ..Default::default()
         }],
     };
     let code = |r: &OffsetCommitResponse| r.topics[0].partitions[0].error_code;

@@ -134,6 +134,7 @@ const NAMES: &[(ErrorCode, &str)] = &[
     (126, "DUPLICATE_VOTER"),
     (127, "VOTER_NOT_FOUND"),
     (128, "INVALID_REGULAR_EXPRESSION"),
+    (129, "REBOOTSTRAP_REQUIRED"),
 ];
 
 /// Kafka's name for `code`.

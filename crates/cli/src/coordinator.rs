@@ -117,6 +117,7 @@ pub fn committed_offsets(
             .map(|(name, partition_indexes)| OffsetFetchRequestTopic {
                 name: name.to_owned(),
                 partition_indexes,
+                ..Default::default()
             })
             .collect()
     });
@@ -194,6 +195,7 @@ pub fn commit_offsets(
             .map(|(name, partitions)| OffsetCommitRequestTopic {
                 name: name.to_owned(),
                 partitions,
+                ..Default::default()
             })
             .collect(),
     };

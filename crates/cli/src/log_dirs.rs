@@ -133,6 +133,7 @@ mod tests {
                 ],
                 total_bytes: -1,
                 usable_bytes: -1,
+                is_cordoned: false,
             }],
         };
         let described = [(1, response)];

@@ -38,6 +38,9 @@ pub const INVALID_RECORD: ErrorCode = 87;
 pub const UNKNOWN_TOPIC_ID: ErrorCode = 100;
 pub const PRODUCER_FENCED: ErrorCode = 90;
 pub const INCONSISTENT_TOPIC_ID: ErrorCode = 103;
+/// The client should rebootstrap: it reached a node or cluster other than
+/// the one it meant (ApiVersions v5, Metadata v13).
+pub const REBOOTSTRAP_REQUIRED: ErrorCode = 129;
 pub const OFFSET_METADATA_TOO_LARGE: ErrorCode = 12;
 pub const COORDINATOR_LOAD_IN_PROGRESS: ErrorCode = 14;
 pub const COORDINATOR_NOT_AVAILABLE: ErrorCode = 15;

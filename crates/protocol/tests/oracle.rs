@@ -45,6 +45,38 @@ where
     }
 }
 
+/// For versions newer than the oracle knows: our encoding must be the bytes
+/// Kafka 4.4.0's generated message classes write for the same values
+/// (recorded once with kafka-clients 4.4.0), and must decode back to them.
+fn snapshot<Ours>(msg: &Ours, version: i16, flexible_min: i16, kafka_hex: &str)
+where
+    Ours: Encode + Decode + PartialEq + std::fmt::Debug,
+{
+    let v = Version::new(version, flexible_min);
+    let kafka: Vec<u8> = (0..kafka_hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&kafka_hex[i..i + 2], 16).expect("hex"))
+        .collect();
+    let mut ours = Vec::new();
+    msg.encode(&mut ours, v);
+    assert_eq!(
+        hex(&ours),
+        kafka_hex,
+        "{} v{version}: bytes differ from Kafka's",
+        std::any::type_name::<Ours>()
+    );
+    let back =
+        Ours::decode(&mut Reader::new(Bytes::from(kafka)), v).expect("we decode Kafka's bytes");
+    assert_eq!(&back, msg, "{} v{version}", std::any::type_name::<Ours>());
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The topic id the snapshots use: bytes 1 to 16.
+const TOPIC_ID: Uuid = Uuid([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]);
+
 fn records() -> Option<Bytes> {
     Some(Bytes::from_static(b"not-really-a-batch"))
 }
@@ -62,7 +94,7 @@ fn metadata() {
         include_cluster_authorized_operations: false,
         include_topic_authorized_operations: true,
     };
-    check::<_, k::MetadataRequest>(&request, 1..=12, 9);
+    check::<_, k::MetadataRequest>(&request, 1..=13, 9);
     let response = MetadataResponse {
         throttle_time_ms: 5,
         brokers: vec![MetadataResponseBroker {
@@ -90,8 +122,14 @@ fn metadata() {
             topic_authorized_operations: i32::MIN,
         }],
         cluster_authorized_operations: i32::MIN,
+        error_code: 0,
     };
     check::<_, k::MetadataResponse>(&response, 0..=12, 9);
+    let response = MetadataResponse {
+        error_code: 129,
+        ..response
+    };
+    check::<_, k::MetadataResponse>(&response, 13..=13, 9);
 }
 
 #[test]
@@ -236,7 +274,32 @@ fn list_offsets_and_leader_epochs() {
         }],
         timeout_ms: 0,
     };
-    check::<_, k::ListOffsetsRequest>(&request, 1..=7, 6);
+    check::<_, k::ListOffsetsRequest>(&request, 1..=9, 6);
+    let request = ListOffsetsRequest {
+        timeout_ms: 500,
+        ..request
+    };
+    check::<_, k::ListOffsetsRequest>(&request, 10..=10, 6);
+    // v11 only allows timestamp -6; the oracle stops at v10.
+    let request = ListOffsetsRequest {
+        isolation_level: 1,
+        topics: vec![ListOffsetsTopic {
+            name: "t".into(),
+            partitions: vec![ListOffsetsPartition {
+                partition_index: 1,
+                current_leader_epoch: 0,
+                timestamp: EARLIEST_PENDING_UPLOAD_TIMESTAMP,
+                max_num_offsets: 1,
+            }],
+        }],
+        ..request
+    };
+    snapshot(
+        &request,
+        11,
+        6,
+        "ffffffff01020274020000000100000000fffffffffffffffa0000000001f400",
+    );
     let response = ListOffsetsResponse {
         throttle_time_ms: 0,
         topics: vec![ListOffsetsTopicResponse {
@@ -250,7 +313,23 @@ fn list_offsets_and_leader_epochs() {
             }],
         }],
     };
-    check::<_, k::ListOffsetsResponse>(&response, 1..=7, 6);
+    check::<_, k::ListOffsetsResponse>(&response, 1..=10, 6);
+    let response = ListOffsetsResponse {
+        topics: vec![ListOffsetsTopicResponse {
+            name: "t".into(),
+            partitions: vec![ListOffsetsPartitionResponse {
+                partition_index: 1,
+                ..Default::default()
+            }],
+        }],
+        ..response
+    };
+    snapshot(
+        &response,
+        11,
+        6,
+        "0000000002027402000000010000ffffffffffffffffffffffffffffffffffffffff000000",
+    );
     let request = OffsetForLeaderEpochRequest {
         replica_id: -1,
         topics: vec![OffsetForLeaderTopic {
@@ -361,20 +440,42 @@ fn small_apis() {
         throttle_time_ms: 0,
     };
     check::<_, k::ApiVersionsResponse>(&response, 0..=4, 3);
+    let response = ApiVersionsResponse {
+        api_keys: vec![ApiVersion {
+            max_version: 13,
+            ..response.api_keys[0].clone()
+        }],
+        ..response
+    };
+    // The oracle stops at v4; v5 only changes the request.
+    snapshot(&response, 5, 3, "00000200030000000d000000000000");
     let request = ApiVersionsRequest {
         client_software_name: "x".into(),
         client_software_version: "1".into(),
+        cluster_id: None,
+        node_id: -1,
     };
     check::<_, k::ApiVersionsRequest>(&request, 0..=4, 3);
-    check::<_, k::InitProducerIdRequest>(&InitProducerIdRequest::default(), 0..=4, 2);
+    let request = ApiVersionsRequest {
+        cluster_id: Some("c".into()),
+        node_id: 1,
+        ..request
+    };
+    snapshot(&request, 5, 3, "0278023102630000000100");
+    check::<_, k::InitProducerIdRequest>(&InitProducerIdRequest::default(), 0..=5, 2);
     let response = InitProducerIdResponse {
         throttle_time_ms: 0,
         error_code: 0,
         producer_id: 1000,
         producer_epoch: 0,
     };
-    check::<_, k::InitProducerIdResponse>(&response, 0..=4, 2);
-    check::<_, k::DescribeClusterRequest>(&DescribeClusterRequest::default(), 0..=1, 0);
+    check::<_, k::InitProducerIdResponse>(&response, 0..=5, 2);
+    check::<_, k::DescribeClusterRequest>(&DescribeClusterRequest::default(), 0..=2, 0);
+    let request = DescribeClusterRequest {
+        include_fenced_brokers: true,
+        ..Default::default()
+    };
+    check::<_, k::DescribeClusterRequest>(&request, 2..=2, 0);
     let response = DescribeClusterResponse {
         cluster_id: "c".into(),
         controller_id: 1,
@@ -383,10 +484,19 @@ fn small_apis() {
             host: "h".into(),
             port: 1,
             rack: None,
+            is_fenced: false,
         }],
         ..Default::default()
     };
-    check::<_, k::DescribeClusterResponse>(&response, 0..=1, 0);
+    check::<_, k::DescribeClusterResponse>(&response, 0..=2, 0);
+    let response = DescribeClusterResponse {
+        brokers: vec![DescribeClusterBroker {
+            is_fenced: true,
+            ..response.brokers[0].clone()
+        }],
+        ..response
+    };
+    check::<_, k::DescribeClusterResponse>(&response, 2..=2, 0);
 }
 
 #[test]
@@ -589,7 +699,12 @@ fn find_coordinator() {
         key_type: 0,
         coordinator_keys: vec!["a".into(), "b".into()],
     };
-    check::<_, k::FindCoordinatorRequest>(&request, 4..=4, 3);
+    check::<_, k::FindCoordinatorRequest>(&request, 4..=6, 3);
+    let request = FindCoordinatorRequest {
+        key_type: KEY_TYPE_SHARE,
+        ..request
+    };
+    check::<_, k::FindCoordinatorRequest>(&request, 6..=6, 3);
     let response = FindCoordinatorResponse {
         throttle_time_ms: 0,
         error_code: 0,
@@ -611,7 +726,7 @@ fn find_coordinator() {
         }],
         ..Default::default()
     };
-    check::<_, k::FindCoordinatorResponse>(&response, 4..=4, 3);
+    check::<_, k::FindCoordinatorResponse>(&response, 4..=6, 3);
 }
 
 #[test]
@@ -807,38 +922,77 @@ fn offset_commit_and_fetch() {
         retention_time_ms: -1,
         topics: vec![OffsetCommitRequestTopic {
             name: "t".into(),
+            topic_id: Uuid::ZERO,
             partitions: vec![partition.clone()],
         }],
     };
     // The oracle starts at v2 (Kafka 4 removed v0-1).
-    check::<_, k::OffsetCommitRequest>(&request, 2..=8, 8);
+    check::<_, k::OffsetCommitRequest>(&request, 2..=9, 8);
     let request = OffsetCommitRequest {
         group_instance_id: Some("i".into()),
         topics: vec![OffsetCommitRequestTopic {
             name: "t".into(),
+            topic_id: Uuid::ZERO,
             partitions: vec![OffsetCommitRequestPartition {
                 committed_leader_epoch: 5,
                 committed_metadata: None,
+                ..partition.clone()
+            }],
+        }],
+        ..request
+    };
+    check::<_, k::OffsetCommitRequest>(&request, 7..=9, 8);
+    // v10 names the topic by id; the oracle stops at v9.
+    let request = OffsetCommitRequest {
+        topics: vec![OffsetCommitRequestTopic {
+            name: String::new(),
+            topic_id: TOPIC_ID,
+            partitions: vec![OffsetCommitRequestPartition {
+                committed_leader_epoch: 5,
                 ..partition
             }],
         }],
         ..request
     };
-    check::<_, k::OffsetCommitRequest>(&request, 7..=8, 8);
+    snapshot(
+        &request,
+        10,
+        8,
+        "026700000003026d0269020102030405060708090a0b0c0d0e0f100200000001000000000000002a00000005056d657461000000",
+    );
     let response = OffsetCommitResponse {
         throttle_time_ms: 0,
         topics: vec![OffsetCommitResponseTopic {
             name: "t".into(),
+            topic_id: Uuid::ZERO,
             partitions: vec![OffsetCommitResponsePartition {
                 partition_index: 1,
                 error_code: 22,
             }],
         }],
     };
-    check::<_, k::OffsetCommitResponse>(&response, 2..=8, 8);
+    check::<_, k::OffsetCommitResponse>(&response, 2..=9, 8);
+    let response = OffsetCommitResponse {
+        throttle_time_ms: 0,
+        topics: vec![OffsetCommitResponseTopic {
+            name: String::new(),
+            topic_id: TOPIC_ID,
+            partitions: vec![OffsetCommitResponsePartition {
+                partition_index: 1,
+                error_code: 100,
+            }],
+        }],
+    };
+    snapshot(
+        &response,
+        10,
+        8,
+        "00000000020102030405060708090a0b0c0d0e0f1002000000010064000000",
+    );
 
     let topics = vec![OffsetFetchRequestTopic {
         name: "t".into(),
+        topic_id: Uuid::ZERO,
         partition_indexes: vec![0, 1],
     }];
     let request = OffsetFetchRequest {
@@ -873,7 +1027,26 @@ fn offset_commit_and_fetch() {
         ],
         require_stable: false,
     };
-    check::<_, k::OffsetFetchRequest>(&request, 8..=8, 6);
+    check::<_, k::OffsetFetchRequest>(&request, 8..=9, 6);
+    let mut request = OffsetFetchRequest {
+        require_stable: true,
+        ..request
+    };
+    request.groups[1].member_id = Some("m".into());
+    request.groups[1].member_epoch = 7;
+    check::<_, k::OffsetFetchRequest>(&request, 9..=9, 6);
+    // v10 names topics by id; the oracle stops at v9.
+    request.groups[1].topics = Some(vec![OffsetFetchRequestTopic {
+        name: String::new(),
+        topic_id: TOPIC_ID,
+        partition_indexes: vec![0, 1],
+    }]);
+    snapshot(
+        &request,
+        10,
+        6,
+        "03026100ffffffff00000262026d00000007020102030405060708090a0b0c0d0e0f1003000000000000000100000100",
+    );
     let partitions = vec![
         OffsetFetchResponsePartition {
             partition_index: 0,
@@ -894,6 +1067,7 @@ fn offset_commit_and_fetch() {
         throttle_time_ms: 0,
         topics: vec![OffsetFetchResponseTopic {
             name: "t".into(),
+            topic_id: Uuid::ZERO,
             partitions: partitions.clone(),
         }],
         error_code: 0,
@@ -903,6 +1077,7 @@ fn offset_commit_and_fetch() {
     let response = OffsetFetchResponse {
         topics: vec![OffsetFetchResponseTopic {
             name: "t".into(),
+            topic_id: Uuid::ZERO,
             partitions: partitions
                 .iter()
                 .map(|p| OffsetFetchResponsePartition {
@@ -922,12 +1097,33 @@ fn offset_commit_and_fetch() {
             group_id: "g".into(),
             topics: vec![OffsetFetchResponseTopic {
                 name: "t".into(),
-                partitions,
+                topic_id: Uuid::ZERO,
+                partitions: partitions.clone(),
             }],
             error_code: 16,
         }],
     };
-    check::<_, k::OffsetFetchResponse>(&response, 8..=8, 6);
+    check::<_, k::OffsetFetchResponse>(&response, 8..=9, 6);
+    let mut partitions = partitions;
+    partitions[1].error_code = 100;
+    let response = OffsetFetchResponse {
+        groups: vec![OffsetFetchResponseGroup {
+            group_id: "g".into(),
+            topics: vec![OffsetFetchResponseTopic {
+                name: String::new(),
+                topic_id: TOPIC_ID,
+                partitions,
+            }],
+            error_code: 0,
+        }],
+        ..response
+    };
+    snapshot(
+        &response,
+        10,
+        6,
+        "00000000020267020102030405060708090a0b0c0d0e0f100300000000000000000000002a00000003026d00000000000001ffffffffffffffffffffffff000064000000000000",
+    );
 }
 
 #[test]
@@ -941,7 +1137,7 @@ fn group_admin() {
         groups: vec!["a".into(), "b".into()],
         include_authorized_operations: true,
     };
-    check::<_, k::DescribeGroupsRequest>(&request, 3..=5, 5);
+    check::<_, k::DescribeGroupsRequest>(&request, 3..=6, 5);
     let member = DescribedGroupMember {
         member_id: "m".into(),
         group_instance_id: None,
@@ -954,6 +1150,7 @@ fn group_admin() {
         throttle_time_ms: 0,
         groups: vec![DescribedGroup {
             error_code: 0,
+            error_message: None,
             group_id: "a".into(),
             group_state: "Stable".into(),
             protocol_type: "consumer".into(),
@@ -962,7 +1159,7 @@ fn group_admin() {
             authorized_operations: i32::MIN,
         }],
     };
-    check::<_, k::DescribeGroupsResponse>(&response, 0..=5, 5);
+    check::<_, k::DescribeGroupsResponse>(&response, 0..=6, 5);
     let response = DescribeGroupsResponse {
         groups: vec![DescribedGroup {
             members: vec![DescribedGroupMember {
@@ -974,14 +1171,30 @@ fn group_admin() {
         }],
         ..response
     };
-    check::<_, k::DescribeGroupsResponse>(&response, 4..=5, 5);
+    check::<_, k::DescribeGroupsResponse>(&response, 4..=6, 5);
+    let response = DescribeGroupsResponse {
+        throttle_time_ms: 0,
+        groups: vec![DescribedGroup {
+            error_code: 69,
+            error_message: Some("Group a not found.".into()),
+            group_id: "a".into(),
+            group_state: "Dead".into(),
+            ..Default::default()
+        }],
+    };
+    check::<_, k::DescribeGroupsResponse>(&response, 6..=6, 5);
 
     let request = ListGroupsRequest {
         states_filter: vec!["Stable".into()],
         types_filter: vec![],
     };
-    check::<_, k::ListGroupsRequest>(&request, 4..=4, 3);
-    check::<_, k::ListGroupsRequest>(&ListGroupsRequest::default(), 0..=4, 3);
+    check::<_, k::ListGroupsRequest>(&request, 4..=5, 3);
+    check::<_, k::ListGroupsRequest>(&ListGroupsRequest::default(), 0..=5, 3);
+    let request = ListGroupsRequest {
+        types_filter: vec!["classic".into(), "consumer".into()],
+        ..request
+    };
+    check::<_, k::ListGroupsRequest>(&request, 5..=5, 3);
     let response = ListGroupsResponse {
         throttle_time_ms: 0,
         error_code: 0,
@@ -993,6 +1206,14 @@ fn group_admin() {
         }],
     };
     check::<_, k::ListGroupsResponse>(&response, 4..=4, 3);
+    let typed = ListGroupsResponse {
+        groups: vec![ListedGroup {
+            group_type: "classic".into(),
+            ..response.groups[0].clone()
+        }],
+        ..response.clone()
+    };
+    check::<_, k::ListGroupsResponse>(&typed, 5..=5, 3);
     let response = ListGroupsResponse {
         groups: vec![ListedGroup {
             group_state: String::new(),
@@ -1006,14 +1227,38 @@ fn group_admin() {
         groups_names: vec!["a".into()],
     };
     check::<_, k::DeleteGroupsRequest>(&request, 0..=2, 2);
+    // v3 adds only a response field; the oracle stops at v2.
+    snapshot(&request, 3, 2, "02026100");
     let response = DeleteGroupsResponse {
         throttle_time_ms: 0,
         results: vec![DeletableGroupResult {
             group_id: "a".into(),
             error_code: 68,
+            error_message: None,
         }],
     };
     check::<_, k::DeleteGroupsResponse>(&response, 0..=2, 2);
+    let response = DeleteGroupsResponse {
+        throttle_time_ms: 0,
+        results: vec![
+            DeletableGroupResult {
+                group_id: "a".into(),
+                error_code: 69,
+                error_message: Some("Group a not found.".into()),
+            },
+            DeletableGroupResult {
+                group_id: "b".into(),
+                error_code: 0,
+                error_message: None,
+            },
+        ],
+    };
+    snapshot(
+        &response,
+        3,
+        2,
+        "0000000003026100451347726f75702061206e6f7420666f756e642e0002620000000000",
+    );
 
     let request = OffsetDeleteRequest {
         group_id: "g".into(),
@@ -1051,6 +1296,14 @@ fn describe_log_dirs() {
         // The oracle has no v0 (Kafka 4 dropped it); v0 is v1's layout.
         check::<_, k::DescribeLogDirsRequest>(&DescribeLogDirsRequest { topics }, 1..=4, 2);
     }
+    // v5 only adds a response field; the oracle stops at v4.
+    let request = DescribeLogDirsRequest {
+        topics: Some(vec![DescribableLogDirTopic {
+            topic: "t".into(),
+            partitions: vec![0, 3],
+        }]),
+    };
+    snapshot(&request, 5, 2, "0202740300000000000000030000");
     let response = DescribeLogDirsResponse {
         throttle_time_ms: 0,
         error_code: 0,
@@ -1068,9 +1321,23 @@ fn describe_log_dirs() {
             }],
             total_bytes: 1 << 40,
             usable_bytes: 1 << 39,
+            is_cordoned: false,
         }],
     };
     check::<_, k::DescribeLogDirsResponse>(&response, 4..=4, 2);
+    let cordoned = DescribeLogDirsResponse {
+        results: vec![DescribeLogDirsResult {
+            is_cordoned: true,
+            ..response.results[0].clone()
+        }],
+        ..response.clone()
+    };
+    snapshot(
+        &cordoned,
+        5,
+        2,
+        "0000000000000200000e2f7661722f6c69622f7461726e02027402000000030000000000003039000000000000000000000000000100000000000000008000000000010000",
+    );
     let older = DescribeLogDirsResponse {
         results: vec![DescribeLogDirsResult {
             total_bytes: -1,

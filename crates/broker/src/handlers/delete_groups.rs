@@ -16,7 +16,9 @@ pub const SPEC: ApiSpec = ApiSpec {
     key: KEY,
     name: "DeleteGroups",
     min_version: 0,
-    max_version: 2,
+    // v3 adds an error message per group; Kafka 4.4 sets only the code
+    // (the message stays null), and so does Tarn.
+    max_version: 3,
     flexible_min: 2,
 };
 
@@ -47,6 +49,7 @@ pub async fn handle(
             .map(|(group_id, error_code)| DeletableGroupResult {
                 group_id,
                 error_code,
+                error_message: None,
             })
             .collect(),
     }

@@ -1,4 +1,6 @@
-//! DescribeCluster: the brokers of the cluster and its controller.
+//! DescribeCluster: the brokers of the cluster and its controller. Tarn
+//! does not fence brokers, so v2's `include_fenced_brokers` changes
+//! nothing and every broker answers `is_fenced: false`.
 use std::sync::Arc;
 
 use tarn_protocol::error;
@@ -14,7 +16,7 @@ pub const SPEC: ApiSpec = ApiSpec {
     key: KEY,
     name: "DescribeCluster",
     min_version: 0,
-    max_version: 1,
+    max_version: 2,
     flexible_min: 0,
 };
 
@@ -53,6 +55,7 @@ pub async fn handle(
             host: b.host.clone(),
             port: b.port,
             rack: b.rack.clone(),
+            is_fenced: false,
         })
         .collect();
     response

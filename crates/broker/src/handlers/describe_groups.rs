@@ -1,6 +1,8 @@
 //! DescribeGroups: state, protocol and members of groups. An unknown
-//! group is described as Dead with no error, as Kafka does; members'
-//! metadata and assignments are only shown for a Stable group.
+//! group is described as Dead with no error before v6 and, from v6
+//! (KIP-1043), as Dead with GROUP_ID_NOT_FOUND and a message, as Kafka
+//! does; members' metadata and assignments are only shown for a Stable
+//! group.
 use std::sync::Arc;
 
 use tarn_protocol::error;
@@ -10,23 +12,25 @@ use tarn_protocol::messages::describe_groups::{
 
 use super::{authorized_operations, ApiSpec, RequestContext};
 use crate::broker::Broker;
-use crate::group;
+use crate::group::{self, GroupState};
 
 pub const KEY: i16 = 15;
 pub const SPEC: ApiSpec = ApiSpec {
     key: KEY,
     name: "DescribeGroups",
     min_version: 0,
-    max_version: 5,
+    max_version: 6,
     flexible_min: 5,
 };
 /// With no authorizer every group operation is allowed: READ, DELETE and
 /// DESCRIBE, as bits of Kafka's AclOperation codes.
 pub const GROUP_AUTHORIZED_OPERATIONS: i32 = 1 << 3 | 1 << 6 | 1 << 8;
+/// The first version that reports an unknown group as an error.
+const NOT_FOUND_VERSION: i16 = 6;
 
 pub async fn handle(
     broker: &Arc<Broker>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     request: DescribeGroupsRequest,
 ) -> DescribeGroupsResponse {
     let ready = group::ensure_offsets_topic(broker);
@@ -39,8 +43,22 @@ pub async fn handle(
         .into_iter()
         .map(
             |group_id| match ready.and_then(|()| broker.groups.describe(&group_id)) {
+                Ok(summary)
+                    if summary.state == GroupState::Dead
+                        && ctx.version.version >= NOT_FOUND_VERSION =>
+                {
+                    DescribedGroup {
+                        error_code: error::GROUP_ID_NOT_FOUND,
+                        error_message: Some(format!("Group {group_id} not found.")),
+                        group_id,
+                        group_state: summary.state.name().to_owned(),
+                        authorized_operations: operations,
+                        ..Default::default()
+                    }
+                }
                 Ok(summary) => DescribedGroup {
                     error_code: error::NONE,
+                    error_message: None,
                     group_id,
                     group_state: summary.state.name().to_owned(),
                     protocol_type: summary.protocol_type,

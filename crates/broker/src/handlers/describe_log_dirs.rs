@@ -4,6 +4,8 @@
 //! Kafka UIs). Tarn keeps one data directory per broker, so there is one
 //! result. A leader has no lag behind itself: `offset_lag` is 0, and no
 //! partition has a "future" log (AlterReplicaLogDirs does not exist here).
+//! Kafka 4.0 removed v0 (KIP-896), but Tarn keeps serving it: kafka-python
+//! 2.3's `describe_log_dirs` speaks only v0, and v0 has v1's layout.
 use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
@@ -24,7 +26,9 @@ pub const SPEC: ApiSpec = ApiSpec {
     key: KEY,
     name: "DescribeLogDirs",
     min_version: 0,
-    max_version: 4,
+    // v5 (KIP-1066) says whether a directory is cordoned (takes no new
+    // partitions); Tarn cannot cordon its one directory, so never.
+    max_version: 5,
     flexible_min: 2,
 };
 
@@ -78,6 +82,7 @@ pub async fn handle(
             topics,
             total_bytes,
             usable_bytes,
+            is_cordoned: false,
         }],
     }
 }

@@ -1,12 +1,15 @@
 //! FindCoordinator: this broker coordinates every group whose
 //! `__consumer_offsets` partition it leads (on one node, all of them). The
 //! offsets topic is created here on first use, as Kafka does. v4 looks up
-//! several keys at once. Transaction coordinators do not exist yet.
+//! several keys at once; v5 (KIP-890) only says the client understands
+//! TRANSACTION_ABORTABLE; v6 (KIP-932) adds share-partition keys. Tarn has
+//! no transaction coordinator and no share groups, so those keys are
+//! refused, each with the error Kafka gives for an unusable key.
 use std::sync::Arc;
 
 use tarn_protocol::error::{self, ErrorCode};
 use tarn_protocol::messages::find_coordinator::{
-    Coordinator, FindCoordinatorRequest, FindCoordinatorResponse, KEY_TYPE_GROUP,
+    Coordinator, FindCoordinatorRequest, FindCoordinatorResponse, KEY_TYPE_GROUP, KEY_TYPE_SHARE,
     KEY_TYPE_TRANSACTION,
 };
 
@@ -19,11 +22,13 @@ pub const SPEC: ApiSpec = ApiSpec {
     key: KEY,
     name: "FindCoordinator",
     min_version: 0,
-    max_version: 4,
+    max_version: 6,
     flexible_min: 3,
 };
 /// The first version that batches coordinator keys.
 const BATCHED_VERSION: i16 = 4;
+/// The first version with share-partition keys.
+const SHARE_VERSION: i16 = 6;
 
 fn failure(key: String, code: ErrorCode, message: &str) -> Coordinator {
     Coordinator {
@@ -36,7 +41,7 @@ fn failure(key: String, code: ErrorCode, message: &str) -> Coordinator {
     }
 }
 
-fn find(broker: &Broker, key_type: i8, key: String) -> Coordinator {
+fn find(broker: &Broker, version: i16, key_type: i8, key: String) -> Coordinator {
     match key_type {
         KEY_TYPE_GROUP => {}
         KEY_TYPE_TRANSACTION => {
@@ -44,6 +49,16 @@ fn find(broker: &Broker, key_type: i8, key: String) -> Coordinator {
                 key,
                 error::COORDINATOR_NOT_AVAILABLE,
                 "transactions are not supported yet",
+            )
+        }
+        // Kafka answers INVALID_REQUEST for a share key before v6 and for
+        // one it cannot parse; with no share coordinator, every share key
+        // is one Tarn cannot use.
+        KEY_TYPE_SHARE if version >= SHARE_VERSION => {
+            return failure(
+                key,
+                error::INVALID_REQUEST,
+                "share groups are not supported",
             )
         }
         other => {
@@ -96,12 +111,12 @@ pub async fn handle(
             coordinators: request
                 .coordinator_keys
                 .into_iter()
-                .map(|key| find(broker, request.key_type, key))
+                .map(|key| find(broker, ctx.version.version, request.key_type, key))
                 .collect(),
             ..Default::default()
         };
     }
-    let found = find(broker, request.key_type, request.key);
+    let found = find(broker, ctx.version.version, request.key_type, request.key);
     FindCoordinatorResponse {
         throttle_time_ms: 0,
         error_code: found.error_code,

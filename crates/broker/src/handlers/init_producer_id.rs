@@ -13,7 +13,10 @@ pub const SPEC: ApiSpec = ApiSpec {
     key: KEY,
     name: "InitProducerId",
     min_version: 0,
-    max_version: 4,
+    // v5 only says the client understands TRANSACTION_ABORTABLE (KIP-890),
+    // which Tarn never returns. v6 (two-phase commit, KIP-939) is not
+    // served by Kafka 4.4 either.
+    max_version: 5,
     flexible_min: 2,
 };
 

@@ -1,11 +1,16 @@
 //! ListOffsets: earliest, latest, max timestamp, or the first offset at
-//! or after a timestamp.
+//! or after a timestamp. Tarn has no tiered storage, so the tiered-storage
+//! timestamps answer as Kafka does for a topic without it: earliest-local
+//! (v8) is the earliest offset, latest-tiered (v9) and earliest-pending-
+//! upload (v11) are "no offset" (-1 with epoch -1). v10's timeout only
+//! bounds reads from remote storage, so it has nothing to bound here.
 use std::sync::Arc;
 
 use tarn_protocol::error;
 use tarn_protocol::messages::list_offsets::{
     ListOffsetsPartition, ListOffsetsPartitionResponse, ListOffsetsRequest, ListOffsetsResponse,
-    ListOffsetsTopicResponse, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP,
+    ListOffsetsTopicResponse, EARLIEST_LOCAL_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP,
+    EARLIEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP,
 };
 
 use super::{ApiSpec, RequestContext};
@@ -17,7 +22,7 @@ pub const SPEC: ApiSpec = ApiSpec {
     key: KEY,
     name: "ListOffsets",
     min_version: 1,
-    max_version: 7,
+    max_version: 11,
     flexible_min: 6,
 };
 
@@ -60,6 +65,23 @@ pub async fn handle(
     }
 }
 
+/// What Kafka answers for a tiered-storage timestamp on a topic that is
+/// not tiered: no timestamp, no offset, no epoch.
+const NOTHING_TIERED: (i64, i64, i32) = (-1, -1, -1);
+
+/// The log start offset, as (timestamp, offset, leader epoch).
+/// The log start offset and the epoch that wrote it, as Kafka answers; an
+/// empty log's is the current leader epoch (Kafka records it when the
+/// partition gets its leader).
+fn earliest(log: &tarn_storage::Log, leader_epoch: i32) -> (i64, i64, i32) {
+    let start = log.log_start_offset();
+    (
+        -1,
+        start,
+        log.epoch_for_offset(start).unwrap_or(leader_epoch),
+    )
+}
+
 fn lookup(
     partition: &Partition,
     request: &ListOffsetsPartition,
@@ -69,13 +91,10 @@ fn lookup(
     let epoch = partition.leader_epoch();
     let (timestamp, offset, leader_epoch) =
         partition.with_log_ref(|log| match request.timestamp {
-            EARLIEST_TIMESTAMP => {
-                // The epoch that wrote the log start offset, as Kafka
-                // answers; an empty log's is the current leader epoch (Kafka
-                // records it when the partition gets its leader).
-                let start = log.log_start_offset();
-                Ok((-1, start, log.epoch_for_offset(start).unwrap_or(epoch)))
-            }
+            EARLIEST_TIMESTAMP => Ok(earliest(log, epoch)),
+            EARLIEST_LOCAL_TIMESTAMP if version >= 8 => Ok(earliest(log, epoch)),
+            LATEST_TIERED_TIMESTAMP if version >= 9 => Ok(NOTHING_TIERED),
+            EARLIEST_PENDING_UPLOAD_TIMESTAMP if version >= 11 => Ok(NOTHING_TIERED),
             LATEST_TIMESTAMP => Ok((-1, log.log_end_offset(), epoch)),
             MAX_TIMESTAMP if version >= 7 => {
                 let (ts, offset, batch_epoch) = log.max_timestamp()?;

@@ -24,7 +24,9 @@ pub const SPEC: ApiSpec = ApiSpec {
     key: KEY,
     name: "Metadata",
     min_version: 0,
-    max_version: 12,
+    // v13 adds a top-level error code for REBOOTSTRAP_REQUIRED (KIP-1102),
+    // which one node never needs to send: it stays NONE.
+    max_version: 13,
     flexible_min: 9,
 };
 

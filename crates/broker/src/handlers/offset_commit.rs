@@ -3,6 +3,12 @@
 //! id; a commit with generation -1 and no member id is accepted for a
 //! group with no active members (standalone consumers, admin tools).
 //! Partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION.
+//!
+//! v9 differs from v8 only for consumer-protocol groups (KIP-848), which
+//! Tarn does not have: a classic group validates both alike, as in Kafka.
+//! v10 names topics by id; an id no topic has gets UNKNOWN_TOPIC_ID. v0-1
+//! (ZooKeeper-era offsets) were removed in Kafka 4.0 (KIP-896), and are
+//! refused here likewise.
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -23,10 +29,12 @@ pub const KEY: i16 = 8;
 pub const SPEC: ApiSpec = ApiSpec {
     key: KEY,
     name: "OffsetCommit",
-    min_version: 0,
-    max_version: 8,
+    min_version: 2,
+    max_version: 10,
     flexible_min: 8,
 };
+/// The first version that names topics by id.
+const TOPIC_ID_VERSION: i16 = 10;
 
 pub fn partition_exists(image: &MetadataImage, topic: &str, partition: i32) -> bool {
     image
@@ -37,11 +45,20 @@ pub fn partition_exists(image: &MetadataImage, topic: &str, partition: i32) -> b
 pub async fn handle(
     broker: &Arc<Broker>,
     ctx: &RequestContext,
-    request: OffsetCommitRequest,
+    mut request: OffsetCommitRequest,
 ) -> OffsetCommitResponse {
-    let version = ctx.version.version;
     let now = broker.groups.now_ms();
     let image = broker.metadata.image();
+    let by_id = ctx.version.version >= TOPIC_ID_VERSION;
+    if by_id {
+        // An unknown id leaves the name empty, which no topic has.
+        for topic in &mut request.topics {
+            topic.name = image
+                .topic_by_id(&topic.topic_id)
+                .map(|t| t.name.clone())
+                .unwrap_or_default();
+        }
+    }
     let ready = group::ensure_offsets_topic(broker);
     let expire_timestamp_ms =
         (request.retention_time_ms != -1).then(|| now.saturating_add(request.retention_time_ms));
@@ -50,23 +67,20 @@ pub async fn handle(
     for topic in &request.topics {
         for p in &topic.partitions {
             let tp = (topic.name.clone(), p.partition_index);
-            if let Err(code) = ready {
+            if by_id && topic.name.is_empty() {
+                codes.insert(tp, error::UNKNOWN_TOPIC_ID);
+            } else if let Err(code) = ready {
                 codes.insert(tp, code);
             } else if !partition_exists(&image, &topic.name, p.partition_index) {
                 codes.insert(tp, error::UNKNOWN_TOPIC_OR_PARTITION);
             } else {
-                let commit_timestamp_ms = if version == 1 && p.commit_timestamp != -1 {
-                    p.commit_timestamp
-                } else {
-                    now
-                };
                 offsets.push((
                     tp,
                     OffsetAndMetadata {
                         offset: p.committed_offset,
                         leader_epoch: p.committed_leader_epoch,
                         metadata: p.committed_metadata.clone().unwrap_or_default(),
-                        commit_timestamp_ms,
+                        commit_timestamp_ms: now,
                         expire_timestamp_ms,
                     },
                 ));
@@ -107,6 +121,7 @@ pub async fn handle(
             .collect();
         topics.push(OffsetCommitResponseTopic {
             name: topic.name,
+            topic_id: topic.topic_id,
             partitions,
         });
     }

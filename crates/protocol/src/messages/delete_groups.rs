@@ -1,4 +1,4 @@
-//! DeleteGroups (key 42).
+//! DeleteGroups (key 42). v3 adds an error message per group.
 use crate::message;
 
 message! {
@@ -11,6 +11,7 @@ message! {
     pub struct DeletableGroupResult {
         group_id: String => [0, 99],
         error_code: i16 => [0, 99],
+        error_message: Option<String> => [3, 99],
     }
 }
 

@@ -1,10 +1,12 @@
-//! DescribeCluster (key 60).
+//! DescribeCluster (key 60). v2 (KIP-1073) can include fenced brokers and
+//! says which are.
 use crate::message;
 
 message! {
     pub struct DescribeClusterRequest {
         include_cluster_authorized_operations: bool => [0, 99],
         endpoint_type: i8 = 1 => [1, 99],
+        include_fenced_brokers: bool => [2, 99],
     }
 }
 
@@ -14,6 +16,7 @@ message! {
         host: String => [0, 99],
         port: i32 => [0, 99],
         rack: Option<String> => [0, 99],
+        is_fenced: bool => [2, 99],
     }
 }
 

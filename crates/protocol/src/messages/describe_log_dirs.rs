@@ -40,6 +40,7 @@ message! {
         topics: Vec<DescribeLogDirsTopic> => [0, 99],
         total_bytes: i64 = -1 => [4, 99],
         usable_bytes: i64 = -1 => [4, 99],
+        is_cordoned: bool => [5, 99],
     }
 }
 

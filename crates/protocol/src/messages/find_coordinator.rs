@@ -5,6 +5,8 @@ use crate::message;
 /// `key_type` values.
 pub const KEY_TYPE_GROUP: i8 = 0;
 pub const KEY_TYPE_TRANSACTION: i8 = 1;
+/// From v6 (KIP-932): a share partition key `group:topic_id:partition`.
+pub const KEY_TYPE_SHARE: i8 = 2;
 
 message! {
     pub struct FindCoordinatorRequest {

@@ -1,4 +1,5 @@
-//! InitProducerId (key 22).
+//! InitProducerId (key 22). v5 (KIP-890) only tells the broker the client
+//! understands TRANSACTION_ABORTABLE.
 use crate::message;
 
 message! {

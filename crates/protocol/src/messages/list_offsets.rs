@@ -1,10 +1,17 @@
-//! ListOffsets (key 2).
+//! ListOffsets (key 2). v8, v9 and v11 only add special timestamps and
+//! v10 a timeout for reads from tiered storage.
 use crate::message;
 
 /// Special timestamps a ListOffsets partition may ask for.
 pub const LATEST_TIMESTAMP: i64 = -1;
 pub const EARLIEST_TIMESTAMP: i64 = -2;
 pub const MAX_TIMESTAMP: i64 = -3;
+/// v8 (KIP-405): the first offset still in local storage.
+pub const EARLIEST_LOCAL_TIMESTAMP: i64 = -4;
+/// v9 (KIP-1005): the highest offset copied to tiered storage.
+pub const LATEST_TIERED_TIMESTAMP: i64 = -5;
+/// v11 (KIP-1023): the first offset not yet copied to tiered storage.
+pub const EARLIEST_PENDING_UPLOAD_TIMESTAMP: i64 = -6;
 
 message! {
     pub struct ListOffsetsPartition {

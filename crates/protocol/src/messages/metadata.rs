@@ -58,5 +58,6 @@ message! {
         controller_id: i32 = -1 => [1, 99],
         topics: Vec<MetadataResponseTopic> => [0, 99],
         cluster_authorized_operations: i32 = i32::MIN => [8, 10],
+        error_code: i16 => [13, 99],
     }
 }

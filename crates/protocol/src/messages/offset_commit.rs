@@ -1,4 +1,6 @@
-//! OffsetCommit (key 8).
+//! OffsetCommit (key 8). v9 is v8 for the consumer group protocol
+//! (KIP-848); v10 names topics by id instead of by name.
+use crate::codec::Uuid;
 use crate::message;
 
 message! {
@@ -13,7 +15,8 @@ message! {
 
 message! {
     pub struct OffsetCommitRequestTopic {
-        name: String => [0, 99],
+        name: String => [0, 9],
+        topic_id: Uuid => [10, 99],
         partitions: Vec<OffsetCommitRequestPartition> => [0, 99],
     }
 }
@@ -38,7 +41,8 @@ message! {
 
 message! {
     pub struct OffsetCommitResponseTopic {
-        name: String => [0, 99],
+        name: String => [0, 9],
+        topic_id: Uuid => [10, 99],
         partitions: Vec<OffsetCommitResponsePartition> => [0, 99],
     }
 }

@@ -1,10 +1,13 @@
 //! OffsetFetch (key 9). Up to v7 one group per request (a null topic list
-//! from v2 means "every partition with an offset"); from v8 several groups.
+//! from v2 means "every partition with an offset"); from v8 several groups;
+//! from v10 topics are named by id.
+use crate::codec::Uuid;
 use crate::message;
 
 message! {
     pub struct OffsetFetchRequestTopic {
-        name: String => [0, 99],
+        name: String => [0, 9],
+        topic_id: Uuid => [10, 99],
         partition_indexes: Vec<i32> => [0, 99],
     }
 }
@@ -39,7 +42,8 @@ message! {
 
 message! {
     pub struct OffsetFetchResponseTopic {
-        name: String => [0, 99],
+        name: String => [0, 9],
+        topic_id: Uuid => [10, 99],
         partitions: Vec<OffsetFetchResponsePartition> => [0, 99],
     }
 }
