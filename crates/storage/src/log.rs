@@ -307,7 +307,9 @@ impl Log {
                 return Ok(AppendInfo {
                     base_offset: original.base_offset,
                     last_offset: original.last_offset,
-                    log_append_time: -1,
+                    // Kafka answers a duplicate with the original batch's
+                    // timestamp as its append time, whatever the type.
+                    log_append_time: original.timestamp,
                     duplicate: true,
                     record_count: i64::from(header.records_count),
                 });

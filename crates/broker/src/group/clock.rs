@@ -1,25 +1,23 @@
-//! Time as the group coordinator sees it: wall-clock milliseconds, as
-//! Kafka's coordinator uses (commit timestamps and state timestamps are
-//! persisted, so they must mean the same thing after a restart). Tests
-//! drive a `ManualClock` so that every timeout can be checked without
-//! sleeping.
+//! Time as the group coordinator sees it: the broker's wall-clock
+//! milliseconds (its storage clock), as Kafka's coordinator uses (commit
+//! timestamps and state timestamps are persisted, so they must mean the
+//! same thing after a restart). Tests drive a `ManualClock` so that every
+//! timeout can be checked without sleeping.
 
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 pub trait Clock: Send + Sync {
     fn now_ms(&self) -> i64;
 }
 
-/// The system's wall clock.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct SystemClock;
+/// The broker's storage clock (its `LogEnv`'s): the time the logs stamp
+/// and check batches by, so the coordinator's records and the log's
+/// timestamp checks read the same clock (a simulated one in simulations).
+pub struct LogEnvClock(pub tarn_storage::LogEnv);
 
-impl Clock for SystemClock {
+impl Clock for LogEnvClock {
     fn now_ms(&self) -> i64 {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        self.0.now_ms()
     }
 }
 

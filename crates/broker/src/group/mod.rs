@@ -73,7 +73,7 @@ pub fn open(
 ) -> Result<BrokerGroupCoordinator, BrokerError> {
     let coordinator = GroupCoordinator::new(
         GroupConfig::from_broker(config),
-        Arc::new(clock::SystemClock),
+        Arc::new(clock::LogEnvClock(replicas.env().clone())),
         OffsetsTopicStore::default(),
     );
     let Some(partitions) = local_partitions(image, replicas, node_id) else {

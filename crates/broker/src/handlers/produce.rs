@@ -63,6 +63,30 @@ fn partition_error(index: i32, e: PartitionError) -> PartitionProduceResponse {
     }
 }
 
+/// The log start offset a refused append reports, as Kafka's
+/// ReplicaManager does: -1 for errors that say nothing of the log (unknown
+/// or unled partition, a batch too large or corrupt, a storage failure),
+/// the partition's log start offset for the rest (record validation,
+/// producer sequence and epoch errors).
+fn failed_log_start_offset(broker: &Broker, topic: &str, index: i32, code: i16) -> i64 {
+    const NO_LOG_INFO: [i16; 6] = [
+        error::UNKNOWN_TOPIC_OR_PARTITION,
+        error::NOT_LEADER_OR_FOLLOWER,
+        error::MESSAGE_TOO_LARGE,
+        error::RECORD_LIST_TOO_LARGE,
+        error::CORRUPT_MESSAGE,
+        error::KAFKA_STORAGE_ERROR,
+    ];
+    if NO_LOG_INFO.contains(&code) {
+        return -1;
+    }
+    broker
+        .replicas
+        .get(topic, index)
+        .and_then(|p| p.offsets().ok())
+        .map_or(-1, |o| o.log_start_offset)
+}
+
 /// Kafka's `ProduceRequest.validateRecords` for v3+: a partition's records
 /// are exactly one batch. And a transactional batch needs a transactional
 /// id, which Tarn refuses until it supports transactions.
@@ -148,7 +172,12 @@ pub async fn handle(
                             e.code,
                             &e.message,
                         );
-                        partition_error(index, e)
+                        let log_start_offset =
+                            failed_log_start_offset(broker, &topic.name, index, e.code);
+                        PartitionProduceResponse {
+                            log_start_offset,
+                            ..partition_error(index, e)
+                        }
                     }
                 },
             };
