@@ -18,7 +18,7 @@ pub fn documentation(name: &str) -> Option<&'static str> {
         "max.message.bytes" => "The largest record batch this topic accepts (after the producer's compression).",
         "socket.request.max.bytes" => "The largest request the broker reads; a larger one closes its connection.",
         "socket.request.read.timeout.ms" => "How long a request may take to arrive once its first byte has; a slower one closes its connection.",
-        "queued.max.request.bytes" => "Bytes of requests read but not yet answered, across all connections; -1 is Tarn's bound of 512 MiB.",
+        "queued.max.request.bytes" => "Bytes of requests read but not yet answered, across all connections; -1 is Tarn's bound of 128 MiB.",
         "max.connections" => "The most client connections open at once.",
         "max.connections.per.ip" => "The most client connections open at once from one address.",
         "connections.max.idle.ms" => "Close a connection that has been idle this long.",

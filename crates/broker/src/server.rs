@@ -73,8 +73,13 @@ const READ_CHUNK_BYTES: usize = 128 * 1024;
 /// The first read of a connection whose buffer was released while idle.
 const IDLE_READ_BYTES: usize = 16 * 1024;
 /// The bound on queued request bytes across all connections when
-/// `queued.max.request.bytes` is -1 (Kafka's "no limit"): Tarn always keeps one.
-pub const DEFAULT_QUEUED_MAX_REQUEST_BYTES: usize = 512 << 20;
+/// `queued.max.request.bytes` is -1 (Kafka's "no limit"): Tarn always keeps
+/// one. A request may cost several times its bytes while it is decoded and
+/// answered (five 100 MB DescribeGroups of 70-byte names peaked at 1.9 GB
+/// with 512 MiB here, 1.4 GB with 128 MiB), so the bound is what keeps a
+/// hostile client's requests within the machine; a single frame larger
+/// than it, up to `socket.request.max.bytes`, still gets through.
+pub const DEFAULT_QUEUED_MAX_REQUEST_BYTES: usize = 128 << 20;
 /// Requests read but not yet answered, per connection.
 pub const MAX_IN_FLIGHT_REQUESTS: usize = 64;
 /// Requests of one connection started (and so perhaps waiting, e.g. for
@@ -99,6 +104,11 @@ struct Limits {
     /// Request bytes read but not answered, across all connections.
     queued_bytes: Arc<Semaphore>,
     queued_bytes_max: usize,
+    /// One frame at a time may finish arriving without more budget once the
+    /// budget is spent, so frames that arrive side by side and together
+    /// outgrow it cannot all wait for each other: the memory bound is the
+    /// budget plus one frame.
+    overdraft: Arc<Semaphore>,
 }
 
 impl Limits {
@@ -122,6 +132,7 @@ impl Limits {
             frame_timeout: Duration::from_millis(u64::try_from(frame_timeout_ms).unwrap_or(1)),
             queued_bytes: Arc::new(Semaphore::new(queued_bytes_max)),
             queued_bytes_max,
+            overdraft: Arc::new(Semaphore::new(1)),
         }
     }
 }
@@ -519,11 +530,15 @@ async fn read_frames(
 /// A frame's share of the read budgets: a permit per byte received so
 /// far, from the connection's budget (up to [`MAX_IN_FLIGHT_BYTES`]) and
 /// from the broker's (up to `queued.max.request.bytes`), so that a frame
-/// larger than either still gets through, alone.
+/// larger than either still gets through, alone. A frame that finds the
+/// broker's budget spent may instead take the overdraft (see
+/// [`Limits::overdraft`]) and read the rest of its bytes uncharged; it
+/// holds the overdraft until it has been answered.
 #[derive(Default)]
 struct Charge {
     connection: Option<OwnedSemaphorePermit>,
     queued: Option<OwnedSemaphorePermit>,
+    overdraft: Option<OwnedSemaphorePermit>,
 }
 
 impl Charge {
@@ -534,18 +549,31 @@ impl Charge {
         limits: &Limits,
         received: usize,
     ) -> bool {
-        grow_permit(
+        if !grow_permit(
             &mut self.connection,
             connection,
             received.min(MAX_IN_FLIGHT_BYTES),
         )
         .await
-            && grow_permit(
-                &mut self.queued,
-                &limits.queued_bytes,
-                received.min(limits.queued_bytes_max),
-            )
-            .await
+        {
+            return false;
+        }
+        if self.overdraft.is_some() {
+            return true;
+        }
+        let want = received.min(limits.queued_bytes_max);
+        tokio::select! {
+            // Budget first: the overdraft is for when none is left.
+            biased;
+            grown = grow_permit(&mut self.queued, &limits.queued_bytes, want) => grown,
+            overdraft = limits.overdraft.clone().acquire_owned() => match overdraft {
+                Ok(permit) => {
+                    self.overdraft = Some(permit);
+                    true
+                }
+                Err(_) => false,
+            },
+        }
     }
 }
 
@@ -764,6 +792,7 @@ mod tests {
             frame_timeout,
             queued_bytes: Arc::new(Semaphore::new(queued_bytes_max)),
             queued_bytes_max,
+            overdraft: Arc::new(Semaphore::new(1)),
         })
     }
 
@@ -847,6 +876,73 @@ mod tests {
         // More of the stalled frame arrives and is charged as it does.
         stalled.write_all(&[2u8; 3000]).await.unwrap();
         wait_for_available(&limits, budget - 4000).await;
+        broker.shutdown().unwrap();
+    }
+
+    /// Frames that arrive side by side and together outgrow the budget
+    /// are all read: one finishes on the overdraft, and once it has been
+    /// answered the next gets the budget or the overdraft in turn.
+    #[tokio::test]
+    async fn frames_that_together_outgrow_the_budget_all_arrive() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = crate::testing::broker_with_topic(dir.path(), "t", 1);
+        let budget = 64 * 1024;
+        let limits = limits(budget, HANG_GUARD * 4);
+        let len = 48 * 1024;
+        let mut clients = Vec::new();
+        // Each sends most of its frame first: three partial frames want
+        // more than the whole budget, so none could finish on it alone.
+        let part = 30 * 1024;
+        for i in 0..3 {
+            let (mut client, frames, task) = reader(&broker, &limits);
+            client
+                .write_all(&frame_bytes(len)[..4 + part])
+                .await
+                .unwrap();
+            clients.push((client, frames, task));
+            // The first two are charged in full. The third finds the
+            // budget short: it takes the overdraft (without one it would
+            // wait, holding the permits that are free, so none are left).
+            let charged = tokio::time::timeout(HANG_GUARD, async {
+                loop {
+                    let free = limits.queued_bytes.available_permits();
+                    let done = match i {
+                        0 | 1 => free == budget - (i + 1) * part,
+                        _ => free == 0 || limits.overdraft.available_permits() == 0,
+                    };
+                    if done {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            })
+            .await;
+            assert!(charged.is_ok(), "partial frame {i} was not charged");
+        }
+        for (client, _, _) in &mut clients {
+            client
+                .write_all(&frame_bytes(len)[4 + part..])
+                .await
+                .unwrap();
+        }
+        // Each connection's frame is answered (dropped) as soon as it is
+        // read, whatever the order, as connection tasks do.
+        let answered: Vec<_> = clients
+            .into_iter()
+            .map(|(client, mut frames, task)| {
+                tokio::spawn(async move {
+                    let frame = next_frame(&mut frames).await;
+                    assert_eq!(frame.bytes.len(), len);
+                    drop(frame);
+                    (client, task)
+                })
+            })
+            .collect();
+        for answer in answered {
+            answer.await.expect("the frame was read");
+        }
+        wait_for_available(&limits, budget).await;
+        assert_eq!(limits.overdraft.available_permits(), 1);
         broker.shutdown().unwrap();
     }
 
