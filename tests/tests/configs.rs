@@ -289,7 +289,7 @@ fn configs_are_read_back_with_sources_and_survive_restart() {
             assert!(
                 out.stdout.contains("Dynamic configs for topic cfg are:")
                     && out.stdout.contains(
-                        "retention.ms=1000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=1000, STATIC_BROKER_CONFIG:log.retention.ms=3600000, DEFAULT_CONFIG:log.retention.ms=604800000}"
+                        "retention.ms=1000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=1000, STATIC_BROKER_CONFIG:log.retention.ms=3600000}"
                     )
                     && !out.stdout.contains("segment.bytes"),
                 "{out}"

@@ -1709,7 +1709,8 @@ mod tests {
             AppendInfo {
                 base_offset: 1,
                 last_offset: 3,
-                log_append_time: -1,
+                // The original batch's max timestamp, as Kafka answers.
+                log_append_time: 1002,
                 duplicate: true,
                 record_count: 3
             }
