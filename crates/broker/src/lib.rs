@@ -10,6 +10,7 @@ mod crash_simulation;
 pub mod dynamic_config;
 pub mod episode;
 pub mod error_names;
+pub mod fetch_session;
 pub mod group;
 pub mod group_lag;
 pub mod handlers;

@@ -6,6 +6,12 @@
 //! file range of its segment, which the connection sends with sendfile(2)
 //! after the bytes of the response before it.
 //!
+//! Fetch sessions (KIP-227, `crate::fetch_session`): a full fetch with
+//! epoch 0 creates a session when the cache has room; an incremental fetch
+//! names only changed partitions and is answered with only the partitions
+//! that have news. The wait for `min_bytes` counts every partition of the
+//! session, as Kafka's does.
+//!
 //! Limits follow Kafka (KIP-74): each partition returns at most
 //! `partition_max_bytes` and the response at most `max_bytes`, except that
 //! the first batch of the first partition with data is returned whole even
@@ -21,6 +27,7 @@ use tarn_protocol::records::Records;
 
 use super::{ApiSpec, RequestContext};
 use crate::broker::Broker;
+use crate::fetch_session::{FetchContext, FetchPartitionParams, INVALID_SESSION_ID};
 use crate::replica_manager::PartitionError;
 
 pub const KEY: i16 = 1;
@@ -40,47 +47,97 @@ pub async fn handle(
     _ctx: &RequestContext,
     request: FetchRequest,
 ) -> FetchResponseOut {
+    let context = broker.fetch_sessions.new_context(&request, now_ms());
+    if let FetchContext::Error(code) = context {
+        return FetchResponseOut {
+            throttle_time_ms: 0,
+            error_code: code,
+            session_id: INVALID_SESSION_ID,
+            responses: Vec::new(),
+        };
+    }
+    let wanted = context.fetch_list();
     let mut changes = broker.replicas.subscribe();
     let wait_ms = request.max_wait_ms.clamp(0, MAX_WAIT_MS_LIMIT) as u64;
     let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
-    loop {
-        verify_on_blocking_thread(broker, &request).await;
+    let results = loop {
+        verify_on_blocking_thread(broker, &wanted).await;
         // Mark the current version seen before reading, so an append that
         // lands after this read wakes the wait below.
         changes.borrow_and_update();
-        let (response, bytes, any_error) = read_all(broker, &request);
+        let (results, bytes, any_error) = read_all(broker, &wanted, request.max_bytes);
         let satisfied = bytes >= request.min_bytes.max(0) as usize || any_error;
         if satisfied || tokio::time::Instant::now() >= deadline {
-            broker.metrics.fetched(&response);
-            return response;
+            break results;
         }
         let _waiting = broker.metrics.fetch_waiting();
         match tokio::time::timeout_at(deadline, changes.changed()).await {
             Ok(Ok(())) => continue,
-            Ok(Err(_)) | Err(_) => {
-                let response = read_all(broker, &request).0;
-                broker.metrics.fetched(&response);
-                return response;
-            }
+            Ok(Err(_)) | Err(_) => break read_all(broker, &wanted, request.max_bytes).0,
         }
-    }
+    };
+    let (session_id, results) = match context {
+        FetchContext::Sessionless(_) => (INVALID_SESSION_ID, results),
+        FetchContext::Full { privileged, .. } => {
+            let id = broker
+                .fetch_sessions
+                .maybe_create(privileged, &results, now_ms());
+            (id, results)
+        }
+        FetchContext::Incremental(session) => {
+            let mut session = session.lock();
+            (session.id, session.filter_response(results))
+        }
+        FetchContext::Error(_) => unreachable!("answered above"),
+    };
+    let response = FetchResponseOut {
+        throttle_time_ms: 0,
+        error_code: error::NONE,
+        session_id,
+        responses: group_by_topic(results),
+    };
+    broker.metrics.fetched(&response);
+    response
 }
 
-/// Runs the CRC checks the reads of `request` need (bytes of a segment
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Puts consecutive partitions of one topic under one topic entry, keeping
+/// their order.
+fn group_by_topic(
+    results: Vec<(FetchPartitionParams, PartitionDataOut)>,
+) -> Vec<FetchableTopicResponseOut> {
+    let mut topics: Vec<FetchableTopicResponseOut> = Vec::new();
+    for (params, data) in results {
+        match topics.last_mut() {
+            Some(last) if last.topic == params.topic => last.partitions.push(data),
+            _ => topics.push(FetchableTopicResponseOut {
+                topic: params.topic,
+                partitions: vec![data],
+                ..Default::default()
+            }),
+        }
+    }
+    topics
+}
+
+/// Runs the CRC checks the reads of `wanted` need (bytes of a segment
 /// this process did not write, read for the first time: up to a whole
 /// segment) on tokio's blocking pool, so they hold up neither the worker
 /// thread that serves other connections nor the partitions' locks. A check
 /// that fails is not reported here: the read that follows runs it again
 /// and answers its error.
-async fn verify_on_blocking_thread(broker: &Arc<Broker>, request: &FetchRequest) {
-    let verifiers: Vec<_> = request
-        .topics
+async fn verify_on_blocking_thread(broker: &Arc<Broker>, wanted: &[FetchPartitionParams]) {
+    let verifiers: Vec<_> = wanted
         .iter()
-        .flat_map(|t| t.partitions.iter().map(move |p| (&t.topic, p)))
-        .filter_map(|(topic, p)| {
+        .filter_map(|p| {
             broker
                 .replicas
-                .get(topic, p.partition)?
+                .get(&p.topic, p.partition)?
                 .verification_for(p.fetch_offset)
         })
         .collect();
@@ -99,77 +156,222 @@ async fn verify_on_blocking_thread(broker: &Arc<Broker>, request: &FetchRequest)
     }
 }
 
-fn read_all(broker: &Broker, request: &FetchRequest) -> (FetchResponseOut, usize, bool) {
-    let mut budget = request.max_bytes.max(0) as usize;
+type ReadResults = Vec<(FetchPartitionParams, PartitionDataOut)>;
+
+/// Reads every partition of `wanted` in order within `max_bytes`; returns
+/// the results, the record bytes read and whether any partition failed.
+fn read_all(
+    broker: &Broker,
+    wanted: &[FetchPartitionParams],
+    max_bytes: i32,
+) -> (ReadResults, usize, bool) {
+    let mut budget = max_bytes.max(0) as usize;
     let mut total = 0usize;
     let mut any_error = false;
-    let mut responses = Vec::with_capacity(request.topics.len());
-    for topic in &request.topics {
-        let mut partitions = Vec::with_capacity(topic.partitions.len());
-        for p in &topic.partitions {
-            let limit = (p.partition_max_bytes.max(0) as usize).min(budget);
-            let result = broker
-                .replicas
-                .get(&topic.topic, p.partition)
-                .ok_or_else(|| {
-                    PartitionError::new(
-                        error::UNKNOWN_TOPIC_OR_PARTITION,
-                        "This server does not host this topic-partition.",
-                    )
-                })
-                .and_then(|partition| {
-                    partition.check_epoch(p.current_leader_epoch)?;
-                    partition.read_region(p.fetch_offset, limit, total == 0)
-                });
-            let data = match result {
-                Ok((region, offsets)) => {
-                    let records = match region {
-                        Some(region) => Records::file(region),
-                        None => Records::default(),
-                    };
-                    total += records.len();
-                    budget = budget.saturating_sub(records.len());
-                    PartitionDataOut {
-                        partition_index: p.partition,
-                        error_code: error::NONE,
-                        high_watermark: offsets.high_watermark,
-                        last_stable_offset: offsets.high_watermark,
-                        log_start_offset: offsets.log_start_offset,
-                        aborted_transactions: None,
-                        records: Some(records),
-                        ..Default::default()
-                    }
+    let mut results = Vec::with_capacity(wanted.len());
+    for p in wanted {
+        let limit = (p.partition_max_bytes.max(0) as usize).min(budget);
+        let result = broker
+            .replicas
+            .get(&p.topic, p.partition)
+            .ok_or_else(|| {
+                PartitionError::new(
+                    error::UNKNOWN_TOPIC_OR_PARTITION,
+                    "This server does not host this topic-partition.",
+                )
+            })
+            .and_then(|partition| {
+                partition.check_epoch(p.current_leader_epoch)?;
+                partition.read_region(p.fetch_offset, limit, total == 0)
+            });
+        let data = match result {
+            Ok((region, offsets)) => {
+                let records = match region {
+                    Some(region) => Records::file(region),
+                    None => Records::default(),
+                };
+                total += records.len();
+                budget = budget.saturating_sub(records.len());
+                PartitionDataOut {
+                    partition_index: p.partition,
+                    error_code: error::NONE,
+                    high_watermark: offsets.high_watermark,
+                    last_stable_offset: offsets.high_watermark,
+                    log_start_offset: offsets.log_start_offset,
+                    aborted_transactions: None,
+                    records: Some(records),
+                    ..Default::default()
                 }
-                Err(e) => {
-                    any_error = true;
-                    let offsets = broker
-                        .replicas
-                        .get(&topic.topic, p.partition)
-                        .and_then(|partition| partition.offsets().ok());
-                    PartitionDataOut {
-                        partition_index: p.partition,
-                        error_code: e.code,
-                        high_watermark: offsets.map_or(-1, |o| o.high_watermark),
-                        last_stable_offset: offsets.map_or(-1, |o| o.high_watermark),
-                        log_start_offset: offsets.map_or(-1, |o| o.log_start_offset),
-                        records: Some(Records::default()),
-                        ..Default::default()
-                    }
+            }
+            Err(e) => {
+                any_error = true;
+                let offsets = broker
+                    .replicas
+                    .get(&p.topic, p.partition)
+                    .and_then(|partition| partition.offsets().ok());
+                PartitionDataOut {
+                    partition_index: p.partition,
+                    error_code: e.code,
+                    high_watermark: offsets.map_or(-1, |o| o.high_watermark),
+                    last_stable_offset: offsets.map_or(-1, |o| o.high_watermark),
+                    log_start_offset: offsets.map_or(-1, |o| o.log_start_offset),
+                    records: Some(Records::default()),
+                    ..Default::default()
                 }
-            };
-            partitions.push(data);
-        }
-        responses.push(FetchableTopicResponseOut {
-            topic: topic.topic.clone(),
-            partitions,
-            ..Default::default()
-        });
+            }
+        };
+        results.push((p.clone(), data));
     }
-    let response = FetchResponseOut {
-        throttle_time_ms: 0,
-        error_code: error::NONE,
-        session_id: 0,
-        responses,
-    };
-    (response, total, any_error)
+    (results, total, any_error)
+}
+
+#[cfg(test)]
+mod tests {
+    use tarn_protocol::messages::fetch::{FetchPartition, FetchTopic, ForgottenTopic};
+    use tarn_protocol::record_batch::RecordBatchBuilder;
+
+    use super::*;
+
+    fn request(session_id: i32, epoch: i32, partitions: &[(i32, i64)]) -> FetchRequest {
+        FetchRequest {
+            max_wait_ms: 0,
+            min_bytes: 0,
+            session_id,
+            session_epoch: epoch,
+            topics: if partitions.is_empty() {
+                vec![]
+            } else {
+                vec![FetchTopic {
+                    topic: "s".into(),
+                    partitions: partitions
+                        .iter()
+                        .map(|(partition, offset)| FetchPartition {
+                            partition: *partition,
+                            fetch_offset: *offset,
+                            partition_max_bytes: 1 << 20,
+                            ..Default::default()
+                        })
+                        .collect(),
+                    ..Default::default()
+                }]
+            },
+            ..Default::default()
+        }
+    }
+
+    /// (partition, record bytes, high watermark) of each partition answered.
+    fn answered(response: &FetchResponseOut) -> Vec<(i32, bool, i64)> {
+        response
+            .responses
+            .iter()
+            .flat_map(|t| t.partitions.iter())
+            .map(|p| {
+                let has_records = p.records.as_ref().is_some_and(|r| !r.is_empty());
+                (p.partition_index, has_records, p.high_watermark)
+            })
+            .collect()
+    }
+
+    fn append(broker: &Broker, partition: i32) {
+        let batch = RecordBatchBuilder::new()
+            .record(1_000, None, Some(b"v"))
+            .build();
+        broker
+            .replicas
+            .get("s", partition)
+            .unwrap()
+            .append(&batch)
+            .unwrap();
+        broker.replicas.notify_appended();
+    }
+
+    #[tokio::test]
+    async fn a_session_answers_only_partitions_with_news() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = crate::testing::broker_with_topic(dir.path(), "s", 3);
+        let ctx = crate::testing::request_context(&SPEC, 12);
+        append(&broker, 0);
+        append(&broker, 1);
+
+        // A full fetch (epoch 0) answers every partition and opens a session.
+        let full = handle(&broker, &ctx, request(0, 0, &[(0, 0), (1, 0), (2, 0)])).await;
+        assert_eq!(full.error_code, error::NONE);
+        assert_ne!(full.session_id, INVALID_SESSION_ID);
+        assert_eq!(
+            answered(&full),
+            vec![(0, true, 1), (1, true, 1), (2, false, 0)]
+        );
+        let id = full.session_id;
+        assert_eq!(broker.fetch_sessions.len(), 1);
+
+        // The fetcher moves its positions; nothing else is new.
+        let quiet = handle(&broker, &ctx, request(id, 1, &[(0, 1), (1, 1)])).await;
+        assert_eq!((quiet.error_code, quiet.session_id), (error::NONE, id));
+        assert_eq!(answered(&quiet), vec![]);
+
+        // New records on partition 2 only: it alone is answered, though the
+        // request names no partition at all.
+        append(&broker, 2);
+        let news = handle(&broker, &ctx, request(id, 2, &[])).await;
+        assert_eq!(answered(&news), vec![(2, true, 1)]);
+
+        // A stale epoch and an unknown session are refused at the top level.
+        let stale = handle(&broker, &ctx, request(id, 2, &[])).await;
+        assert_eq!(stale.error_code, error::INVALID_FETCH_SESSION_EPOCH);
+        assert_eq!(stale.session_id, INVALID_SESSION_ID);
+        assert!(stale.responses.is_empty());
+        let unknown = handle(&broker, &ctx, request(id ^ 0x55, 1, &[])).await;
+        assert_eq!(unknown.error_code, error::FETCH_SESSION_ID_NOT_FOUND);
+
+        // A forgotten partition is no longer read.
+        let mut forget = request(id, 3, &[(2, 1)]);
+        forget.forgotten_topics_data = vec![ForgottenTopic {
+            topic: "s".into(),
+            partitions: vec![0],
+            ..Default::default()
+        }];
+        assert_eq!(answered(&handle(&broker, &ctx, forget).await), vec![]);
+        append(&broker, 0);
+        append(&broker, 1);
+        assert_eq!(
+            answered(&handle(&broker, &ctx, request(id, 4, &[])).await),
+            vec![(1, true, 2)]
+        );
+
+        // Epoch -1 closes the session; the fetch is answered in full.
+        let closing = handle(&broker, &ctx, request(id, -1, &[(0, 0)])).await;
+        assert_eq!(closing.session_id, INVALID_SESSION_ID);
+        assert_eq!(answered(&closing), vec![(0, true, 2)]);
+        assert!(broker.fetch_sessions.is_empty());
+        let after = handle(&broker, &ctx, request(id, 5, &[])).await;
+        assert_eq!(after.error_code, error::FETCH_SESSION_ID_NOT_FOUND);
+        broker.shutdown().unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_session_waits_for_min_bytes_on_any_of_its_partitions() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = crate::testing::broker_with_topic(dir.path(), "s", 2);
+        let ctx = crate::testing::request_context(&SPEC, 12);
+        let full = handle(&broker, &ctx, request(0, 0, &[(0, 0), (1, 0)])).await;
+        let id = full.session_id;
+        let mut waiting = request(id, 1, &[]);
+        waiting.min_bytes = 1;
+        waiting.max_wait_ms = 30_000;
+        let fetch = {
+            let broker = broker.clone();
+            tokio::spawn(async move {
+                let ctx = crate::testing::request_context(&SPEC, 12);
+                handle(&broker, &ctx, waiting).await
+            })
+        };
+        // Append once the fetch is seen waiting, so the append wakes it.
+        while broker.metrics.fetches_waiting() == 0 {
+            tokio::task::yield_now().await;
+        }
+        append(&broker, 1);
+        let response = fetch.await.unwrap();
+        assert_eq!(answered(&response), vec![(1, true, 1)]);
+        broker.shutdown().unwrap();
+    }
 }
