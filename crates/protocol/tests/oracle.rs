@@ -1099,6 +1099,64 @@ fn describe_producers() {
 }
 
 #[test]
+fn describe_topic_partitions() {
+    use describe_topic_partitions::*;
+    use kafka_protocol::messages as k;
+    for cursor in [
+        None,
+        Some(Cursor {
+            topic_name: "orders".into(),
+            partition_index: 7,
+        }),
+    ] {
+        let request = DescribeTopicPartitionsRequest {
+            topics: vec![
+                TopicRequest {
+                    name: "orders".into(),
+                },
+                TopicRequest { name: "b".into() },
+            ],
+            response_partition_limit: 2000,
+            cursor: NullableCursor(cursor.clone()),
+        };
+        check::<_, k::DescribeTopicPartitionsRequest>(&request, 0..=0, 0);
+        let response = DescribeTopicPartitionsResponse {
+            throttle_time_ms: 0,
+            topics: vec![
+                DescribeTopicPartitionsResponseTopic {
+                    error_code: 0,
+                    name: Some("orders".into()),
+                    topic_id: Uuid([9; 16]),
+                    is_internal: false,
+                    partitions: vec![DescribeTopicPartitionsResponsePartition {
+                        error_code: 0,
+                        partition_index: 7,
+                        leader_id: 1,
+                        leader_epoch: 0,
+                        replica_nodes: vec![1],
+                        isr_nodes: vec![1],
+                        eligible_leader_replicas: None,
+                        last_known_elr: Some(vec![]),
+                        offline_replicas: vec![],
+                    }],
+                    topic_authorized_operations: i32::MIN,
+                },
+                DescribeTopicPartitionsResponseTopic {
+                    error_code: 3,
+                    name: Some("b".into()),
+                    topic_id: Uuid::ZERO,
+                    is_internal: false,
+                    partitions: vec![],
+                    topic_authorized_operations: 3576,
+                },
+            ],
+            next_cursor: NullableCursor(cursor),
+        };
+        check::<_, k::DescribeTopicPartitionsResponse>(&response, 0..=0, 0);
+    }
+}
+
+#[test]
 fn acls() {
     use acls::*;
     use kafka_protocol::messages as k;

@@ -22,6 +22,7 @@ pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_log_dirs;
 pub mod describe_producers;
+pub mod describe_topic_partitions;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
@@ -93,6 +94,7 @@ pub const APIS: &[ApiSpec] = &[
     describe_groups::SPEC,
     describe_log_dirs::SPEC,
     describe_producers::SPEC,
+    describe_topic_partitions::SPEC,
     describe_acls::SPEC,
     create_acls::SPEC,
     delete_acls::SPEC,
@@ -255,6 +257,7 @@ pub async fn dispatch(
             describe_groups,
             describe_log_dirs,
             describe_producers,
+            describe_topic_partitions,
             describe_acls,
             create_acls,
             delete_acls,

@@ -16,6 +16,7 @@ pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_log_dirs;
 pub mod describe_producers;
+pub mod describe_topic_partitions;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;

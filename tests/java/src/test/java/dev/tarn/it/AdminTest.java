@@ -20,6 +20,7 @@ import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.ConsumerGroupDescription;
 import org.apache.kafka.clients.admin.ConsumerGroupListing;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
+import org.apache.kafka.clients.admin.DescribeTopicsOptions;
 import org.apache.kafka.clients.admin.FeatureMetadata;
 import org.apache.kafka.clients.admin.ListOffsetsResult;
 import org.apache.kafka.clients.admin.LogDirDescription;
@@ -106,7 +107,12 @@ class AdminTest {
         String b = Clients.unique("pages-b");
         try (Admin admin = Clients.admin(broker)) {
             admin.createTopics(List.of(new NewTopic(a, 60, (short) 1), new NewTopic(b, 7, (short) 1))).all().get();
-            Map<String, TopicDescription> d = admin.describeTopics(List.of(a, b)).allTopicNames().get();
+            double before = Metrics.sum(broker, "tarn_requests_total", "api=\"DescribeTopicPartitions\"");
+            Map<String, TopicDescription> d = admin.describeTopics(List.of(a, b),
+                    new DescribeTopicsOptions().partitionSizeLimitPerResponse(25)).allTopicNames().get();
+            // 67 partitions at 25 a page: three requests, two of them from a cursor.
+            double pages = Metrics.sum(broker, "tarn_requests_total", "api=\"DescribeTopicPartitions\"") - before;
+            assertEquals(3.0, pages, "DescribeTopicPartitions requests");
             assertEquals(60, d.get(a).partitions().size());
             assertEquals(7, d.get(b).partitions().size());
             for (int p = 0; p < 60; p++) {
