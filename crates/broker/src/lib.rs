@@ -3,6 +3,7 @@
 //! image, and the broker configuration.
 
 pub mod broker;
+pub mod client_quotas;
 pub mod config;
 pub mod connection_quotas;
 #[cfg(test)]

@@ -1157,6 +1157,90 @@ fn describe_topic_partitions() {
 }
 
 #[test]
+fn client_quotas() {
+    use client_quotas::*;
+    use kafka_protocol::messages as k;
+    let entity = vec![
+        EntityData {
+            entity_type: "user".into(),
+            entity_name: Some("alice".into()),
+        },
+        EntityData {
+            entity_type: "client-id".into(),
+            entity_name: None,
+        },
+    ];
+    let request = DescribeClientQuotasRequest {
+        components: vec![
+            ComponentData {
+                entity_type: "user".into(),
+                match_type: MATCH_TYPE_EXACT,
+                r#match: Some("alice".into()),
+            },
+            ComponentData {
+                entity_type: "client-id".into(),
+                match_type: MATCH_TYPE_DEFAULT,
+                r#match: None,
+            },
+        ],
+        strict: true,
+    };
+    check::<_, k::DescribeClientQuotasRequest>(&request, 0..=1, 1);
+    for entries in [
+        None,
+        Some(vec![DescribeEntryData {
+            entity: entity.clone(),
+            values: vec![
+                ValueData {
+                    key: "producer_byte_rate".into(),
+                    value: Float64(1048576.0),
+                },
+                ValueData {
+                    key: "request_percentage".into(),
+                    value: Float64(12.5),
+                },
+            ],
+        }]),
+    ] {
+        let response = DescribeClientQuotasResponse {
+            throttle_time_ms: 0,
+            error_code: if entries.is_none() { 42 } else { 0 },
+            error_message: entries.is_none().then(|| "bad filter".into()),
+            entries,
+        };
+        check::<_, k::DescribeClientQuotasResponse>(&response, 0..=1, 1);
+    }
+    let request = AlterClientQuotasRequest {
+        entries: vec![AlterEntryData {
+            entity: entity.clone(),
+            ops: vec![
+                OpData {
+                    key: "consumer_byte_rate".into(),
+                    value: Float64(2e6),
+                    remove: false,
+                },
+                OpData {
+                    key: "producer_byte_rate".into(),
+                    value: Float64(0.0),
+                    remove: true,
+                },
+            ],
+        }],
+        validate_only: true,
+    };
+    check::<_, k::AlterClientQuotasRequest>(&request, 0..=1, 1);
+    let response = AlterClientQuotasResponse {
+        throttle_time_ms: 0,
+        entries: vec![AlterEntryResult {
+            error_code: 42,
+            error_message: Some("Invalid configuration key bogus".into()),
+            entity,
+        }],
+    };
+    check::<_, k::AlterClientQuotasResponse>(&response, 0..=1, 1);
+}
+
+#[test]
 fn acls() {
     use acls::*;
     use kafka_protocol::messages as k;

@@ -7,6 +7,7 @@
 //! handler's response. A body that cannot be decoded closes the connection,
 //! as Kafka does.
 
+pub mod alter_client_quotas;
 pub mod alter_configs;
 pub mod api_versions;
 pub mod create_acls;
@@ -17,6 +18,7 @@ pub mod delete_groups;
 pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_acls;
+pub mod describe_client_quotas;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
@@ -101,6 +103,8 @@ pub const APIS: &[ApiSpec] = &[
     list_groups::SPEC,
     delete_groups::SPEC,
     offset_delete::SPEC,
+    describe_client_quotas::SPEC,
+    alter_client_quotas::SPEC,
 ];
 
 pub fn spec(key: i16) -> Option<&'static ApiSpec> {
@@ -263,7 +267,9 @@ pub async fn dispatch(
             delete_acls,
             list_groups,
             delete_groups,
-            offset_delete
+            offset_delete,
+            describe_client_quotas,
+            alter_client_quotas
         ]
     );
     broker

@@ -6,6 +6,7 @@
 pub mod acls;
 pub mod alter_configs;
 pub mod api_versions;
+pub mod client_quotas;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_groups;
