@@ -2,7 +2,8 @@
 # The test command: formatting, lints, build, the Rust suite (unit tests and
 # end-to-end tests against target/debug/tarn via librdkafka) and the Python
 # client suite (confluent-kafka, kafka-python, aiokafka, kcat, and kafkajs
-# from tests/node).
+# from tests/node), then the Java client suite (tests/java, Maven; once per
+# kafka-clients line, Maven downloading the clients from Maven Central).
 #
 # On a fresh Debian machine, run as root, it installs what it needs first:
 # kcat, chromium (for the console test; python3-venv, a C toolchain) from apt
@@ -25,6 +26,9 @@ command -v python3 >/dev/null 2>&1 || missing+=(python3)
 # kafkajs runs on Node.js (tests/node, tests/python/test_kafkajs.py).
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
+# The Java client suite (tests/java) runs on Java 17 with Maven.
+command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)
+command -v mvn >/dev/null 2>&1 || missing+=(maven)
 if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
     missing+=(python3-venv)
 fi
@@ -38,7 +42,7 @@ if ((${#missing[@]})); then
     apt-get update
     apt-get install -y --no-install-recommends "${missing[@]}"
 else
-    echo "kcat, cc, make, python3 venv, chromium, node, npm: present"
+    echo "kcat, cc, make, python3 venv, chromium, node, npm, java, mvn: present"
 fi
 
 step "python venv (.venv)"
@@ -64,6 +68,13 @@ cargo test --workspace --no-fail-fast
 
 step "pytest tests/python"
 TARN_BIN=target/debug/tarn .venv/bin/python -m pytest -q tests/python
+
+# Each kafka-clients line the Java suite covers; Surefire prints a summary
+# per run, and any failing test fails the script.
+for kafka_version in 4.4.0 3.9.1; do
+    step "java client suite: kafka-clients $kafka_version (mvn test in tests/java)"
+    (cd tests/java && TARN_BIN="$PWD/../../target/debug/tarn" mvn -B -ntp test -Dkafka.version="$kafka_version")
+done
 
 step "fuzz: short seeded pass of every target (cargo-fuzz)"
 if ! command -v cargo-fuzz >/dev/null 2>&1; then
