@@ -333,8 +333,24 @@ fn small_apis() {
             max_version: 12,
         }],
         throttle_time_ms: 0,
+        ..Default::default()
     };
     check::<_, k::ApiVersionsResponse>(&response, 0..=4, 3);
+    let with_features = ApiVersionsResponse {
+        supported_features: vec![SupportedFeatureKey {
+            name: "metadata.version".into(),
+            min_version: 7,
+            max_version: 7,
+        }],
+        finalized_features_epoch: 12,
+        finalized_features: vec![FinalizedFeatureKey {
+            name: "metadata.version".into(),
+            max_version_level: 7,
+            min_version_level: 7,
+        }],
+        ..response
+    };
+    check::<_, k::ApiVersionsResponse>(&with_features, 0..=4, 3);
     let request = ApiVersionsRequest {
         client_software_name: "x".into(),
         client_software_version: "1".into(),

@@ -269,8 +269,11 @@ class AdminTest {
             assertEquals(0, producers.get(0).lastSequence());
 
             FeatureMetadata features = admin.describeFeatures().featureMetadata().get();
-            assertNotNull(features.finalizedFeatures());
-            assertNotNull(features.supportedFeatures());
+            assertEquals(Set.of("metadata.version"), features.finalizedFeatures().keySet());
+            assertEquals(7, features.finalizedFeatures().get("metadata.version").maxVersionLevel());
+            assertEquals(7, features.finalizedFeatures().get("metadata.version").minVersionLevel());
+            assertEquals(7, features.supportedFeatures().get("metadata.version").maxVersion());
+            assertEquals(java.util.Optional.of(0L), features.finalizedFeaturesEpoch());
         }
     }
 

@@ -26,6 +26,12 @@ public final class TarnExtension implements BeforeAllCallback, AfterAllCallback,
 
     @Override
     public void beforeAll(ExtensionContext context) throws Exception {
+        // The suite runs once per client line: make sure this is the one asked for.
+        String expected = System.getProperty("tarn.expected.kafka.version");
+        String actual = org.apache.kafka.common.utils.AppInfoParser.getVersion();
+        if (expected != null && !expected.equals(actual)) {
+            throw new AssertionError("kafka-clients " + actual + " on the classpath, expected " + expected);
+        }
         Map<String, String> settings = new HashMap<>();
         TarnSettings annotation = context.getRequiredTestClass().getAnnotation(TarnSettings.class);
         if (annotation != null) {
