@@ -35,6 +35,7 @@ use rand::Rng;
 
 use tarn_protocol::error;
 use tarn_protocol::messages::fetch::{FetchRequest, PartitionDataOut};
+use tarn_protocol::Uuid;
 
 pub const INVALID_SESSION_ID: i32 = 0;
 pub const INITIAL_EPOCH: i32 = 0;
@@ -43,10 +44,12 @@ pub const FINAL_EPOCH: i32 = -1;
 /// (Kafka's MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS).
 pub const EVICTION_MS: u64 = 120_000;
 
-/// What a fetcher asked of one partition.
+/// What a fetcher asked of one partition. Fetch v13+ names topics by id
+/// (`topic` empty), earlier versions by name (`topic_id` zero).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FetchPartitionParams {
     pub topic: String,
+    pub topic_id: Uuid,
     pub partition: i32,
     pub fetch_offset: i64,
     pub current_leader_epoch: i32,
@@ -64,7 +67,13 @@ struct CachedPartition {
     log_start_offset: i64,
 }
 
-type PartitionKey = (String, i32);
+type PartitionKey = (Uuid, String, i32);
+
+impl FetchPartitionParams {
+    fn key(&self) -> PartitionKey {
+        (self.topic_id, self.topic.clone(), self.partition)
+    }
+}
 
 #[derive(Debug)]
 pub struct FetchSession {
@@ -106,7 +115,7 @@ impl FetchSession {
     /// ones (Kafka's order: a partition both sent and forgotten is gone).
     fn update(&mut self, params: Vec<FetchPartitionParams>, forgotten: Vec<PartitionKey>) {
         for p in params {
-            let key = (p.topic.clone(), p.partition);
+            let key = p.key();
             match self.partitions.get_mut(&key) {
                 Some(cached) => cached.params = p,
                 None => {
@@ -147,7 +156,7 @@ impl FetchSession {
     ) -> Vec<(FetchPartitionParams, PartitionDataOut)> {
         let mut kept = Vec::new();
         for (params, data) in results {
-            let key = (params.topic.clone(), params.partition);
+            let key = params.key();
             let Some(cached) = self.partitions.get_mut(&key) else {
                 // Forgotten by a concurrent request in the meantime.
                 continue;
@@ -226,6 +235,7 @@ pub fn request_params(request: &FetchRequest) -> Vec<FetchPartitionParams> {
         .flat_map(|t| {
             t.partitions.iter().map(move |p| FetchPartitionParams {
                 topic: t.topic.clone(),
+                topic_id: t.topic_id,
                 partition: p.partition,
                 fetch_offset: p.fetch_offset,
                 current_leader_epoch: p.current_leader_epoch,
@@ -239,7 +249,11 @@ fn forgotten(request: &FetchRequest) -> Vec<PartitionKey> {
     request
         .forgotten_topics_data
         .iter()
-        .flat_map(|t| t.partitions.iter().map(move |p| (t.topic.clone(), *p)))
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(move |p| (t.topic_id, t.topic.clone(), *p))
+        })
         .collect()
 }
 
@@ -337,7 +351,7 @@ impl FetchSessionCache {
         };
         let mut session = FetchSession::new(id);
         for (params, data) in results {
-            let key = (params.topic.clone(), params.partition);
+            let key = params.key();
             let seq = session.push_back(key.clone());
             let failed = data.error_code != error::NONE;
             session.partitions.insert(

@@ -151,6 +151,23 @@ fn fetch() {
         ..Default::default()
     };
     check::<_, k::FetchRequest>(&request, 4..=12, 12);
+    // From v13 topics are named by id, in requests and forgotten topics.
+    let by_id = FetchRequest {
+        session_id: 7,
+        session_epoch: 3,
+        topics: vec![FetchTopic {
+            topic: String::new(),
+            topic_id: Uuid([4; 16]),
+            ..request.topics[0].clone()
+        }],
+        forgotten_topics_data: vec![ForgottenTopic {
+            topic: String::new(),
+            topic_id: Uuid([6; 16]),
+            partitions: vec![1, 2],
+        }],
+        ..request.clone()
+    };
+    check::<_, k::FetchRequest>(&by_id, 13..=17, 12);
     let response = FetchResponse {
         throttle_time_ms: 0,
         error_code: 0,
@@ -169,6 +186,16 @@ fn fetch() {
         }],
     };
     check::<_, k::FetchResponse>(&response, 4..=12, 12);
+    let by_id = FetchResponse {
+        session_id: 7,
+        responses: vec![FetchableTopicResponse {
+            topic: String::new(),
+            topic_id: Uuid([4; 16]),
+            ..response.responses[0].clone()
+        }],
+        ..response.clone()
+    };
+    check::<_, k::FetchResponse>(&by_id, 13..=17, 12);
     // The broker's send-side form, with in-memory records, must be the
     // same message on the wire.
     let out = FetchResponseOut {

@@ -12,6 +12,12 @@
 //! that have news. The wait for `min_bytes` counts every partition of the
 //! session, as Kafka's does.
 //!
+//! From v13 topics are named by topic id (KIP-516), in requests, forgotten
+//! topics and responses; an id this broker does not know is answered
+//! UNKNOWN_TOPIC_ID for each of its partitions. The follower-only fields of
+//! later versions (v15's replica state, v17's replica directory id) are
+//! tagged and not read: this broker has no followers.
+//!
 //! Limits follow Kafka (KIP-74): each partition returns at most
 //! `partition_max_bytes` and the response at most `max_bytes`, except that
 //! the first batch of the first partition with data is returned whole even
@@ -28,6 +34,7 @@ use tarn_protocol::records::Records;
 use super::{ApiSpec, RequestContext};
 use crate::broker::Broker;
 use crate::fetch_session::{FetchContext, FetchPartitionParams, INVALID_SESSION_ID};
+use crate::metadata::MetadataImage;
 use crate::replica_manager::PartitionError;
 
 pub const KEY: i16 = 1;
@@ -35,7 +42,7 @@ pub const SPEC: ApiSpec = ApiSpec {
     key: KEY,
     name: "Fetch",
     min_version: 4,
-    max_version: 12,
+    max_version: 17,
     flexible_min: 12,
 };
 
@@ -44,9 +51,10 @@ const MAX_WAIT_MS_LIMIT: i32 = 60_000;
 
 pub async fn handle(
     broker: &Arc<Broker>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     request: FetchRequest,
 ) -> FetchResponseOut {
+    let by_id = ctx.version.version >= 13;
     let context = broker.fetch_sessions.new_context(&request, now_ms());
     if let FetchContext::Error(code) = context {
         return FetchResponseOut {
@@ -61,11 +69,11 @@ pub async fn handle(
     let wait_ms = request.max_wait_ms.clamp(0, MAX_WAIT_MS_LIMIT) as u64;
     let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
     let results = loop {
-        verify_on_blocking_thread(broker, &wanted).await;
+        verify_on_blocking_thread(broker, &wanted, by_id).await;
         // Mark the current version seen before reading, so an append that
         // lands after this read wakes the wait below.
         changes.borrow_and_update();
-        let (results, bytes, any_error) = read_all(broker, &wanted, request.max_bytes);
+        let (results, bytes, any_error) = read_all(broker, &wanted, request.max_bytes, by_id);
         let satisfied = bytes >= request.min_bytes.max(0) as usize || any_error;
         if satisfied || tokio::time::Instant::now() >= deadline {
             break results;
@@ -73,7 +81,7 @@ pub async fn handle(
         let _waiting = broker.metrics.fetch_waiting();
         match tokio::time::timeout_at(deadline, changes.changed()).await {
             Ok(Ok(())) => continue,
-            Ok(Err(_)) | Err(_) => break read_all(broker, &wanted, request.max_bytes).0,
+            Ok(Err(_)) | Err(_) => break read_all(broker, &wanted, request.max_bytes, by_id).0,
         }
     };
     let (session_id, results) = match context {
@@ -94,7 +102,7 @@ pub async fn handle(
         throttle_time_ms: 0,
         error_code: error::NONE,
         session_id,
-        responses: group_by_topic(results),
+        responses: group_by_topic(broker, results, by_id),
     };
     broker.metrics.fetched(&response);
     response
@@ -107,22 +115,39 @@ fn now_ms() -> u64 {
 }
 
 /// Puts consecutive partitions of one topic under one topic entry, keeping
-/// their order.
+/// their order. Each entry carries the topic's name even from v13, where
+/// only its id is sent, so the per-topic metrics can name it.
 fn group_by_topic(
+    broker: &Broker,
     results: Vec<(FetchPartitionParams, PartitionDataOut)>,
+    by_id: bool,
 ) -> Vec<FetchableTopicResponseOut> {
+    let image = broker.metadata.image();
     let mut topics: Vec<FetchableTopicResponseOut> = Vec::new();
+    let mut last_key: Option<(String, tarn_protocol::Uuid)> = None;
     for (params, data) in results {
+        let key = (params.topic.clone(), params.topic_id);
         match topics.last_mut() {
-            Some(last) if last.topic == params.topic => last.partitions.push(data),
+            Some(last) if last_key.as_ref() == Some(&key) => last.partitions.push(data),
             _ => topics.push(FetchableTopicResponseOut {
-                topic: params.topic,
+                topic: topic_name(&image, &params, by_id).unwrap_or_default(),
+                topic_id: params.topic_id,
                 partitions: vec![data],
-                ..Default::default()
             }),
         }
+        last_key = Some(key);
     }
     topics
+}
+
+/// The name of the topic `p` reads: given (up to v12) or found from its
+/// id (v13+); `None` when the id is unknown.
+fn topic_name(image: &MetadataImage, p: &FetchPartitionParams, by_id: bool) -> Option<String> {
+    if by_id {
+        image.topic_by_id(&p.topic_id).map(|t| t.name.clone())
+    } else {
+        Some(p.topic.clone())
+    }
 }
 
 /// Runs the CRC checks the reads of `wanted` need (bytes of a segment
@@ -131,13 +156,18 @@ fn group_by_topic(
 /// thread that serves other connections nor the partitions' locks. A check
 /// that fails is not reported here: the read that follows runs it again
 /// and answers its error.
-async fn verify_on_blocking_thread(broker: &Arc<Broker>, wanted: &[FetchPartitionParams]) {
+async fn verify_on_blocking_thread(
+    broker: &Arc<Broker>,
+    wanted: &[FetchPartitionParams],
+    by_id: bool,
+) {
+    let image = broker.metadata.image();
     let verifiers: Vec<_> = wanted
         .iter()
         .filter_map(|p| {
             broker
                 .replicas
-                .get(&p.topic, p.partition)?
+                .get(&topic_name(&image, p, by_id)?, p.partition)?
                 .verification_for(p.fetch_offset)
         })
         .collect();
@@ -164,21 +194,30 @@ fn read_all(
     broker: &Broker,
     wanted: &[FetchPartitionParams],
     max_bytes: i32,
+    by_id: bool,
 ) -> (ReadResults, usize, bool) {
+    let image = broker.metadata.image();
     let mut budget = max_bytes.max(0) as usize;
     let mut total = 0usize;
     let mut any_error = false;
     let mut results = Vec::with_capacity(wanted.len());
     for p in wanted {
         let limit = (p.partition_max_bytes.max(0) as usize).min(budget);
-        let result = broker
-            .replicas
-            .get(&p.topic, p.partition)
-            .ok_or_else(|| {
-                PartitionError::new(
+        let name = topic_name(&image, p, by_id);
+        let hosted = name
+            .as_deref()
+            .and_then(|name| broker.replicas.get(name, p.partition));
+        let result = hosted
+            .clone()
+            .ok_or_else(|| match name {
+                None => PartitionError::new(
+                    error::UNKNOWN_TOPIC_ID,
+                    "This server does not host this topic ID.",
+                ),
+                Some(_) => PartitionError::new(
                     error::UNKNOWN_TOPIC_OR_PARTITION,
                     "This server does not host this topic-partition.",
-                )
+                ),
             })
             .and_then(|partition| {
                 partition.check_epoch(p.current_leader_epoch)?;
@@ -205,10 +244,7 @@ fn read_all(
             }
             Err(e) => {
                 any_error = true;
-                let offsets = broker
-                    .replicas
-                    .get(&p.topic, p.partition)
-                    .and_then(|partition| partition.offsets().ok());
+                let offsets = hosted.and_then(|partition| partition.offsets().ok());
                 PartitionDataOut {
                     partition_index: p.partition,
                     error_code: e.code,
@@ -372,6 +408,82 @@ mod tests {
         append(&broker, 1);
         let response = fetch.await.unwrap();
         assert_eq!(answered(&response), vec![(1, true, 1)]);
+        broker.shutdown().unwrap();
+    }
+
+    #[tokio::test]
+    async fn from_v13_topics_are_named_by_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = crate::testing::broker_with_topic(dir.path(), "s", 2);
+        let id = broker.metadata.image().topic("s").unwrap().topic_id;
+        let unknown = tarn_protocol::Uuid([5; 16]);
+        let ctx = crate::testing::request_context(&SPEC, 17);
+        append(&broker, 1);
+        let by_id = |topic_id, partitions: Vec<i32>| FetchTopic {
+            topic: String::new(),
+            topic_id,
+            partitions: partitions
+                .into_iter()
+                .map(|partition| FetchPartition {
+                    partition,
+                    partition_max_bytes: 1 << 20,
+                    ..Default::default()
+                })
+                .collect(),
+        };
+        let full = FetchRequest {
+            session_epoch: 0,
+            topics: vec![by_id(id, vec![0, 1]), by_id(unknown, vec![0])],
+            ..Default::default()
+        };
+        let response = handle(&broker, &ctx, full).await;
+        let seen: Vec<_> = response
+            .responses
+            .iter()
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .map(move |p| (t.topic_id, p.partition_index, p.error_code))
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            vec![
+                (id, 0, error::NONE),
+                (id, 1, error::NONE),
+                (unknown, 0, error::UNKNOWN_TOPIC_ID),
+            ]
+        );
+        assert_eq!(answered(&response)[1], (1, true, 1));
+        let session = response.session_id;
+        assert_ne!(session, INVALID_SESSION_ID);
+
+        // Forgetting by id: the unknown topic leaves the session; partition
+        // 1 moves on, and new records on partition 0 are all there is to say.
+        append(&broker, 0);
+        let mut next = FetchRequest {
+            session_id: session,
+            session_epoch: 1,
+            topics: vec![FetchTopic {
+                partitions: vec![FetchPartition {
+                    partition: 1,
+                    fetch_offset: 1,
+                    partition_max_bytes: 1 << 20,
+                    ..Default::default()
+                }],
+                ..by_id(id, vec![])
+            }],
+            ..Default::default()
+        };
+        next.forgotten_topics_data = vec![ForgottenTopic {
+            topic: String::new(),
+            topic_id: unknown,
+            partitions: vec![0],
+        }];
+        let response = handle(&broker, &ctx, next).await;
+        assert_eq!(response.responses.len(), 1);
+        assert_eq!(response.responses[0].topic_id, id);
+        assert_eq!(answered(&response), vec![(0, true, 1)]);
         broker.shutdown().unwrap();
     }
 }

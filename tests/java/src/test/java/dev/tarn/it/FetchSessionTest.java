@@ -84,7 +84,11 @@ class FetchSessionTest {
                 pollBoth(a, 4, b, 6);
             }
             assertEquals(6.0, Metrics.value(broker, "tarn_fetch_session_partitions"));
-            assertTrue(a.position(new TopicPartition(small, 0)) == 11 && a.position(new TopicPartition(small, 1)) == 11);
+            assertEquals(11, a.position(new TopicPartition(small, 0)));
+            assertEquals(11, a.position(new TopicPartition(small, 1)));
+            // Both client lines fetch with topic ids (v13+): v17, the newest served.
+            assertTrue(Metrics.sum(broker, "tarn_requests_total", "api=\"Fetch\",version=\"17\"") > 0,
+                    "no Fetch v17 request");
         }
     }
 }
