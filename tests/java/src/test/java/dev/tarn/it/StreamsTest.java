@@ -11,6 +11,8 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 
 import org.apache.kafka.clients.admin.Admin;
@@ -75,13 +77,26 @@ class StreamsTest {
             return org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse
                     .SHUTDOWN_CLIENT;
         });
-        streams.start();
-        Clients.until("the streams app to run", () -> {
-            if (failure.get() != null) {
-                throw new AssertionError("streams thread died", failure.get());
+        CountDownLatch settled = new CountDownLatch(1);
+        streams.setStateListener((now, before) -> {
+            if (now == KafkaStreams.State.RUNNING || now == KafkaStreams.State.ERROR
+                    || now == KafkaStreams.State.PENDING_ERROR) {
+                settled.countDown();
             }
-            Thread.onSpinWait();
-        }, () -> streams.state() == KafkaStreams.State.RUNNING);
+        });
+        streams.start();
+        try {
+            if (!settled.await(Clients.WAIT.toMillis(), TimeUnit.MILLISECONDS)) {
+                throw new AssertionError("the streams app did not reach RUNNING within " + Clients.WAIT
+                        + " (state " + streams.state() + ")");
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new AssertionError("interrupted", e);
+        }
+        if (streams.state() != KafkaStreams.State.RUNNING) {
+            throw new AssertionError("the streams app failed: " + streams.state(), failure.get());
+        }
         return streams;
     }
 
