@@ -238,6 +238,11 @@ fn list_offsets_and_leader_epochs() {
         timeout_ms: 0,
     };
     check::<_, k::ListOffsetsRequest>(&request, 1..=7, 6);
+    let with_timeout = ListOffsetsRequest {
+        timeout_ms: 30_000,
+        ..request.clone()
+    };
+    check::<_, k::ListOffsetsRequest>(&with_timeout, 8..=10, 6);
     let response = ListOffsetsResponse {
         throttle_time_ms: 0,
         topics: vec![ListOffsetsTopicResponse {
@@ -251,7 +256,7 @@ fn list_offsets_and_leader_epochs() {
             }],
         }],
     };
-    check::<_, k::ListOffsetsResponse>(&response, 1..=7, 6);
+    check::<_, k::ListOffsetsResponse>(&response, 1..=10, 6);
     let request = OffsetForLeaderEpochRequest {
         replica_id: -1,
         topics: vec![OffsetForLeaderTopic {

@@ -1,10 +1,14 @@
-//! ListOffsets (key 2).
+//! ListOffsets (key 2), v1 to v10 (v10 adds `timeout_ms`, KIP-1075).
 use crate::message;
 
 /// Special timestamps a ListOffsets partition may ask for.
 pub const LATEST_TIMESTAMP: i64 = -1;
 pub const EARLIEST_TIMESTAMP: i64 = -2;
 pub const MAX_TIMESTAMP: i64 = -3;
+/// The first offset still on local disk (v8+, KIP-405).
+pub const EARLIEST_LOCAL_TIMESTAMP: i64 = -4;
+/// The last offset copied to tiered storage (v9+, KIP-1005).
+pub const LATEST_TIERED_TIMESTAMP: i64 = -5;
 
 message! {
     pub struct ListOffsetsPartition {

@@ -232,6 +232,10 @@ class AdminTest {
                     admin.listOffsets(Map.of(tp, OffsetSpec.maxTimestamp())).partitionResult(tp).get();
             assertEquals(9, max.offset());
 
+            // No tiered storage: every offset is local, none tiered.
+            assertEquals(0, admin.listOffsets(Map.of(tp, OffsetSpec.earliestLocal())).partitionResult(tp).get().offset());
+            assertEquals(-1, admin.listOffsets(Map.of(tp, OffsetSpec.latestTiered())).partitionResult(tp).get().offset());
+
             long low = admin.deleteRecords(Map.of(tp, RecordsToDelete.beforeOffset(6)))
                     .lowWatermarks().get(tp).get().lowWatermark();
             assertEquals(6, low);
