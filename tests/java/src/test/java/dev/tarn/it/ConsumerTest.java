@@ -35,7 +35,7 @@ class ConsumerTest {
     static final int PARTITIONS = 4;
 
     /** Records what a rebalance listener is told, in order. */
-    static final class Listener implements ConsumerRebalanceListener {
+    static class Listener implements ConsumerRebalanceListener {
         final List<String> events = new CopyOnWriteArrayList<>();
         final Set<TopicPartition> owned = new HashSet<>();
         final List<TopicPartition> revoked = new CopyOnWriteArrayList<>();
@@ -127,6 +127,48 @@ class ConsumerTest {
                 }
             } else {
                 assertEquals(PARTITIONS, l1.revoked.size() - revokedBefore, "eager revokes all: " + l1.events);
+            }
+        }
+    }
+
+    @Test
+    void aLeavingMemberHandsItsPartitionsOverAndCommitsOnRevoke(TarnBroker broker) throws Exception {
+        String topic = Clients.unique("leave");
+        String group = Clients.unique("leave-group");
+        Clients.createTopic(broker, topic, PARTITIONS);
+        produce(broker, topic, PARTITIONS, 8);
+        Map<String, String> config = Map.of("group.id", group,
+                "partition.assignment.strategy", "org.apache.kafka.clients.consumer.CooperativeStickyAssignor");
+        Listener l1 = new Listener();
+        try (KafkaConsumer<String, String> c1 = Clients.consumer(broker, config)) {
+            c1.subscribe(List.of(topic), l1);
+            Set<TopicPartition> leaverOwned;
+            KafkaConsumer<String, String> c2 = Clients.consumer(broker, config);
+            try {
+                // The leaver commits what it read when its partitions are revoked.
+                Listener l2 = new Listener() {
+                    @Override
+                    public void onPartitionsRevoked(Collection<TopicPartition> partitions) {
+                        super.onPartitionsRevoked(partitions);
+                        c2.commitSync();
+                    }
+                };
+                c2.subscribe(List.of(topic), l2);
+                List<ConsumerRecord<String, String>> read2 = new ArrayList<>();
+                Clients.until("both members own two partitions and the second read its records", () -> {
+                    c1.poll(Duration.ofMillis(50));
+                    c2.poll(Duration.ofMillis(50)).forEach(read2::add);
+                }, () -> l1.owned.size() == 2 && l2.owned.size() == 2 && read2.size() == 4);
+                leaverOwned = new HashSet<>(l2.owned);
+            } finally {
+                // close() revokes (committing in the listener) and leaves the group.
+                c2.close(Duration.ofSeconds(10));
+            }
+            Clients.until("the remaining member owns every partition", () -> c1.poll(Duration.ofMillis(50)),
+                    () -> l1.owned.size() == PARTITIONS);
+            Map<TopicPartition, OffsetAndMetadata> committed = c1.committed(leaverOwned);
+            for (TopicPartition tp : leaverOwned) {
+                assertEquals(2, committed.get(tp).offset(), "committed on revoke for " + tp);
             }
         }
     }
