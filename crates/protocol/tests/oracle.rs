@@ -963,7 +963,7 @@ fn group_admin() {
         groups: vec!["a".into(), "b".into()],
         include_authorized_operations: true,
     };
-    check::<_, k::DescribeGroupsRequest>(&request, 3..=5, 5);
+    check::<_, k::DescribeGroupsRequest>(&request, 3..=6, 5);
     let member = DescribedGroupMember {
         member_id: "m".into(),
         group_instance_id: None,
@@ -976,6 +976,7 @@ fn group_admin() {
         throttle_time_ms: 0,
         groups: vec![DescribedGroup {
             error_code: 0,
+            error_message: None,
             group_id: "a".into(),
             group_state: "Stable".into(),
             protocol_type: "consumer".into(),
@@ -996,7 +997,18 @@ fn group_admin() {
         }],
         ..response
     };
-    check::<_, k::DescribeGroupsResponse>(&response, 4..=5, 5);
+    check::<_, k::DescribeGroupsResponse>(&response, 4..=6, 5);
+    let not_found = DescribeGroupsResponse {
+        groups: vec![DescribedGroup {
+            error_code: 69,
+            error_message: Some("Group b not found.".into()),
+            group_id: "b".into(),
+            group_state: "Dead".into(),
+            ..Default::default()
+        }],
+        ..response
+    };
+    check::<_, k::DescribeGroupsResponse>(&not_found, 6..=6, 5);
 
     let request = ListGroupsRequest {
         states_filter: vec!["Stable".into()],

@@ -1,5 +1,6 @@
 //! DescribeGroups: state, protocol and members of groups. An unknown
-//! group is described as Dead with no error, as Kafka does; members'
+//! group is described as Dead with no error up to v5, and from v6 with
+//! GROUP_ID_NOT_FOUND and a message (KIP-1043), as Kafka does; members'
 //! metadata and assignments are only shown for a Stable group.
 use std::sync::Arc;
 
@@ -10,14 +11,14 @@ use tarn_protocol::messages::describe_groups::{
 
 use super::{authorized_operations, ApiSpec, RequestContext};
 use crate::broker::Broker;
-use crate::group;
+use crate::group::{self, GroupState};
 
 pub const KEY: i16 = 15;
 pub const SPEC: ApiSpec = ApiSpec {
     key: KEY,
     name: "DescribeGroups",
     min_version: 0,
-    max_version: 5,
+    max_version: 6,
     flexible_min: 5,
 };
 /// With no authorizer every group operation is allowed: READ, DELETE and
@@ -26,9 +27,10 @@ pub const GROUP_AUTHORIZED_OPERATIONS: i32 = 1 << 3 | 1 << 6 | 1 << 8;
 
 pub async fn handle(
     broker: &Arc<Broker>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     request: DescribeGroupsRequest,
 ) -> DescribeGroupsResponse {
+    let not_found_is_an_error = ctx.version.version >= 6;
     let ready = group::ensure_offsets_topic(broker);
     let operations = authorized_operations(
         request.include_authorized_operations,
@@ -39,8 +41,19 @@ pub async fn handle(
         .into_iter()
         .map(
             |group_id| match ready.and_then(|()| broker.groups.describe(&group_id)) {
+                Ok(summary) if not_found_is_an_error && summary.state == GroupState::Dead => {
+                    DescribedGroup {
+                        error_code: error::GROUP_ID_NOT_FOUND,
+                        error_message: Some(format!("Group {group_id} not found.")),
+                        group_id,
+                        group_state: summary.state.name().to_owned(),
+                        authorized_operations: operations,
+                        ..Default::default()
+                    }
+                }
                 Ok(summary) => DescribedGroup {
                     error_code: error::NONE,
+                    error_message: None,
                     group_id,
                     group_state: summary.state.name().to_owned(),
                     protocol_type: summary.protocol_type,
@@ -71,5 +84,42 @@ pub async fn handle(
     DescribeGroupsResponse {
         throttle_time_ms: 0,
         groups,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_unknown_group_is_not_found_from_v6() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = crate::testing::broker_with_topic(dir.path(), "t", 1);
+        for (version, code, message) in [
+            (5, error::NONE, None),
+            (
+                6,
+                error::GROUP_ID_NOT_FOUND,
+                Some("Group nope not found.".to_owned()),
+            ),
+        ] {
+            let ctx = crate::testing::request_context(&SPEC, version);
+            let request = DescribeGroupsRequest {
+                groups: vec!["nope".into()],
+                include_authorized_operations: false,
+            };
+            let response = handle(&broker, &ctx, request).await;
+            let group = &response.groups[0];
+            assert_eq!(
+                (
+                    group.error_code,
+                    group.error_message.clone(),
+                    group.group_state.as_str()
+                ),
+                (code, message, "Dead"),
+                "v{version}"
+            );
+        }
+        broker.shutdown().unwrap();
     }
 }

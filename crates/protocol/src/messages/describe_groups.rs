@@ -1,4 +1,4 @@
-//! DescribeGroups (key 15).
+//! DescribeGroups (key 15). v6 (KIP-1043) adds an error message per group.
 use bytes::Bytes;
 
 use crate::message;
@@ -24,6 +24,7 @@ message! {
 message! {
     pub struct DescribedGroup {
         error_code: i16 => [0, 99],
+        error_message: Option<String> => [6, 99],
         group_id: String => [0, 99],
         group_state: String => [0, 99],
         protocol_type: String => [0, 99],

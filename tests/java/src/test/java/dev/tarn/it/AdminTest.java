@@ -205,6 +205,18 @@ class AdminTest {
                     admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get();
             assertEquals(Set.of(p0), left.keySet());
 
+            // An unknown group: 4.x clients use DescribeGroups v6, which answers
+            // GROUP_ID_NOT_FOUND (KIP-1043); 3.x clients see a Dead group.
+            String unknown = Clients.unique("no-such-group");
+            if (TarnExtension.clientVersion().startsWith("3.")) {
+                ConsumerGroupDescription dead = admin.describeConsumerGroups(List.of(unknown))
+                        .describedGroups().get(unknown).get();
+                assertEquals("Dead", dead.state().toString());
+            } else {
+                assertInstanceOf(org.apache.kafka.common.errors.GroupIdNotFoundException.class,
+                        cause(admin.describeConsumerGroups(List.of(unknown)).all()));
+            }
+
             admin.deleteConsumerGroups(List.of(group)).all().get();
             assertFalse(admin.listConsumerGroups().all().get().stream().anyMatch(g -> g.groupId().equals(group)));
         }
