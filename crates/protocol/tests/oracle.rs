@@ -1016,6 +1016,11 @@ fn group_admin() {
     };
     check::<_, k::ListGroupsRequest>(&request, 4..=4, 3);
     check::<_, k::ListGroupsRequest>(&ListGroupsRequest::default(), 0..=4, 3);
+    let typed = ListGroupsRequest {
+        states_filter: vec![],
+        types_filter: vec!["classic".into(), "consumer".into()],
+    };
+    check::<_, k::ListGroupsRequest>(&typed, 5..=5, 3);
     let response = ListGroupsResponse {
         throttle_time_ms: 0,
         error_code: 0,
@@ -1027,6 +1032,14 @@ fn group_admin() {
         }],
     };
     check::<_, k::ListGroupsResponse>(&response, 4..=4, 3);
+    let classic = ListGroupsResponse {
+        groups: vec![ListedGroup {
+            group_type: "classic".into(),
+            ..response.groups[0].clone()
+        }],
+        ..response.clone()
+    };
+    check::<_, k::ListGroupsResponse>(&classic, 5..=5, 3);
     let response = ListGroupsResponse {
         groups: vec![ListedGroup {
             group_state: String::new(),
