@@ -3,8 +3,9 @@
 # end-to-end tests against target/debug/tarn via librdkafka, and the
 # differential test against Apache Kafka), the Python client suite
 # (confluent-kafka, kafka-python, aiokafka, kcat, kafkajs from tests/node,
-# and Apache Kafka's own command-line tools) and the Go client suite
-# (franz-go and sarama, tests/go).
+# and Apache Kafka's own command-line tools), the Go client suite
+# (franz-go and sarama, tests/go) and the Java client suite (tests/java,
+# Maven; once per kafka-clients line, Maven downloading the clients).
 #
 # On a fresh Debian machine, run as root, it installs what it needs first:
 # kcat, chromium (for the console test), python3-venv, a C toolchain, Node.js,
@@ -100,6 +101,13 @@ fi
     go vet ./...
     TARN_BIN="$tarn_bin" go test -count=1 -timeout 10m ./...
 )
+
+# Each kafka-clients line the Java suite covers; Surefire prints a summary
+# per run, and any failing test fails the script.
+for kafka_version in 4.4.0 3.9.1; do
+    step "java client suite: kafka-clients $kafka_version (mvn test in tests/java)"
+    (cd tests/java && TARN_BIN="$PWD/../../target/debug/tarn" mvn -B -ntp test -Dkafka.version="$kafka_version")
+done
 
 step "fuzz: short seeded pass of every target (cargo-fuzz)"
 if ! command -v cargo-fuzz >/dev/null 2>&1; then

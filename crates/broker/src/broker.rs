@@ -81,6 +81,9 @@ pub struct Broker {
     pub metrics: Metrics,
     /// The rate-limited log of refused requests.
     pub refusals: RefusalLog,
+    /// Fetch sessions (KIP-227), at most
+    /// `max.incremental.fetch.session.cache.slots` of them.
+    pub fetch_sessions: crate::fetch_session::FetchSessionCache,
     /// Consumer groups and committed offsets.
     pub groups: crate::group::BrokerGroupCoordinator,
     /// Shared fsync rounds for appends that must be durable before their ack.
@@ -209,6 +212,10 @@ impl Broker {
         let log_manager =
             LogManager::start(&options.config, replicas.clone(), group_commit.clone())
                 .map_err(io("start the log manager"))?;
+        let fetch_session_slots = options
+            .config
+            .get_i64("max.incremental.fetch.session.cache.slots")
+            .max(0) as usize;
         Ok(Arc::new(Broker {
             config: options.config,
             node_id: options.node_id,
@@ -217,6 +224,7 @@ impl Broker {
             metadata,
             replicas,
             metrics: Metrics::new(),
+            fetch_sessions: crate::fetch_session::FetchSessionCache::new(fetch_session_slots),
             refusals: RefusalLog::new(),
             groups,
             group_commit,

@@ -179,6 +179,12 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     // Tarn's own key (Kafka has none): how many segment files stay open in
     // the broker's file-handle cache; idle partitions hold no file.
     def("log.open.files.max", Int, "128", AtLeast(8)),
+    def(
+        "max.incremental.fetch.session.cache.slots",
+        Int,
+        "1000",
+        AtLeast(0),
+    ),
 ];
 
 /// Topic-level keys with the broker key that supplies each default.

@@ -22,6 +22,7 @@ pub fn documentation(name: &str) -> Option<&'static str> {
         "max.connections" => "The most client connections open at once.",
         "max.connections.per.ip" => "The most client connections open at once from one address.",
         "connections.max.idle.ms" => "Close a connection that has been idle this long.",
+        "max.incremental.fetch.session.cache.slots" => "Fetch sessions (KIP-227) the broker keeps at once; past it, new sessions evict idle or smaller ones.",
         // Segments and indexes.
         "log.segment.bytes" | "segment.bytes" => "Roll to a new segment file once the active one reaches this size.",
         "log.roll.ms" | "segment.ms" => "Roll to a new segment file once the active one is this old, even if not full.",

@@ -4,6 +4,7 @@
 
 pub mod blocking;
 pub mod broker;
+pub mod client_quotas;
 pub mod config;
 pub mod config_docs;
 pub mod connection_quotas;
@@ -13,6 +14,7 @@ pub mod durability;
 pub mod dynamic_config;
 pub mod episode;
 pub mod error_names;
+pub mod fetch_session;
 pub mod group;
 pub mod group_lag;
 pub mod handlers;

@@ -703,6 +703,18 @@ pub fn render(broker: &Broker, groups: &dyn GroupLagSource) -> String {
         "Fetches waiting for min_bytes of data or their max_wait_ms.",
         m.fetches_waiting() as f64,
     );
+    w.single(
+        "tarn_fetch_sessions",
+        "gauge",
+        "Incremental fetch sessions (KIP-227) in the session cache.",
+        broker.fetch_sessions.len() as f64,
+    );
+    w.single(
+        "tarn_fetch_session_partitions",
+        "gauge",
+        "Partitions held by all fetch sessions together.",
+        broker.fetch_sessions.partitions_cached() as f64,
+    );
     let process = process_stats();
     if let Some(fds) = process.open_fds {
         w.single(

@@ -215,6 +215,23 @@ fn fetch() {
         ..Default::default()
     };
     check::<_, k::FetchRequest>(&request, 4..=12, 12);
+    // From v13 topics are named by id, in requests and forgotten topics.
+    let by_id = FetchRequest {
+        session_id: 7,
+        session_epoch: 3,
+        topics: vec![FetchTopic {
+            topic: String::new(),
+            topic_id: Uuid([4; 16]),
+            ..request.topics[0].clone()
+        }],
+        forgotten_topics_data: vec![ForgottenTopic {
+            topic: String::new(),
+            topic_id: Uuid([6; 16]),
+            partitions: vec![1, 2],
+        }],
+        ..request.clone()
+    };
+    check::<_, k::FetchRequest>(&by_id, 13..=17, 12);
     let response = FetchResponse {
         throttle_time_ms: 0,
         error_code: 0,
@@ -233,6 +250,16 @@ fn fetch() {
         }],
     };
     check::<_, k::FetchResponse>(&response, 4..=12, 12);
+    let by_id = FetchResponse {
+        session_id: 7,
+        responses: vec![FetchableTopicResponse {
+            topic: String::new(),
+            topic_id: Uuid([4; 16]),
+            ..response.responses[0].clone()
+        }],
+        ..response.clone()
+    };
+    check::<_, k::FetchResponse>(&by_id, 13..=17, 12);
     // The broker's send-side form, with in-memory records, must be the
     // same message on the wire.
     let out = FetchResponseOut {
@@ -438,6 +465,7 @@ fn small_apis() {
             max_version: 12,
         }],
         throttle_time_ms: 0,
+        ..Default::default()
     };
     check::<_, k::ApiVersionsResponse>(&response, 0..=4, 3);
     let response = ApiVersionsResponse {
@@ -449,6 +477,21 @@ fn small_apis() {
     };
     // The oracle stops at v4; v5 only changes the request.
     snapshot(&response, 5, 3, "00000200030000000d000000000000");
+    let with_features = ApiVersionsResponse {
+        supported_features: vec![SupportedFeatureKey {
+            name: "metadata.version".into(),
+            min_version: 7,
+            max_version: 7,
+        }],
+        finalized_features_epoch: 12,
+        finalized_features: vec![FinalizedFeatureKey {
+            name: "metadata.version".into(),
+            max_version_level: 7,
+            min_version_level: 7,
+        }],
+        ..response
+    };
+    check::<_, k::ApiVersionsResponse>(&with_features, 0..=4, 3);
     let request = ApiVersionsRequest {
         client_software_name: "x".into(),
         client_software_version: "1".into(),
@@ -1389,6 +1432,148 @@ fn describe_producers() {
         }],
     };
     check::<_, k::DescribeProducersResponse>(&response, 0..=0, 0);
+}
+
+#[test]
+fn describe_topic_partitions() {
+    use describe_topic_partitions::*;
+    use kafka_protocol::messages as k;
+    for cursor in [
+        None,
+        Some(Cursor {
+            topic_name: "orders".into(),
+            partition_index: 7,
+        }),
+    ] {
+        let request = DescribeTopicPartitionsRequest {
+            topics: vec![
+                TopicRequest {
+                    name: "orders".into(),
+                },
+                TopicRequest { name: "b".into() },
+            ],
+            response_partition_limit: 2000,
+            cursor: NullableCursor(cursor.clone()),
+        };
+        check::<_, k::DescribeTopicPartitionsRequest>(&request, 0..=0, 0);
+        let response = DescribeTopicPartitionsResponse {
+            throttle_time_ms: 0,
+            topics: vec![
+                DescribeTopicPartitionsResponseTopic {
+                    error_code: 0,
+                    name: Some("orders".into()),
+                    topic_id: Uuid([9; 16]),
+                    is_internal: false,
+                    partitions: vec![DescribeTopicPartitionsResponsePartition {
+                        error_code: 0,
+                        partition_index: 7,
+                        leader_id: 1,
+                        leader_epoch: 0,
+                        replica_nodes: vec![1],
+                        isr_nodes: vec![1],
+                        eligible_leader_replicas: None,
+                        last_known_elr: Some(vec![]),
+                        offline_replicas: vec![],
+                    }],
+                    topic_authorized_operations: i32::MIN,
+                },
+                DescribeTopicPartitionsResponseTopic {
+                    error_code: 3,
+                    name: Some("b".into()),
+                    topic_id: Uuid::ZERO,
+                    is_internal: false,
+                    partitions: vec![],
+                    topic_authorized_operations: 3576,
+                },
+            ],
+            next_cursor: NullableCursor(cursor),
+        };
+        check::<_, k::DescribeTopicPartitionsResponse>(&response, 0..=0, 0);
+    }
+}
+
+#[test]
+fn client_quotas() {
+    use client_quotas::*;
+    use kafka_protocol::messages as k;
+    let entity = vec![
+        EntityData {
+            entity_type: "user".into(),
+            entity_name: Some("alice".into()),
+        },
+        EntityData {
+            entity_type: "client-id".into(),
+            entity_name: None,
+        },
+    ];
+    let request = DescribeClientQuotasRequest {
+        components: vec![
+            ComponentData {
+                entity_type: "user".into(),
+                match_type: MATCH_TYPE_EXACT,
+                r#match: Some("alice".into()),
+            },
+            ComponentData {
+                entity_type: "client-id".into(),
+                match_type: MATCH_TYPE_DEFAULT,
+                r#match: None,
+            },
+        ],
+        strict: true,
+    };
+    check::<_, k::DescribeClientQuotasRequest>(&request, 0..=1, 1);
+    for entries in [
+        None,
+        Some(vec![DescribeEntryData {
+            entity: entity.clone(),
+            values: vec![
+                ValueData {
+                    key: "producer_byte_rate".into(),
+                    value: Float64(1048576.0),
+                },
+                ValueData {
+                    key: "request_percentage".into(),
+                    value: Float64(12.5),
+                },
+            ],
+        }]),
+    ] {
+        let response = DescribeClientQuotasResponse {
+            throttle_time_ms: 0,
+            error_code: if entries.is_none() { 42 } else { 0 },
+            error_message: entries.is_none().then(|| "bad filter".into()),
+            entries,
+        };
+        check::<_, k::DescribeClientQuotasResponse>(&response, 0..=1, 1);
+    }
+    let request = AlterClientQuotasRequest {
+        entries: vec![AlterEntryData {
+            entity: entity.clone(),
+            ops: vec![
+                OpData {
+                    key: "consumer_byte_rate".into(),
+                    value: Float64(2e6),
+                    remove: false,
+                },
+                OpData {
+                    key: "producer_byte_rate".into(),
+                    value: Float64(0.0),
+                    remove: true,
+                },
+            ],
+        }],
+        validate_only: true,
+    };
+    check::<_, k::AlterClientQuotasRequest>(&request, 0..=1, 1);
+    let response = AlterClientQuotasResponse {
+        throttle_time_ms: 0,
+        entries: vec![AlterEntryResult {
+            error_code: 42,
+            error_message: Some("Invalid configuration key bogus".into()),
+            entity,
+        }],
+    };
+    check::<_, k::AlterClientQuotasResponse>(&response, 0..=1, 1);
 }
 
 #[test]

@@ -151,11 +151,16 @@ fn lookup(
     may_create: bool,
     include_operations: bool,
 ) -> MetadataResponseTopic {
-    let Some(name) = name else {
-        return match broker.metadata.image().topic_by_id(&topic_id) {
-            Some(topic) => topic_response(topic, include_operations),
-            None => topic_error(None, topic_id, error::UNKNOWN_TOPIC_ID),
-        };
+    // A topic id wins over the name: the Java admin client asks by id with
+    // the name left empty, not null.
+    let name = match name {
+        Some(name) if topic_id == Uuid::ZERO => name,
+        _ => {
+            return match broker.metadata.image().topic_by_id(&topic_id) {
+                Some(topic) => topic_response(topic, include_operations),
+                None => topic_error(None, topic_id, error::UNKNOWN_TOPIC_ID),
+            };
+        }
     };
     if let Some(topic) = broker.metadata.image().topic(&name) {
         return topic_response(topic, include_operations);
@@ -173,5 +178,48 @@ fn lookup(
     match broker.metadata.image().topic(&name) {
         Some(topic) => topic_response(topic, include_operations),
         None => topic_error(Some(name), Uuid::ZERO, error::LEADER_NOT_AVAILABLE),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tarn_protocol::messages::metadata::MetadataRequestTopic;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_topic_id_is_looked_up_by_id_whatever_the_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = crate::testing::broker_with_topic(dir.path(), "by-id", 2);
+        let id = broker.metadata.image().topic("by-id").unwrap().topic_id;
+        let ctx = crate::testing::request_context(&SPEC, 12);
+        let ask = |name: Option<&str>, topic_id: Uuid| MetadataRequestTopic {
+            topic_id,
+            name: name.map(str::to_owned),
+        };
+        let request = MetadataRequest {
+            topics: Some(vec![
+                ask(Some(""), id),
+                ask(None, id),
+                ask(Some(""), Uuid([7; 16])),
+            ]),
+            allow_auto_topic_creation: false,
+            ..Default::default()
+        };
+        let response = handle(&broker, &ctx, request).await;
+        let seen: Vec<_> = response
+            .topics
+            .iter()
+            .map(|t| (t.error_code, t.name.clone(), t.topic_id, t.partitions.len()))
+            .collect();
+        assert_eq!(
+            seen,
+            vec![
+                (error::NONE, Some("by-id".to_owned()), id, 2),
+                (error::NONE, Some("by-id".to_owned()), id, 2),
+                (error::UNKNOWN_TOPIC_ID, None, Uuid([7; 16]), 0),
+            ]
+        );
+        broker.shutdown().unwrap();
     }
 }

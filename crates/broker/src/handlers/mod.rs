@@ -7,6 +7,7 @@
 //! handler's response. A body that cannot be decoded closes the connection,
 //! as Kafka does.
 
+pub mod alter_client_quotas;
 pub mod alter_configs;
 pub mod api_versions;
 pub mod create_acls;
@@ -17,11 +18,13 @@ pub mod delete_groups;
 pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_acls;
+pub mod describe_client_quotas;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_log_dirs;
 pub mod describe_producers;
+pub mod describe_topic_partitions;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
@@ -93,12 +96,15 @@ pub const APIS: &[ApiSpec] = &[
     describe_groups::SPEC,
     describe_log_dirs::SPEC,
     describe_producers::SPEC,
+    describe_topic_partitions::SPEC,
     describe_acls::SPEC,
     create_acls::SPEC,
     delete_acls::SPEC,
     list_groups::SPEC,
     delete_groups::SPEC,
     offset_delete::SPEC,
+    describe_client_quotas::SPEC,
+    alter_client_quotas::SPEC,
 ];
 
 pub fn spec(key: i16) -> Option<&'static ApiSpec> {
@@ -255,12 +261,15 @@ pub async fn dispatch(
             describe_groups,
             describe_log_dirs,
             describe_producers,
+            describe_topic_partitions,
             describe_acls,
             create_acls,
             delete_acls,
             list_groups,
             delete_groups,
-            offset_delete
+            offset_delete,
+            describe_client_quotas,
+            alter_client_quotas
         ]
     );
     broker

@@ -50,7 +50,14 @@ pub struct MetadataImage {
     pub cluster_configs: BTreeMap<String, String>,
     /// Dynamic broker configs set for one broker.
     pub broker_configs: BTreeMap<i32, BTreeMap<String, String>>,
+    /// Client quotas by entity (see `MetadataRecord::ClientQuota`); an
+    /// entity with no quota left is removed.
+    pub client_quotas: BTreeMap<QuotaEntity, BTreeMap<String, f64>>,
 }
+
+/// A client quota entity: (entity type, name) pairs in type order, a None
+/// name for the type's default entity.
+pub type QuotaEntity = Vec<(String, Option<String>)>;
 
 impl MetadataImage {
     pub fn topic(&self, name: &str) -> Option<&Arc<TopicInfo>> {
@@ -167,6 +174,16 @@ impl MetadataImage {
                     if self.broker_configs.get(id).is_some_and(BTreeMap::is_empty) {
                         self.broker_configs.remove(id);
                     }
+                }
+            }
+            MetadataRecord::ClientQuota { entity, key, value } => {
+                let quotas = self.client_quotas.entry(entity.clone()).or_default();
+                match value {
+                    Some(v) => quotas.insert(key.clone(), *v),
+                    None => quotas.remove(key),
+                };
+                if quotas.is_empty() {
+                    self.client_quotas.remove(entity);
                 }
             }
         }

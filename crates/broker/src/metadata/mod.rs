@@ -10,7 +10,7 @@ mod image;
 mod log;
 mod records;
 
-pub use image::{BrokerInfo, MetadataImage, PartitionInfo, TopicInfo};
+pub use image::{BrokerInfo, MetadataImage, PartitionInfo, QuotaEntity, TopicInfo};
 pub use log::{FileMetadataLog, MetadataLog, MetadataLogError};
 pub use records::MetadataRecord;
 

@@ -52,6 +52,15 @@ pub enum MetadataRecord {
         broker_id: i32,
         next_producer_id: i64,
     },
+    /// A client quota (`producer_byte_rate`, ...) set (`value` Some) or
+    /// removed (None) for one entity: its (entity type, name) pairs in
+    /// type order, a None name meaning the type's default entity (Kafka's
+    /// ClientQuotaRecord).
+    ClientQuota {
+        entity: Vec<(String, Option<String>)>,
+        key: String,
+        value: Option<f64>,
+    },
 }
 
 impl MetadataRecord {
@@ -66,7 +75,8 @@ impl MetadataRecord {
             | MetadataRecord::TopicConfig { .. }
             | MetadataRecord::RemoveTopic { .. }
             | MetadataRecord::BrokerConfig { .. }
-            | MetadataRecord::ProducerIds { .. } => 0,
+            | MetadataRecord::ProducerIds { .. }
+            | MetadataRecord::ClientQuota { .. } => 0,
         }
     }
 
@@ -76,7 +86,7 @@ impl MetadataRecord {
     pub fn max_version(kind: &str) -> Option<u16> {
         match kind {
             "RegisterBroker" | "Topic" | "Partition" | "TopicConfig" | "RemoveTopic"
-            | "BrokerConfig" | "ProducerIds" => Some(0),
+            | "BrokerConfig" | "ProducerIds" | "ClientQuota" => Some(0),
             _ => None,
         }
     }
@@ -90,7 +100,8 @@ impl MetadataRecord {
             | MetadataRecord::RemoveTopic { topic_id } => Some(Uuid(*topic_id)),
             MetadataRecord::RegisterBroker { .. }
             | MetadataRecord::BrokerConfig { .. }
-            | MetadataRecord::ProducerIds { .. } => None,
+            | MetadataRecord::ProducerIds { .. }
+            | MetadataRecord::ClientQuota { .. } => None,
         }
     }
 

@@ -20,9 +20,33 @@ message! {
 }
 
 message! {
+    /// A feature (KIP-584) and the levels this broker could run at.
+    pub struct SupportedFeatureKey {
+        name: String => [3, 99],
+        min_version: i16 => [3, 99],
+        max_version: i16 => [3, 99],
+    }
+}
+
+message! {
+    /// A feature and the level the cluster runs at.
+    pub struct FinalizedFeatureKey {
+        name: String => [3, 99],
+        max_version_level: i16 => [3, 99],
+        min_version_level: i16 => [3, 99],
+    }
+}
+
+message! {
     pub struct ApiVersionsResponse {
         error_code: i16 => [0, 99],
         api_keys: Vec<ApiVersion> => [0, 99],
         throttle_time_ms: i32 => [1, 99],
+    }
+    tagged {
+        0 => supported_features: Vec<SupportedFeatureKey> => [3, 99],
+        1 => finalized_features_epoch: i64 = -1 => [3, 99],
+        2 => finalized_features: Vec<FinalizedFeatureKey> => [3, 99],
+        3 => zk_migration_ready: bool => [3, 99],
     }
 }

@@ -1,4 +1,5 @@
-//! Fetch (key 1), up to the last version that names topics (12).
+//! Fetch (key 1), v4 to v17: topics are named up to v12 and identified by
+//! topic id from v13 (KIP-516).
 //!
 //! The response is declared twice: `FetchResponse` for reading (records as
 //! `Bytes`), and `FetchResponseOut` for the broker to send, whose records
@@ -212,7 +213,7 @@ mod tests {
                 }],
             }],
         };
-        for version in 4..=12 {
+        for version in 4..=17 {
             let v = Version::new(version, 12);
             let (mut a, mut b) = (Vec::new(), Vec::new());
             inbound.encode(&mut a, v);

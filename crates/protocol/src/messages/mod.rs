@@ -6,6 +6,7 @@
 pub mod acls;
 pub mod alter_configs;
 pub mod api_versions;
+pub mod client_quotas;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_groups;
@@ -16,6 +17,7 @@ pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_log_dirs;
 pub mod describe_producers;
+pub mod describe_topic_partitions;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
