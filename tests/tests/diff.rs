@@ -301,6 +301,10 @@ fn skip_value(text: &str) -> &str {
     ""
 }
 
+/// Which broker a [`Diff::call_each`] request is for.
+const TARN: usize = 0;
+const KAFKA: usize = 1;
+
 /// The two brokers and what was found.
 struct Diff {
     tarn: Client,
@@ -370,6 +374,42 @@ impl Diff {
             .kafka
             .call(api_key, version, flexible_min, request)
             .unwrap_or_else(|e| panic!("{scenario}: Kafka: {e:#}"));
+        self.compare(scenario, &tarn, &kafka);
+        (tarn, kafka)
+    }
+
+    /// Like [`Diff::call`], with a request of its own for each broker
+    /// (`make(TARN)`, `make(KAFKA)`), so ids a broker handed out go back
+    /// to that broker.
+    fn call_each<Req: Encode, Resp: Decode + Debug + Normalize + Clone>(
+        &mut self,
+        scenario: &str,
+        (api_key, version, flexible_min): (i16, i16, i16),
+        make: impl Fn(usize) -> Req,
+    ) -> (Resp, Resp) {
+        let tarn: Resp = self
+            .tarn
+            .call(api_key, version, flexible_min, &make(TARN))
+            .unwrap_or_else(|e| panic!("{scenario}: Tarn: {e:#}"));
+        let kafka: Resp = self
+            .kafka
+            .call(api_key, version, flexible_min, &make(KAFKA))
+            .unwrap_or_else(|e| panic!("{scenario}: Kafka: {e:#}"));
+        self.compare(scenario, &tarn, &kafka);
+        (tarn, kafka)
+    }
+
+    /// Like [`Diff::call`], each broker asked again while it answers a
+    /// retriable coordinator error (see [`until_ready`]).
+    fn call_until_ready<Req: Encode, Resp: Decode + Debug + Normalize + Clone>(
+        &mut self,
+        scenario: &str,
+        api: (i16, i16, i16),
+        request: &Req,
+        error: impl Fn(&Resp) -> i16,
+    ) -> (Resp, Resp) {
+        let tarn: Resp = until_ready(&mut self.tarn, api, request, &error);
+        let kafka: Resp = until_ready(&mut self.kafka, api, request, &error);
         self.compare(scenario, &tarn, &kafka);
         (tarn, kafka)
     }
@@ -508,19 +548,12 @@ impl Diff {
             key_type,
             ..Default::default()
         };
-        let tarn: FindCoordinatorResponse = until_ready(
-            &mut self.tarn,
+        self.call_until_ready(
+            &format!("FindCoordinator: {key}"),
             FIND_COORDINATOR,
             &request,
             |r: &FindCoordinatorResponse| r.error_code,
         );
-        let kafka: FindCoordinatorResponse = until_ready(
-            &mut self.kafka,
-            FIND_COORDINATOR,
-            &request,
-            |r: &FindCoordinatorResponse| r.error_code,
-        );
-        self.compare(&format!("FindCoordinator: {key}"), &tarn, &kafka);
         // Kafka answers FindCoordinator before its coordinator has loaded
         // the group's partition: wait until a group request is served.
         if key_type == 0 {
@@ -876,19 +909,12 @@ fn idempotence(d: &mut Diff) {
         transaction_timeout_ms: -1,
         ..Default::default()
     };
-    let tarn: InitProducerIdResponse = until_ready(
-        &mut d.tarn,
+    let (tarn, kafka) = d.call_until_ready(
+        "InitProducerId: idempotent",
         INIT_PRODUCER_ID,
         &request,
         |r: &InitProducerIdResponse| r.error_code,
     );
-    let kafka: InitProducerIdResponse = until_ready(
-        &mut d.kafka,
-        INIT_PRODUCER_ID,
-        &request,
-        |r: &InitProducerIdResponse| r.error_code,
-    );
-    d.compare("InitProducerId: idempotent", &tarn, &kafka);
     let ids = [
         (tarn.producer_id, tarn.producer_epoch),
         (kafka.producer_id, kafka.producer_epoch),
@@ -902,51 +928,18 @@ fn idempotence(d: &mut Diff) {
         ("a sequence from before the last 5 batches' window", 1, 1),
     ];
     for (what, sequence, records) in cases {
-        let scenario = format!("Produce idempotent: {what}");
-        let [(tp, te), (kp, ke)] = ids;
-        let tarn: ProduceResponse = d
-            .tarn
-            .call(
-                PRODUCE.0,
-                PRODUCE.1,
-                PRODUCE.2,
-                &produce_request("d-idem", 0, idempotent_batch(tp, te, sequence, records)),
-            )
-            .expect("Tarn produce");
-        let kafka: ProduceResponse = d
-            .kafka
-            .call(
-                PRODUCE.0,
-                PRODUCE.1,
-                PRODUCE.2,
-                &produce_request("d-idem", 0, idempotent_batch(kp, ke, sequence, records)),
-            )
-            .expect("Kafka produce");
-        d.compare(&scenario, &tarn, &kafka);
+        d.call_each::<_, ProduceResponse>(&format!("Produce idempotent: {what}"), PRODUCE, |b| {
+            let (id, epoch) = ids[b];
+            produce_request("d-idem", 0, idempotent_batch(id, epoch, sequence, records))
+        });
     }
-    let [(tp, te), (kp, ke)] = ids;
-    let tarn: ProduceResponse = d
-        .tarn
-        .call(
-            PRODUCE.0,
-            PRODUCE.1,
-            PRODUCE.2,
-            &produce_request("d-idem", 0, idempotent_batch(tp, te + 1, 5, 1)),
-        )
-        .expect("Tarn produce");
-    let kafka: ProduceResponse = d
-        .kafka
-        .call(
-            PRODUCE.0,
-            PRODUCE.1,
-            PRODUCE.2,
-            &produce_request("d-idem", 0, idempotent_batch(kp, ke + 1, 5, 1)),
-        )
-        .expect("Kafka produce");
-    d.compare(
+    d.call_each::<_, ProduceResponse>(
         "Produce idempotent: a new epoch that starts past sequence 0",
-        &tarn,
-        &kafka,
+        PRODUCE,
+        |b| {
+            let (id, epoch) = ids[b];
+            produce_request("d-idem", 0, idempotent_batch(id, epoch + 1, 5, 1))
+        },
     );
 }
 
@@ -993,25 +986,11 @@ fn groups(d: &mut Diff) {
         &join_request("d-g", "", "consumer"),
     );
     let ids = [tarn.member_id, kafka.member_id];
-    let (tarn, kafka) = (
-        d.tarn
-            .call::<_, JoinGroupResponse>(
-                JOIN_GROUP.0,
-                JOIN_GROUP.1,
-                JOIN_GROUP.2,
-                &join_request("d-g", &ids[0], "consumer"),
-            )
-            .expect("Tarn join"),
-        d.kafka
-            .call::<_, JoinGroupResponse>(
-                JOIN_GROUP.0,
-                JOIN_GROUP.1,
-                JOIN_GROUP.2,
-                &join_request("d-g", &ids[1], "consumer"),
-            )
-            .expect("Kafka join"),
+    let (tarn, kafka) = d.call_each::<_, JoinGroupResponse>(
+        "JoinGroup: the member rejoins with its id",
+        JOIN_GROUP,
+        |b| join_request("d-g", &ids[b], "consumer"),
     );
-    d.compare("JoinGroup: the member rejoins with its id", &tarn, &kafka);
     let generation = [tarn.generation_id, kafka.generation_id];
     d.call::<_, JoinGroupResponse>(
         "JoinGroup: another protocol type",
@@ -1033,15 +1012,7 @@ fn groups(d: &mut Diff) {
             },
             group_instance_id: None,
         };
-        let tarn: HeartbeatResponse = d
-            .tarn
-            .call(HEARTBEAT.0, HEARTBEAT.1, HEARTBEAT.2, &request(0))
-            .expect("Tarn heartbeat");
-        let kafka: HeartbeatResponse = d
-            .kafka
-            .call(HEARTBEAT.0, HEARTBEAT.1, HEARTBEAT.2, &request(1))
-            .expect("Kafka heartbeat");
-        d.compare(what, &tarn, &kafka);
+        d.call_each::<_, HeartbeatResponse>(what, HEARTBEAT, request);
     }
     let sync = |i: usize, generation_id: i32| SyncGroupRequest {
         group_id: "d-g".into(),
@@ -1059,25 +1030,7 @@ fn groups(d: &mut Diff) {
         ("SyncGroup: a wrong generation", 3),
         ("SyncGroup: the leader's assignment", 0),
     ] {
-        let tarn: SyncGroupResponse = d
-            .tarn
-            .call(
-                SYNC_GROUP.0,
-                SYNC_GROUP.1,
-                SYNC_GROUP.2,
-                &sync(0, generation[0] + delta),
-            )
-            .expect("Tarn sync");
-        let kafka: SyncGroupResponse = d
-            .kafka
-            .call(
-                SYNC_GROUP.0,
-                SYNC_GROUP.1,
-                SYNC_GROUP.2,
-                &sync(1, generation[1] + delta),
-            )
-            .expect("Kafka sync");
-        d.compare(what, &tarn, &kafka);
+        d.call_each::<_, SyncGroupResponse>(what, SYNC_GROUP, |b| sync(b, generation[b] + delta));
     }
     let commit =
         |i: usize, generation_id: i32, member: Option<&str>, topic: &str, partition: i32| {
@@ -1117,25 +1070,9 @@ fn groups(d: &mut Diff) {
             9,
         ),
     ] {
-        let tarn: OffsetCommitResponse = d
-            .tarn
-            .call(
-                OFFSET_COMMIT.0,
-                OFFSET_COMMIT.1,
-                OFFSET_COMMIT.2,
-                &commit(0, generation[0] + delta, member, topic, partition),
-            )
-            .expect("Tarn commit");
-        let kafka: OffsetCommitResponse = d
-            .kafka
-            .call(
-                OFFSET_COMMIT.0,
-                OFFSET_COMMIT.1,
-                OFFSET_COMMIT.2,
-                &commit(1, generation[1] + delta, member, topic, partition),
-            )
-            .expect("Kafka commit");
-        d.compare(what, &tarn, &kafka);
+        d.call_each::<_, OffsetCommitResponse>(what, OFFSET_COMMIT, |b| {
+            commit(b, generation[b] + delta, member, topic, partition)
+        });
     }
     let simple_commit = OffsetCommitRequest {
         group_id: "d-simple".into(),
