@@ -41,6 +41,55 @@ const OFFSET_COMMIT_V2: Version = Version {
 const PARTITIONS: i32 = 3;
 const SEEDS: u64 = 12;
 
+/// A simulated machine: its file system (seeded) and the broker's view
+/// of it, with a clock that moves only when told to.
+fn machine(seed: u64) -> (Arc<SimFileSystem>, LogEnv) {
+    let fs = Arc::new(SimFileSystem::new(seed));
+    let env = LogEnv::new(
+        fs.clone(),
+        64,
+        Arc::new(ManualClock::new(1_700_000_000_000)),
+    );
+    (fs, env)
+}
+
+/// The broker's Kafka listener on in-process pipes, with one client.
+struct Served {
+    stop: tokio::sync::watch::Sender<bool>,
+    server: tokio::task::JoinHandle<()>,
+    client: tokio::io::DuplexStream,
+}
+
+impl Served {
+    async fn start(broker: &Arc<Broker>) -> Served {
+        let (listener, connector) = memory_listener(4);
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let server = tokio::spawn(crate::server::run(broker.clone(), listener, stopped));
+        let peer: SocketAddr = "10.0.0.2:40000".parse().expect("address");
+        let client = connector.connect(peer).await.expect("connect");
+        Served {
+            stop,
+            server,
+            client,
+        }
+    }
+
+    async fn stop(self) {
+        self.stop.send(true).expect("stop the server");
+        self.server.await.expect("server task");
+    }
+}
+
+/// The machine, already halted, loses power (unsynced bytes torn at seeded
+/// points) and boots again; the broker process dies with it, so its
+/// shutdown writes nothing.
+fn crash(fs: &SimFileSystem, broker: Arc<Broker>) {
+    assert!(broker.shutdown().is_err(), "shutdown on a halted machine");
+    drop(broker);
+    fs.power_cut(true);
+    fs.restart();
+}
+
 fn start(env: &LogEnv) -> Arc<Broker> {
     Broker::start(BrokerOptions {
         data_dir: PathBuf::from("/data"),
@@ -95,19 +144,10 @@ fn stored_in(broker: &Broker, topic: &str, partitions: i32) -> BTreeMap<(i32, i6
 async fn acknowledged_records_survive_a_crash_of_the_whole_machine() {
     let (mut acked_total, mut refused_total) = (0, 0);
     for seed in 0..SEEDS {
-        let fs = Arc::new(SimFileSystem::new(seed));
-        let env = LogEnv::new(
-            fs.clone(),
-            64,
-            Arc::new(ManualClock::new(1_700_000_000_000)),
-        );
+        let (fs, env) = machine(seed);
         let broker = start(&env);
         create_topic(&broker, "orders", PARTITIONS);
-        let (listener, connector) = memory_listener(4);
-        let (stop, stopped) = tokio::sync::watch::channel(false);
-        let server = tokio::spawn(crate::server::run(broker.clone(), listener, stopped));
-        let peer: SocketAddr = "10.0.0.2:40000".parse().expect("address");
-        let mut client = connector.connect(peer).await.expect("connect");
+        let mut served = Served::start(&broker).await;
 
         // Produce until the machine halts, at a seeded request.
         let requests = 5 + fs.random(25) as i32;
@@ -137,9 +177,9 @@ async fn acknowledged_records_survive_a_crash_of_the_whole_machine() {
                     }],
                 }],
             };
-            send_request(&mut client, 0, PRODUCE_V3, id, &request).await;
+            send_request(&mut served.client, 0, PRODUCE_V3, id, &request).await;
             let (correlation_id, response): (i32, ProduceResponse) =
-                read_response(&mut client, PRODUCE_V3).await;
+                read_response(&mut served.client, PRODUCE_V3).await;
             assert_eq!(correlation_id, id);
             let answer = &response.responses[0].partition_responses[0];
             if answer.error_code == 0 {
@@ -155,16 +195,8 @@ async fn acknowledged_records_survive_a_crash_of_the_whole_machine() {
                 refused_total += 1;
             }
         }
-        stop.send(true).expect("stop the server");
-        server.await.expect("server task");
-        // The process dies with the machine: its shutdown writes nothing.
-        assert!(
-            broker.shutdown().is_err(),
-            "seed {seed}: shutdown on a halted machine"
-        );
-        drop(broker);
-        fs.power_cut(true);
-        fs.restart();
+        served.stop().await;
+        crash(&fs, broker);
 
         let broker = start(&env);
         let after = stored(&broker, "orders");
@@ -188,19 +220,10 @@ async fn acknowledged_records_survive_a_crash_of_the_whole_machine() {
 async fn acknowledged_offset_commits_survive_a_crash_of_the_whole_machine() {
     let (mut acked_total, mut refused_total) = (0, 0);
     for seed in 0..SEEDS {
-        let fs = Arc::new(SimFileSystem::new(seed));
-        let env = LogEnv::new(
-            fs.clone(),
-            64,
-            Arc::new(ManualClock::new(1_700_000_000_000)),
-        );
+        let (fs, env) = machine(seed);
         let broker = start(&env);
         create_topic(&broker, "orders", PARTITIONS);
-        let (listener, connector) = memory_listener(4);
-        let (stop, stopped) = tokio::sync::watch::channel(false);
-        let server = tokio::spawn(crate::server::run(broker.clone(), listener, stopped));
-        let peer: SocketAddr = "10.0.0.3:40000".parse().expect("address");
-        let mut client = connector.connect(peer).await.expect("connect");
+        let mut served = Served::start(&broker).await;
 
         // A standalone consumer commits ever larger offsets until the
         // machine halts, at a seeded request (never the first, which also
@@ -231,9 +254,9 @@ async fn acknowledged_offset_commits_survive_a_crash_of_the_whole_machine() {
                     ..Default::default()
                 }],
             };
-            send_request(&mut client, 8, OFFSET_COMMIT_V2, id, &request).await;
+            send_request(&mut served.client, 8, OFFSET_COMMIT_V2, id, &request).await;
             let (correlation_id, response): (i32, OffsetCommitResponse) =
-                read_response(&mut client, OFFSET_COMMIT_V2).await;
+                read_response(&mut served.client, OFFSET_COMMIT_V2).await;
             assert_eq!(correlation_id, id);
             if response.topics[0].partitions[0].error_code == 0 {
                 assert!(
@@ -246,15 +269,8 @@ async fn acknowledged_offset_commits_survive_a_crash_of_the_whole_machine() {
                 refused_total += 1;
             }
         }
-        stop.send(true).expect("stop the server");
-        server.await.expect("server task");
-        assert!(
-            broker.shutdown().is_err(),
-            "seed {seed}: shutdown on a halted machine"
-        );
-        drop(broker);
-        fs.power_cut(true);
-        fs.restart();
+        served.stop().await;
+        crash(&fs, broker);
 
         let broker = start(&env);
         let committed = broker
@@ -276,12 +292,7 @@ async fn acknowledged_offset_commits_survive_a_crash_of_the_whole_machine() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_fsync_is_never_acknowledged_and_takes_the_partition_offline() {
-    let fs = Arc::new(SimFileSystem::new(1));
-    let env = LogEnv::new(
-        fs.clone(),
-        64,
-        Arc::new(ManualClock::new(1_700_000_000_000)),
-    );
+    let (fs, env) = machine(1);
     let broker = start(&env);
     create_topic(&broker, "orders", 1);
     let partition = broker.replicas.get("orders", 0).expect("hosted");
@@ -322,12 +333,7 @@ async fn a_failed_fsync_is_never_acknowledged_and_takes_the_partition_offline() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_fsync_of_the_offsets_topic_moves_the_coordinator_away() {
     use crate::handlers::offset_commit;
-    let fs = Arc::new(SimFileSystem::new(2));
-    let env = LogEnv::new(
-        fs.clone(),
-        64,
-        Arc::new(ManualClock::new(1_700_000_000_000)),
-    );
+    let (fs, env) = machine(2);
     let broker = start(&env);
     create_topic(&broker, "orders", 1);
     let ctx = crate::testing::request_context(&offset_commit::SPEC, 2);
@@ -380,12 +386,7 @@ async fn a_failed_fsync_of_the_offsets_topic_moves_the_coordinator_away() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn segments_rolled_by_produces_are_fsynced_before_the_next_one_and_survive() {
-    let fs = Arc::new(SimFileSystem::new(3));
-    let env = LogEnv::new(
-        fs.clone(),
-        64,
-        Arc::new(ManualClock::new(1_700_000_000_000)),
-    );
+    let (fs, env) = machine(3);
     let start_small_segments = || {
         Broker::start(BrokerOptions {
             data_dir: PathBuf::from("/data"),
