@@ -418,6 +418,26 @@ impl TarnBroker {
         assert!(out.status.success(), "create topic {topic}: {out}");
     }
 
+    /// `tarn topics create` of a one-partition topic with `key=value`
+    /// configs, asserting success.
+    pub fn create_topic_with_configs(&self, topic: &str, configs: &[&str]) {
+        let mut args = vec![
+            "topics",
+            "create",
+            "--bootstrap-server",
+            self.bootstrap(),
+            "--topic",
+            topic,
+            "--partitions",
+            "1",
+        ];
+        for config in configs {
+            args.extend(["--config", config]);
+        }
+        let out = cli::run(&args);
+        assert!(out.status.success(), "create {topic}: {out}");
+    }
+
     /// `tarn topics list`, asserting success.
     pub fn list_topics(&self) -> Vec<String> {
         let out = cli::run(&["topics", "list", "--bootstrap-server", self.bootstrap()]);

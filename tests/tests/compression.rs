@@ -96,21 +96,7 @@ fn serves(broker: &TarnBroker, api_key: i16) -> bool {
 }
 
 fn create(broker: &TarnBroker, topic: &str, configs: &[&str]) {
-    let mut args = vec![
-        "topics",
-        "create",
-        "--bootstrap-server",
-        broker.bootstrap(),
-        "--topic",
-        topic,
-        "--partitions",
-        "1",
-    ];
-    for config in configs {
-        args.extend(["--config", config]);
-    }
-    let out = broker.cli(&args);
-    assert!(out.status.success(), "create {topic}: {out}");
+    broker.create_topic_with_configs(topic, configs);
 }
 
 #[test]

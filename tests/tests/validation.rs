@@ -20,21 +20,7 @@ const LAST_OFFSET_DELTA_AT: usize = 23;
 const CRC_AT: usize = 17;
 
 fn create(broker: &TarnBroker, topic: &str, configs: &[&str]) {
-    let mut args = vec![
-        "topics",
-        "create",
-        "--bootstrap-server",
-        broker.bootstrap(),
-        "--topic",
-        topic,
-        "--partitions",
-        "1",
-    ];
-    for config in configs {
-        args.extend(["--config", config]);
-    }
-    let out = broker.cli(&args);
-    assert!(out.status.success(), "create {topic}: {out}");
+    broker.create_topic_with_configs(topic, configs);
 }
 
 /// A one-record batch claiming `last_offset_delta`, its CRC made valid.
