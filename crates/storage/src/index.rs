@@ -189,6 +189,14 @@ impl<E: IndexEntry> IndexFile<E> {
         self.file.append(&bytes)
     }
 
+    /// Creates the file, empty, if no entry has made it yet.
+    fn ensure_file(&mut self) -> Result<(), StorageError> {
+        if !self.file.exists() {
+            self.file.handle()?;
+        }
+        Ok(())
+    }
+
     /// Writes pending entries and forgets them in memory; the next lookup
     /// reads them back.
     fn unload(&mut self) -> Result<(), StorageError> {
@@ -371,6 +379,12 @@ impl OffsetIndex {
         self.inner.file.exists()
     }
 
+    /// Creates the file, empty, if it does not exist: a closed segment has
+    /// both index files, as Kafka's tools (kafka-dump-log) expect.
+    pub fn ensure_file(&mut self) -> Result<(), StorageError> {
+        self.inner.ensure_file()
+    }
+
     /// Writes pending entries and frees the in-memory copy.
     pub fn unload(&mut self) -> Result<(), StorageError> {
         self.inner.unload()
@@ -522,6 +536,12 @@ impl TimeIndex {
 
     pub fn file_exists(&self) -> bool {
         self.inner.file.exists()
+    }
+
+    /// Creates the file, empty, if it does not exist: a closed segment has
+    /// both index files, as Kafka's tools (kafka-dump-log) expect.
+    pub fn ensure_file(&mut self) -> Result<(), StorageError> {
+        self.inner.ensure_file()
     }
 
     /// Writes pending entries and frees the in-memory copy.

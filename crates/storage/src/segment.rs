@@ -573,8 +573,20 @@ impl LogSegment {
     /// timestamp (as Kafka does) and writes the index files.
     pub fn on_become_inactive(&mut self) -> Result<(), StorageError> {
         self.state.append_final_time_entry();
+        self.ensure_index_files()?;
         self.state.offset_index.persist()?;
         self.state.time_index.persist()
+    }
+
+    /// A closed segment keeps both index files, empty when no entry was
+    /// due (a segment of one large batch), as Kafka's do; an idle active
+    /// segment keeps none, so idle partitions cost no files.
+    fn ensure_index_files(&mut self) -> Result<(), StorageError> {
+        if self.log.exists() {
+            self.state.offset_index.ensure_file()?;
+            self.state.time_index.ensure_file()?;
+        }
+        Ok(())
     }
 
     /// Writes the final index entries (as a roll does) and answers the
@@ -584,6 +596,7 @@ impl LogSegment {
         &mut self,
     ) -> Result<Vec<crate::file::FileToSync>, StorageError> {
         self.state.append_final_time_entry();
+        self.ensure_index_files()?;
         let mut files = Vec::with_capacity(3);
         if self.log.exists() {
             files.push((self.log.path().to_path_buf(), self.log.handle()?));
