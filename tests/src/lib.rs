@@ -402,8 +402,18 @@ impl TarnBroker {
 
     /// `tarn topics create`, asserting success.
     pub fn create_topic(&self, topic: &str, partitions: i32) {
+        self.create_topic_full(topic, partitions, &[]);
+    }
+
+    /// `tarn topics create` of a one-partition topic with `key=value`
+    /// configs, asserting success.
+    pub fn create_topic_with_configs(&self, topic: &str, configs: &[&str]) {
+        self.create_topic_full(topic, 1, configs);
+    }
+
+    fn create_topic_full(&self, topic: &str, partitions: i32, configs: &[&str]) {
         let partitions = partitions.to_string();
-        let out = cli::run(&[
+        let mut args = vec![
             "topics",
             "create",
             "--bootstrap-server",
@@ -414,28 +424,12 @@ impl TarnBroker {
             &partitions,
             "--replication-factor",
             "1",
-        ]);
-        assert!(out.status.success(), "create topic {topic}: {out}");
-    }
-
-    /// `tarn topics create` of a one-partition topic with `key=value`
-    /// configs, asserting success.
-    pub fn create_topic_with_configs(&self, topic: &str, configs: &[&str]) {
-        let mut args = vec![
-            "topics",
-            "create",
-            "--bootstrap-server",
-            self.bootstrap(),
-            "--topic",
-            topic,
-            "--partitions",
-            "1",
         ];
         for config in configs {
             args.extend(["--config", config]);
         }
         let out = cli::run(&args);
-        assert!(out.status.success(), "create {topic}: {out}");
+        assert!(out.status.success(), "create topic {topic}: {out}");
     }
 
     /// `tarn topics list`, asserting success.
