@@ -9,8 +9,9 @@
 //!
 //! Replay tells a torn tail from an entry it cannot read. Only the last
 //! entry can be torn (each append is fsynced before the next one starts):
-//! a header or body that runs past the end of the file, or a bad CRC on
-//! the entry that ends the file, is cut off. A bad CRC with entries after
+//! a header or body that runs past the end of the file, a bad CRC on the
+//! entry that ends the file, or a zero-filled tail is cut off; a length no
+//! entry can have is damage. A bad CRC with entries after
 //! it, or an intact entry whose version, record type or fields this build
 //! does not know, stops start-up with an error naming the entry's byte
 //! offset: metadata after it is committed, and cutting it would lose
@@ -100,8 +101,21 @@ fn parse_entries(data: &[u8]) -> Result<(Vec<MetadataRecord>, usize), MetadataLo
     let mut records = Vec::new();
     let mut pos = 0;
     while let Some(header) = data.get(pos..pos + ENTRY_HEADER_BYTES) {
+        // A file extended but never written (zeros after a crash, as some
+        // file systems leave) is a torn tail too.
+        if data[pos..].iter().all(|b| *b == 0) {
+            break;
+        }
         let len = u32::from_be_bytes([header[0], header[1], header[2], header[3]]) as usize;
         let crc = u32::from_be_bytes([header[4], header[5], header[6], header[7]]);
+        if len > MAX_ENTRY_BYTES {
+            // Never written by us, so not a torn append: the length itself
+            // is damaged, and the entries after it cannot be found.
+            return Err(unreadable(
+                pos,
+                format!("entry length {len} exceeds {MAX_ENTRY_BYTES}"),
+            ));
+        }
         let body_start = pos + ENTRY_HEADER_BYTES;
         let Some(body) = data.get(body_start..body_start.saturating_add(len)) else {
             break; // runs past the end: torn
@@ -360,6 +374,37 @@ mod tests {
                 "nothing cut"
             );
         }
+    }
+
+    #[test]
+    fn a_zero_filled_tail_is_cut_and_a_damaged_length_stops_start_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = FileMetadataLog::open(&LogEnv::shared_default(), dir.path()).unwrap();
+        log.append(&[topic("a")]).unwrap();
+        drop(log);
+        let good = std::fs::read(log_path(&dir)).unwrap();
+        let mut zeros = good.clone();
+        zeros.resize(good.len() + 4096, 0);
+        std::fs::write(log_path(&dir), &zeros).unwrap();
+        let log = FileMetadataLog::open(&LogEnv::shared_default(), dir.path()).unwrap();
+        assert_eq!(log.replay().unwrap(), vec![topic("a")]);
+        assert_eq!(std::fs::read(log_path(&dir)).unwrap(), good, "zeros cut");
+        drop(log);
+
+        let mut damaged = good.clone();
+        damaged[0] = 0x7f;
+        damaged.extend_from_slice(&good);
+        std::fs::write(log_path(&dir), &damaged).unwrap();
+        let error = open_error(&dir);
+        assert!(
+            error.contains("entry at byte 0") && error.contains("length"),
+            "{error}"
+        );
+        assert_eq!(
+            std::fs::read(log_path(&dir)).unwrap(),
+            damaged,
+            "nothing cut"
+        );
     }
 
     #[test]
