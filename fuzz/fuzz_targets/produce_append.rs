@@ -22,9 +22,10 @@ use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
-use tarn_broker::handlers::dispatch;
-use tarn_broker::topics::{create_topic_records, NewTopic};
-use tarn_broker::{Broker, BrokerConfig, BrokerError, BrokerOptions};
+
+use tarn_server::handlers::dispatch;
+use tarn_metadata::topics::{create_topic_records, NewTopic};
+use tarn_server::{Broker, BrokerConfig, BrokerError, BrokerOptions};
 use tarn_protocol::header::RequestHeader;
 use tarn_protocol::messages::produce::ProduceRequest;
 use tarn_protocol::record_batch::{

@@ -8,9 +8,10 @@ use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
 
 use libfuzzer_sys::fuzz_target;
-use tarn_broker::handlers::{dispatch, APIS};
-use tarn_broker::topics::delete_topic_records;
-use tarn_broker::{Broker, BrokerConfig, BrokerError, BrokerOptions};
+
+use tarn_server::handlers::{dispatch, APIS};
+use tarn_metadata::topics::delete_topic_records;
+use tarn_server::{Broker, BrokerConfig, BrokerError, BrokerOptions};
 use tarn_protocol::messages::create_topics::CreateTopicsRequest;
 use tarn_protocol::{Decode, Reader, Version};
 

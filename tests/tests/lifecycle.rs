@@ -120,7 +120,7 @@ fn flush_messages_one_acknowledges_every_record_from_concurrent_producers() {
         // would pass without a single fsync. What proves durability is the
         // broker's own account: every acknowledged offset lies below the
         // offset its fsyncs covered (the power-cut simulation in
-        // crates/broker/src/crash_simulation.rs checks the same on a disk
+        // crates/server/src/crash_simulation.rs checks the same on a disk
         // that loses unsynced bytes).
         let metrics = scrape_metrics(&broker);
         let mut durable_total = 0;

@@ -10,12 +10,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 
-use tarn_broker::error_names::error_name;
 use tarn_protocol::error;
 use tarn_protocol::messages::list_offsets::{
     ListOffsetsPartition, ListOffsetsRequest, ListOffsetsResponse, ListOffsetsTopic,
 };
 use tarn_protocol::messages::metadata::{MetadataRequest, MetadataRequestTopic, MetadataResponse};
+use tarn_server::error_names::error_name;
 
 use tarn_cli::client::Client;
 

@@ -12,8 +12,7 @@ use std::collections::BTreeMap;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
-use tarn_broker::dynamic_config::{ConfigSource, RESOURCE_BROKER, RESOURCE_TOPIC};
-use tarn_broker::error_names::error_name;
+use tarn_metadata::dynamic_config::{ConfigSource, RESOURCE_BROKER, RESOURCE_TOPIC};
 use tarn_protocol::error;
 use tarn_protocol::messages::describe_configs::{
     DescribeConfigsRequest, DescribeConfigsResource, DescribeConfigsResourceResult,
@@ -24,6 +23,7 @@ use tarn_protocol::messages::incremental_alter_configs::{
     IncrementalAlterConfigsResponse, IncrementalAlterableConfig, OP_DELETE, OP_SET,
 };
 use tarn_protocol::messages::metadata::{MetadataRequest, MetadataResponse};
+use tarn_server::error_names::error_name;
 
 use tarn_cli::client::Client;
 

@@ -27,12 +27,12 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
-use tarn_broker::error_names::error_name;
 use tarn_protocol::error;
 use tarn_protocol::messages::fetch::{FetchPartition, FetchRequest, FetchResponse, FetchTopic};
 use tarn_protocol::messages::list_offsets::{EARLIEST_TIMESTAMP, LATEST_TIMESTAMP};
 use tarn_protocol::record_batch::TimestampType;
 use tarn_protocol::Uuid;
+use tarn_server::error_names::error_name;
 
 use crate::assignor::Assignor;
 use crate::cluster::{list_offsets, topic_leaders, Connections, TopicLeaders, TopicPartition};

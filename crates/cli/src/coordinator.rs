@@ -11,7 +11,6 @@ use std::fmt;
 
 use anyhow::{Context, Result};
 
-use tarn_broker::error_names::error_name;
 use tarn_protocol::error;
 use tarn_protocol::messages::find_coordinator::{
     FindCoordinatorRequest, FindCoordinatorResponse, KEY_TYPE_GROUP,
@@ -23,6 +22,7 @@ use tarn_protocol::messages::offset_commit::{
 use tarn_protocol::messages::offset_fetch::{
     OffsetFetchRequest, OffsetFetchRequestTopic, OffsetFetchResponse,
 };
+use tarn_server::error_names::error_name;
 
 use tarn_cli::client::Client;
 

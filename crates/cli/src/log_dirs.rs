@@ -8,8 +8,8 @@ use anyhow::{bail, Result};
 use clap::Args;
 use serde_json::json;
 
-use tarn_broker::error_names::error_name;
 use tarn_protocol::messages::describe_log_dirs::{DescribeLogDirsRequest, DescribeLogDirsResponse};
+use tarn_server::error_names::error_name;
 
 use crate::cluster::{connect_bootstrap, metadata};
 

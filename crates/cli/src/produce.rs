@@ -25,13 +25,13 @@ use anyhow::{bail, Context, Result};
 use bytes::Bytes;
 use clap::Args;
 
-use tarn_broker::error_names::error_name;
 use tarn_protocol::error;
 use tarn_protocol::messages::produce::{
     PartitionProduceData, ProduceRequest, ProduceResponse, TopicProduceData,
 };
 use tarn_protocol::record_batch::{varlong_len, BatchWriter, RECORD_BATCH_HEADER_SIZE};
 use tarn_protocol::Version;
+use tarn_server::error_names::error_name;
 
 use crate::cluster::{topic_leaders, Connections, TopicLeaders};
 use crate::interrupt;

@@ -12,10 +12,10 @@ use tokio::net::TcpListener;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::watch;
 
-use tarn_broker::config::parse_toml;
-use tarn_broker::group::lag_source::CoordinatorLagSource;
-use tarn_broker::group_lag::SharedGroupLagSource;
-use tarn_broker::{http, metrics, server, Broker, BrokerConfig, BrokerOptions};
+use tarn_config::parse_toml;
+use tarn_coordinator::group_lag::SharedGroupLagSource;
+use tarn_server::group_lag_source::CoordinatorLagSource;
+use tarn_server::{http, metrics, server, Broker, BrokerConfig, BrokerOptions};
 
 #[derive(Args)]
 pub struct ServeArgs {

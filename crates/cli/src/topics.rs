@@ -4,7 +4,6 @@
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 
-use tarn_broker::error_names::error_name;
 use tarn_protocol::error;
 use tarn_protocol::messages::create_partitions::{
     CreatePartitionsRequest, CreatePartitionsResponse, CreatePartitionsTopic,
@@ -16,6 +15,7 @@ use tarn_protocol::messages::delete_topics::{
     DeleteTopicState, DeleteTopicsRequest, DeleteTopicsResponse,
 };
 use tarn_protocol::messages::metadata::{MetadataRequest, MetadataRequestTopic, MetadataResponse};
+use tarn_server::error_names::error_name;
 
 use tarn_cli::client::Client;
 

@@ -1,0 +1,94 @@
+//! One sentence of documentation for every config key Tarn knows, sent in
+//! DescribeConfigs when a client asks for documentation (v3+) so config
+//! UIs can show what a key does. The wording is Tarn's own; the meaning is
+//! Kafka's, since the keys are.
+
+/// The documentation of `name`, a broker or topic key.
+pub fn documentation(name: &str) -> Option<&'static str> {
+    Some(match name {
+        // Topics and partitions.
+        "auto.create.topics.enable" => "Create a topic when a client asks for metadata of one that does not exist.",
+        "num.partitions" => "Partitions of a topic created without a partition count.",
+        "default.replication.factor" => "Replicas of each partition of a topic created without a replication factor.",
+        "delete.topic.enable" => "Whether DeleteTopics may delete topics.",
+        "min.insync.replicas" => "The fewest in-sync replicas with which a produce with acks=all is accepted.",
+        "unclean.leader.election.enable" => "Whether a replica outside the in-sync set may become leader, at the cost of losing records.",
+        // Requests and connections.
+        "message.max.bytes" => "The largest record batch the broker accepts (after the producer's compression).",
+        "max.message.bytes" => "The largest record batch this topic accepts (after the producer's compression).",
+        "socket.request.max.bytes" => "The largest request the broker reads; a larger one closes its connection.",
+        "socket.request.read.timeout.ms" => "How long a request may take to arrive once its first byte has; a slower one closes its connection.",
+        "queued.max.request.bytes" => "Bytes of requests read but not yet answered, across all connections; -1 is Tarn's bound of 128 MiB.",
+        "max.connections" => "The most client connections open at once.",
+        "max.connections.per.ip" => "The most client connections open at once from one address.",
+        "connections.max.idle.ms" => "Close a connection that has been idle this long.",
+        "max.incremental.fetch.session.cache.slots" => "Fetch sessions (KIP-227) the broker keeps at once; past it, new sessions evict idle or smaller ones.",
+        // Segments and indexes.
+        "log.segment.bytes" | "segment.bytes" => "Roll to a new segment file once the active one reaches this size.",
+        "log.roll.ms" | "segment.ms" => "Roll to a new segment file once the active one is this old, even if not full.",
+        "log.index.interval.bytes" | "index.interval.bytes" => "Bytes of records between two entries of the offset index.",
+        "log.index.size.max.bytes" | "segment.index.bytes" => "The largest an offset or time index may grow; a full index rolls the segment.",
+        "log.segment.delete.delay.ms" | "file.delete.delay.ms" => "How long a deleted segment's files wait before they are removed from disk.",
+        "log.open.files.max" => "Segment files the broker keeps open at once (Tarn's own key); idle partitions hold none.",
+        // Retention.
+        "log.retention.ms" | "retention.ms" => "Delete segments whose newest record is older than this; -1 keeps them forever.",
+        "log.retention.bytes" | "retention.bytes" => "Delete the oldest segments once a partition is larger than this; -1 means no size limit.",
+        "log.retention.check.interval.ms" => "How often the broker looks for segments to delete by retention.",
+        "log.cleanup.policy" | "cleanup.policy" => "delete removes old segments; compact keeps the latest record of each key; both may be given.",
+        // Compaction.
+        "log.cleaner.enable" => "Whether the log cleaner compacts topics whose cleanup.policy includes compact.",
+        "log.cleaner.backoff.ms" => "How long the cleaner sleeps when no log needs cleaning.",
+        "log.cleaner.dedupe.buffer.size" => "Memory the cleaner uses to remember keys while compacting.",
+        "log.cleaner.min.cleanable.ratio" | "min.cleanable.dirty.ratio" => "Compact a log once this share of it has not been cleaned yet.",
+        "log.cleaner.min.compaction.lag.ms" | "min.compaction.lag.ms" => "A record stays uncompacted at least this long after it was written.",
+        "log.cleaner.max.compaction.lag.ms" | "max.compaction.lag.ms" => "A record is eligible for compaction at the latest this long after it was written.",
+        "log.cleaner.delete.retention.ms" | "delete.retention.ms" => "How long a compacted topic keeps tombstones, so consumers can see deletions.",
+        // Durability.
+        "log.flush.interval.messages" | "flush.messages" => "Fsync a partition after this many records; the produce is acknowledged only once it is on disk.",
+        "log.flush.interval.ms" | "flush.ms" => "Fsync a partition when its oldest unflushed record is this old.",
+        "log.flush.scheduler.interval.ms" => "How often the broker checks whether a partition is due for a time-based flush.",
+        // Compression.
+        "compression.type" => "The codec batches are stored in; producer keeps the producer's codec.",
+        "compression.gzip.level" => "gzip level (1 to 9, or -1 for gzip's default) when the broker compresses.",
+        "compression.lz4.level" => "lz4 level (1 to 17) when the broker compresses; Tarn's lz4 encoder has one level.",
+        "compression.zstd.level" => "zstd level (-131072 to 22) when the broker compresses.",
+        // Timestamps.
+        "log.message.timestamp.type" | "message.timestamp.type" => "CreateTime keeps the producer's timestamps; LogAppendTime stamps batches with the broker's clock.",
+        "log.message.timestamp.before.max.ms" | "message.timestamp.before.max.ms" => "The furthest a CreateTime timestamp may be behind the broker's clock.",
+        "log.message.timestamp.after.max.ms" | "message.timestamp.after.max.ms" => "The furthest a CreateTime timestamp may be ahead of the broker's clock.",
+        // Consumer groups and offsets.
+        "offsets.topic.num.partitions" => "Partitions of __consumer_offsets, fixed when it is created.",
+        "offsets.topic.replication.factor" => "Replicas of each partition of __consumer_offsets.",
+        "offsets.topic.segment.bytes" => "Segment size of __consumer_offsets.",
+        "offsets.retention.minutes" => "Committed offsets of a group with no members are kept this long.",
+        "offsets.retention.check.interval.ms" => "How often expired committed offsets are removed.",
+        "offset.metadata.max.bytes" => "The longest metadata string an offset commit may carry.",
+        "group.initial.rebalance.delay.ms" => "How long a new group waits for more members before its first rebalance.",
+        "group.min.session.timeout.ms" => "The shortest session timeout a member may ask for.",
+        "group.max.session.timeout.ms" => "The longest session timeout a member may ask for.",
+        "group.max.size" => "The most members one group may have.",
+        // Idempotent producers.
+        "producer.id.expiration.ms" => "Forget a producer id whose last batch is older than this.",
+        "producer.id.expiration.check.interval.ms" => "How often idle producer ids are looked for.",
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{BROKER_CONFIGS, TOPIC_CONFIGS};
+
+    #[test]
+    fn every_key_has_documentation() {
+        let keys = BROKER_CONFIGS
+            .iter()
+            .chain(TOPIC_CONFIGS.iter().map(|(def, _)| def))
+            .map(|def| def.name);
+        let undocumented: Vec<&str> = keys.filter(|k| documentation(k).is_none()).collect();
+        assert!(
+            undocumented.is_empty(),
+            "no documentation for {undocumented:?}"
+        );
+    }
+}

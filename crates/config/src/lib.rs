@@ -1,0 +1,582 @@
+//! Broker and topic configuration: Kafka's key names, types and defaults.
+//!
+//! Every key Tarn accepts is listed once, in `BROKER_CONFIGS` or
+//! `TOPIC_CONFIGS`, with its type and default; a value is validated when
+//! it enters (start-up file, `--set`, CreateTopics) and an unknown key or a
+//! bad value is refused with a message naming the key. Topic configs that
+//! later issues enforce (retention, compaction, flush) are stored now.
+
+pub mod docs;
+
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigType {
+    Bool,
+    Int,
+    Long,
+    Double,
+    Str,
+    List,
+}
+
+/// A validation rule beyond the value's type.
+#[derive(Debug, Clone, Copy)]
+pub enum Check {
+    Any,
+    AtLeast(i64),
+    Between(i64, i64),
+    /// Between the first two, or exactly the third (a "default" marker
+    /// such as `compression.gzip.level`'s -1).
+    BetweenOr(i64, i64, i64),
+    OneOf(&'static [&'static str]),
+    /// A comma-separated list whose every item is one of these.
+    ListOf(&'static [&'static str]),
+}
+
+pub struct ConfigDef {
+    pub name: &'static str,
+    pub kind: ConfigType,
+    pub default: &'static str,
+    pub check: Check,
+}
+
+const fn def(
+    name: &'static str,
+    kind: ConfigType,
+    default: &'static str,
+    check: Check,
+) -> ConfigDef {
+    ConfigDef {
+        name,
+        kind,
+        default,
+        check,
+    }
+}
+
+use Check::*;
+use ConfigType::*;
+
+const CODECS: &[&str] = &["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"];
+const CLEANUP: &[&str] = &["compact", "delete"];
+const TS_TYPES: &[&str] = &["CreateTime", "LogAppendTime"];
+
+/// Broker-level keys, as Kafka names and defaults them.
+pub const BROKER_CONFIGS: &[ConfigDef] = &[
+    def("auto.create.topics.enable", Bool, "true", Any),
+    def("num.partitions", Int, "1", AtLeast(1)),
+    def("default.replication.factor", Int, "1", AtLeast(1)),
+    def("message.max.bytes", Int, "1048588", AtLeast(0)),
+    def("socket.request.max.bytes", Int, "104857600", AtLeast(1)),
+    def("max.connections", Int, "2147483647", AtLeast(0)),
+    def("max.connections.per.ip", Int, "2147483647", AtLeast(0)),
+    def("connections.max.idle.ms", Long, "600000", AtLeast(-1)),
+    def("queued.max.request.bytes", Long, "-1", AtLeast(-1)),
+    // Tarn's own key (Kafka has none): how long a request frame may take
+    // to arrive once its first byte has, so that a client cannot hold a
+    // connection's read state with a frame it never finishes.
+    def("socket.request.read.timeout.ms", Long, "30000", AtLeast(1)),
+    def("log.segment.bytes", Int, "1073741824", AtLeast(14)),
+    def("log.index.interval.bytes", Int, "4096", AtLeast(0)),
+    def("log.index.size.max.bytes", Int, "10485760", AtLeast(4)),
+    def("log.roll.ms", Long, "604800000", AtLeast(1)),
+    def("log.retention.ms", Long, "604800000", AtLeast(-1)),
+    def("log.retention.bytes", Long, "-1", Any),
+    def("log.cleanup.policy", List, "delete", ListOf(CLEANUP)),
+    def(
+        "log.flush.interval.messages",
+        Long,
+        "9223372036854775807",
+        AtLeast(1),
+    ),
+    def(
+        "log.flush.interval.ms",
+        Long,
+        "9223372036854775807",
+        AtLeast(0),
+    ),
+    def(
+        "log.message.timestamp.type",
+        Str,
+        "CreateTime",
+        OneOf(TS_TYPES),
+    ),
+    def(
+        "log.message.timestamp.before.max.ms",
+        Long,
+        "9223372036854775807",
+        AtLeast(0),
+    ),
+    def(
+        "log.message.timestamp.after.max.ms",
+        Long,
+        "3600000",
+        AtLeast(0),
+    ),
+    def(
+        "log.cleaner.delete.retention.ms",
+        Long,
+        "86400000",
+        AtLeast(0),
+    ),
+    def("log.cleaner.min.cleanable.ratio", Double, "0.5", Any),
+    def("log.cleaner.min.compaction.lag.ms", Long, "0", AtLeast(0)),
+    def(
+        "log.cleaner.max.compaction.lag.ms",
+        Long,
+        "9223372036854775807",
+        AtLeast(1),
+    ),
+    def("log.segment.delete.delay.ms", Long, "60000", AtLeast(0)),
+    def("compression.type", Str, "producer", OneOf(CODECS)),
+    def("compression.gzip.level", Int, "-1", BetweenOr(1, 9, -1)),
+    def("compression.lz4.level", Int, "9", Between(1, 17)),
+    def("compression.zstd.level", Int, "3", Between(-131072, 22)),
+    def("min.insync.replicas", Int, "1", AtLeast(1)),
+    def("unclean.leader.election.enable", Bool, "false", Any),
+    def("offsets.topic.num.partitions", Int, "50", AtLeast(1)),
+    def("offsets.topic.replication.factor", Int, "1", AtLeast(1)),
+    def("delete.topic.enable", Bool, "true", Any),
+    def("group.initial.rebalance.delay.ms", Int, "3000", AtLeast(0)),
+    def("group.min.session.timeout.ms", Int, "6000", AtLeast(0)),
+    def("group.max.session.timeout.ms", Int, "1800000", AtLeast(0)),
+    def("group.max.size", Int, "2147483647", AtLeast(1)),
+    def("offsets.retention.minutes", Int, "10080", AtLeast(1)),
+    def(
+        "offsets.retention.check.interval.ms",
+        Long,
+        "600000",
+        AtLeast(1),
+    ),
+    def("offset.metadata.max.bytes", Int, "4096", AtLeast(0)),
+    def("offsets.topic.segment.bytes", Int, "104857600", AtLeast(14)),
+    def(
+        "log.flush.scheduler.interval.ms",
+        Long,
+        "9223372036854775807",
+        AtLeast(1),
+    ),
+    def(
+        "log.retention.check.interval.ms",
+        Long,
+        "300000",
+        AtLeast(1),
+    ),
+    def("producer.id.expiration.ms", Int, "86400000", AtLeast(1)),
+    def(
+        "producer.id.expiration.check.interval.ms",
+        Int,
+        "600000",
+        AtLeast(1),
+    ),
+    def("log.cleaner.enable", Bool, "true", Any),
+    def("log.cleaner.backoff.ms", Long, "15000", AtLeast(0)),
+    def(
+        "log.cleaner.dedupe.buffer.size",
+        Long,
+        "134217728",
+        AtLeast(1 << 20),
+    ),
+    // Tarn's own key (Kafka has none): how many segment files stay open in
+    // the broker's file-handle cache; idle partitions hold no file.
+    def("log.open.files.max", Int, "128", AtLeast(8)),
+    def(
+        "max.incremental.fetch.session.cache.slots",
+        Int,
+        "1000",
+        AtLeast(0),
+    ),
+];
+
+/// Topic-level keys with the broker key that supplies each default.
+pub const TOPIC_CONFIGS: &[(ConfigDef, Option<&str>)] = &[
+    (
+        def("cleanup.policy", List, "delete", ListOf(CLEANUP)),
+        Some("log.cleanup.policy"),
+    ),
+    (
+        def("compression.gzip.level", Int, "-1", BetweenOr(1, 9, -1)),
+        Some("compression.gzip.level"),
+    ),
+    (
+        def("compression.lz4.level", Int, "9", Between(1, 17)),
+        Some("compression.lz4.level"),
+    ),
+    (
+        def("compression.type", Str, "producer", OneOf(CODECS)),
+        Some("compression.type"),
+    ),
+    (
+        def("compression.zstd.level", Int, "3", Between(-131072, 22)),
+        Some("compression.zstd.level"),
+    ),
+    (
+        def("delete.retention.ms", Long, "86400000", AtLeast(0)),
+        Some("log.cleaner.delete.retention.ms"),
+    ),
+    (
+        def("file.delete.delay.ms", Long, "60000", AtLeast(0)),
+        Some("log.segment.delete.delay.ms"),
+    ),
+    (
+        def("flush.messages", Long, "9223372036854775807", AtLeast(1)),
+        Some("log.flush.interval.messages"),
+    ),
+    (
+        def("flush.ms", Long, "9223372036854775807", AtLeast(0)),
+        Some("log.flush.interval.ms"),
+    ),
+    (
+        def("index.interval.bytes", Int, "4096", AtLeast(0)),
+        Some("log.index.interval.bytes"),
+    ),
+    (
+        def("max.message.bytes", Int, "1048588", AtLeast(0)),
+        Some("message.max.bytes"),
+    ),
+    (
+        def("message.timestamp.type", Str, "CreateTime", OneOf(TS_TYPES)),
+        Some("log.message.timestamp.type"),
+    ),
+    (
+        def(
+            "message.timestamp.before.max.ms",
+            Long,
+            "9223372036854775807",
+            AtLeast(0),
+        ),
+        Some("log.message.timestamp.before.max.ms"),
+    ),
+    (
+        def(
+            "message.timestamp.after.max.ms",
+            Long,
+            "3600000",
+            AtLeast(0),
+        ),
+        Some("log.message.timestamp.after.max.ms"),
+    ),
+    (
+        def("min.cleanable.dirty.ratio", Double, "0.5", Any),
+        Some("log.cleaner.min.cleanable.ratio"),
+    ),
+    (
+        def("min.compaction.lag.ms", Long, "0", AtLeast(0)),
+        Some("log.cleaner.min.compaction.lag.ms"),
+    ),
+    (
+        def(
+            "max.compaction.lag.ms",
+            Long,
+            "9223372036854775807",
+            AtLeast(1),
+        ),
+        Some("log.cleaner.max.compaction.lag.ms"),
+    ),
+    (
+        def("retention.bytes", Long, "-1", Any),
+        Some("log.retention.bytes"),
+    ),
+    (
+        def("retention.ms", Long, "604800000", AtLeast(-1)),
+        Some("log.retention.ms"),
+    ),
+    (
+        def("segment.bytes", Int, "1073741824", AtLeast(14)),
+        Some("log.segment.bytes"),
+    ),
+    (
+        def("segment.ms", Long, "604800000", AtLeast(1)),
+        Some("log.roll.ms"),
+    ),
+    (
+        def("segment.index.bytes", Int, "10485760", AtLeast(4)),
+        Some("log.index.size.max.bytes"),
+    ),
+    (
+        def("min.insync.replicas", Int, "1", AtLeast(1)),
+        Some("min.insync.replicas"),
+    ),
+    (
+        def("unclean.leader.election.enable", Bool, "false", Any),
+        Some("unclean.leader.election.enable"),
+    ),
+];
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ConfigError {
+    #[error("unknown config key '{0}'")]
+    UnknownKey(String),
+    #[error("invalid value '{value}' for config '{key}': {reason}")]
+    InvalidValue {
+        key: String,
+        value: String,
+        reason: String,
+    },
+}
+
+fn invalid(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
+    ConfigError::InvalidValue {
+        key: key.to_owned(),
+        value: value.to_owned(),
+        reason: reason.into(),
+    }
+}
+
+/// Checks `value` against a key's type and rule, returning it normalised.
+pub fn validate(def: &ConfigDef, value: &str) -> Result<String, ConfigError> {
+    let key = def.name;
+    let trimmed = value.trim();
+    let number = match def.kind {
+        Bool => {
+            return match trimmed.to_ascii_lowercase().as_str() {
+                "true" | "false" => Ok(trimmed.to_ascii_lowercase()),
+                _ => Err(invalid(key, value, "expected true or false")),
+            }
+        }
+        Int => trimmed
+            .parse::<i32>()
+            .map(i64::from)
+            .map_err(|_| invalid(key, value, "expected a 32-bit integer"))?,
+        Long => trimmed
+            .parse::<i64>()
+            .map_err(|_| invalid(key, value, "expected a 64-bit integer"))?,
+        Double => {
+            let d = trimmed
+                .parse::<f64>()
+                .map_err(|_| invalid(key, value, "expected a number"))?;
+            if !(0.0..=1.0).contains(&d) {
+                return Err(invalid(key, value, "expected a ratio between 0 and 1"));
+            }
+            return Ok(trimmed.to_owned());
+        }
+        Str | List => return check_words(def, trimmed),
+    };
+    match def.check {
+        AtLeast(min) if number < min => Err(invalid(key, value, format!("must be at least {min}"))),
+        Between(lo, hi) if number < lo || number > hi => Err(invalid(
+            key,
+            value,
+            format!("must be between {lo} and {hi}"),
+        )),
+        BetweenOr(lo, hi, also) if number != also && (number < lo || number > hi) => Err(invalid(
+            key,
+            value,
+            format!("must be {also} or between {lo} and {hi}"),
+        )),
+        _ => Ok(number.to_string()),
+    }
+}
+
+fn check_words(def: &ConfigDef, value: &str) -> Result<String, ConfigError> {
+    match def.check {
+        OneOf(allowed) if !allowed.contains(&value) => Err(invalid(
+            def.name,
+            value,
+            format!("expected one of {}", allowed.join(", ")),
+        )),
+        ListOf(allowed) => {
+            let items: Vec<&str> = value.split(',').map(str::trim).collect();
+            if items.is_empty() || items.iter().any(|i| !allowed.contains(i)) {
+                return Err(invalid(
+                    def.name,
+                    value,
+                    format!("expected a list of {}", allowed.join(", ")),
+                ));
+            }
+            Ok(items.join(","))
+        }
+        _ => Ok(value.to_owned()),
+    }
+}
+
+pub fn broker_def(key: &str) -> Option<&'static ConfigDef> {
+    BROKER_CONFIGS.iter().find(|d| d.name == key)
+}
+
+pub fn topic_def(key: &str) -> Option<&'static (ConfigDef, Option<&'static str>)> {
+    TOPIC_CONFIGS.iter().find(|(d, _)| d.name == key)
+}
+
+/// The broker's static configuration: defaults overlaid with the config
+/// file and `--set` overrides, every value validated.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BrokerConfig {
+    values: BTreeMap<&'static str, String>,
+}
+
+impl BrokerConfig {
+    /// Applies `key=value` pairs in order; the first bad one is an error.
+    pub fn with_overrides<'a>(
+        pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<Self, ConfigError> {
+        let mut config = BrokerConfig::default();
+        for (key, value) in pairs {
+            let def = broker_def(key).ok_or_else(|| ConfigError::UnknownKey(key.to_owned()))?;
+            config.values.insert(def.name, validate(def, value)?);
+        }
+        Ok(config)
+    }
+
+    /// The value of a broker key, falling back to Kafka's default.
+    pub fn get(&self, key: &str) -> &str {
+        if let Some(v) = self.values.get(key) {
+            return v;
+        }
+        broker_def(key)
+            .map(|d| d.default)
+            .unwrap_or_else(|| panic!("broker config key {key} is not declared"))
+    }
+
+    /// A copy with `pairs` laid over these values: how dynamic configs
+    /// from the metadata log apply. They were validated when committed; one
+    /// that no longer validates (unknown key, bad value) is logged and
+    /// skipped rather than trusted.
+    pub fn overlay<'a>(&self, pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> BrokerConfig {
+        let mut config = self.clone();
+        for (key, value) in pairs {
+            match broker_def(key).ok_or_else(|| ConfigError::UnknownKey(key.to_owned())) {
+                Ok(def) => match validate(def, value) {
+                    Ok(value) => {
+                        config.values.insert(def.name, value);
+                    }
+                    Err(e) => tracing::warn!(error = %e, "ignoring dynamic broker config"),
+                },
+                Err(e) => tracing::warn!(error = %e, "ignoring dynamic broker config"),
+            }
+        }
+        config
+    }
+
+    pub fn is_set(&self, key: &str) -> bool {
+        self.values.contains_key(key)
+    }
+
+    pub fn get_i64(&self, key: &str) -> i64 {
+        self.get(key)
+            .parse()
+            .unwrap_or_else(|_| panic!("validated numeric config {key}"))
+    }
+
+    pub fn get_bool(&self, key: &str) -> bool {
+        self.get(key) == "true"
+    }
+
+    /// The effective value of a topic key for a topic with `overrides`.
+    pub fn topic_value(&self, overrides: &BTreeMap<String, String>, key: &str) -> String {
+        if let Some(v) = overrides.get(key) {
+            return v.clone();
+        }
+        match topic_def(key) {
+            Some((_, Some(broker_key))) => self.get(broker_key).to_owned(),
+            Some((d, None)) => d.default.to_owned(),
+            None => panic!("topic config key {key} is not declared"),
+        }
+    }
+}
+
+/// Validates a topic config key and value (CreateTopics, configs CLI).
+pub fn validate_topic_config(key: &str, value: &str) -> Result<String, ConfigError> {
+    let (def, _) = topic_def(key).ok_or_else(|| ConfigError::UnknownKey(key.to_owned()))?;
+    validate(def, value)
+}
+
+/// Reads a TOML file whose keys are Kafka's broker config names, e.g.
+/// `"num.partitions" = 3` or nested `[log] "segment.bytes" = ...`.
+pub fn parse_toml(text: &str) -> Result<Vec<(String, String)>, String> {
+    let table: toml::Table = text.parse().map_err(|e| format!("parse TOML: {e}"))?;
+    let mut out = Vec::new();
+    flatten("", &table, &mut out)?;
+    Ok(out)
+}
+
+fn flatten(
+    prefix: &str,
+    table: &toml::Table,
+    out: &mut Vec<(String, String)>,
+) -> Result<(), String> {
+    for (k, v) in table {
+        let key = if prefix.is_empty() {
+            k.clone()
+        } else {
+            format!("{prefix}.{k}")
+        };
+        match v {
+            toml::Value::Table(t) => flatten(&key, t, out)?,
+            toml::Value::String(s) => out.push((key, s.clone())),
+            toml::Value::Integer(i) => out.push((key, i.to_string())),
+            toml::Value::Float(f) => out.push((key, f.to_string())),
+            toml::Value::Boolean(b) => out.push((key, b.to_string())),
+            other => return Err(format!("config '{key}': unsupported value {other}")),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_key_is_named() {
+        let err = BrokerConfig::with_overrides([("num.partitionz", "3")]).unwrap_err();
+        assert_eq!(err, ConfigError::UnknownKey("num.partitionz".into()));
+    }
+
+    #[test]
+    fn bad_value_is_named() {
+        let err = BrokerConfig::with_overrides([("num.partitions", "zero")]).unwrap_err();
+        assert!(err.to_string().contains("num.partitions"), "{err}");
+        let err = BrokerConfig::with_overrides([("num.partitions", "0")]).unwrap_err();
+        assert!(err.to_string().contains("at least 1"), "{err}");
+    }
+
+    #[test]
+    fn defaults_and_overrides() {
+        let c = BrokerConfig::with_overrides([("num.partitions", "4")]).unwrap();
+        assert_eq!(c.get_i64("num.partitions"), 4);
+        assert_eq!(c.get_i64("message.max.bytes"), 1048588);
+        assert!(c.get_bool("auto.create.topics.enable"));
+        let mut topic = BTreeMap::new();
+        assert_eq!(c.topic_value(&topic, "segment.bytes"), "1073741824");
+        topic.insert("segment.bytes".into(), "1000".into());
+        assert_eq!(c.topic_value(&topic, "segment.bytes"), "1000");
+    }
+
+    #[test]
+    fn compression_levels_take_kafkas_ranges() {
+        for (key, good, bad) in [
+            ("compression.gzip.level", ["-1", "1", "9"], ["0", "10"]),
+            ("compression.lz4.level", ["1", "9", "17"], ["0", "18"]),
+            (
+                "compression.zstd.level",
+                ["-131072", "3", "22"],
+                ["-131073", "23"],
+            ),
+        ] {
+            for value in good {
+                assert!(validate_topic_config(key, value).is_ok(), "{key}={value}");
+            }
+            for value in bad {
+                assert!(validate_topic_config(key, value).is_err(), "{key}={value}");
+            }
+        }
+    }
+
+    #[test]
+    fn topic_configs_validate() {
+        assert!(validate_topic_config("cleanup.policy", "compact,delete").is_ok());
+        assert!(validate_topic_config("cleanup.policy", "shred").is_err());
+        assert!(validate_topic_config("retention.ms", "-1").is_ok());
+        assert!(validate_topic_config("no.such", "1").is_err());
+    }
+
+    #[test]
+    fn toml_keys_flatten() {
+        let pairs =
+            parse_toml("\"num.partitions\" = 3\n[log]\n\"segment.bytes\" = 2048\n").unwrap();
+        assert!(pairs.contains(&("num.partitions".into(), "3".into())));
+        assert!(pairs.contains(&("log.segment.bytes".into(), "2048".into())));
+    }
+}

@@ -1,0 +1,1020 @@
+//! Dynamic configs: what DescribeConfigs reports and what AlterConfigs and
+//! IncrementalAlterConfigs may change, by Kafka's rules.
+//!
+//! A value comes from, highest precedence first: the topic's own config
+//! (DYNAMIC_TOPIC_CONFIG), this broker's dynamic config
+//! (DYNAMIC_BROKER_CONFIG), the cluster-wide dynamic default
+//! (DYNAMIC_DEFAULT_BROKER_CONFIG), the broker's config file or `--set`
+//! (STATIC_BROKER_CONFIG), and Kafka's default (DEFAULT_CONFIG). Dynamic
+//! values live only in the metadata image (`TopicConfig` and `BrokerConfig`
+//! records), so they survive restarts. A change to one resource is checked
+//! whole — every key known, every value valid, no read-only broker key —
+//! before any record is produced, so a refused request changes nothing.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use tarn_protocol::error::{self, ErrorCode};
+use tarn_protocol::messages::describe_configs::{
+    DescribeConfigsResourceResult, DescribeConfigsSynonym,
+};
+use tarn_protocol::messages::incremental_alter_configs::{
+    OP_APPEND, OP_DELETE, OP_SET, OP_SUBTRACT,
+};
+
+use tarn_config::{
+    broker_def, topic_def, validate, BrokerConfig, ConfigDef, ConfigError, ConfigType,
+    BROKER_CONFIGS, TOPIC_CONFIGS,
+};
+
+use crate::topics::validate_topic_name;
+use crate::{MetadataImage, MetadataRecord, TopicInfo};
+
+/// Kafka's ConfigResource.Type ids this broker answers for.
+pub const RESOURCE_TOPIC: i8 = 2;
+pub const RESOURCE_BROKER: i8 = 4;
+/// The most config entries one resource of an alter request may carry
+/// (Kafka's MAX_RECORDS_PER_USER_OP).
+pub const ALTER_ENTRIES_MAX: usize = 10_000;
+
+/// Where a config value comes from (Kafka's ConfigSource).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigSource {
+    DynamicTopic,
+    DynamicBroker,
+    DynamicDefaultBroker,
+    StaticBroker,
+    Default,
+}
+
+impl ConfigSource {
+    pub fn id(self) -> i8 {
+        match self {
+            ConfigSource::DynamicTopic => 1,
+            ConfigSource::DynamicBroker => 2,
+            ConfigSource::DynamicDefaultBroker => 3,
+            ConfigSource::StaticBroker => 4,
+            ConfigSource::Default => 5,
+        }
+    }
+
+    /// Kafka's name, as kafka-configs.sh prints it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ConfigSource::DynamicTopic => "DYNAMIC_TOPIC_CONFIG",
+            ConfigSource::DynamicBroker => "DYNAMIC_BROKER_CONFIG",
+            ConfigSource::DynamicDefaultBroker => "DYNAMIC_DEFAULT_BROKER_CONFIG",
+            ConfigSource::StaticBroker => "STATIC_BROKER_CONFIG",
+            ConfigSource::Default => "DEFAULT_CONFIG",
+        }
+    }
+
+    /// Kafka's name for a wire id (including ones Tarn never sends).
+    pub fn name_of(id: i8) -> &'static str {
+        match id {
+            1 => "DYNAMIC_TOPIC_CONFIG",
+            2 => "DYNAMIC_BROKER_CONFIG",
+            3 => "DYNAMIC_DEFAULT_BROKER_CONFIG",
+            4 => "STATIC_BROKER_CONFIG",
+            5 => "DEFAULT_CONFIG",
+            6 => "DYNAMIC_BROKER_LOGGER_CONFIG",
+            _ => "UNKNOWN",
+        }
+    }
+}
+
+/// Kafka's DescribeConfigsResponse.ConfigType id of a key's type.
+pub fn config_type_id(kind: ConfigType) -> i8 {
+    match kind {
+        ConfigType::Bool => 1,
+        ConfigType::Str => 2,
+        ConfigType::Int => 3,
+        ConfigType::Long => 5,
+        ConfigType::Double => 6,
+        ConfigType::List => 7,
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Synonym {
+    pub name: String,
+    pub value: String,
+    pub source: ConfigSource,
+}
+
+/// One key as DescribeConfigs reports it. `synonyms` are every level that
+/// sets the key, highest precedence first; the first one supplies `value`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigEntry {
+    pub name: &'static str,
+    pub value: String,
+    pub source: ConfigSource,
+    pub read_only: bool,
+    pub kind: ConfigType,
+    pub synonyms: Vec<Synonym>,
+}
+
+impl ConfigEntry {
+    fn from_synonyms(def: &ConfigDef, read_only: bool, synonyms: Vec<Synonym>) -> ConfigEntry {
+        let (value, source) = synonyms.first().map_or_else(
+            || (def.default.to_owned(), ConfigSource::Default),
+            |s| (s.value.clone(), s.source),
+        );
+        ConfigEntry {
+            name: def.name,
+            value,
+            source,
+            read_only,
+            kind: def.kind,
+            synonyms,
+        }
+    }
+
+    /// The wire form; synonyms only when the client asked for them.
+    pub fn to_result(
+        &self,
+        include_synonyms: bool,
+        include_documentation: bool,
+    ) -> DescribeConfigsResourceResult {
+        DescribeConfigsResourceResult {
+            name: self.name.to_owned(),
+            value: Some(self.value.clone()),
+            read_only: self.read_only,
+            is_default: self.source == ConfigSource::Default,
+            config_source: self.source.id(),
+            is_sensitive: false,
+            synonyms: if include_synonyms {
+                self.synonyms
+                    .iter()
+                    .map(|s| DescribeConfigsSynonym {
+                        name: s.name.clone(),
+                        value: Some(s.value.clone()),
+                        source: s.source.id(),
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            },
+            config_type: config_type_id(self.kind),
+            documentation: include_documentation
+                .then(|| tarn_config::docs::documentation(self.name).map(str::to_owned))
+                .flatten(),
+        }
+    }
+}
+
+/// Broker keys Kafka lets AlterConfigs change that are no topic config's
+/// synonym.
+const OTHER_DYNAMIC_BROKER_KEYS: &[&str] = &["producer.id.expiration.ms"];
+
+/// Broker keys that have no default of their own in Kafka (it is derived
+/// from another key, such as `log.retention.ms` from `log.retention.hours`),
+/// so Kafka lists no default synonym for them.
+const DERIVED_IN_KAFKA: &[&str] = &["log.retention.ms", "log.roll.ms", "log.flush.interval.ms"];
+
+/// A broker key that may be changed at run time: Kafka allows the broker
+/// synonyms of topic configs (`log.*` defaults, `message.max.bytes`,
+/// `compression.type`, ...) and a few more (`OTHER_DYNAMIC_BROKER_KEYS`);
+/// the rest need a restart.
+pub fn is_dynamic_broker_key(key: &str) -> bool {
+    TOPIC_CONFIGS.iter().any(|(_, b)| *b == Some(key)) || OTHER_DYNAMIC_BROKER_KEYS.contains(&key)
+}
+
+/// What a config request names.
+#[derive(Debug, Clone)]
+pub enum Resource {
+    Topic(Arc<TopicInfo>),
+    /// This broker's own dynamic configs.
+    Broker(i32),
+    /// The cluster-wide dynamic default (an empty broker name).
+    ClusterDefault,
+}
+
+/// A refusal: a Kafka error code and the message for the client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdminError {
+    pub code: ErrorCode,
+    pub message: Option<String>,
+}
+
+fn refuse<T>(code: ErrorCode, message: impl Into<String>) -> Result<T, AdminError> {
+    Err(AdminError {
+        code,
+        message: Some(message.into()),
+    })
+}
+
+fn invalid_config(e: ConfigError) -> AdminError {
+    let message = match e {
+        ConfigError::UnknownKey(key) => format!("Unknown config name: {key}"),
+        ConfigError::InvalidValue { key, value, reason } => {
+            format!("Invalid value {value} for configuration {key}: {reason}")
+        }
+    };
+    AdminError {
+        code: error::INVALID_CONFIG,
+        message: Some(message),
+    }
+}
+
+/// The configs of this broker as the metadata image makes them.
+pub struct ConfigView<'a> {
+    pub static_config: &'a BrokerConfig,
+    pub image: &'a MetadataImage,
+    pub node_id: i32,
+}
+
+impl ConfigView<'_> {
+    fn own_dynamic(&self) -> Option<&BTreeMap<String, String>> {
+        self.image.broker_configs.get(&self.node_id)
+    }
+
+    /// Static config overlaid with the cluster default, then this broker's
+    /// dynamic configs: what partitions and handlers should use.
+    pub fn effective(&self) -> BrokerConfig {
+        let cluster = self.image.cluster_configs.iter();
+        let own = self.own_dynamic().into_iter().flatten();
+        self.static_config
+            .overlay(cluster.chain(own).map(|(k, v)| (k.as_str(), v.as_str())))
+    }
+
+    /// Every level that sets broker key `key`, highest first. Describing
+    /// the cluster default (`per_broker` false) shows only that level.
+    fn broker_synonyms(&self, def: &ConfigDef, per_broker: bool) -> Vec<Synonym> {
+        let key = def.name;
+        let mut out = Vec::new();
+        let mut add = |value: &str, source| {
+            out.push(Synonym {
+                name: key.to_owned(),
+                value: value.to_owned(),
+                source,
+            })
+        };
+        if per_broker {
+            if let Some(v) = self.own_dynamic().and_then(|m| m.get(key)) {
+                add(v, ConfigSource::DynamicBroker);
+            }
+        }
+        if let Some(v) = self.image.cluster_configs.get(key) {
+            add(v, ConfigSource::DynamicDefaultBroker);
+        }
+        if per_broker {
+            if self.static_config.is_set(key) {
+                add(self.static_config.get(key), ConfigSource::StaticBroker);
+            }
+            if !DERIVED_IN_KAFKA.contains(&key) {
+                add(def.default, ConfigSource::Default);
+            }
+        }
+        out
+    }
+
+    /// Every topic key for a topic whose own configs are `configs`, by
+    /// name, as Kafka lists them.
+    pub fn topic_entries(&self, configs: &BTreeMap<String, String>) -> Vec<ConfigEntry> {
+        let mut entries: Vec<ConfigEntry> = TOPIC_CONFIGS
+            .iter()
+            .map(|(def, broker_key)| {
+                let mut synonyms = Vec::new();
+                if let Some(v) = configs.get(def.name) {
+                    synonyms.push(Synonym {
+                        name: def.name.to_owned(),
+                        value: v.clone(),
+                        source: ConfigSource::DynamicTopic,
+                    });
+                }
+                if let Some(broker_def) = broker_key.and_then(broker_def) {
+                    synonyms.extend(self.broker_synonyms(broker_def, true));
+                }
+                ConfigEntry::from_synonyms(def, false, synonyms)
+            })
+            .collect();
+        entries.sort_by_key(|e| e.name);
+        entries
+    }
+
+    /// Every broker key of this broker, by name.
+    pub fn broker_entries(&self) -> Vec<ConfigEntry> {
+        let mut entries: Vec<ConfigEntry> = BROKER_CONFIGS
+            .iter()
+            .map(|def| {
+                let synonyms = self.broker_synonyms(def, true);
+                ConfigEntry::from_synonyms(def, !is_dynamic_broker_key(def.name), synonyms)
+            })
+            .collect();
+        entries.sort_by_key(|e| e.name);
+        entries
+    }
+
+    /// The keys set as the cluster-wide dynamic default, and only those.
+    pub fn cluster_default_entries(&self) -> Vec<ConfigEntry> {
+        BROKER_CONFIGS
+            .iter()
+            .filter(|def| self.image.cluster_configs.contains_key(def.name))
+            .map(|def| {
+                let synonyms = self.broker_synonyms(def, false);
+                ConfigEntry::from_synonyms(def, !is_dynamic_broker_key(def.name), synonyms)
+            })
+            .collect()
+    }
+
+    pub fn entries(&self, resource: &Resource) -> Vec<ConfigEntry> {
+        match resource {
+            Resource::Topic(topic) => self.topic_entries(&topic.configs),
+            Resource::Broker(_) => self.broker_entries(),
+            Resource::ClusterDefault => self.cluster_default_entries(),
+        }
+    }
+
+    /// The value a key of `resource` falls back to when the resource does
+    /// not set it: the base that APPEND and SUBTRACT start from.
+    fn inherited(&self, resource: &Resource, def: &ConfigDef) -> String {
+        match resource {
+            Resource::Topic(_) => self.effective().topic_value(&BTreeMap::new(), def.name),
+            Resource::Broker(_) => self
+                .static_config
+                .overlay(
+                    self.image
+                        .cluster_configs
+                        .iter()
+                        .map(|(k, v)| (k.as_str(), v.as_str())),
+                )
+                .get(def.name)
+                .to_owned(),
+            Resource::ClusterDefault => self.static_config.get(def.name).to_owned(),
+        }
+    }
+}
+
+/// Which request resolves a resource: Kafka's checks and messages differ
+/// slightly between DescribeConfigs and the two alter APIs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    Describe,
+    Alter,
+}
+
+/// Finds the resource a request names, with Kafka's checks and messages.
+pub fn resolve(
+    image: &MetadataImage,
+    node_id: i32,
+    resource_type: i8,
+    name: &str,
+    purpose: Purpose,
+) -> Result<Resource, AdminError> {
+    match resource_type {
+        RESOURCE_TOPIC => {
+            if name.is_empty() && purpose == Purpose::Alter {
+                return refuse(
+                    error::INVALID_REQUEST,
+                    "Default topic resources are not allowed.",
+                );
+            }
+            validate_topic_name(name).map_err(|e| AdminError {
+                code: e.code,
+                message: Some(e.message),
+            })?;
+            match image.topic(name) {
+                Some(topic) => Ok(Resource::Topic(topic.clone())),
+                None => Err(AdminError {
+                    code: error::UNKNOWN_TOPIC_OR_PARTITION,
+                    message: (purpose == Purpose::Alter)
+                        .then(|| format!("The topic '{name}' does not exist.")),
+                }),
+            }
+        }
+        RESOURCE_BROKER if name.is_empty() => Ok(Resource::ClusterDefault),
+        RESOURCE_BROKER => {
+            let (what, expected) = match purpose {
+                Purpose::Describe => ("Broker", format!("{node_id} or empty string,")),
+                Purpose::Alter => ("Node", format!("{node_id},")),
+            };
+            match name.parse::<i32>() {
+                Ok(id) if id == node_id => Ok(Resource::Broker(id)),
+                Ok(_) => refuse(
+                    error::INVALID_REQUEST,
+                    format!("Unexpected broker id, expected {expected} but received {name}"),
+                ),
+                Err(_) => refuse(
+                    error::INVALID_REQUEST,
+                    format!("{what} id must be an integer, but it is: {name}"),
+                ),
+            }
+        }
+        other => refuse(
+            error::INVALID_REQUEST,
+            format!("Unsupported resource type: {other}"),
+        ),
+    }
+}
+
+/// The dynamic configs `resource` has now.
+pub fn dynamic_configs(image: &MetadataImage, resource: &Resource) -> BTreeMap<String, String> {
+    match resource {
+        Resource::Topic(topic) => image
+            .topic_by_id(&topic.topic_id)
+            .map(|t| t.configs.clone())
+            .unwrap_or_default(),
+        Resource::Broker(id) => image.broker_configs.get(id).cloned().unwrap_or_default(),
+        Resource::ClusterDefault => image.cluster_configs.clone(),
+    }
+}
+
+fn key_def(resource: &Resource, key: &str) -> Result<&'static ConfigDef, AdminError> {
+    match resource {
+        Resource::Topic(_) => topic_def(key)
+            .map(|(def, _)| def)
+            .ok_or_else(|| AdminError {
+                code: error::INVALID_CONFIG,
+                message: Some(format!("Unknown topic config name: {key}")),
+            }),
+        Resource::Broker(_) | Resource::ClusterDefault => {
+            broker_def(key).ok_or_else(|| AdminError {
+                code: error::INVALID_CONFIG,
+                message: Some(format!("Unknown broker config name: {key}")),
+            })
+        }
+    }
+}
+
+fn check_entries<'a>(names: impl ExactSizeIterator<Item = &'a str>) -> Result<(), AdminError> {
+    if names.len() > ALTER_ENTRIES_MAX {
+        return refuse(
+            error::INVALID_REQUEST,
+            format!("A resource may change at most {ALTER_ENTRIES_MAX} configs at once"),
+        );
+    }
+    let mut seen = HashSet::new();
+    for name in names {
+        if !seen.insert(name) {
+            return refuse(error::INVALID_REQUEST, "Error due to duplicate config keys");
+        }
+    }
+    Ok(())
+}
+
+fn check_nulls<'a>(nulls: impl Iterator<Item = &'a str>) -> Result<(), AdminError> {
+    let nulls: Vec<&str> = nulls.collect();
+    if nulls.is_empty() {
+        return Ok(());
+    }
+    refuse(
+        error::INVALID_REQUEST,
+        format!("Null value not supported for : {}", nulls.join(", ")),
+    )
+}
+
+/// The records that make `wanted` the complete dynamic config set of
+/// `resource`, after checking every key and value.
+fn plan(
+    view: &ConfigView<'_>,
+    resource: &Resource,
+    wanted: BTreeMap<String, String>,
+) -> Result<Vec<MetadataRecord>, AdminError> {
+    let is_broker = !matches!(resource, Resource::Topic(_));
+    let mut normalised = BTreeMap::new();
+    let mut read_only = Vec::new();
+    for (key, value) in &wanted {
+        let def = key_def(resource, key)?;
+        if is_broker && !is_dynamic_broker_key(key) {
+            read_only.push(key.as_str());
+            continue;
+        }
+        normalised.insert(key.clone(), validate(def, value).map_err(invalid_config)?);
+    }
+    if !read_only.is_empty() {
+        return refuse(
+            error::INVALID_REQUEST,
+            format!(
+                "Cannot update these configs dynamically: Set({})",
+                read_only.join(", ")
+            ),
+        );
+    }
+    let current = dynamic_configs(view.image, resource);
+    let record = |name: &str, value: Option<String>| match resource {
+        Resource::Topic(topic) => MetadataRecord::TopicConfig {
+            topic_id: topic.topic_id.0,
+            name: name.to_owned(),
+            value,
+        },
+        Resource::Broker(id) => MetadataRecord::BrokerConfig {
+            broker_id: Some(*id),
+            name: name.to_owned(),
+            value,
+        },
+        Resource::ClusterDefault => MetadataRecord::BrokerConfig {
+            broker_id: None,
+            name: name.to_owned(),
+            value,
+        },
+    };
+    let mut records: Vec<MetadataRecord> = normalised
+        .iter()
+        .filter(|(k, v)| current.get(*k) != Some(*v))
+        .map(|(k, v)| record(k, Some(v.clone())))
+        .collect();
+    records.extend(
+        current
+            .keys()
+            .filter(|k| !normalised.contains_key(*k))
+            .map(|k| record(k, None)),
+    );
+    Ok(records)
+}
+
+/// AlterConfigs: `configs` become the whole dynamic set of the resource;
+/// every key it does not name goes back to its inherited value.
+pub fn plan_replace(
+    view: &ConfigView<'_>,
+    resource: &Resource,
+    configs: &[(String, Option<String>)],
+) -> Result<Vec<MetadataRecord>, AdminError> {
+    check_entries(configs.iter().map(|(k, _)| k.as_str()))?;
+    check_nulls(
+        configs
+            .iter()
+            .filter(|(_, v)| v.is_none())
+            .map(|(k, _)| k.as_str()),
+    )?;
+    let wanted = configs
+        .iter()
+        .filter_map(|(k, v)| Some((k.clone(), v.clone()?)))
+        .collect();
+    plan(view, resource, wanted)
+}
+
+/// One IncrementalAlterConfigs entry: key, Kafka's operation id, value.
+pub type IncrementalOp = (String, i8, Option<String>);
+
+/// IncrementalAlterConfigs: applies SET, DELETE, APPEND and SUBTRACT to
+/// the current dynamic set. APPEND and SUBTRACT work on LIST keys and
+/// start from the inherited value when the resource does not set the key.
+pub fn plan_incremental(
+    view: &ConfigView<'_>,
+    resource: &Resource,
+    ops: &[IncrementalOp],
+) -> Result<Vec<MetadataRecord>, AdminError> {
+    check_entries(ops.iter().map(|(k, _, _)| k.as_str()))?;
+    check_nulls(
+        ops.iter()
+            .filter(|(_, op, v)| *op != OP_DELETE && v.is_none())
+            .map(|(k, _, _)| k.as_str()),
+    )?;
+    let mut wanted = dynamic_configs(view.image, resource);
+    for (key, op, value) in ops {
+        let def = key_def(resource, key)?;
+        let value = value.as_deref().unwrap_or("");
+        match *op {
+            OP_SET => {
+                wanted.insert(key.clone(), value.to_owned());
+            }
+            OP_DELETE => {
+                wanted.remove(key);
+            }
+            OP_APPEND | OP_SUBTRACT => {
+                let verb = if *op == OP_APPEND {
+                    "APPEND"
+                } else {
+                    "SUBTRACT"
+                };
+                if def.kind != ConfigType::List {
+                    return refuse(
+                        error::INVALID_CONFIG,
+                        format!("Can't {verb} to key {key} because its type is not LIST."),
+                    );
+                }
+                let base = wanted
+                    .get(key)
+                    .cloned()
+                    .unwrap_or_else(|| view.inherited(resource, def));
+                let mut items: Vec<&str> = base
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .collect();
+                for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                    if *op == OP_APPEND {
+                        if !items.contains(&item) {
+                            items.push(item);
+                        }
+                    } else {
+                        items.retain(|i| *i != item);
+                    }
+                }
+                let joined = items.join(",");
+                wanted.insert(key.clone(), joined);
+            }
+            other => {
+                return refuse(
+                    error::INVALID_REQUEST,
+                    format!("Unknown operations type {other}"),
+                )
+            }
+        }
+    }
+    plan(view, resource, wanted)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::MetadataRecord;
+
+    const NODE: i32 = 1;
+
+    fn image_with_topic() -> MetadataImage {
+        let mut image = MetadataImage::default();
+        image.apply(&MetadataRecord::Topic {
+            name: "t".into(),
+            topic_id: [5; 16],
+        });
+        image
+    }
+
+    fn apply(image: &mut MetadataImage, records: &[MetadataRecord]) {
+        for r in records {
+            image.apply(r);
+        }
+    }
+
+    fn entry<'e>(entries: &'e [ConfigEntry], name: &str) -> &'e ConfigEntry {
+        entries.iter().find(|e| e.name == name).unwrap()
+    }
+
+    fn view_of<'a>(static_config: &'a BrokerConfig, image: &'a MetadataImage) -> ConfigView<'a> {
+        ConfigView {
+            static_config,
+            image,
+            node_id: NODE,
+        }
+    }
+
+    fn topic(image: &MetadataImage) -> Resource {
+        resolve(image, NODE, RESOURCE_TOPIC, "t", Purpose::Alter).unwrap()
+    }
+
+    fn set(key: &str, value: &str) -> IncrementalOp {
+        (key.into(), OP_SET, Some(value.into()))
+    }
+
+    #[test]
+    fn sources_follow_kafka_precedence() {
+        let static_config = BrokerConfig::with_overrides([("log.retention.ms", "1000")]).unwrap();
+        let mut image = image_with_topic();
+        let view = view_of(&static_config, &image);
+        let entries = view.topic_entries(&BTreeMap::new());
+        assert_eq!(entries.len(), TOPIC_CONFIGS.len());
+        let retention = entry(&entries, "retention.ms");
+        assert_eq!(
+            (retention.value.as_str(), retention.source),
+            ("1000", ConfigSource::StaticBroker)
+        );
+        assert_eq!(
+            retention.synonyms,
+            vec![
+                Synonym {
+                    name: "log.retention.ms".into(),
+                    value: "1000".into(),
+                    source: ConfigSource::StaticBroker
+                },
+                // No default synonym: Kafka derives log.retention.ms from
+                // log.retention.hours and lists none.
+            ]
+        );
+        assert_eq!(
+            entry(&entries, "segment.bytes").source,
+            ConfigSource::Default
+        );
+
+        image.apply(&MetadataRecord::BrokerConfig {
+            broker_id: None,
+            name: "log.retention.ms".into(),
+            value: Some("2000".into()),
+        });
+        image.apply(&MetadataRecord::BrokerConfig {
+            broker_id: Some(NODE),
+            name: "log.retention.ms".into(),
+            value: Some("3000".into()),
+        });
+        image.apply(&MetadataRecord::TopicConfig {
+            topic_id: [5; 16],
+            name: "retention.ms".into(),
+            value: Some("4000".into()),
+        });
+        let view = view_of(&static_config, &image);
+        let configs = image.topic("t").unwrap().configs.clone();
+        let entries = view.topic_entries(&configs);
+        let retention = entry(&entries, "retention.ms");
+        let sources: Vec<_> = retention.synonyms.iter().map(|s| s.source).collect();
+        assert_eq!(
+            sources,
+            [
+                ConfigSource::DynamicTopic,
+                ConfigSource::DynamicBroker,
+                ConfigSource::DynamicDefaultBroker,
+                ConfigSource::StaticBroker,
+            ]
+        );
+        assert_eq!(retention.value, "4000");
+        let segment = entry(&entries, "segment.bytes");
+        assert_eq!(
+            segment.synonyms.last().map(|s| s.source),
+            Some(ConfigSource::Default),
+            "a key with a default of its own lists it"
+        );
+        assert_eq!(view.effective().get("log.retention.ms"), "3000");
+        let broker = entry(&view.broker_entries(), "log.retention.ms").clone();
+        assert_eq!((broker.value.as_str(), broker.read_only), ("3000", false));
+        assert!(entry(&view.broker_entries(), "num.partitions").read_only);
+        let defaults = view.cluster_default_entries();
+        assert_eq!(defaults.len(), 1);
+        assert_eq!(defaults[0].value, "2000");
+        assert_eq!(defaults[0].synonyms.len(), 1);
+        let wire = defaults[0].to_result(false, false);
+        assert!(wire.synonyms.is_empty());
+        assert_eq!(
+            (wire.config_source, wire.config_type),
+            (ConfigSource::DynamicDefaultBroker.id(), 5)
+        );
+    }
+
+    #[test]
+    fn resources_are_resolved_as_kafka_does() {
+        let image = image_with_topic();
+        let resolve = |t, n: &str, p| resolve(&image, NODE, t, n, p);
+        assert!(matches!(
+            resolve(RESOURCE_TOPIC, "t", Purpose::Describe),
+            Ok(Resource::Topic(_))
+        ));
+        let missing = resolve(RESOURCE_TOPIC, "nope", Purpose::Describe).unwrap_err();
+        assert_eq!(
+            (missing.code, missing.message),
+            (error::UNKNOWN_TOPIC_OR_PARTITION, None)
+        );
+        assert_eq!(
+            resolve(RESOURCE_TOPIC, "a/b", Purpose::Alter)
+                .unwrap_err()
+                .code,
+            error::INVALID_TOPIC_EXCEPTION
+        );
+        assert_eq!(
+            resolve(RESOURCE_TOPIC, "", Purpose::Alter)
+                .unwrap_err()
+                .code,
+            error::INVALID_REQUEST
+        );
+        assert!(matches!(
+            resolve(RESOURCE_BROKER, "", Purpose::Alter),
+            Ok(Resource::ClusterDefault)
+        ));
+        assert!(matches!(
+            resolve(RESOURCE_BROKER, "1", Purpose::Alter),
+            Ok(Resource::Broker(1))
+        ));
+        let other = resolve(RESOURCE_BROKER, "2", Purpose::Describe).unwrap_err();
+        assert_eq!(other.code, error::INVALID_REQUEST);
+        assert!(other
+            .message
+            .unwrap()
+            .contains("expected 1 or empty string"));
+        assert_eq!(
+            resolve(RESOURCE_BROKER, "x", Purpose::Alter)
+                .unwrap_err()
+                .code,
+            error::INVALID_REQUEST
+        );
+        assert_eq!(
+            resolve(8, "1", Purpose::Describe).unwrap_err().code,
+            error::INVALID_REQUEST
+        );
+    }
+
+    #[test]
+    fn bad_key_or_value_refuses_the_whole_resource() {
+        let static_config = BrokerConfig::default();
+        let image = image_with_topic();
+        let view = view_of(&static_config, &image);
+        let t = topic(&image);
+        let err = plan_incremental(
+            &view,
+            &t,
+            &[set("retention.ms", "5"), set("retention.mss", "5")],
+        )
+        .unwrap_err();
+        assert_eq!(err.code, error::INVALID_CONFIG);
+        assert!(err.message.unwrap().contains("retention.mss"));
+        let err = plan_incremental(
+            &view,
+            &t,
+            &[set("retention.ms", "5"), set("segment.bytes", "ten")],
+        )
+        .unwrap_err();
+        assert_eq!(err.code, error::INVALID_CONFIG);
+        let message = err.message.unwrap();
+        assert!(
+            message.contains("segment.bytes") && message.contains("ten"),
+            "{message}"
+        );
+        let err = plan_replace(&view, &t, &[("retention.ms".into(), None)]).unwrap_err();
+        assert_eq!(err.code, error::INVALID_REQUEST);
+        let err = plan_incremental(
+            &view,
+            &t,
+            &[set("retention.ms", "1"), set("retention.ms", "2")],
+        )
+        .unwrap_err();
+        assert_eq!(err.code, error::INVALID_REQUEST);
+        let err = plan_incremental(&view, &t, &[("retention.ms".into(), 9, Some("1".into()))])
+            .unwrap_err();
+        assert_eq!(err.code, error::INVALID_REQUEST);
+        let err = plan_incremental(
+            &view,
+            &t,
+            &[("retention.ms".into(), OP_APPEND, Some("1".into()))],
+        )
+        .unwrap_err();
+        assert_eq!(err.code, error::INVALID_CONFIG);
+        assert!(err.message.unwrap().contains("not LIST"));
+    }
+
+    #[test]
+    fn replace_resets_unnamed_keys_and_incremental_edits() {
+        let static_config = BrokerConfig::default();
+        let mut image = image_with_topic();
+        let records = {
+            let view = view_of(&static_config, &image);
+            plan_incremental(
+                &view,
+                &topic(&image),
+                &[set("retention.ms", "5"), set("segment.bytes", "1000")],
+            )
+            .unwrap()
+        };
+        assert_eq!(records.len(), 2);
+        apply(&mut image, &records);
+        let view = view_of(&static_config, &image);
+        let t = topic(&image);
+        // Setting what is already set produces nothing.
+        assert!(plan_incremental(&view, &t, &[set("retention.ms", "5")])
+            .unwrap()
+            .is_empty());
+        let records =
+            plan_replace(&view, &t, &[("retention.ms".into(), Some("6".into()))]).unwrap();
+        apply(&mut image, &records);
+        let configs = &image.topic("t").unwrap().configs;
+        assert_eq!(configs.len(), 1);
+        assert_eq!(configs["retention.ms"], "6");
+        let view = view_of(&static_config, &image);
+        let records = plan_incremental(
+            &view,
+            &topic(&image),
+            &[("retention.ms".into(), OP_DELETE, None)],
+        )
+        .unwrap();
+        apply(&mut image, &records);
+        assert!(image.topic("t").unwrap().configs.is_empty());
+    }
+
+    #[test]
+    fn append_and_subtract_work_on_lists_from_the_inherited_value() {
+        let static_config = BrokerConfig::default();
+        let mut image = image_with_topic();
+        let run = |image: &mut MetadataImage, op: i8, value: &str| {
+            let records = {
+                let view = view_of(&static_config, image);
+                plan_incremental(
+                    &view,
+                    &topic(image),
+                    &[("cleanup.policy".into(), op, Some(value.into()))],
+                )
+            };
+            records.map(|r| {
+                apply(image, &r);
+                image
+                    .topic("t")
+                    .unwrap()
+                    .configs
+                    .get("cleanup.policy")
+                    .cloned()
+            })
+        };
+        assert_eq!(
+            run(&mut image, OP_APPEND, "compact").unwrap().as_deref(),
+            Some("delete,compact")
+        );
+        assert_eq!(
+            run(&mut image, OP_APPEND, "compact").unwrap().as_deref(),
+            Some("delete,compact")
+        );
+        assert_eq!(
+            run(&mut image, OP_SUBTRACT, "delete").unwrap().as_deref(),
+            Some("compact")
+        );
+        // An empty policy is not a valid value: refused, nothing changes.
+        let err = run(&mut image, OP_SUBTRACT, "compact").unwrap_err();
+        assert_eq!(err.code, error::INVALID_CONFIG);
+        assert_eq!(
+            image.topic("t").unwrap().configs["cleanup.policy"],
+            "compact"
+        );
+        assert_eq!(
+            run(&mut image, OP_APPEND, "shred").unwrap_err().code,
+            error::INVALID_CONFIG
+        );
+    }
+
+    #[test]
+    fn producer_id_expiration_is_kafkas_and_changes_at_run_time() {
+        let static_config = BrokerConfig::default();
+        assert_eq!(
+            static_config.get_i64("producer.id.expiration.ms"),
+            86_400_000
+        );
+        assert_eq!(
+            static_config.get_i64("producer.id.expiration.check.interval.ms"),
+            600_000
+        );
+        let image = image_with_topic();
+        let view = view_of(&static_config, &image);
+        let records = plan_incremental(
+            &view,
+            &Resource::ClusterDefault,
+            &[set("producer.id.expiration.ms", "60000")],
+        )
+        .unwrap();
+        assert_eq!(records.len(), 1);
+        let err = plan_incremental(
+            &view,
+            &Resource::ClusterDefault,
+            &[set("producer.id.expiration.check.interval.ms", "1000")],
+        )
+        .unwrap_err();
+        assert_eq!(err.code, error::INVALID_REQUEST, "read-only, as in Kafka");
+        let set_statically =
+            BrokerConfig::with_overrides([("producer.id.expiration.check.interval.ms", "1000")])
+                .unwrap();
+        assert_eq!(
+            set_statically.get_i64("producer.id.expiration.check.interval.ms"),
+            1000
+        );
+        assert!(BrokerConfig::with_overrides([("producer.id.expiration.ms", "0")]).is_err());
+    }
+
+    #[test]
+    fn broker_levels_accept_only_dynamic_keys() {
+        let static_config = BrokerConfig::default();
+        let mut image = image_with_topic();
+        let view = view_of(&static_config, &image);
+        let err = plan_incremental(
+            &view,
+            &Resource::ClusterDefault,
+            &[set("log.retention.ms", "5"), set("num.partitions", "3")],
+        )
+        .unwrap_err();
+        assert_eq!(err.code, error::INVALID_REQUEST);
+        assert_eq!(
+            err.message.unwrap(),
+            "Cannot update these configs dynamically: Set(num.partitions)"
+        );
+        let err =
+            plan_incremental(&view, &Resource::Broker(NODE), &[set("log.nope", "5")]).unwrap_err();
+        assert_eq!(err.code, error::INVALID_CONFIG);
+        let records = plan_incremental(
+            &view,
+            &Resource::ClusterDefault,
+            &[
+                set("log.cleanup.policy", "compact"),
+                set("message.max.bytes", "2000"),
+            ],
+        )
+        .unwrap();
+        apply(&mut image, &records);
+        let view = view_of(&static_config, &image);
+        let effective = view.effective();
+        assert_eq!(effective.get("message.max.bytes"), "2000");
+        assert_eq!(
+            effective.topic_value(&BTreeMap::new(), "cleanup.policy"),
+            "compact"
+        );
+        // A broker-level APPEND starts from the cluster default.
+        let records = plan_incremental(
+            &view,
+            &Resource::Broker(NODE),
+            &[(
+                "log.cleanup.policy".into(),
+                OP_APPEND,
+                Some("delete".into()),
+            )],
+        )
+        .unwrap();
+        assert_eq!(
+            records,
+            vec![MetadataRecord::BrokerConfig {
+                broker_id: Some(NODE),
+                name: "log.cleanup.policy".into(),
+                value: Some("compact,delete".into()),
+            }]
+        );
+    }
+}

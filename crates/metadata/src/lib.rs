@@ -1,0 +1,87 @@
+//! Cluster metadata: a log of records applied to an immutable image.
+//!
+//! Nothing changes metadata except appending records through
+//! `MetadataStore::commit`, which makes them durable in the `MetadataLog`
+//! first and only then publishes a new `MetadataImage`. A single node runs
+//! this over a local file; a cluster will put a Raft quorum (openraft)
+//! behind the same `MetadataLog` trait.
+
+pub mod client_quotas;
+pub mod dynamic_config;
+mod image;
+mod log;
+mod records;
+pub mod topics;
+
+pub use image::{BrokerInfo, MetadataImage, PartitionInfo, QuotaEntity, TopicInfo};
+pub use log::{FileMetadataLog, MetadataLog, MetadataLogError};
+pub use records::MetadataRecord;
+
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+use rand::RngCore;
+
+use tarn_protocol::Uuid;
+
+/// The metadata log together with the image it produces.
+pub struct MetadataStore {
+    log: Mutex<Box<dyn MetadataLog>>,
+    image: RwLock<Arc<MetadataImage>>,
+}
+
+impl MetadataStore {
+    /// Replays the whole log into a fresh image.
+    pub fn open(log: Box<dyn MetadataLog>) -> Result<Self, MetadataLogError> {
+        let mut image = MetadataImage::default();
+        for record in log.replay()? {
+            image.apply(&record);
+        }
+        Ok(MetadataStore {
+            log: Mutex::new(log),
+            image: RwLock::new(Arc::new(image)),
+        })
+    }
+
+    pub fn image(&self) -> Arc<MetadataImage> {
+        self.image.read().clone()
+    }
+
+    /// Builds records from the current image and commits them atomically
+    /// with respect to other commits: `build` sees the image as it is under
+    /// the commit lock, so check-then-act (e.g. "topic does not exist yet")
+    /// cannot race. `build` returns the records and a value for the caller.
+    pub fn commit_with<T, E>(
+        &self,
+        build: impl FnOnce(&MetadataImage) -> Result<(Vec<MetadataRecord>, T), E>,
+    ) -> Result<T, E>
+    where
+        E: From<MetadataLogError>,
+    {
+        let mut log = self.log.lock();
+        let current = self.image();
+        let (records, value) = build(&current)?;
+        if records.is_empty() {
+            return Ok(value);
+        }
+        log.append(&records)?;
+        let mut next = (*current).clone();
+        for record in &records {
+            next.apply(record);
+        }
+        *self.image.write() = Arc::new(next);
+        Ok(value)
+    }
+}
+
+/// A random topic or cluster id, never one Kafka reserves.
+pub fn random_uuid() -> Uuid {
+    let mut bytes = [0u8; 16];
+    loop {
+        rand::thread_rng().fill_bytes(&mut bytes);
+        // Kafka reserves the all-zero id and ids whose base64 starts with '-'.
+        if bytes != [0; 16] && bytes[0] & 0xfc != 0xf8 {
+            return Uuid(bytes);
+        }
+    }
+}

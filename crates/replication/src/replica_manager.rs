@@ -1,0 +1,1238 @@
+//! ReplicaManager: the partitions this broker hosts and their logs.
+//!
+//! It follows the metadata image: `sync` compares the new image (and the
+//! effective broker config) with the last ones it applied and touches only
+//! the topics that changed (found by pointer equality of their
+//! `Arc<TopicInfo>`), or every topic when the broker config changed: it
+//! opens a log for every new partition assigned here, hands changed
+//! settings to live logs, and retires the logs of topics that are gone. So
+//! a commit costs in proportion to what it changed, not to the number of
+//! partitions. Appends and reads go through a `Partition`, which checks
+//! the leader epoch a client believes in against its own, and every
+//! append bumps `data_version` so long-polling fetches wake on new data.
+//!
+//! A deleted partition's directory is renamed to Kafka's
+//! `<topic>-<partition>.<id>-delete` at once and removed by the
+//! `LogDeleter` after `file.delete.delay.ms`. Each directory records its
+//! topic id (`partition.metadata`), so one an earlier topic of the same name
+//! left behind is deleted rather than reopened, and at start-up directories
+//! that no partition owns are set aside as `-stray`, not served.
+//!
+//! A partition also applies its topic's `compression.type` on append:
+//! batches already in the topic's codec (or any codec when the topic says
+//! `producer`) go to the log as received; others are recompressed first,
+//! with decompression capped at the topic's `max.message.bytes`.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use parking_lot::{Mutex, RwLock};
+use tokio::sync::watch;
+
+use tarn_protocol::compression::CompressionError;
+use tarn_protocol::error::{self, ErrorCode};
+use tarn_protocol::record_batch::{
+    parse_header, recompress_batch_at, validate_batch, BatchError, Compression, TimestampType,
+};
+use tarn_protocol::records::FileRegion;
+use tarn_protocol::Uuid;
+use tarn_storage::partition_metadata::{read_topic_id, write_topic_id};
+use tarn_storage::{
+    AppendError, AppendInfo, CleanupPolicy, FlushTarget, GroupCommit, Log, LogConfig, LogEnv,
+    RecordError, SegmentVerifier, StorageError, DELETE_DIR_SUFFIX,
+};
+
+use tarn_config::BrokerConfig;
+use tarn_metadata::{MetadataImage, TopicInfo};
+
+use crate::blocking::off_async_workers;
+use crate::durability::{AppendCompletion, PartitionDurability};
+use crate::episode::FailureEpisode;
+use crate::log_deleter::LogDeleter;
+
+pub type TopicPartition = (String, i32);
+
+/// The hosted partitions by topic name, then partition index: looked up
+/// with a borrowed name on every produce and fetch, so without allocating.
+#[derive(Default)]
+struct PartitionMap(HashMap<String, HashMap<i32, Arc<Partition>>>);
+
+impl PartitionMap {
+    fn get(&self, topic: &str, partition: i32) -> Option<&Arc<Partition>> {
+        self.0.get(topic)?.get(&partition)
+    }
+
+    fn insert(&mut self, partition: Arc<Partition>) -> Option<Arc<Partition>> {
+        self.0
+            .entry(partition.topic.clone())
+            .or_default()
+            .insert(partition.index, partition)
+    }
+
+    fn remove(&mut self, topic: &str, partition: i32) -> Option<Arc<Partition>> {
+        let partitions = self.0.get_mut(topic)?;
+        let removed = partitions.remove(&partition);
+        if partitions.is_empty() {
+            self.0.remove(topic);
+        }
+        removed
+    }
+
+    fn values(&self) -> impl Iterator<Item = &Arc<Partition>> {
+        self.0.values().flat_map(HashMap::values)
+    }
+
+    fn drain(&mut self) -> Vec<Arc<Partition>> {
+        self.0.drain().flat_map(|(_, p)| p.into_values()).collect()
+    }
+}
+
+pub struct Partition {
+    pub topic: String,
+    pub topic_id: Uuid,
+    pub index: i32,
+    leader_epoch: AtomicI32,
+    /// The topic's `file.delete.delay.ms` as of the last sync.
+    file_delete_delay_ms: AtomicI64,
+    /// The topic's `compression.type` as a codec id, or [`KEEP_PRODUCER_CODEC`].
+    compression: AtomicU8,
+    /// The topic's `compression.<codec>.level` for that codec, or
+    /// [`DEFAULT_LEVEL`].
+    compression_level: AtomicI32,
+    /// The topic's `max.message.bytes`, which also caps decompression.
+    max_message_bytes: AtomicU32,
+    /// Appends, and reads, failing on storage (a full disk, say): the cause
+    /// is logged once and the next success is logged as recovery.
+    writes_failing: FailureEpisode,
+    reads_failing: FailureEpisode,
+    /// Where this partition's flushes run.
+    group_commit: Arc<GroupCommit>,
+    /// What is durable, for the completions of appends waiting on it.
+    durability: PartitionDurability,
+    /// The highest offset a flush was queued to cover; a retried
+    /// (duplicate) batch below it waits for that flush too.
+    flush_requested_upto: AtomicI64,
+    log: Mutex<Option<Log>>,
+}
+
+/// What an append did, and the completion to wait for before it may be
+/// acknowledged.
+#[must_use = "an append may not be acknowledged before its completion resolves"]
+#[derive(Debug)]
+pub struct Appended {
+    pub info: AppendInfo,
+    pub log_start_offset: i64,
+    pub completion: AppendCompletion,
+}
+
+/// `compression.type=producer`: batches keep the codec they came with.
+const KEEP_PRODUCER_CODEC: u8 = u8::MAX;
+/// No `compression.<codec>.level` applies: the codec's default.
+const DEFAULT_LEVEL: i32 = i32::MIN;
+
+/// The codec a topic's `compression.type` stores batches in; `None` for
+/// `producer`.
+pub fn topic_codec(compression_type: &str) -> Option<Compression> {
+    match compression_type {
+        "uncompressed" => Some(Compression::None),
+        "gzip" => Some(Compression::Gzip),
+        "snappy" => Some(Compression::Snappy),
+        "lz4" => Some(Compression::Lz4),
+        "zstd" => Some(Compression::Zstd),
+        _ => None,
+    }
+}
+
+/// What a partition answered, as a Kafka error code plus a message for
+/// the operator's log and the client where the API carries one.
+#[derive(Debug, Clone)]
+pub struct PartitionError {
+    pub code: ErrorCode,
+    pub message: String,
+    /// The refused records of a produce's batch, by index, for Produce
+    /// v8+'s `record_errors`; empty for every other refusal.
+    pub record_errors: Vec<RecordError>,
+}
+
+impl PartitionError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        PartitionError {
+            code,
+            message: message.into(),
+            record_errors: Vec::new(),
+        }
+    }
+}
+
+impl From<StorageError> for PartitionError {
+    fn from(e: StorageError) -> Self {
+        PartitionError::new(error::KAFKA_STORAGE_ERROR, e.to_string())
+    }
+}
+
+impl From<AppendError> for PartitionError {
+    fn from(e: AppendError) -> Self {
+        let code = match &e {
+            AppendError::CorruptMessage(_) => error::CORRUPT_MESSAGE,
+            AppendError::MessageTooLarge(_) => error::MESSAGE_TOO_LARGE,
+            AppendError::UnsupportedMagic => error::UNSUPPORTED_FOR_MESSAGE_FORMAT,
+            AppendError::OutOfOrderSequence(_) => error::OUT_OF_ORDER_SEQUENCE_NUMBER,
+            AppendError::InvalidProducerEpoch(_) => error::INVALID_PRODUCER_EPOCH,
+            AppendError::InvalidRecord(_) => error::INVALID_RECORD,
+            AppendError::RecordErrors {
+                invalid_timestamp: true,
+                ..
+            } => error::INVALID_TIMESTAMP,
+            AppendError::RecordErrors { .. } => error::INVALID_RECORD,
+            AppendError::Storage(_) => error::KAFKA_STORAGE_ERROR,
+        };
+        let message = e.to_string();
+        let record_errors = match e {
+            AppendError::RecordErrors { errors, .. } => errors,
+            _ => Vec::new(),
+        };
+        PartitionError {
+            code,
+            message,
+            record_errors,
+        }
+    }
+}
+
+/// Offsets a reader needs alongside the data.
+#[derive(Debug, Clone, Copy)]
+pub struct LogOffsets {
+    pub log_start_offset: i64,
+    pub high_watermark: i64,
+}
+
+impl Partition {
+    pub fn leader_epoch(&self) -> i32 {
+        self.leader_epoch.load(Ordering::Acquire)
+    }
+
+    /// Kafka's check of the epoch a client sent: -1 means "not known".
+    pub fn check_epoch(&self, client_epoch: i32) -> Result<(), PartitionError> {
+        let ours = self.leader_epoch();
+        if client_epoch == -1 || client_epoch == ours {
+            Ok(())
+        } else if client_epoch < ours {
+            Err(PartitionError::new(
+                error::FENCED_LEADER_EPOCH,
+                format!("leader epoch {client_epoch} is older than the current {ours}"),
+            ))
+        } else {
+            Err(PartitionError::new(
+                error::UNKNOWN_LEADER_EPOCH,
+                format!("leader epoch {client_epoch} is newer than the current {ours}"),
+            ))
+        }
+    }
+
+    fn with_log<T>(
+        &self,
+        f: impl FnOnce(&mut Log) -> Result<T, PartitionError>,
+    ) -> Result<T, PartitionError> {
+        let mut guard = self.log.lock();
+        match guard.as_mut() {
+            Some(log) => f(log),
+            None => Err(PartitionError::new(
+                error::NOT_LEADER_OR_FOLLOWER,
+                format!("{}-{} is closed", self.topic, self.index),
+            )),
+        }
+    }
+
+    /// Logs a storage failure once when it starts and once when the
+    /// partition works again, so a full disk cannot flood the log while
+    /// every request to the partition answers KAFKA_STORAGE_ERROR.
+    fn note_storage<T>(
+        &self,
+        episode: &FailureEpisode,
+        what: &str,
+        result: Result<T, PartitionError>,
+    ) -> Result<T, PartitionError> {
+        match &result {
+            Err(e) if e.code == error::KAFKA_STORAGE_ERROR => {
+                if episode.failed() {
+                    tracing::error!(topic = %self.topic, partition = self.index, error = %e.message, "{what} failed on storage; answering KAFKA_STORAGE_ERROR until it works again");
+                }
+            }
+            Ok(_) => {
+                if episode.succeeded() {
+                    tracing::info!(topic = %self.topic, partition = self.index, "{what} works again");
+                }
+            }
+            Err(_) => {}
+        }
+        result
+    }
+
+    /// Appends one produce request's record batches for this partition,
+    /// recompressing them first when the topic's codec says so. The
+    /// answer's completion resolves once the append is as durable as
+    /// `flush.messages` asks (a flush is then queued on the group commit,
+    /// outside this partition's lock); nothing may be acknowledged before.
+    pub fn append(&self, records: &[u8]) -> Result<Appended, PartitionError> {
+        let converted = match Compression::from_id(self.compression.load(Ordering::Acquire)) {
+            Some(target) => {
+                let limit = self.max_message_bytes.load(Ordering::Acquire) as usize;
+                let level = Some(self.compression_level.load(Ordering::Acquire))
+                    .filter(|l| *l != DEFAULT_LEVEL);
+                convert_codec(records, target, level, limit)?
+            }
+            None => None,
+        };
+        let records = converted.as_deref().unwrap_or(records);
+        let epoch = self.leader_epoch();
+        // A roll fsyncs the segment it closes: that runs first, outside the
+        // partition's lock (reads and other appends go on) and off the
+        // async workers, then the append is tried again and its roll finds
+        // it done. Whatever may still fsync in the append (a roll that
+        // raced with another append, a new leader epoch's checkpoint) stays
+        // off the async workers too, so only this request waits for it.
+        let mut roll_synced = false;
+        let (info, log_start_offset, flush) = loop {
+            let step = self.with_log(|log| {
+                let may_fsync = if roll_synced {
+                    log.append_may_fsync(records, epoch)
+                } else if let Some(roll) = log.prepare_roll(records)? {
+                    return Ok(Err(roll));
+                } else {
+                    log.epoch_checkpoint_due(epoch)
+                };
+                let info = if may_fsync {
+                    off_async_workers(|| log.append(records, epoch))?
+                } else {
+                    log.append(records, epoch)?
+                };
+                let flush = if !info.duplicate && log.flush_due() {
+                    log.prepare_flush()?
+                } else {
+                    None
+                };
+                if let Some(target) = &flush {
+                    // Under the lock, so a retry of this batch sees it.
+                    self.flush_requested_upto
+                        .fetch_max(target.upto(), Ordering::AcqRel);
+                }
+                Ok(Ok((info, log.log_start_offset(), flush)))
+            });
+            match self.note_storage(&self.writes_failing, "appending", step)? {
+                Ok(appended) => break appended,
+                Err(roll) => {
+                    let synced = off_async_workers(|| roll.run()).map_err(PartitionError::from);
+                    self.note_storage(&self.writes_failing, "rolling", synced)?;
+                    roll_synced = true;
+                }
+            }
+        };
+        if let Some(target) = flush {
+            self.submit_flush(target);
+        }
+        let end = info.last_offset + 1;
+        let completion = if self.flush_requested_upto.load(Ordering::Acquire) >= end {
+            self.durability.completion_upto(end)
+        } else {
+            AppendCompletion::ready()
+        };
+        Ok(Appended {
+            info,
+            log_start_offset,
+            completion,
+        })
+    }
+
+    /// Queues `target` on the group commit; its outcome reaches this
+    /// partition's waiting completions.
+    fn submit_flush(&self, target: FlushTarget) {
+        let publisher = self.durability.publisher();
+        let upto = target.upto();
+        self.group_commit.submit(
+            target,
+            Some(Box::new(move |result| match result {
+                Ok(()) => publisher.durable(upto),
+                Err(e) => publisher.failed(e.to_string()),
+            })),
+        );
+    }
+
+    /// A completion that resolves once every flush queued for this
+    /// partition so far has finished: what a coordinator answer waits for,
+    /// since it covers every write the coordinator made before it.
+    pub fn durability_barrier(&self) -> AppendCompletion {
+        self.durability
+            .completion_upto(self.flush_requested_upto.load(Ordering::Acquire))
+    }
+
+    /// The log went offline after a failed fsync: it takes no writes until
+    /// a restart.
+    pub fn is_offline(&self) -> bool {
+        self.with_log_ref(|log| log.offline_cause().is_some())
+            .unwrap_or(false)
+    }
+
+    /// Runs `f` on the open log; `Ok(None)` when the partition is closed.
+    pub fn with_log_mut<T>(
+        &self,
+        f: impl FnOnce(&mut Log) -> Result<T, StorageError>,
+    ) -> Result<Option<T>, StorageError> {
+        match self.log.lock().as_mut() {
+            Some(log) => f(log).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    pub fn offsets(&self) -> Result<LogOffsets, PartitionError> {
+        self.with_log(|log| {
+            Ok(LogOffsets {
+                log_start_offset: log.log_start_offset(),
+                high_watermark: log.log_end_offset(),
+            })
+        })
+    }
+
+    /// The file range holding whole batches from `offset` (for sendfile),
+    /// or OFFSET_OUT_OF_RANGE; `None` when there is nothing to send.
+    pub fn read_region(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        min_one_batch: bool,
+    ) -> Result<(Option<FileRegion>, LogOffsets), PartitionError> {
+        self.read_at(offset, |log| {
+            log.read_region(offset, max_bytes, min_one_batch)
+        })
+    }
+
+    /// Reads whole batches from `offset`, or OFFSET_OUT_OF_RANGE.
+    pub fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        min_one_batch: bool,
+    ) -> Result<(Bytes, LogOffsets), PartitionError> {
+        self.read_at(offset, |log| log.read(offset, max_bytes, min_one_batch))
+    }
+
+    /// The CRC check a read from `offset` still needs (see `read_at`), for
+    /// callers that would rather run it on a blocking thread first; `None`
+    /// when none is needed or it cannot be prepared (the read then runs it
+    /// itself and reports any error).
+    pub fn verification_for(&self, offset: i64) -> Option<SegmentVerifier> {
+        self.with_log(|log| Ok(log.verification_for(offset)?))
+            .ok()
+            .flatten()
+    }
+
+    /// Runs `read` when `offset` is inside the log, with the log's offsets;
+    /// OFFSET_OUT_OF_RANGE otherwise. Bytes the read reaches that this
+    /// process did not write are CRC-checked first, outside the log's lock
+    /// (a whole segment on the first read after a start), so appends and
+    /// other reads of the partition do not wait for that.
+    fn read_at<T>(
+        &self,
+        offset: i64,
+        read: impl FnOnce(&Log) -> Result<T, StorageError>,
+    ) -> Result<(T, LogOffsets), PartitionError> {
+        let check = self
+            .with_log(|log| Ok(log.verification_for(offset)?))
+            .and_then(|verifier| match verifier {
+                Some(verifier) => Ok(verifier.run()?),
+                None => Ok(()),
+            });
+        let result = check.and_then(|()| {
+            self.with_log(|log| {
+                let offsets = LogOffsets {
+                    log_start_offset: log.log_start_offset(),
+                    high_watermark: log.log_end_offset(),
+                };
+                if offset < offsets.log_start_offset || offset > offsets.high_watermark {
+                    return Err(PartitionError::new(
+                        error::OFFSET_OUT_OF_RANGE,
+                        format!(
+                            "offset {offset} is outside [{}, {}]",
+                            offsets.log_start_offset, offsets.high_watermark
+                        ),
+                    ));
+                }
+                Ok((read(log)?, offsets))
+            })
+        });
+        self.note_storage(&self.reads_failing, "reading", result)
+    }
+
+    pub fn with_log_ref<T>(&self, f: impl FnOnce(&Log) -> T) -> Result<T, PartitionError> {
+        self.with_log(|log| Ok(f(log)))
+    }
+
+    /// Kafka's DeleteRecords on this partition: -1 means the high
+    /// watermark; the log start offset moves up to `offset` (never down).
+    /// Returns the new log start offset (the low watermark).
+    pub fn delete_records(&self, offset: i64) -> Result<i64, PartitionError> {
+        self.with_log(|log| {
+            let high_watermark = log.log_end_offset();
+            let target = if offset == -1 { high_watermark } else { offset };
+            if target < 0 {
+                return Err(PartitionError::new(
+                    error::OFFSET_OUT_OF_RANGE,
+                    format!(
+                        "The offset {target} for partition {}-{} is not valid",
+                        self.topic, self.index
+                    ),
+                ));
+            }
+            if target > high_watermark {
+                return Err(PartitionError::new(
+                    error::OFFSET_OUT_OF_RANGE,
+                    format!(
+                        "Cannot increment the log start offset to {target} of partition {}-{} since it is larger than the high watermark {high_watermark}",
+                        self.topic, self.index
+                    ),
+                ));
+            }
+            Ok(log.delete_records_before(target)?)
+        })
+    }
+
+    /// Hands the log new settings when they differ from its current ones.
+    fn update_config(&self, config: LogConfig, file_delete_delay_ms: i64) {
+        self.file_delete_delay_ms
+            .store(file_delete_delay_ms, Ordering::Release);
+        let mut guard = self.log.lock();
+        let Some(log) = guard.as_mut() else {
+            return;
+        };
+        if *log.config() == config {
+            return;
+        }
+        match log.update_config(config) {
+            Ok(()) => {
+                tracing::info!(topic = %self.topic, partition = self.index, "log config updated")
+            }
+            Err(e) => {
+                tracing::error!(topic = %self.topic, partition = self.index, error = %e, "update log config")
+            }
+        }
+    }
+
+    fn close(&self) -> Result<(), StorageError> {
+        match self.log.lock().take() {
+            Some(log) => log.close(),
+            None => Ok(()),
+        }
+    }
+
+    /// Closes the log and renames its directory for delayed deletion;
+    /// returns the new path and how long it should wait.
+    fn retire(&self) -> Result<Option<(PathBuf, Duration)>, StorageError> {
+        let Some(log) = self.log.lock().take() else {
+            return Ok(None);
+        };
+        let renamed = log.rename_for_deletion(&delete_dir_name(&self.topic, self.index))?;
+        let delay_ms = self.file_delete_delay_ms.load(Ordering::Acquire).max(0);
+        Ok(Some((renamed, Duration::from_millis(delay_ms as u64))))
+    }
+}
+
+/// Kafka's suffix for a partition directory that no partition owns.
+pub const STRAY_DIR_SUFFIX: &str = "-stray";
+
+/// The metadata log's directory is named like a partition's; it is no stray.
+const METADATA_TOPIC: &str = "__cluster_metadata";
+
+/// Kafka's name for a partition directory waiting for deletion:
+/// `<topic>-<partition>.<32 hex digits>-delete`, the topic cut short so the
+/// name fits in 255 bytes.
+pub fn delete_dir_name(topic: &str, partition: i32) -> String {
+    set_aside_name(topic, partition, DELETE_DIR_SUFFIX)
+}
+
+/// `<topic>-<partition>.<32 hex digits><suffix>`, within 255 bytes.
+fn set_aside_name(topic: &str, partition: i32, suffix: &str) -> String {
+    let unique: String = tarn_metadata::random_uuid()
+        .0
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let suffix = format!("-{partition}.{unique}{suffix}");
+    // Topic names are ASCII, so any byte length is a char boundary.
+    let keep = topic.len().min(255 - suffix.len());
+    format!("{}{suffix}", &topic[..keep])
+}
+
+/// `(topic, partition)` for a live partition directory's name,
+/// `<topic>-<partition>`; `None` for anything else (set-aside directories
+/// end in a suffix, not in a number).
+fn parse_partition_dir_name(name: &str) -> Option<(&str, i32)> {
+    let (topic, partition) = name.rsplit_once('-')?;
+    if topic.is_empty() || partition.is_empty() || !partition.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((topic, partition.parse().ok()?))
+}
+
+/// Rewrites `records` with every batch in `target`'s codec; `None` when
+/// they all are already (the common case, which costs one header parse per
+/// batch). A batch to convert must pass its CRC check first, so corrupt
+/// input is never given a fresh CRC.
+fn convert_codec(
+    records: &[u8],
+    target: Compression,
+    level: Option<i32>,
+    limit: usize,
+) -> Result<Option<Vec<u8>>, PartitionError> {
+    let corrupt = |position: usize, e: BatchError| -> PartitionError {
+        match e {
+            BatchError::UnsupportedMagic(_) => PartitionError::new(
+                error::UNSUPPORTED_FOR_MESSAGE_FORMAT,
+                format!("batch at byte {position}: {e}"),
+            ),
+            BatchError::Compression(CompressionError::TooLarge { .. }) => PartitionError::new(
+                error::MESSAGE_TOO_LARGE,
+                format!("batch at byte {position}: {e} (max.message.bytes)"),
+            ),
+            e => PartitionError::new(
+                error::CORRUPT_MESSAGE,
+                format!("batch at byte {position}: {e}"),
+            ),
+        }
+    };
+    let mut position = 0;
+    let mut all_match = true;
+    while position < records.len() {
+        let header = parse_header(&records[position..]).map_err(|e| corrupt(position, e))?;
+        if header.compression() != target && !header.is_control() {
+            all_match = false;
+            break;
+        }
+        position += header.total_size();
+    }
+    if all_match {
+        return Ok(None);
+    }
+    let mut out = Vec::with_capacity(records.len());
+    let mut position = 0;
+    while position < records.len() {
+        let rest = &records[position..];
+        let header = validate_batch(rest).map_err(|e| corrupt(position, e))?;
+        let batch = &rest[..header.total_size()];
+        if header.compression() == target || header.is_control() {
+            out.extend_from_slice(batch);
+        } else {
+            recompress_batch_at(batch, &header, target, level, limit, &mut out)
+                .map_err(|e| corrupt(position, e))?;
+        }
+        position += header.total_size();
+    }
+    Ok(Some(out))
+}
+
+pub struct ReplicaManager {
+    data_dir: PathBuf,
+    node_id: i32,
+    env: LogEnv,
+    partitions: RwLock<PartitionMap>,
+    data_version: watch::Sender<u64>,
+    deleter: LogDeleter,
+    /// The fsync rounds every hosted partition's flushes go through.
+    group_commit: Arc<GroupCommit>,
+    /// The image and effective broker config the hosted partitions match;
+    /// also serializes `sync`.
+    synced: Mutex<(Arc<MetadataImage>, BrokerConfig)>,
+}
+
+/// The storage settings of one topic, from its configs and the broker's.
+/// Values were validated when they entered (config file, CreateTopics,
+/// AlterConfigs), so a parse failure here is a bug.
+pub fn log_config(config: &BrokerConfig, topic: &TopicInfo) -> LogConfig {
+    let text = |key: &str| config.topic_value(&topic.configs, key);
+    let value = |key: &str| -> i64 {
+        text(key)
+            .parse()
+            .unwrap_or_else(|_| panic!("validated numeric topic config {key}"))
+    };
+    LogConfig {
+        segment_bytes: value("segment.bytes") as u64,
+        index_interval_bytes: value("index.interval.bytes") as u32,
+        segment_index_bytes: value("segment.index.bytes") as u32,
+        max_message_bytes: value("max.message.bytes") as u32,
+        segment_ms: value("segment.ms"),
+        retention_ms: value("retention.ms"),
+        retention_bytes: value("retention.bytes"),
+        cleanup_policy: CleanupPolicy::parse(&text("cleanup.policy"))
+            .unwrap_or_else(|e| panic!("validated cleanup.policy: {e}")),
+        delete_retention_ms: value("delete.retention.ms"),
+        min_cleanable_dirty_ratio: text("min.cleanable.dirty.ratio")
+            .parse()
+            .unwrap_or_else(|_| panic!("validated min.cleanable.dirty.ratio")),
+        min_compaction_lag_ms: value("min.compaction.lag.ms"),
+        max_compaction_lag_ms: value("max.compaction.lag.ms"),
+        flush_messages: value("flush.messages"),
+        flush_ms: value("flush.ms"),
+        file_delete_delay_ms: value("file.delete.delay.ms"),
+        message_timestamp_type: if text("message.timestamp.type") == "LogAppendTime" {
+            TimestampType::LogAppendTime
+        } else {
+            TimestampType::CreateTime
+        },
+        message_timestamp_before_max_ms: value("message.timestamp.before.max.ms"),
+        message_timestamp_after_max_ms: value("message.timestamp.after.max.ms"),
+    }
+}
+
+/// A topic's effective `file.delete.delay.ms`.
+fn file_delete_delay_ms(config: &BrokerConfig, topic: &TopicInfo) -> i64 {
+    config
+        .topic_value(&topic.configs, "file.delete.delay.ms")
+        .parse()
+        .unwrap_or_else(|_| panic!("validated numeric topic config file.delete.delay.ms"))
+}
+
+fn compression_id(config: &BrokerConfig, topic: &TopicInfo) -> u8 {
+    topic_codec(&config.topic_value(&topic.configs, "compression.type"))
+        .map_or(KEEP_PRODUCER_CODEC, Compression::id)
+}
+
+/// The topic's level for the codec its `compression.type` names (gzip's
+/// -1 is its default), or [`DEFAULT_LEVEL`].
+fn compression_level(config: &BrokerConfig, topic: &TopicInfo) -> i32 {
+    let key = match topic_codec(&config.topic_value(&topic.configs, "compression.type")) {
+        Some(Compression::Gzip) => "compression.gzip.level",
+        Some(Compression::Lz4) => "compression.lz4.level",
+        Some(Compression::Zstd) => "compression.zstd.level",
+        _ => return DEFAULT_LEVEL,
+    };
+    match config.topic_value(&topic.configs, key).parse::<i32>() {
+        Ok(-1) if key == "compression.gzip.level" => DEFAULT_LEVEL,
+        Ok(level) => level,
+        Err(_) => panic!("validated numeric topic config {key}"),
+    }
+}
+
+impl ReplicaManager {
+    pub fn new(data_dir: &Path, node_id: i32, env: LogEnv, group_commit: Arc<GroupCommit>) -> Self {
+        let (data_version, _) = watch::channel(0);
+        ReplicaManager {
+            data_dir: data_dir.to_owned(),
+            node_id,
+            deleter: LogDeleter::start(env.clone()),
+            group_commit,
+            env,
+            partitions: RwLock::new(PartitionMap::default()),
+            data_version,
+            synced: Mutex::new((Arc::new(MetadataImage::default()), BrokerConfig::default())),
+        }
+    }
+
+    /// The effective broker config (static and dynamic) the hosted
+    /// partitions were last synced with.
+    pub fn effective_config(&self) -> BrokerConfig {
+        self.synced.lock().1.clone()
+    }
+
+    /// Deleted partition directories still waiting for their delay.
+    pub fn pending_deletions(&self) -> usize {
+        self.deleter.pending()
+    }
+
+    pub fn env(&self) -> &LogEnv {
+        &self.env
+    }
+
+    /// Every hosted partition (a snapshot of the set).
+    pub fn all_partitions(&self) -> Vec<Arc<Partition>> {
+        self.partitions.read().values().cloned().collect()
+    }
+
+    pub fn get(&self, topic: &str, partition: i32) -> Option<Arc<Partition>> {
+        self.partitions.read().get(topic, partition).cloned()
+    }
+
+    /// Every hosted partition, in no particular order.
+    pub fn partitions(&self) -> Vec<Arc<Partition>> {
+        self.partitions.read().values().cloned().collect()
+    }
+
+    /// A receiver that changes whenever any partition gets new data.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.data_version.subscribe()
+    }
+
+    pub fn notify_appended(&self) {
+        self.data_version.send_modify(|v| *v += 1);
+    }
+
+    /// Makes the hosted partitions match the image: opens new ones, hands
+    /// changed settings (from the topic's configs and `config`, the
+    /// effective broker config) to live logs, and retires those whose topic
+    /// is gone (or was re-created under a new id). Only topics that differ
+    /// from the last synced image are looked at, unless `config` changed.
+    /// Callers pass the newest image (see `Broker::commit_metadata`).
+    pub fn sync(
+        &self,
+        image: &Arc<MetadataImage>,
+        config: &BrokerConfig,
+        clean_shutdown: bool,
+    ) -> Result<(), StorageError> {
+        let mut synced = self.synced.lock();
+        let (previous, previous_config) = synced.clone();
+        let config_changed = previous_config != *config;
+        let mut changed: Vec<(&Arc<TopicInfo>, Option<&Arc<TopicInfo>>)> = Vec::new();
+        for topic in image.topics() {
+            match previous.topic_by_id(&topic.topic_id) {
+                Some(old) if Arc::ptr_eq(old, topic) && !config_changed => {}
+                old => changed.push((topic, old)),
+            }
+        }
+        let gone: Vec<Uuid> = previous
+            .topics()
+            .filter(|t| image.topic_by_id(&t.topic_id).is_none())
+            .map(|t| t.topic_id)
+            .collect();
+        if !gone.is_empty() {
+            let stale: Vec<Arc<Partition>> = {
+                let mut map = self.partitions.write();
+                let keys: Vec<(String, i32)> = map
+                    .values()
+                    .filter(|p| gone.contains(&p.topic_id))
+                    .map(|p| (p.topic.clone(), p.index))
+                    .collect();
+                keys.iter().filter_map(|(t, i)| map.remove(t, *i)).collect()
+            };
+            self.retire(&stale)?;
+        }
+        for (topic, old) in changed {
+            self.sync_topic(topic, old, config, config_changed, clean_shutdown)?;
+        }
+        *synced = (image.clone(), config.clone());
+        Ok(())
+    }
+
+    /// Like [`ReplicaManager::sync`] after a commit whose records touched
+    /// only `topics` (ids) and no broker config: looks at those topics
+    /// alone, so a commit costs the same with 10 or 10,000 topics. Falls
+    /// back to a whole sync when the effective broker config changed.
+    /// Callers must run the commit and this sync as one step, in commit
+    /// order (see `Broker::commit_metadata`): each topic's settings are
+    /// compared with the previously synced image.
+    pub fn sync_topics(
+        &self,
+        image: &Arc<MetadataImage>,
+        config: &BrokerConfig,
+        topics: &[Uuid],
+    ) -> Result<(), StorageError> {
+        let mut synced = self.synced.lock();
+        if synced.1 != *config {
+            drop(synced);
+            return self.sync(image, config, true);
+        }
+        let previous = synced.0.clone();
+        for id in topics {
+            match image.topic_by_id(id) {
+                Some(topic) => {
+                    self.sync_topic(topic, previous.topic_by_id(id), config, false, true)?
+                }
+                None => {
+                    let Some(gone) = previous.topic_by_id(id) else {
+                        continue;
+                    };
+                    let stale: Vec<Arc<Partition>> = {
+                        let mut map = self.partitions.write();
+                        gone.partitions
+                            .iter()
+                            .filter_map(|p| map.remove(&gone.name, p.partition_id))
+                            .collect()
+                    };
+                    let (ours, newer): (Vec<_>, Vec<_>) =
+                        stale.into_iter().partition(|p| p.topic_id == *id);
+                    // A newer topic of the same name: not ours to retire.
+                    for partition in newer {
+                        self.partitions.write().insert(partition);
+                    }
+                    self.retire(&ours)?;
+                }
+            }
+        }
+        synced.0 = image.clone();
+        Ok(())
+    }
+
+    /// Closes the partitions' logs, renames their directories for deletion,
+    /// makes the renames durable with one fsync of the data directory (not
+    /// one per partition: a topic of thousands of partitions goes at once),
+    /// then schedules the directories' removal.
+    fn retire(&self, partitions: &[Arc<Partition>]) -> Result<(), StorageError> {
+        let mut renamed = Vec::with_capacity(partitions.len());
+        let mut failed = None;
+        for partition in partitions {
+            match partition.retire() {
+                Ok(Some((dir, delay))) => {
+                    tracing::info!(topic = %partition.topic, partition = partition.index, dir = %dir.display(), delay_ms = delay.as_millis() as u64, "deleted partition; files go after file.delete.delay.ms");
+                    renamed.push((dir, delay));
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    failed.get_or_insert(e);
+                }
+            }
+        }
+        if !renamed.is_empty() {
+            self.env.sync_dir(&self.data_dir)?;
+        }
+        for (dir, delay) in renamed {
+            self.deleter.schedule(dir, delay);
+        }
+        failed.map_or(Ok(()), Err)
+    }
+
+    fn sync_topic(
+        &self,
+        topic: &Arc<TopicInfo>,
+        old: Option<&Arc<TopicInfo>>,
+        config: &BrokerConfig,
+        config_changed: bool,
+        clean_shutdown: bool,
+    ) -> Result<(), StorageError> {
+        let log_config = log_config(config, topic);
+        let delete_delay_ms = file_delete_delay_ms(config, topic);
+        let compression = compression_id(config, topic);
+        let level = compression_level(config, topic);
+        let max_message_bytes = log_config.max_message_bytes;
+        let settings_changed = config_changed || old.is_some_and(|o| o.configs != topic.configs);
+        for p in &topic.partitions {
+            if !p.replicas.contains(&self.node_id) {
+                continue;
+            }
+            if let Some(existing) = self.get(&topic.name, p.partition_id) {
+                if existing.topic_id == topic.topic_id {
+                    existing
+                        .leader_epoch
+                        .store(p.leader_epoch, Ordering::Release);
+                    if settings_changed {
+                        existing.compression.store(compression, Ordering::Release);
+                        existing.compression_level.store(level, Ordering::Release);
+                        existing
+                            .max_message_bytes
+                            .store(max_message_bytes, Ordering::Release);
+                        existing.update_config(log_config.clone(), delete_delay_ms);
+                    }
+                    continue;
+                }
+                // Same name, new topic id: the old topic is gone.
+                let stale = self.partitions.write().remove(&topic.name, p.partition_id);
+                if let Some(stale) = stale {
+                    self.retire(&[stale])?;
+                }
+            }
+            let dir = self
+                .data_dir
+                .join(format!("{}-{}", topic.name, p.partition_id));
+            let recorded = match read_topic_id(&self.env, &dir) {
+                Ok(recorded) => recorded,
+                // Written without fsync: a power cut can leave it empty.
+                Err(e @ StorageError::Corrupt { .. }) => {
+                    tracing::warn!(topic = %topic.name, partition = p.partition_id, error = %e, "unreadable partition.metadata; taking the directory as this topic's and writing it again");
+                    None
+                }
+                Err(e) => return Err(e),
+            };
+            if let Some(other) = recorded.filter(|id| *id != topic.topic_id) {
+                // An earlier topic of this name left its directory behind.
+                let name = set_aside_name(&topic.name, p.partition_id, DELETE_DIR_SUFFIX);
+                let moved = self.move_aside(&dir, &name)?;
+                tracing::warn!(topic = %topic.name, partition = p.partition_id, old_topic_id = %other, dir = %moved.display(), "a partition directory of an earlier topic with this name was left behind; deleting it");
+                let delay = Duration::from_millis(delete_delay_ms.max(0) as u64);
+                self.deleter.schedule(moved, delay);
+            }
+            let log = Log::open_in(&self.env, &dir, log_config.clone(), clean_shutdown)?;
+            let durable_offset = log.durable_offset();
+            if recorded != Some(topic.topic_id) {
+                write_topic_id(&self.env, &dir, topic.topic_id)?;
+            }
+            let partition = Arc::new(Partition {
+                topic: topic.name.clone(),
+                topic_id: topic.topic_id,
+                index: p.partition_id,
+                leader_epoch: AtomicI32::new(p.leader_epoch),
+                file_delete_delay_ms: AtomicI64::new(delete_delay_ms),
+                compression: AtomicU8::new(compression),
+                compression_level: AtomicI32::new(level),
+                max_message_bytes: AtomicU32::new(max_message_bytes),
+                writes_failing: FailureEpisode::new(),
+                reads_failing: FailureEpisode::new(),
+                group_commit: self.group_commit.clone(),
+                durability: PartitionDurability::new(durable_offset),
+                flush_requested_upto: AtomicI64::new(0),
+                log: Mutex::new(Some(log)),
+            });
+            self.partitions.write().insert(partition);
+        }
+        Ok(())
+    }
+
+    /// Renames every partition directory under the data directory that no
+    /// hosted partition owns to `<topic>-<partition>.<id>-stray` and keeps
+    /// it, as Kafka does with stray replicas: its topic is gone from the
+    /// metadata (a crash came between a deletion's commit and the rename of
+    /// its directories) or was never assigned here. Nothing is deleted; the
+    /// operator decides. Call after the first `sync`. Returns how many.
+    pub fn set_aside_strays(&self) -> Result<usize, StorageError> {
+        let mut moved = 0;
+        for name in self.env.list_file_names(&self.data_dir)? {
+            let Some((topic, partition)) = parse_partition_dir_name(&name) else {
+                continue;
+            };
+            let path = self.data_dir.join(&name);
+            if topic == METADATA_TOPIC
+                || self.get(topic, partition).is_some()
+                || !self.env.is_dir(&path)
+            {
+                continue;
+            }
+            let target =
+                self.move_aside(&path, &set_aside_name(topic, partition, STRAY_DIR_SUFFIX))?;
+            tracing::warn!(topic, partition, dir = %target.display(), "a partition directory belongs to no partition in the metadata; kept aside as stray");
+            moved += 1;
+        }
+        Ok(moved)
+    }
+
+    /// Renames `dir` to `name` beside it, durably; returns the new path.
+    fn move_aside(&self, dir: &Path, name: &str) -> Result<PathBuf, StorageError> {
+        let target = self.data_dir.join(name);
+        self.env.rename(dir, &target)?;
+        self.env.sync_dir(&self.data_dir)?;
+        Ok(target)
+    }
+
+    /// Closes every log (flushing data, writing indexes and snapshots).
+    /// Deleted directories still waiting for their delay are left for the
+    /// next start-up to remove.
+    pub fn shutdown(&self) -> Result<(), StorageError> {
+        self.deleter.shutdown();
+        let partitions: Vec<Arc<Partition>> = self.partitions.write().drain();
+        let mut first_error = None;
+        for partition in partitions {
+            if let Err(e) = partition.close() {
+                tracing::error!(topic = %partition.topic, partition = partition.index, error = %e, "close log");
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tarn_metadata::MetadataRecord;
+
+    use super::*;
+
+    fn group_commit() -> Arc<GroupCommit> {
+        Arc::new(GroupCommit::start().unwrap())
+    }
+
+    fn apply(image: &Arc<MetadataImage>, records: &[MetadataRecord]) -> Arc<MetadataImage> {
+        let mut next = (**image).clone();
+        for record in records {
+            next.apply(record);
+        }
+        Arc::new(next)
+    }
+
+    fn topic(name: &str, id: u8, partitions: i32) -> Vec<MetadataRecord> {
+        let mut records = vec![MetadataRecord::Topic {
+            name: name.into(),
+            topic_id: [id; 16],
+        }];
+        for partition_id in 0..partitions {
+            records.push(MetadataRecord::Partition {
+                topic_id: [id; 16],
+                partition_id,
+                replicas: vec![1],
+                isr: vec![1],
+                leader: 1,
+                leader_epoch: 0,
+            });
+        }
+        records
+    }
+
+    #[test]
+    fn sync_opens_new_partitions_applies_config_changes_and_deletes_gone_topics() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = BrokerConfig::default();
+        let replicas = ReplicaManager::new(dir.path(), 1, LogEnv::os(8), group_commit());
+        let empty = Arc::new(MetadataImage::default());
+        let image = apply(&empty, &[topic("a", 1, 3), topic("b", 2, 2)].concat());
+        replicas.sync(&image, &config, true).unwrap();
+        assert_eq!(replicas.all_partitions().len(), 5);
+        let a0 = replicas.get("a", 0).unwrap();
+        let retention = |p: &Partition| p.with_log_ref(|l| l.config().retention_ms).unwrap();
+        assert_eq!(retention(&a0), 604_800_000);
+
+        let image = apply(
+            &image,
+            &[MetadataRecord::TopicConfig {
+                topic_id: [1; 16],
+                name: "retention.ms".into(),
+                value: Some("1000".into()),
+            }],
+        );
+        replicas.sync(&image, &config, true).unwrap();
+        assert_eq!(retention(&a0), 1000, "live log got the new config");
+        assert!(
+            Arc::ptr_eq(&a0, &replicas.get("a", 0).unwrap()),
+            "not reopened"
+        );
+        assert_eq!(retention(&replicas.get("b", 0).unwrap()), 604_800_000);
+
+        let image = apply(&image, &[MetadataRecord::RemoveTopic { topic_id: [2; 16] }]);
+        replicas.sync(&image, &config, true).unwrap();
+        assert!(replicas.get("b", 0).is_none());
+        assert!(!dir.path().join("b-0").exists());
+        assert!(dir.path().join("a-2").exists());
+    }
+
+    #[test]
+    fn sync_topics_touches_only_the_named_topics() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = BrokerConfig::default();
+        let replicas = ReplicaManager::new(dir.path(), 1, LogEnv::os(8), group_commit());
+        let empty = Arc::new(MetadataImage::default());
+        let image = apply(&empty, &[topic("a", 1, 2), topic("b", 2, 1)].concat());
+        replicas.sync(&image, &config, true).unwrap();
+        let retention = |p: &Partition| p.with_log_ref(|l| l.config().retention_ms).unwrap();
+
+        let image = apply(&image, &topic("c", 3, 1));
+        replicas
+            .sync_topics(&image, &config, &[Uuid([3; 16])])
+            .unwrap();
+        assert!(replicas.get("c", 0).is_some());
+
+        let set_retention = |id: u8| MetadataRecord::TopicConfig {
+            topic_id: [id; 16],
+            name: "retention.ms".into(),
+            value: Some("1000".into()),
+        };
+        // Both topics changed, but the sync is told about "a" only.
+        let image = apply(&image, &[set_retention(1), set_retention(2)]);
+        replicas
+            .sync_topics(&image, &config, &[Uuid([1; 16])])
+            .unwrap();
+        assert_eq!(retention(&replicas.get("a", 1).unwrap()), 1000);
+        assert_eq!(
+            retention(&replicas.get("b", 0).unwrap()),
+            604_800_000,
+            "not named"
+        );
+
+        let image = apply(&image, &[MetadataRecord::RemoveTopic { topic_id: [1; 16] }]);
+        replicas
+            .sync_topics(&image, &config, &[Uuid([1; 16])])
+            .unwrap();
+        assert!(replicas.get("a", 0).is_none() && replicas.get("a", 1).is_none());
+        assert!(replicas.get("b", 0).is_some() && replicas.get("c", 0).is_some());
+
+        // A changed broker config reaches every log, named or not.
+        let changed = BrokerConfig::with_overrides([("log.retention.ms", "5000")]).unwrap();
+        replicas.sync_topics(&image, &changed, &[]).unwrap();
+        assert_eq!(retention(&replicas.get("c", 0).unwrap()), 5000);
+    }
+
+    /// Names of the entries under `dir` ending in `suffix`.
+    fn ending_in(dir: &Path, suffix: &str) -> Vec<String> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.ends_with(suffix))
+            .collect()
+    }
+
+    #[test]
+    fn directories_left_by_an_earlier_topic_are_never_reopened() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = BrokerConfig::default();
+        let empty = Arc::new(MetadataImage::default());
+        let old = apply(&empty, &topic("t", 1, 1));
+        let replicas = ReplicaManager::new(dir.path(), 1, LogEnv::os(8), group_commit());
+        replicas.sync(&old, &config, true).unwrap();
+        let batch = tarn_protocol::record_batch::build_batch_for_tests(0, 5, 1_700_000_000_000);
+        let appended = replicas.get("t", 0).unwrap().append(&batch).unwrap();
+        assert!(
+            appended.completion.is_ready(),
+            "flush.messages is not reached"
+        );
+        appended.completion.now_or_pending().unwrap().unwrap();
+        replicas.shutdown().unwrap();
+
+        // A crash after the deletion's commit, before the rename: the
+        // directory of topic id 1 is still `t-0` when `t` comes back as id 2.
+        let new = apply(
+            &apply(&old, &[MetadataRecord::RemoveTopic { topic_id: [1; 16] }]),
+            &topic("t", 2, 1),
+        );
+        let replicas = ReplicaManager::new(dir.path(), 1, LogEnv::os(8), group_commit());
+        replicas.sync(&new, &config, false).unwrap();
+        let t0 = replicas.get("t", 0).unwrap();
+        assert_eq!(
+            t0.offsets().unwrap().high_watermark,
+            0,
+            "the new topic starts empty"
+        );
+        assert_eq!(
+            ending_in(dir.path(), "-delete").len(),
+            1,
+            "the old directory awaits deletion"
+        );
+        let recorded = read_topic_id(replicas.env(), &dir.path().join("t-0")).unwrap();
+        assert_eq!(recorded, Some(Uuid([2; 16])));
+        replicas.shutdown().unwrap();
+
+        // Gone from the metadata altogether: set aside, not served, not deleted.
+        let replicas = ReplicaManager::new(dir.path(), 1, LogEnv::os(8), group_commit());
+        let none = apply(&new, &[MetadataRecord::RemoveTopic { topic_id: [2; 16] }]);
+        replicas.sync(&none, &config, true).unwrap();
+        assert_eq!(replicas.set_aside_strays().unwrap(), 1);
+        assert!(!dir.path().join("t-0").exists());
+        let strays = ending_in(dir.path(), STRAY_DIR_SUFFIX);
+        assert_eq!(strays.len(), 1);
+        assert!(strays[0].starts_with("t-0."), "{strays:?}");
+        assert_eq!(
+            replicas.set_aside_strays().unwrap(),
+            0,
+            "set-aside names are not partitions"
+        );
+    }
+
+    #[test]
+    fn an_empty_partition_metadata_file_is_written_again() {
+        // What a power cut can leave of a file written without fsync.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("t-0")).unwrap();
+        std::fs::write(dir.path().join("t-0").join("partition.metadata"), b"").unwrap();
+        let image = apply(&Arc::new(MetadataImage::default()), &topic("t", 3, 1));
+        let replicas = ReplicaManager::new(dir.path(), 1, LogEnv::os(8), group_commit());
+        replicas
+            .sync(&image, &BrokerConfig::default(), false)
+            .unwrap();
+        assert!(replicas.get("t", 0).is_some());
+        let recorded = read_topic_id(replicas.env(), &dir.path().join("t-0")).unwrap();
+        assert_eq!(recorded, Some(Uuid([3; 16])));
+    }
+
+    #[test]
+    fn partition_directory_names_parse_as_kafka_writes_them() {
+        assert_eq!(parse_partition_dir_name("orders-3"), Some(("orders", 3)));
+        assert_eq!(parse_partition_dir_name("a-b-12"), Some(("a-b", 12)));
+        assert_eq!(parse_partition_dir_name(&delete_dir_name("t", 0)), None);
+        for name in ["t", "-1", "t-", "t-x", "meta.properties", "t-99999999999"] {
+            assert_eq!(parse_partition_dir_name(name), None, "{name}");
+        }
+    }
+}

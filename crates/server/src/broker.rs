@@ -1,0 +1,325 @@
+//! The broker: start-up, the state every handler shares, and shutdown.
+//!
+//! Start-up reads `meta.properties` (cluster id, node id), replays the
+//! metadata log, registers this broker, and opens every hosted log —
+//! skipping tail recovery when the previous run left the clean-shutdown
+//! marker, which is removed before any write so that a crash from here on
+//! is recovered next time. Partition directories a previous run renamed
+//! for deletion (`*-delete`) are removed before the logs are opened.
+//!
+//! `config` is the static configuration (file and `--set`); the effective
+//! one lays the dynamic broker configs of the metadata image over it
+//! (`Broker::effective_config`).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use tarn_protocol::Uuid;
+
+use tarn_storage::{GroupCommit, LogEnv};
+
+use tarn_config::BrokerConfig;
+use tarn_metadata::dynamic_config::ConfigView;
+use tarn_metadata::{
+    FileMetadataLog, MetadataImage, MetadataLogError, MetadataRecord, MetadataStore,
+};
+use tarn_replication::blocking::off_async_workers;
+use tarn_replication::log_manager::LogManager;
+use tarn_replication::replica_manager::ReplicaManager;
+
+use crate::metrics::Metrics;
+use crate::refusals::RefusalLog;
+
+pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
+/// Producer ids are taken from the metadata log in blocks of this size.
+const PRODUCER_ID_BLOCK: i64 = 1000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum BrokerError {
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Metadata(#[from] MetadataLogError),
+    #[error(transparent)]
+    Storage(#[from] tarn_storage::StorageError),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> BrokerError {
+    let context = context.into();
+    move |source| BrokerError::Io { context, source }
+}
+
+/// What `tarn serve` was asked to run.
+#[derive(Debug, Clone)]
+pub struct BrokerOptions {
+    pub data_dir: PathBuf,
+    pub node_id: i32,
+    pub advertised_host: String,
+    pub advertised_port: i32,
+    pub config: BrokerConfig,
+    /// The file system and clock every file of the broker goes through;
+    /// `None` is the real ones (with `log.open.files.max`). Tests and
+    /// simulations pass a simulated file system that can lose power.
+    pub env: Option<LogEnv>,
+}
+
+pub struct Broker {
+    pub config: BrokerConfig,
+    pub node_id: i32,
+    pub cluster_id: String,
+    pub data_dir: PathBuf,
+    pub metadata: MetadataStore,
+    pub replicas: Arc<ReplicaManager>,
+    /// Request, traffic and connection counters (see `metrics`).
+    pub metrics: Metrics,
+    /// The rate-limited log of refused requests.
+    pub refusals: RefusalLog,
+    /// Fetch sessions (KIP-227), at most
+    /// `max.incremental.fetch.session.cache.slots` of them.
+    pub fetch_sessions: crate::fetch_session::FetchSessionCache,
+    /// Consumer groups and committed offsets.
+    pub groups: crate::group::BrokerGroupCoordinator,
+    /// Shared fsync rounds for appends that must be durable before their ack.
+    pub group_commit: Arc<GroupCommit>,
+    /// Background retention, flushing and cleaning.
+    log_manager: Mutex<Option<LogManager>>,
+    /// The producer ids this broker may hand out: [next, end).
+    producer_ids: Mutex<(i64, i64)>,
+    /// Serializes replica syncs, each with the newest image, so two commits
+    /// cannot apply their images out of order or interleave the renames and
+    /// opens of one partition directory.
+    replica_sync: Mutex<()>,
+}
+
+/// Reads or creates `meta.properties` (Kafka's file) and returns the cluster id.
+fn load_meta_properties(
+    env: &LogEnv,
+    data_dir: &Path,
+    node_id: i32,
+) -> Result<String, BrokerError> {
+    let path = data_dir.join("meta.properties");
+    match env.read_optional(&path)? {
+        Some(bytes) => {
+            let text = String::from_utf8_lossy(&bytes);
+            let get = |key: &str| {
+                text.lines()
+                    .filter_map(|l| l.split_once('='))
+                    .find(|(k, _)| k.trim() == key)
+                    .map(|(_, v)| v.trim().to_owned())
+            };
+            let stored_node: Option<i32> = get("node.id").and_then(|v| v.parse().ok());
+            if stored_node != Some(node_id) {
+                return Err(BrokerError::Invalid(format!(
+                    "{} belongs to node.id {:?}, not {node_id}",
+                    path.display(),
+                    stored_node
+                )));
+            }
+            get("cluster.id").ok_or_else(|| {
+                BrokerError::Invalid(format!("{} has no cluster.id", path.display()))
+            })
+        }
+        None => {
+            let cluster_id = tarn_metadata::random_uuid().to_base64();
+            let text = format!("version=1\ncluster.id={cluster_id}\nnode.id={node_id}\n");
+            env.write_atomically(&path, text.as_bytes())?;
+            Ok(cluster_id)
+        }
+    }
+}
+
+impl Broker {
+    pub fn start(options: BrokerOptions) -> Result<Arc<Broker>, BrokerError> {
+        let data_dir = options.data_dir;
+        let open_files_max = options.config.get_i64("log.open.files.max") as usize;
+        let env = options
+            .env
+            .clone()
+            .unwrap_or_else(|| LogEnv::os(open_files_max));
+        env.create_dir_all(&data_dir)?;
+        let cluster_id = load_meta_properties(&env, &data_dir, options.node_id)?;
+        let metadata_log = FileMetadataLog::open(&env, &data_dir.join("__cluster_metadata-0"))?;
+        let metadata = MetadataStore::open(Box::new(metadata_log))?;
+        let registration = MetadataRecord::RegisterBroker {
+            broker_id: options.node_id,
+            host: options.advertised_host.clone(),
+            port: options.advertised_port,
+            rack: None,
+        };
+        metadata.commit_with(|image| -> Result<_, BrokerError> {
+            let known = image.brokers.get(&options.node_id);
+            let same = known.is_some_and(|b| {
+                b.host == options.advertised_host && b.port == options.advertised_port
+            });
+            Ok((if same { vec![] } else { vec![registration] }, ()))
+        })?;
+
+        let marker = data_dir.join(CLEAN_SHUTDOWN_FILE);
+        let clean_shutdown = env.len(&marker)?.is_some();
+        let removed = tarn_storage::remove_dirs_marked_for_deletion(&env, &data_dir)?;
+        if removed > 0 {
+            tracing::info!(removed, "removed partition directories left for deletion");
+        }
+        let group_commit = Arc::new(GroupCommit::start()?);
+        let replicas = Arc::new(ReplicaManager::new(
+            &data_dir,
+            options.node_id,
+            env.clone(),
+            group_commit.clone(),
+        ));
+        let image = metadata.image();
+        let effective = ConfigView {
+            static_config: &options.config,
+            image: &image,
+            node_id: options.node_id,
+        }
+        .effective();
+        replicas.sync(&image, &effective, clean_shutdown)?;
+        let strays = replicas.set_aside_strays()?;
+        if strays > 0 {
+            tracing::warn!(
+                strays,
+                "set aside partition directories that no partition owns"
+            );
+        }
+        let groups = crate::group::open(&effective, &image, &replicas, options.node_id)?;
+        if clean_shutdown {
+            env.remove_file(&marker)?;
+        }
+        tracing::info!(
+            clean_shutdown,
+            topics = metadata.image().topics().count(),
+            "logs loaded"
+        );
+        let log_manager =
+            LogManager::start(&options.config, replicas.clone(), group_commit.clone())
+                .map_err(io("start the log manager"))?;
+        let fetch_session_slots = options
+            .config
+            .get_i64("max.incremental.fetch.session.cache.slots")
+            .max(0) as usize;
+        Ok(Arc::new(Broker {
+            config: options.config,
+            node_id: options.node_id,
+            cluster_id,
+            data_dir,
+            metadata,
+            replicas,
+            metrics: Metrics::new(),
+            fetch_sessions: crate::fetch_session::FetchSessionCache::new(fetch_session_slots),
+            refusals: RefusalLog::new(),
+            groups,
+            group_commit,
+            log_manager: Mutex::new(Some(log_manager)),
+            producer_ids: Mutex::new((0, 0)),
+            replica_sync: Mutex::new(()),
+        }))
+    }
+
+    /// Applies metadata records and brings the hosted logs in line: only
+    /// the topics the records name, unless they change broker configs.
+    /// Commits and their syncs run one at a time, in commit order.
+    pub fn commit_metadata<T>(
+        &self,
+        build: impl FnOnce(
+            &tarn_metadata::MetadataImage,
+        ) -> Result<(Vec<MetadataRecord>, T), BrokerError>,
+    ) -> Result<T, BrokerError> {
+        // The commit fsyncs the metadata log and may open or close logs:
+        // blocking work, kept off the async workers' other tasks.
+        off_async_workers(|| self.commit_and_sync(build))
+    }
+
+    fn commit_and_sync<T>(
+        &self,
+        build: impl FnOnce(
+            &tarn_metadata::MetadataImage,
+        ) -> Result<(Vec<MetadataRecord>, T), BrokerError>,
+    ) -> Result<T, BrokerError> {
+        let _serial = self.replica_sync.lock();
+        let mut touched: Option<Vec<Uuid>> = Some(Vec::new());
+        let value = self.metadata.commit_with(|image| {
+            let (records, value) = build(image)?;
+            for record in &records {
+                match (record.topic_id(), touched.as_mut()) {
+                    (Some(id), Some(ids)) if !ids.contains(&id) => ids.push(id),
+                    (Some(_), _) => {}
+                    // Broker registrations and configs can change any log.
+                    (None, _) if record.changes_broker_config() => touched = None,
+                    (None, _) => {}
+                }
+            }
+            Ok::<_, BrokerError>((records, value))
+        })?;
+        let image = self.metadata.image();
+        let config = self.config_view(&image).effective();
+        match touched {
+            Some(ids) => self.replicas.sync_topics(&image, &config, &ids)?,
+            None => self.replicas.sync(&image, &config, true)?,
+        }
+        Ok(value)
+    }
+
+    /// This broker's configs as `image` makes them.
+    pub fn config_view<'a>(&'a self, image: &'a MetadataImage) -> ConfigView<'a> {
+        ConfigView {
+            static_config: &self.config,
+            image,
+            node_id: self.node_id,
+        }
+    }
+
+    /// The static config overlaid with the dynamic broker configs now in
+    /// the metadata image.
+    pub fn effective_config(&self) -> BrokerConfig {
+        self.config_view(&self.metadata.image()).effective()
+    }
+
+    /// Hands out a producer id, reserving a new block in the metadata log
+    /// when the current one is used up.
+    pub fn next_producer_id(&self) -> Result<i64, BrokerError> {
+        off_async_workers(|| self.next_producer_id_blocking())
+    }
+
+    fn next_producer_id_blocking(&self) -> Result<i64, BrokerError> {
+        let mut ids = self.producer_ids.lock();
+        if ids.0 >= ids.1 {
+            let node_id = self.node_id;
+            let start = self
+                .metadata
+                .commit_with(|image| -> Result<_, BrokerError> {
+                    let start = image.next_producer_id;
+                    let record = MetadataRecord::ProducerIds {
+                        broker_id: node_id,
+                        next_producer_id: start + PRODUCER_ID_BLOCK,
+                    };
+                    Ok((vec![record], start))
+                })?;
+            *ids = (start, start + PRODUCER_ID_BLOCK);
+        }
+        let id = ids.0;
+        ids.0 += 1;
+        Ok(id)
+    }
+
+    /// Closes every log and leaves the clean-shutdown marker.
+    pub fn shutdown(&self) -> Result<(), BrokerError> {
+        self.groups.shutdown();
+        if let Some(manager) = self.log_manager.lock().take() {
+            manager.stop();
+        }
+        self.group_commit.stop();
+        self.replicas.shutdown()?;
+        // Not fsynced: losing it only costs a recovery at the next start.
+        let marker = self.data_dir.join(CLEAN_SHUTDOWN_FILE);
+        self.replicas.env().write_without_sync(&marker, b"")?;
+        Ok(())
+    }
+}

@@ -1,0 +1,187 @@
+//! ApiVersions: the versions of every API in `APIS`, and (v3+) the
+//! features (KIP-584) this broker supports and runs at, which the admin
+//! client's describeFeatures and kafka-features.sh show.
+//!
+//! The one feature is `metadata.version`, fixed at 3.3-IV3 (level 7), the
+//! oldest level Kafka 4 runs at: Tarn implements no feature gated behind a
+//! later level (KIP-848 groups, KIP-890 transactions, ELR), so it reports
+//! none of `group.version`, `transaction.version` or
+//! `eligible.leader.replicas.version`, and no record ever changes the
+//! level, so the finalized epoch is 0.
+//!
+//! From v5 a client may name the cluster and node it believes it reached;
+//! as in Kafka, naming only one of them is INVALID_REQUEST, and naming
+//! another cluster or node is REBOOTSTRAP_REQUIRED (its bootstrap address
+//! now leads somewhere else). Both errors come with an empty API list.
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use tarn_protocol::error::{self, ErrorCode};
+use tarn_protocol::header::{begin_response, finish_frame};
+use tarn_protocol::messages::api_versions::{
+    ApiVersion, ApiVersionsRequest, ApiVersionsResponse, FinalizedFeatureKey, SupportedFeatureKey,
+};
+use tarn_protocol::{Encode, Version};
+
+use super::{ApiSpec, RequestContext, APIS};
+use crate::broker::Broker;
+
+pub const KEY: i16 = 18;
+pub const SPEC: ApiSpec = ApiSpec {
+    key: KEY,
+    name: "ApiVersions",
+    min_version: 0,
+    max_version: 5,
+    flexible_min: 3,
+};
+
+pub const METADATA_VERSION_FEATURE: &str = "metadata.version";
+/// Kafka's 3.3-IV3.
+pub const METADATA_VERSION_LEVEL: i16 = 7;
+
+fn api_keys() -> Vec<ApiVersion> {
+    APIS.iter()
+        .map(|s| ApiVersion {
+            api_key: s.key,
+            min_version: s.min_version,
+            max_version: s.max_version,
+        })
+        .collect()
+}
+
+pub async fn handle(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    request: ApiVersionsRequest,
+) -> ApiVersionsResponse {
+    if ctx.version.version >= TARGET_VERSION {
+        if let Err(code) = check_target(&request, &broker.cluster_id, broker.node_id) {
+            return ApiVersionsResponse {
+                error_code: code,
+                api_keys: Vec::new(),
+                throttle_time_ms: 0,
+                ..Default::default()
+            };
+        }
+    }
+    ApiVersionsResponse {
+        error_code: error::NONE,
+        api_keys: api_keys(),
+        throttle_time_ms: 0,
+        supported_features: vec![SupportedFeatureKey {
+            name: METADATA_VERSION_FEATURE.into(),
+            min_version: METADATA_VERSION_LEVEL,
+            max_version: METADATA_VERSION_LEVEL,
+        }],
+        finalized_features_epoch: 0,
+        finalized_features: vec![FinalizedFeatureKey {
+            name: METADATA_VERSION_FEATURE.into(),
+            max_version_level: METADATA_VERSION_LEVEL,
+            min_version_level: METADATA_VERSION_LEVEL,
+        }],
+        zk_migration_ready: false,
+    }
+}
+
+/// The first version in which the client names the cluster and node.
+const TARGET_VERSION: i16 = 5;
+
+/// Checks the v5 cluster id and node id against this broker's.
+fn check_target(
+    request: &ApiVersionsRequest,
+    cluster_id: &str,
+    node_id: i32,
+) -> Result<(), ErrorCode> {
+    match (&request.cluster_id, request.node_id) {
+        (None, -1) => Ok(()),
+        (None, _) | (Some(_), -1) => Err(error::INVALID_REQUEST),
+        (Some(cluster), node) if cluster == cluster_id && node == node_id => Ok(()),
+        (Some(_), _) => Err(error::REBOOTSTRAP_REQUIRED),
+    }
+}
+
+/// The reply to an ApiVersions request of a version we do not know:
+/// UNSUPPORTED_VERSION, encoded at v0 so any client reads it, listing only
+/// ApiVersions' own range so the client retries at a version we serve
+/// (KIP-511), as Kafka does.
+pub fn unsupported_version_reply(correlation_id: i32) -> Bytes {
+    let mut out = begin_response(correlation_id, KEY, false);
+    ApiVersionsResponse {
+        error_code: error::UNSUPPORTED_VERSION,
+        api_keys: vec![ApiVersion {
+            api_key: KEY,
+            min_version: SPEC.min_version,
+            max_version: SPEC.max_version,
+        }],
+        throttle_time_ms: 0,
+        ..Default::default()
+    }
+    .encode(&mut out, Version::new(0, SPEC.flexible_min));
+    finish_frame(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use tarn_protocol::{Decode, Reader};
+
+    use super::*;
+
+    fn naming(cluster_id: Option<&str>, node_id: i32) -> ApiVersionsRequest {
+        ApiVersionsRequest {
+            cluster_id: cluster_id.map(str::to_owned),
+            node_id,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn v5_target_must_be_this_node_of_this_cluster() {
+        let check = |r: &ApiVersionsRequest| check_target(r, "tarn-cluster", 1);
+        assert_eq!(check(&naming(None, -1)), Ok(()));
+        assert_eq!(check(&naming(Some("tarn-cluster"), 1)), Ok(()));
+        assert_eq!(
+            check(&naming(Some("tarn-cluster"), -1)),
+            Err(error::INVALID_REQUEST)
+        );
+        assert_eq!(check(&naming(None, 1)), Err(error::INVALID_REQUEST));
+        assert_eq!(
+            check(&naming(Some("other-cluster"), 1)),
+            Err(error::REBOOTSTRAP_REQUIRED)
+        );
+        assert_eq!(
+            check(&naming(Some("tarn-cluster"), 2)),
+            Err(error::REBOOTSTRAP_REQUIRED)
+        );
+    }
+
+    #[tokio::test]
+    async fn features_are_sent_from_v3_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = crate::testing::broker_with_topic(dir.path(), "t", 1);
+        for version in [2, 3] {
+            let ctx = crate::testing::request_context(&SPEC, version);
+            let response = handle(&broker, &ctx, ApiVersionsRequest::default()).await;
+            let mut bytes = Vec::new();
+            response.encode(&mut bytes, ctx.version);
+            let back =
+                ApiVersionsResponse::decode(&mut Reader::new(Bytes::from(bytes)), ctx.version)
+                    .unwrap();
+            let finalized: Vec<_> = back
+                .finalized_features
+                .iter()
+                .map(|f| (f.name.as_str(), f.min_version_level, f.max_version_level))
+                .collect();
+            if version < 3 {
+                assert!(finalized.is_empty() && back.supported_features.is_empty());
+                assert_eq!(back.finalized_features_epoch, -1);
+            } else {
+                assert_eq!(finalized, vec![("metadata.version", 7, 7)]);
+                assert_eq!(back.supported_features.len(), 1);
+                assert_eq!(back.finalized_features_epoch, 0);
+            }
+            assert!(back.api_keys.iter().any(|k| k.api_key == 75));
+        }
+        broker.shutdown().unwrap();
+    }
+}

@@ -1,0 +1,101 @@
+//! CreatePartitions: grows topics to a larger partition count; the new
+//! partitions' logs are opened by the replica sync that follows the
+//! commit. Asking for the same or a smaller count is INVALID_PARTITIONS;
+//! `validate_only` checks without committing.
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use tarn_protocol::error;
+use tarn_protocol::messages::create_partitions::{
+    CreatePartitionsRequest, CreatePartitionsResponse, CreatePartitionsTopic,
+    CreatePartitionsTopicResult,
+};
+
+use tarn_metadata::topics::{create_partitions_records, TopicError};
+
+use super::{ApiSpec, RequestContext};
+use crate::broker::{Broker, BrokerError};
+
+pub const KEY: i16 = 37;
+pub const SPEC: ApiSpec = ApiSpec {
+    key: KEY,
+    name: "CreatePartitions",
+    min_version: 0,
+    max_version: 3,
+    flexible_min: 2,
+};
+
+pub async fn handle(
+    broker: &Arc<Broker>,
+    _ctx: &RequestContext,
+    request: CreatePartitionsRequest,
+) -> CreatePartitionsResponse {
+    let mut counts: HashMap<&str, usize> = HashMap::new();
+    for topic in &request.topics {
+        *counts.entry(topic.name.as_str()).or_default() += 1;
+    }
+    let results = request
+        .topics
+        .iter()
+        .map(|topic| {
+            let outcome = if counts[topic.name.as_str()] > 1 {
+                Err(TopicError {
+                    code: error::INVALID_REQUEST,
+                    message: "Duplicate topic in request.".into(),
+                })
+            } else {
+                grow(broker, topic, request.validate_only)
+            };
+            let (error_code, error_message) = match outcome {
+                Ok(()) => (error::NONE, None),
+                Err(e) => (e.code, Some(e.message)),
+            };
+            CreatePartitionsTopicResult {
+                name: topic.name.clone(),
+                error_code,
+                error_message,
+            }
+        })
+        .collect();
+    CreatePartitionsResponse {
+        throttle_time_ms: 0,
+        results,
+    }
+}
+
+fn grow(
+    broker: &Broker,
+    topic: &CreatePartitionsTopic,
+    validate_only: bool,
+) -> Result<(), TopicError> {
+    let assignments: Option<Vec<Vec<i32>>> = topic
+        .assignments
+        .as_ref()
+        .map(|a| a.iter().map(|x| x.broker_ids.clone()).collect());
+    let outcome = broker.commit_metadata(|image| -> Result<_, BrokerError> {
+        Ok(
+            match create_partitions_records(image, &topic.name, topic.count, assignments.as_deref())
+            {
+                Ok(_) if validate_only => (Vec::new(), Ok(())),
+                Ok(records) => (records, Ok(())),
+                Err(e) => (Vec::new(), Err(e)),
+            },
+        )
+    });
+    match outcome {
+        Ok(Ok(())) => {
+            if !validate_only {
+                tracing::info!(topic = %topic.name, partitions = topic.count, "added partitions");
+            }
+            Ok(())
+        }
+        Ok(Err(e)) => Err(e),
+        Err(e) => {
+            tracing::error!(topic = %topic.name, error = %e, "create partitions");
+            Err(TopicError {
+                code: error::UNKNOWN_SERVER_ERROR,
+                message: e.to_string(),
+            })
+        }
+    }
+}

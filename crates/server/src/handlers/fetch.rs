@@ -1,0 +1,501 @@
+//! Fetch: whole record batches from each requested partition, waiting up
+//! to `max_wait_ms` for `min_bytes` of data. The wait is woken by appends
+//! (the replica manager's data version), not by polling.
+//!
+//! Record data is never read into memory: each partition's records are a
+//! file range of its segment, which the connection sends with sendfile(2)
+//! after the bytes of the response before it.
+//!
+//! Fetch sessions (KIP-227, `crate::fetch_session`): a full fetch with
+//! epoch 0 creates a session when the cache has room; an incremental fetch
+//! names only changed partitions and is answered with only the partitions
+//! that have news. The wait for `min_bytes` counts every partition of the
+//! session, as Kafka's does.
+//!
+//! From v13 topics are named by topic id (KIP-516), in requests, forgotten
+//! topics and responses; an id this broker does not know is answered
+//! UNKNOWN_TOPIC_ID for each of its partitions. The follower-only fields of
+//! later versions (v15's replica state, v17's replica directory id) are
+//! tagged and not read: this broker has no followers.
+//!
+//! Limits follow Kafka (KIP-74): each partition returns at most
+//! `partition_max_bytes` and the response at most `max_bytes`, except that
+//! the first batch of the first partition with data is returned whole even
+//! when it is larger, so a consumer can always make progress.
+use std::sync::Arc;
+use std::time::Duration;
+
+use tarn_protocol::error;
+use tarn_protocol::messages::fetch::{
+    FetchRequest, FetchResponseOut, FetchableTopicResponseOut, PartitionDataOut,
+};
+use tarn_protocol::records::Records;
+
+use tarn_metadata::MetadataImage;
+use tarn_replication::replica_manager::PartitionError;
+
+use super::{ApiSpec, RequestContext};
+use crate::broker::Broker;
+use crate::fetch_session::{FetchContext, FetchPartitionParams, INVALID_SESSION_ID};
+
+pub const KEY: i16 = 1;
+pub const SPEC: ApiSpec = ApiSpec {
+    key: KEY,
+    name: "Fetch",
+    min_version: 4,
+    max_version: 17,
+    flexible_min: 12,
+};
+
+/// A bound on how long any fetch may wait, whatever the client asks.
+const MAX_WAIT_MS_LIMIT: i32 = 60_000;
+
+pub async fn handle(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    request: FetchRequest,
+) -> FetchResponseOut {
+    let by_id = ctx.version.version >= 13;
+    let context = broker.fetch_sessions.new_context(&request, now_ms());
+    if let FetchContext::Error(code) = context {
+        return FetchResponseOut {
+            throttle_time_ms: 0,
+            error_code: code,
+            session_id: INVALID_SESSION_ID,
+            responses: Vec::new(),
+        };
+    }
+    let wanted = context.fetch_list();
+    let read_committed = request.isolation_level == 1;
+    let mut changes = broker.replicas.subscribe();
+    let wait_ms = request.max_wait_ms.clamp(0, MAX_WAIT_MS_LIMIT) as u64;
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
+    let results = loop {
+        verify_on_blocking_thread(broker, &wanted, by_id).await;
+        // Mark the current version seen before reading, so an append that
+        // lands after this read wakes the wait below.
+        changes.borrow_and_update();
+        let (results, bytes, any_error) =
+            read_all(broker, &wanted, request.max_bytes, by_id, read_committed);
+        let satisfied = bytes >= request.min_bytes.max(0) as usize || any_error;
+        if satisfied || tokio::time::Instant::now() >= deadline {
+            break results;
+        }
+        let _waiting = broker.metrics.fetch_waiting();
+        match tokio::time::timeout_at(deadline, changes.changed()).await {
+            Ok(Ok(())) => continue,
+            Ok(Err(_)) | Err(_) => {
+                break read_all(broker, &wanted, request.max_bytes, by_id, read_committed).0
+            }
+        }
+    };
+    let (session_id, results) = match context {
+        FetchContext::Sessionless(_) => (INVALID_SESSION_ID, results),
+        FetchContext::Full { privileged, .. } => {
+            let id = broker
+                .fetch_sessions
+                .maybe_create(privileged, &results, now_ms());
+            (id, results)
+        }
+        FetchContext::Incremental(session) => {
+            let mut session = session.lock();
+            (session.id, session.filter_response(results))
+        }
+        FetchContext::Error(_) => unreachable!("answered above"),
+    };
+    let response = FetchResponseOut {
+        throttle_time_ms: 0,
+        error_code: error::NONE,
+        session_id,
+        responses: group_by_topic(broker, results, by_id),
+    };
+    broker.metrics.fetched(&response);
+    response
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Puts consecutive partitions of one topic under one topic entry, keeping
+/// their order. Each entry carries the topic's name even from v13, where
+/// only its id is sent, so the per-topic metrics can name it.
+fn group_by_topic(
+    broker: &Broker,
+    results: Vec<(FetchPartitionParams, PartitionDataOut)>,
+    by_id: bool,
+) -> Vec<FetchableTopicResponseOut> {
+    let image = broker.metadata.image();
+    let mut topics: Vec<FetchableTopicResponseOut> = Vec::new();
+    let mut last_key: Option<(String, tarn_protocol::Uuid)> = None;
+    for (params, data) in results {
+        let key = (params.topic.clone(), params.topic_id);
+        match topics.last_mut() {
+            Some(last) if last_key.as_ref() == Some(&key) => last.partitions.push(data),
+            _ => topics.push(FetchableTopicResponseOut {
+                topic: topic_name(&image, &params, by_id).unwrap_or_default(),
+                topic_id: params.topic_id,
+                partitions: vec![data],
+            }),
+        }
+        last_key = Some(key);
+    }
+    topics
+}
+
+/// The name of the topic `p` reads: given (up to v12) or found from its
+/// id (v13+); `None` when the id is unknown.
+fn topic_name(image: &MetadataImage, p: &FetchPartitionParams, by_id: bool) -> Option<String> {
+    if by_id {
+        image.topic_by_id(&p.topic_id).map(|t| t.name.clone())
+    } else {
+        Some(p.topic.clone())
+    }
+}
+
+/// Runs the CRC checks the reads of `wanted` need (bytes of a segment
+/// this process did not write, read for the first time: up to a whole
+/// segment) on tokio's blocking pool, so they hold up neither the worker
+/// thread that serves other connections nor the partitions' locks. A check
+/// that fails is not reported here: the read that follows runs it again
+/// and answers its error.
+async fn verify_on_blocking_thread(
+    broker: &Arc<Broker>,
+    wanted: &[FetchPartitionParams],
+    by_id: bool,
+) {
+    let image = broker.metadata.image();
+    let verifiers: Vec<_> = wanted
+        .iter()
+        .filter_map(|p| {
+            broker
+                .replicas
+                .get(&topic_name(&image, p, by_id)?, p.partition)?
+                .verification_for(p.fetch_offset)
+        })
+        .collect();
+    if verifiers.is_empty() {
+        return;
+    }
+    let checks =
+        tokio::task::spawn_blocking(move || verifiers.iter().filter(|v| v.run().is_err()).count());
+    match checks.await {
+        Ok(0) => {}
+        Ok(failed) => tracing::debug!(
+            failed,
+            "segment checks failed; the reads will answer the errors"
+        ),
+        Err(e) => tracing::error!(error = %e, "segment check task failed"),
+    }
+}
+
+type ReadResults = Vec<(FetchPartitionParams, PartitionDataOut)>;
+
+/// Reads every partition of `wanted` in order within `max_bytes`; returns
+/// the results, the record bytes read and whether any partition failed.
+fn read_all(
+    broker: &Broker,
+    wanted: &[FetchPartitionParams],
+    max_bytes: i32,
+    by_id: bool,
+    read_committed: bool,
+) -> (ReadResults, usize, bool) {
+    let image = broker.metadata.image();
+    let mut budget = max_bytes.max(0) as usize;
+    let mut total = 0usize;
+    let mut any_error = false;
+    let mut results = Vec::with_capacity(wanted.len());
+    for p in wanted {
+        let limit = (p.partition_max_bytes.max(0) as usize).min(budget);
+        let name = topic_name(&image, p, by_id);
+        let hosted = name
+            .as_deref()
+            .and_then(|name| broker.replicas.get(name, p.partition));
+        let result = hosted
+            .clone()
+            .ok_or_else(|| match name {
+                None => PartitionError::new(
+                    error::UNKNOWN_TOPIC_ID,
+                    "This server does not host this topic ID.",
+                ),
+                Some(_) => PartitionError::new(
+                    error::UNKNOWN_TOPIC_OR_PARTITION,
+                    "This server does not host this topic-partition.",
+                ),
+            })
+            .and_then(|partition| {
+                partition.check_epoch(p.current_leader_epoch)?;
+                partition.read_region(p.fetch_offset, limit, total == 0)
+            });
+        let data = match result {
+            Ok((region, offsets)) => {
+                let records = match region {
+                    Some(region) => Records::file(region),
+                    None => Records::default(),
+                };
+                total += records.len();
+                budget = budget.saturating_sub(records.len());
+                PartitionDataOut {
+                    partition_index: p.partition,
+                    error_code: error::NONE,
+                    high_watermark: offsets.high_watermark,
+                    last_stable_offset: offsets.high_watermark,
+                    log_start_offset: offsets.log_start_offset,
+                    // Kafka lists aborted transactions (none here: no
+                    // transactions yet) only to read_committed fetches.
+                    aborted_transactions: read_committed.then(Vec::new),
+                    records: Some(records),
+                    ..Default::default()
+                }
+            }
+            // As Kafka: an error carries no offsets (-1), and only a
+            // partition it does not know gets an empty aborted list.
+            Err(e) => {
+                any_error = true;
+                PartitionDataOut {
+                    partition_index: p.partition,
+                    error_code: e.code,
+                    high_watermark: -1,
+                    last_stable_offset: -1,
+                    log_start_offset: -1,
+                    aborted_transactions: hosted.is_none().then(Vec::new),
+                    records: Some(Records::default()),
+                    ..Default::default()
+                }
+            }
+        };
+        results.push((p.clone(), data));
+    }
+    (results, total, any_error)
+}
+
+#[cfg(test)]
+mod tests {
+    use tarn_protocol::messages::fetch::{FetchPartition, FetchTopic, ForgottenTopic};
+    use tarn_protocol::record_batch::RecordBatchBuilder;
+
+    use super::*;
+
+    fn request(session_id: i32, epoch: i32, partitions: &[(i32, i64)]) -> FetchRequest {
+        FetchRequest {
+            max_wait_ms: 0,
+            min_bytes: 0,
+            session_id,
+            session_epoch: epoch,
+            topics: if partitions.is_empty() {
+                vec![]
+            } else {
+                vec![FetchTopic {
+                    topic: "s".into(),
+                    partitions: partitions
+                        .iter()
+                        .map(|(partition, offset)| FetchPartition {
+                            partition: *partition,
+                            fetch_offset: *offset,
+                            partition_max_bytes: 1 << 20,
+                            ..Default::default()
+                        })
+                        .collect(),
+                    ..Default::default()
+                }]
+            },
+            ..Default::default()
+        }
+    }
+
+    /// (partition, record bytes, high watermark) of each partition answered.
+    fn answered(response: &FetchResponseOut) -> Vec<(i32, bool, i64)> {
+        response
+            .responses
+            .iter()
+            .flat_map(|t| t.partitions.iter())
+            .map(|p| {
+                let has_records = p.records.as_ref().is_some_and(|r| !r.is_empty());
+                (p.partition_index, has_records, p.high_watermark)
+            })
+            .collect()
+    }
+
+    fn append(broker: &Broker, partition: i32) {
+        let batch = RecordBatchBuilder::new()
+            .record(1_000, None, Some(b"v"))
+            .build();
+        let appended = broker
+            .replicas
+            .get("s", partition)
+            .unwrap()
+            .append(&batch)
+            .unwrap();
+        // Default flush settings: the append is acknowledged as it is.
+        assert!(appended.completion.is_ready());
+        broker.replicas.notify_appended();
+    }
+
+    #[tokio::test]
+    async fn a_session_answers_only_partitions_with_news() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = crate::testing::broker_with_topic(dir.path(), "s", 3);
+        let ctx = crate::testing::request_context(&SPEC, 12);
+        append(&broker, 0);
+        append(&broker, 1);
+
+        // A full fetch (epoch 0) answers every partition and opens a session.
+        let full = handle(&broker, &ctx, request(0, 0, &[(0, 0), (1, 0), (2, 0)])).await;
+        assert_eq!(full.error_code, error::NONE);
+        assert_ne!(full.session_id, INVALID_SESSION_ID);
+        assert_eq!(
+            answered(&full),
+            vec![(0, true, 1), (1, true, 1), (2, false, 0)]
+        );
+        let id = full.session_id;
+        assert_eq!(broker.fetch_sessions.len(), 1);
+
+        // The fetcher moves its positions; nothing else is new.
+        let quiet = handle(&broker, &ctx, request(id, 1, &[(0, 1), (1, 1)])).await;
+        assert_eq!((quiet.error_code, quiet.session_id), (error::NONE, id));
+        assert_eq!(answered(&quiet), vec![]);
+
+        // New records on partition 2 only: it alone is answered, though the
+        // request names no partition at all.
+        append(&broker, 2);
+        let news = handle(&broker, &ctx, request(id, 2, &[])).await;
+        assert_eq!(answered(&news), vec![(2, true, 1)]);
+
+        // A stale epoch and an unknown session are refused at the top level.
+        let stale = handle(&broker, &ctx, request(id, 2, &[])).await;
+        assert_eq!(stale.error_code, error::INVALID_FETCH_SESSION_EPOCH);
+        assert_eq!(stale.session_id, INVALID_SESSION_ID);
+        assert!(stale.responses.is_empty());
+        let unknown = handle(&broker, &ctx, request(id ^ 0x55, 1, &[])).await;
+        assert_eq!(unknown.error_code, error::FETCH_SESSION_ID_NOT_FOUND);
+
+        // A forgotten partition is no longer read.
+        let mut forget = request(id, 3, &[(2, 1)]);
+        forget.forgotten_topics_data = vec![ForgottenTopic {
+            topic: "s".into(),
+            partitions: vec![0],
+            ..Default::default()
+        }];
+        assert_eq!(answered(&handle(&broker, &ctx, forget).await), vec![]);
+        append(&broker, 0);
+        append(&broker, 1);
+        assert_eq!(
+            answered(&handle(&broker, &ctx, request(id, 4, &[])).await),
+            vec![(1, true, 2)]
+        );
+
+        // Epoch -1 closes the session; the fetch is answered in full.
+        let closing = handle(&broker, &ctx, request(id, -1, &[(0, 0)])).await;
+        assert_eq!(closing.session_id, INVALID_SESSION_ID);
+        assert_eq!(answered(&closing), vec![(0, true, 2)]);
+        assert!(broker.fetch_sessions.is_empty());
+        let after = handle(&broker, &ctx, request(id, 5, &[])).await;
+        assert_eq!(after.error_code, error::FETCH_SESSION_ID_NOT_FOUND);
+        broker.shutdown().unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_session_waits_for_min_bytes_on_any_of_its_partitions() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = crate::testing::broker_with_topic(dir.path(), "s", 2);
+        let ctx = crate::testing::request_context(&SPEC, 12);
+        let full = handle(&broker, &ctx, request(0, 0, &[(0, 0), (1, 0)])).await;
+        let id = full.session_id;
+        let mut waiting = request(id, 1, &[]);
+        waiting.min_bytes = 1;
+        waiting.max_wait_ms = 30_000;
+        let fetch = {
+            let broker = broker.clone();
+            tokio::spawn(async move {
+                let ctx = crate::testing::request_context(&SPEC, 12);
+                handle(&broker, &ctx, waiting).await
+            })
+        };
+        // Append once the fetch is seen waiting, so the append wakes it.
+        while broker.metrics.fetches_waiting() == 0 {
+            tokio::task::yield_now().await;
+        }
+        append(&broker, 1);
+        let response = fetch.await.unwrap();
+        assert_eq!(answered(&response), vec![(1, true, 1)]);
+        broker.shutdown().unwrap();
+    }
+
+    #[tokio::test]
+    async fn from_v13_topics_are_named_by_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = crate::testing::broker_with_topic(dir.path(), "s", 2);
+        let id = broker.metadata.image().topic("s").unwrap().topic_id;
+        let unknown = tarn_protocol::Uuid([5; 16]);
+        let ctx = crate::testing::request_context(&SPEC, 17);
+        append(&broker, 1);
+        let by_id = |topic_id, partitions: Vec<i32>| FetchTopic {
+            topic: String::new(),
+            topic_id,
+            partitions: partitions
+                .into_iter()
+                .map(|partition| FetchPartition {
+                    partition,
+                    partition_max_bytes: 1 << 20,
+                    ..Default::default()
+                })
+                .collect(),
+        };
+        let full = FetchRequest {
+            session_epoch: 0,
+            topics: vec![by_id(id, vec![0, 1]), by_id(unknown, vec![0])],
+            ..Default::default()
+        };
+        let response = handle(&broker, &ctx, full).await;
+        let seen: Vec<_> = response
+            .responses
+            .iter()
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .map(move |p| (t.topic_id, p.partition_index, p.error_code))
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            vec![
+                (id, 0, error::NONE),
+                (id, 1, error::NONE),
+                (unknown, 0, error::UNKNOWN_TOPIC_ID),
+            ]
+        );
+        assert_eq!(answered(&response)[1], (1, true, 1));
+        let session = response.session_id;
+        assert_ne!(session, INVALID_SESSION_ID);
+
+        // Forgetting by id: the unknown topic leaves the session; partition
+        // 1 moves on, and new records on partition 0 are all there is to say.
+        append(&broker, 0);
+        let mut next = FetchRequest {
+            session_id: session,
+            session_epoch: 1,
+            topics: vec![FetchTopic {
+                partitions: vec![FetchPartition {
+                    partition: 1,
+                    fetch_offset: 1,
+                    partition_max_bytes: 1 << 20,
+                    ..Default::default()
+                }],
+                ..by_id(id, vec![])
+            }],
+            ..Default::default()
+        };
+        next.forgotten_topics_data = vec![ForgottenTopic {
+            topic: String::new(),
+            topic_id: unknown,
+            partitions: vec![0],
+        }];
+        let response = handle(&broker, &ctx, next).await;
+        assert_eq!(response.responses.len(), 1);
+        assert_eq!(response.responses[0].topic_id, id);
+        assert_eq!(answered(&response), vec![(0, true, 1)]);
+        broker.shutdown().unwrap();
+    }
+}

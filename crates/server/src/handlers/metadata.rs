@@ -1,0 +1,226 @@
+//! Metadata: brokers, topics, partitions and their leaders; creates
+//! unknown topics when both the client and `auto.create.topics.enable`
+//! allow it.
+use std::sync::Arc;
+
+use tarn_protocol::error;
+use tarn_protocol::messages::metadata::{
+    MetadataRequest, MetadataResponse, MetadataResponseBroker, MetadataResponsePartition,
+    MetadataResponseTopic,
+};
+use tarn_protocol::Uuid;
+
+use tarn_metadata::topics::{create_topic_records, validate_topic_name, NewTopic};
+use tarn_metadata::TopicInfo;
+
+use super::{
+    authorized_operations, ApiSpec, RequestContext, CLUSTER_AUTHORIZED_OPERATIONS,
+    TOPIC_AUTHORIZED_OPERATIONS,
+};
+use crate::broker::{Broker, BrokerError};
+
+pub const KEY: i16 = 3;
+
+pub const SPEC: ApiSpec = ApiSpec {
+    key: KEY,
+    name: "Metadata",
+    min_version: 0,
+    // v13 adds a top-level error code for REBOOTSTRAP_REQUIRED (KIP-1102),
+    // which one node never needs to send: it stays NONE.
+    max_version: 13,
+    flexible_min: 9,
+};
+
+fn topic_response(topic: &TopicInfo, include_operations: bool) -> MetadataResponseTopic {
+    MetadataResponseTopic {
+        topic_authorized_operations: authorized_operations(
+            include_operations,
+            TOPIC_AUTHORIZED_OPERATIONS,
+        ),
+        name: Some(topic.name.clone()),
+        topic_id: topic.topic_id,
+        is_internal: topic.is_internal(),
+        partitions: topic
+            .partitions
+            .iter()
+            .map(|p| MetadataResponsePartition {
+                error_code: error::NONE,
+                partition_index: p.partition_id,
+                leader_id: p.leader,
+                leader_epoch: p.leader_epoch,
+                replica_nodes: p.replicas.clone(),
+                isr_nodes: p.isr.clone(),
+                offline_replicas: vec![],
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+fn topic_error(name: Option<String>, topic_id: Uuid, code: i16) -> MetadataResponseTopic {
+    MetadataResponseTopic {
+        error_code: code,
+        name,
+        topic_id,
+        ..Default::default()
+    }
+}
+
+/// Creates `name` with the broker's defaults, tolerating a concurrent
+/// creation of the same topic.
+fn auto_create(broker: &Broker, name: &str) -> Result<(), BrokerError> {
+    broker.commit_metadata(|image| {
+        if image.topic(name).is_some() {
+            return Ok((vec![], ()));
+        }
+        let new = NewTopic {
+            name,
+            num_partitions: -1,
+            replication_factor: -1,
+            configs: vec![],
+        };
+        let (records, _) = create_topic_records(image, &broker.config, &new)
+            .map_err(|e| BrokerError::Invalid(e.message))?;
+        tracing::info!(topic = name, "auto-created topic");
+        Ok((records, ()))
+    })
+}
+
+pub async fn handle(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    request: MetadataRequest,
+) -> MetadataResponse {
+    let version = ctx.version.version;
+    // v0 asks for all topics with an empty list; later versions with null.
+    let wanted = match request.topics {
+        Some(topics) if !(version == 0 && topics.is_empty()) => Some(topics),
+        _ => None,
+    };
+    let may_create = broker.config.get_bool("auto.create.topics.enable")
+        && (version < 4 || request.allow_auto_topic_creation);
+
+    let include_operations = request.include_topic_authorized_operations;
+    let mut topics = Vec::new();
+    match wanted {
+        None => topics.extend(
+            broker
+                .metadata
+                .image()
+                .topics()
+                .map(|t| topic_response(t, include_operations)),
+        ),
+        Some(wanted) => {
+            for requested in wanted {
+                topics.push(lookup(
+                    broker,
+                    requested.name,
+                    requested.topic_id,
+                    may_create,
+                    include_operations,
+                ));
+            }
+        }
+    }
+    let image = broker.metadata.image();
+    MetadataResponse {
+        brokers: image
+            .brokers
+            .values()
+            .map(|b| MetadataResponseBroker {
+                node_id: b.broker_id,
+                host: b.host.clone(),
+                port: b.port,
+                rack: b.rack.clone(),
+            })
+            .collect(),
+        cluster_id: Some(broker.cluster_id.clone()),
+        controller_id: broker.node_id,
+        topics,
+        cluster_authorized_operations: authorized_operations(
+            request.include_cluster_authorized_operations,
+            CLUSTER_AUTHORIZED_OPERATIONS,
+        ),
+        ..Default::default()
+    }
+}
+
+fn lookup(
+    broker: &Broker,
+    name: Option<String>,
+    topic_id: Uuid,
+    may_create: bool,
+    include_operations: bool,
+) -> MetadataResponseTopic {
+    // A topic id wins over the name: the Java admin client asks by id with
+    // the name left empty, not null.
+    let name = match name {
+        Some(name) if topic_id == Uuid::ZERO => name,
+        _ => {
+            return match broker.metadata.image().topic_by_id(&topic_id) {
+                Some(topic) => topic_response(topic, include_operations),
+                None => topic_error(None, topic_id, error::UNKNOWN_TOPIC_ID),
+            };
+        }
+    };
+    if let Some(topic) = broker.metadata.image().topic(&name) {
+        return topic_response(topic, include_operations);
+    }
+    if let Err(e) = validate_topic_name(&name) {
+        return topic_error(Some(name), Uuid::ZERO, e.code);
+    }
+    if !may_create {
+        return topic_error(Some(name), Uuid::ZERO, error::UNKNOWN_TOPIC_OR_PARTITION);
+    }
+    if let Err(e) = auto_create(broker, &name) {
+        tracing::error!(topic = %name, error = %e, "auto-create topic");
+        return topic_error(Some(name), Uuid::ZERO, error::LEADER_NOT_AVAILABLE);
+    }
+    match broker.metadata.image().topic(&name) {
+        Some(topic) => topic_response(topic, include_operations),
+        None => topic_error(Some(name), Uuid::ZERO, error::LEADER_NOT_AVAILABLE),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tarn_protocol::messages::metadata::MetadataRequestTopic;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_topic_id_is_looked_up_by_id_whatever_the_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = crate::testing::broker_with_topic(dir.path(), "by-id", 2);
+        let id = broker.metadata.image().topic("by-id").unwrap().topic_id;
+        let ctx = crate::testing::request_context(&SPEC, 12);
+        let ask = |name: Option<&str>, topic_id: Uuid| MetadataRequestTopic {
+            topic_id,
+            name: name.map(str::to_owned),
+        };
+        let request = MetadataRequest {
+            topics: Some(vec![
+                ask(Some(""), id),
+                ask(None, id),
+                ask(Some(""), Uuid([7; 16])),
+            ]),
+            allow_auto_topic_creation: false,
+            ..Default::default()
+        };
+        let response = handle(&broker, &ctx, request).await;
+        let seen: Vec<_> = response
+            .topics
+            .iter()
+            .map(|t| (t.error_code, t.name.clone(), t.topic_id, t.partitions.len()))
+            .collect();
+        assert_eq!(
+            seen,
+            vec![
+                (error::NONE, Some("by-id".to_owned()), id, 2),
+                (error::NONE, Some("by-id".to_owned()), id, 2),
+                (error::UNKNOWN_TOPIC_ID, None, Uuid([7; 16]), 0),
+            ]
+        );
+        broker.shutdown().unwrap();
+    }
+}

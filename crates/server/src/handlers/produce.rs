@@ -1,0 +1,313 @@
+//! Produce: validates each partition's record batch (exactly one per
+//! partition, as Kafka requires; the log checks it against its records,
+//! see `tarn_storage::log_validator`) and appends it as received (acks 0,
+//! 1 and -1; on one node the in-sync set is this broker), recompressed
+//! only when the topic's `compression.type` names another codec than the
+//! batch's.
+//! Versions 0-2 are advertised, because librdkafka turns compression off
+//! when Produce does not start at v0, but answered UNSUPPORTED_VERSION:
+//! they carry the old message formats.
+//!
+//! Durability: every append answers with a completion (see `durability`),
+//! and the response waits for all of them: when an append reached the
+//! partition's `flush.messages`, that is until the group-commit thread has
+//! fsynced it (Kafka flushes before acknowledging, too); concurrent waiters
+//! share fsyncs. A failed fsync answers KAFKA_STORAGE_ERROR for that
+//! partition.
+//!
+//! A refused partition answers the Kafka error code with a message, and
+//! from v8 on the indexes of the refused records (`record_errors`) when
+//! the log validator refused individual records; every refusal is logged
+//! through the broker's rate-limited refusal log.
+use std::sync::Arc;
+
+use tarn_protocol::error;
+use tarn_protocol::messages::produce::{
+    BatchIndexAndErrorMessage, PartitionProduceData, PartitionProduceResponse, ProduceRequest,
+    ProduceResponse, TopicProduceResponse,
+};
+use tarn_protocol::record_batch::parse_header;
+
+use tarn_replication::durability::AppendCompletion;
+use tarn_replication::replica_manager::PartitionError;
+
+use super::{ApiSpec, RequestContext};
+use crate::broker::Broker;
+use crate::metrics::RecordTotals;
+
+pub const KEY: i16 = 0;
+pub const SPEC: ApiSpec = ApiSpec {
+    key: KEY,
+    name: "Produce",
+    min_version: 0,
+    max_version: 9,
+    flexible_min: 9,
+};
+/// The first version whose record sets are v2 record batches.
+const FIRST_BATCH_VERSION: i16 = 3;
+
+fn partition_error(index: i32, e: PartitionError) -> PartitionProduceResponse {
+    PartitionProduceResponse {
+        index,
+        error_code: e.code,
+        base_offset: -1,
+        error_message: Some(e.message),
+        record_errors: e
+            .record_errors
+            .into_iter()
+            .map(|r| BatchIndexAndErrorMessage {
+                batch_index: r.batch_index,
+                batch_index_error_message: Some(r.message),
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+/// The log start offset a refused append reports, as Kafka's
+/// ReplicaManager does: -1 for errors that say nothing of the log (unknown
+/// or unled partition, a batch too large or corrupt, a storage failure),
+/// the partition's log start offset for the rest (record validation,
+/// producer sequence and epoch errors).
+fn failed_log_start_offset(broker: &Broker, topic: &str, index: i32, code: i16) -> i64 {
+    const NO_LOG_INFO: [i16; 6] = [
+        error::UNKNOWN_TOPIC_OR_PARTITION,
+        error::NOT_LEADER_OR_FOLLOWER,
+        error::MESSAGE_TOO_LARGE,
+        error::RECORD_LIST_TOO_LARGE,
+        error::CORRUPT_MESSAGE,
+        error::KAFKA_STORAGE_ERROR,
+    ];
+    if NO_LOG_INFO.contains(&code) {
+        return -1;
+    }
+    broker
+        .replicas
+        .get(topic, index)
+        .and_then(|p| p.offsets().ok())
+        .map_or(-1, |o| o.log_start_offset)
+}
+
+/// Kafka's `ProduceRequest.validateRecords` for v3+: a partition's records
+/// are exactly one batch. And a transactional batch needs a transactional
+/// id, which Tarn refuses until it supports transactions.
+fn check_single_batch(version: i16, records: &[u8]) -> Result<(), PartitionError> {
+    // A batch that does not parse is left to the log, which names the fault.
+    let Ok(header) = parse_header(records) else {
+        return Ok(());
+    };
+    if header.total_size() < records.len() {
+        return Err(PartitionError::new(
+            error::INVALID_RECORD,
+            format!(
+                "Produce v{version} must carry exactly one record batch per partition; \
+                 this one holds more"
+            ),
+        ));
+    }
+    if header.is_transactional() {
+        return Err(PartitionError::new(
+            error::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            "a transactional batch needs a transactional id; transactions are not supported yet",
+        ));
+    }
+    Ok(())
+}
+
+/// Returns `None` when acks=0: the client expects no response.
+pub async fn handle(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    request: ProduceRequest,
+) -> Option<ProduceResponse> {
+    let refusal = if ctx.version.version < FIRST_BATCH_VERSION {
+        Some(PartitionError::new(
+            error::UNSUPPORTED_VERSION,
+            format!(
+                "Produce v{} is not supported; use v3 or later",
+                ctx.version.version
+            ),
+        ))
+    } else if !matches!(request.acks, -1..=1) {
+        Some(PartitionError::new(
+            error::INVALID_REQUIRED_ACKS,
+            format!("acks={} is invalid; use -1, 0 or 1", request.acks),
+        ))
+    } else if request.transactional_id.is_some() {
+        Some(PartitionError::new(
+            error::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            "transactions are not supported yet",
+        ))
+    } else {
+        None
+    };
+    if let Some(e) = &refusal {
+        broker
+            .refusals
+            .produce_refused(ctx.peer, ctx.client_id(), None, e.code, &e.message);
+    }
+    let mut appended = false;
+    let mut responses = Vec::with_capacity(request.topic_data.len());
+    // (topic index, partition index, completion) of appends still waiting.
+    let mut flushes = Vec::new();
+    for topic in request.topic_data {
+        let mut partitions = Vec::with_capacity(topic.partition_data.len());
+        let mut produced = RecordTotals::default();
+        for data in topic.partition_data {
+            let index = data.index;
+            let sent = RecordTotals::of(data.records.as_deref());
+            let response = match &refusal {
+                Some(e) => partition_error(index, e.clone()),
+                None => match append(broker, ctx.version.version, &topic.name, data) {
+                    Ok((r, completion)) => {
+                        appended = true;
+                        produced.add(sent);
+                        flushes.push((responses.len(), partitions.len(), completion));
+                        r
+                    }
+                    Err(e) => {
+                        broker.refusals.produce_refused(
+                            ctx.peer,
+                            ctx.client_id(),
+                            Some((&topic.name, index)),
+                            e.code,
+                            &e.message,
+                        );
+                        let log_start_offset =
+                            failed_log_start_offset(broker, &topic.name, index, e.code);
+                        PartitionProduceResponse {
+                            log_start_offset,
+                            ..partition_error(index, e)
+                        }
+                    }
+                },
+            };
+            if response.error_code != error::NONE {
+                broker.metrics.produce_error(response.error_code);
+            }
+            partitions.push(response);
+        }
+        broker.metrics.produced(&topic.name, produced);
+        responses.push(TopicProduceResponse {
+            name: topic.name,
+            partition_responses: partitions,
+        });
+    }
+    if appended {
+        broker.replicas.notify_appended();
+    }
+    for (topic, partition, completion) in flushes {
+        if let Err(e) = completion.wait().await {
+            let index = responses[topic].partition_responses[partition].index;
+            responses[topic].partition_responses[partition] = partition_error(index, e);
+        }
+    }
+    if request.acks == 0 {
+        return None;
+    }
+    Some(ProduceResponse {
+        responses,
+        throttle_time_ms: 0,
+    })
+}
+
+fn append(
+    broker: &Broker,
+    version: i16,
+    topic: &str,
+    data: PartitionProduceData,
+) -> Result<(PartitionProduceResponse, AppendCompletion), PartitionError> {
+    if topic.starts_with("__") {
+        return Err(PartitionError::new(
+            error::INVALID_TOPIC_EXCEPTION,
+            format!("cannot produce to internal topic {topic}"),
+        ));
+    }
+    let partition = broker.replicas.get(topic, data.index).ok_or_else(|| {
+        PartitionError::new(
+            error::UNKNOWN_TOPIC_OR_PARTITION,
+            "This server does not host this topic-partition.",
+        )
+    })?;
+    let records = data.records.ok_or_else(|| {
+        PartitionError::new(error::CORRUPT_MESSAGE, "produce request has no records")
+    })?;
+    check_single_batch(version, &records)?;
+    // The batches go from the request frame to the file without a copy:
+    // the log writes patched headers beside the untouched record bytes.
+    let appended = partition.append(&records)?;
+    Ok((
+        PartitionProduceResponse {
+            index: data.index,
+            error_code: error::NONE,
+            base_offset: appended.info.base_offset,
+            log_append_time_ms: appended.info.log_append_time,
+            log_start_offset: appended.log_start_offset,
+            ..Default::default()
+        },
+        appended.completion,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use tarn_protocol::record_batch::RecordBatchBuilder;
+    use tarn_storage::RecordError;
+
+    use super::*;
+
+    fn one_batch() -> Vec<u8> {
+        RecordBatchBuilder::new()
+            .record(1, Some(b"k"), None)
+            .build()
+    }
+
+    #[test]
+    fn a_partition_carries_exactly_one_batch() {
+        assert!(check_single_batch(9, &one_batch()).is_ok());
+        let two = [one_batch(), one_batch()].concat();
+        let e = check_single_batch(7, &two).unwrap_err();
+        assert_eq!(e.code, error::INVALID_RECORD);
+        // Bytes that are not a batch are the log's to name.
+        assert!(check_single_batch(9, b"garbage").is_ok());
+        let partial = one_batch();
+        assert!(check_single_batch(9, &partial[..partial.len() - 1]).is_ok());
+    }
+
+    #[test]
+    fn transactional_batches_need_a_transactional_id() {
+        let batch = RecordBatchBuilder::new()
+            .producer(1, 0, 0)
+            .transactional(true)
+            .record(1, Some(b"k"), None)
+            .build();
+        let e = check_single_batch(9, &batch).unwrap_err();
+        assert_eq!(e.code, error::TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
+    }
+
+    #[test]
+    fn refused_records_become_record_errors() {
+        let e = PartitionError {
+            code: error::INVALID_RECORD,
+            message: "2 records".into(),
+            record_errors: vec![
+                RecordError {
+                    batch_index: 3,
+                    message: "no key".into(),
+                },
+                RecordError {
+                    batch_index: 13,
+                    message: "no key".into(),
+                },
+            ],
+        };
+        let answer = partition_error(4, e);
+        assert_eq!(
+            (answer.index, answer.error_code, answer.base_offset),
+            (4, 87, -1)
+        );
+        let indexes: Vec<i32> = answer.record_errors.iter().map(|r| r.batch_index).collect();
+        assert_eq!(indexes, vec![3, 13]);
+        assert_eq!(answer.error_message.as_deref(), Some("2 records"));
+    }
+}
