@@ -91,11 +91,30 @@ impl PartitionMap {
     }
 }
 
+/// What this broker is for a partition it hosts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Takes produce requests and serves consumers, up to the high watermark.
+    Leader,
+    /// Holds a copy of the leader's log (follower fetching lands with
+    /// replication); clients are sent to the leader.
+    Follower,
+}
+
 pub struct Partition {
     pub topic: String,
     pub topic_id: Uuid,
     pub index: i32,
+    /// This broker's node id.
+    local_node: i32,
+    /// The partition's leader as of the last metadata sync (-1: none).
+    leader: AtomicI32,
     leader_epoch: AtomicI32,
+    /// The offset below which every in-sync replica has the records:
+    /// what consumers may read and what `LATEST` answers. With this broker
+    /// the only in-sync replica it is the log end offset; replication makes
+    /// it the smallest log end offset over the ISR.
+    high_watermark: AtomicI64,
     /// The topic's `file.delete.delay.ms` as of the last sync.
     file_delete_delay_ms: AtomicI64,
     /// The topic's `compression.type` as a codec id, or [`KEEP_PRODUCER_CODEC`].
@@ -215,6 +234,50 @@ impl Partition {
         self.leader_epoch.load(Ordering::Acquire)
     }
 
+    /// The leader's node id as of the last metadata sync, -1 for none.
+    pub fn leader(&self) -> i32 {
+        self.leader.load(Ordering::Acquire)
+    }
+
+    pub fn role(&self) -> Role {
+        if self.leader() == self.local_node {
+            Role::Leader
+        } else {
+            Role::Follower
+        }
+    }
+
+    /// NOT_LEADER_OR_FOLLOWER unless this broker leads the partition: what
+    /// a produce, or a consumer's fetch or list-offsets, gets elsewhere.
+    pub fn check_leader(&self) -> Result<(), PartitionError> {
+        match self.role() {
+            Role::Leader => Ok(()),
+            Role::Follower => Err(PartitionError::new(
+                error::NOT_LEADER_OR_FOLLOWER,
+                format!(
+                    "this broker does not lead {}-{}; its leader is {}",
+                    self.topic,
+                    self.index,
+                    self.leader()
+                ),
+            )),
+        }
+    }
+
+    /// See the field: the end of the log as readers other than replicas
+    /// may see it.
+    pub fn high_watermark(&self) -> i64 {
+        self.high_watermark.load(Ordering::Acquire)
+    }
+
+    /// Moves the high watermark after the log changed, under the log's
+    /// lock. The only in-sync replica is this one, so it is the log end
+    /// offset (which a truncation may also lower).
+    fn update_high_watermark(&self, log: &Log) {
+        self.high_watermark
+            .store(log.log_end_offset(), Ordering::Release);
+    }
+
     /// Kafka's check of the epoch a client sent: -1 means "not known".
     pub fn check_epoch(&self, client_epoch: i32) -> Result<(), PartitionError> {
         let ours = self.leader_epoch();
@@ -239,7 +302,11 @@ impl Partition {
     ) -> Result<T, PartitionError> {
         let mut guard = self.log.lock();
         match guard.as_mut() {
-            Some(log) => f(log),
+            Some(log) => {
+                let result = f(log);
+                self.update_high_watermark(log);
+                result
+            }
             None => Err(PartitionError::new(
                 error::NOT_LEADER_OR_FOLLOWER,
                 format!("{}-{} is closed", self.topic, self.index),
@@ -382,7 +449,11 @@ impl Partition {
         f: impl FnOnce(&mut Log) -> Result<T, StorageError>,
     ) -> Result<Option<T>, StorageError> {
         match self.log.lock().as_mut() {
-            Some(log) => f(log).map(Some),
+            Some(log) => {
+                let result = f(log).map(Some);
+                self.update_high_watermark(log);
+                result
+            }
             None => Ok(None),
         }
     }
@@ -391,7 +462,7 @@ impl Partition {
         self.with_log(|log| {
             Ok(LogOffsets {
                 log_start_offset: log.log_start_offset(),
-                high_watermark: log.log_end_offset(),
+                high_watermark: self.high_watermark(),
             })
         })
     }
@@ -449,7 +520,7 @@ impl Partition {
             self.with_log(|log| {
                 let offsets = LogOffsets {
                     log_start_offset: log.log_start_offset(),
-                    high_watermark: log.log_end_offset(),
+                    high_watermark: self.high_watermark(),
                 };
                 if offset < offsets.log_start_offset || offset > offsets.high_watermark {
                     return Err(PartitionError::new(
@@ -475,7 +546,7 @@ impl Partition {
     /// Returns the new log start offset (the low watermark).
     pub fn delete_records(&self, offset: i64) -> Result<i64, PartitionError> {
         self.with_log(|log| {
-            let high_watermark = log.log_end_offset();
+            let high_watermark = self.high_watermark();
             let target = if offset == -1 { high_watermark } else { offset };
             if target < 0 {
                 return Err(PartitionError::new(
@@ -910,6 +981,7 @@ impl ReplicaManager {
             }
             if let Some(existing) = self.get(&topic.name, p.partition_id) {
                 if existing.topic_id == topic.topic_id {
+                    existing.leader.store(p.leader, Ordering::Release);
                     existing
                         .leader_epoch
                         .store(p.leader_epoch, Ordering::Release);
@@ -951,6 +1023,7 @@ impl ReplicaManager {
             }
             let log = Log::open_in(&self.env, &dir, log_config.clone(), clean_shutdown)?;
             let durable_offset = log.durable_offset();
+            let log_end_offset = log.log_end_offset();
             if recorded != Some(topic.topic_id) {
                 write_topic_id(&self.env, &dir, topic.topic_id)?;
             }
@@ -958,7 +1031,10 @@ impl ReplicaManager {
                 topic: topic.name.clone(),
                 topic_id: topic.topic_id,
                 index: p.partition_id,
+                local_node: self.node_id,
+                leader: AtomicI32::new(p.leader),
                 leader_epoch: AtomicI32::new(p.leader_epoch),
+                high_watermark: AtomicI64::new(log_end_offset),
                 file_delete_delay_ms: AtomicI64::new(delete_delay_ms),
                 compression: AtomicU8::new(compression),
                 compression_level: AtomicI32::new(level),
@@ -1061,6 +1137,39 @@ mod tests {
             });
         }
         records
+    }
+
+    #[test]
+    fn a_partition_takes_its_role_and_epoch_from_the_image() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = BrokerConfig::default();
+        let replicas = ReplicaManager::new(dir.path(), 1, LogEnv::os(8), group_commit());
+        let placed = |leader: i32, leader_epoch: i32| MetadataRecord::Partition {
+            topic_id: [7; 16],
+            partition_id: 0,
+            replicas: vec![2, 1],
+            isr: vec![2, 1],
+            leader,
+            leader_epoch,
+        };
+        let topic = MetadataRecord::Topic {
+            name: "placed".into(),
+            topic_id: [7; 16],
+        };
+        let image = apply(&Arc::new(MetadataImage::default()), &[topic, placed(2, 3)]);
+        replicas.sync(&image, &config, true).unwrap();
+        let partition = replicas.get("placed", 0).expect("a replica is hosted");
+        assert_eq!(partition.role(), Role::Follower);
+        assert_eq!(partition.leader(), 2);
+        let refused = partition.check_leader().unwrap_err();
+        assert_eq!(refused.code, error::NOT_LEADER_OR_FOLLOWER);
+        assert_eq!(partition.high_watermark(), 0);
+
+        let image = apply(&image, &[placed(1, 4)]);
+        replicas.sync(&image, &config, true).unwrap();
+        assert_eq!(partition.role(), Role::Leader);
+        assert_eq!(partition.leader_epoch(), 4);
+        partition.check_leader().unwrap();
     }
 
     #[test]

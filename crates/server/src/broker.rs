@@ -27,7 +27,7 @@ use tarn_metadata::{
 };
 use tarn_replication::blocking::off_async_workers;
 use tarn_replication::log_manager::LogManager;
-use tarn_replication::replica_manager::ReplicaManager;
+use tarn_replication::replica_manager::{Partition, PartitionError, ReplicaManager};
 
 use crate::metrics::Metrics;
 use crate::refusals::RefusalLog;
@@ -136,6 +136,42 @@ fn load_meta_properties(
 }
 
 impl Broker {
+    /// The partition when this broker leads it, as Kafka's replica manager
+    /// finds it for a produce, a consumer's fetch or a list-offsets:
+    /// NOT_LEADER_OR_FOLLOWER when the metadata has the partition but this
+    /// broker does not lead it (the client then looks the leader up in
+    /// Metadata), UNKNOWN_TOPIC_OR_PARTITION when the metadata lacks it.
+    pub fn leader_partition(
+        &self,
+        topic: &str,
+        index: i32,
+    ) -> Result<Arc<Partition>, PartitionError> {
+        match self.replicas.get(topic, index) {
+            Some(partition) => {
+                partition.check_leader()?;
+                Ok(partition)
+            }
+            None => {
+                let known = self
+                    .metadata
+                    .image()
+                    .topic(topic)
+                    .is_some_and(|t| t.partitions.iter().any(|p| p.partition_id == index));
+                Err(if known {
+                    PartitionError::new(
+                        tarn_protocol::error::NOT_LEADER_OR_FOLLOWER,
+                        format!("this broker does not host {topic}-{index}"),
+                    )
+                } else {
+                    PartitionError::new(
+                        tarn_protocol::error::UNKNOWN_TOPIC_OR_PARTITION,
+                        "This server does not host this topic-partition.",
+                    )
+                })
+            }
+        }
+    }
+
     pub fn start(options: BrokerOptions) -> Result<Arc<Broker>, BrokerError> {
         let data_dir = options.data_dir;
         let open_files_max = options.config.get_i64("log.open.files.max") as usize;

@@ -409,6 +409,8 @@ pub struct PartitionStats {
     pub partition: i32,
     pub log_start_offset: i64,
     pub log_end_offset: i64,
+    /// What consumers can read up to (see `Partition::high_watermark`).
+    pub high_watermark: i64,
     /// Offsets below this are fsynced: with `flush.messages=1` it reaches
     /// the log end before an append is acknowledged.
     pub durable_offset: i64,
@@ -429,6 +431,7 @@ pub fn partition_stats(broker: &Broker) -> Vec<PartitionStats> {
                 partition: p.index,
                 log_start_offset: log.log_start_offset(),
                 log_end_offset: log.log_end_offset(),
+                high_watermark: p.high_watermark(),
                 durable_offset: log.durable_offset(),
                 size_bytes: log.size_bytes(),
                 segments: log.segment_base_offsets().len(),
@@ -447,6 +450,8 @@ pub struct PartitionLag {
     pub topic: String,
     pub partition: i32,
     pub committed_offset: i64,
+    /// The partition's high watermark, the end a consumer can reach (the
+    /// name is what the console and its JSON have always read).
     pub log_end_offset: i64,
     pub lag: i64,
 }
@@ -456,7 +461,7 @@ pub struct PartitionLag {
 pub fn group_lags(stats: &[PartitionStats], groups: &dyn GroupLagSource) -> Vec<PartitionLag> {
     let ends: HashMap<(&str, i32), i64> = stats
         .iter()
-        .map(|s| ((s.topic.as_str(), s.partition), s.log_end_offset))
+        .map(|s| ((s.topic.as_str(), s.partition), s.high_watermark))
         .collect();
     let mut lags: Vec<PartitionLag> = groups
         .committed_offsets()

@@ -46,21 +46,22 @@ pub async fn handle(
                 .iter()
                 .map(|p| {
                     let outcome = match (
-                        broker.replicas.get(&topic.name, p.partition_index),
+                        broker.leader_partition(&topic.name, p.partition_index),
                         deletion_allowed,
                     ) {
-                        (None, _) | (_, None) => Err(PartitionError::new(
+                        (Err(e), _) => Err(e),
+                        (Ok(_), None) => Err(PartitionError::new(
                             error::UNKNOWN_TOPIC_OR_PARTITION,
                             "This server does not host this topic-partition.",
                         )),
-                        (Some(_), Some(false)) => Err(PartitionError::new(
+                        (Ok(_), Some(false)) => Err(PartitionError::new(
                             error::POLICY_VIOLATION,
                             format!(
                                 "Records of partition {}-{} can not be deleted due to the configured policy",
                                 topic.name, p.partition_index
                             ),
                         )),
-                        (Some(partition), Some(true)) => partition.delete_records(p.offset),
+                        (Ok(partition), Some(true)) => partition.delete_records(p.offset),
                     };
                     match outcome {
                         Ok(low_watermark) => {

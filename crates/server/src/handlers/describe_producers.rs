@@ -56,11 +56,9 @@ fn describe(broker: &Broker, topic: &str, index: i32) -> DescribeProducersPartit
         error_message: Some(message),
         active_producers: vec![],
     };
-    let Some(partition) = broker.replicas.get(topic, index) else {
-        return refused(
-            error::UNKNOWN_TOPIC_OR_PARTITION,
-            "This server does not host this topic-partition.".into(),
-        );
+    let partition = match broker.leader_partition(topic, index) {
+        Ok(partition) => partition,
+        Err(e) => return refused(e.code, e.message),
     };
     let producers = partition.with_log_ref(|log| {
         let mut producers: Vec<ProducerState> = log

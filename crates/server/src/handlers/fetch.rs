@@ -210,25 +210,17 @@ fn read_all(
     for p in wanted {
         let limit = (p.partition_max_bytes.max(0) as usize).min(budget);
         let name = topic_name(&image, p, by_id);
-        let hosted = name
-            .as_deref()
-            .and_then(|name| broker.replicas.get(name, p.partition));
-        let result = hosted
-            .clone()
-            .ok_or_else(|| match name {
-                None => PartitionError::new(
-                    error::UNKNOWN_TOPIC_ID,
-                    "This server does not host this topic ID.",
-                ),
-                Some(_) => PartitionError::new(
-                    error::UNKNOWN_TOPIC_OR_PARTITION,
-                    "This server does not host this topic-partition.",
-                ),
-            })
-            .and_then(|partition| {
-                partition.check_epoch(p.current_leader_epoch)?;
-                partition.read_region(p.fetch_offset, limit, total == 0)
-            });
+        let hosted = match name.as_deref() {
+            None => Err(PartitionError::new(
+                error::UNKNOWN_TOPIC_ID,
+                "This server does not host this topic ID.",
+            )),
+            Some(name) => broker.leader_partition(name, p.partition),
+        };
+        let result = hosted.clone().and_then(|partition| {
+            partition.check_epoch(p.current_leader_epoch)?;
+            partition.read_region(p.fetch_offset, limit, total == 0)
+        });
         let data = match result {
             Ok((region, offsets)) => {
                 let records = match region {
@@ -260,7 +252,7 @@ fn read_all(
                     high_watermark: -1,
                     last_stable_offset: -1,
                     log_start_offset: -1,
-                    aborted_transactions: hosted.is_none().then(Vec::new),
+                    aborted_transactions: hosted.is_err().then(Vec::new),
                     records: Some(Records::default()),
                     ..Default::default()
                 }

@@ -41,14 +41,7 @@ pub async fn handle(
                 .iter()
                 .map(|p| {
                     let result = broker
-                        .replicas
-                        .get(&topic.name, p.partition_index)
-                        .ok_or_else(|| {
-                            PartitionError::new(
-                                error::UNKNOWN_TOPIC_OR_PARTITION,
-                                "unknown partition",
-                            )
-                        })
+                        .leader_partition(&topic.name, p.partition_index)
                         .and_then(|partition| lookup(&partition, p, ctx.version.version));
                     result.unwrap_or_else(|e| ListOffsetsPartitionResponse {
                         partition_index: p.partition_index,
@@ -90,13 +83,14 @@ fn lookup(
 ) -> Result<ListOffsetsPartitionResponse, PartitionError> {
     partition.check_epoch(request.current_leader_epoch)?;
     let epoch = partition.leader_epoch();
+    let high_watermark = partition.high_watermark();
     let (timestamp, offset, leader_epoch) =
         partition.with_log_ref(|log| match request.timestamp {
             EARLIEST_TIMESTAMP => Ok(earliest(log, epoch)),
             EARLIEST_LOCAL_TIMESTAMP if version >= 8 => Ok(earliest(log, epoch)),
             LATEST_TIERED_TIMESTAMP if version >= 9 => Ok(NOTHING_TIERED),
             EARLIEST_PENDING_UPLOAD_TIMESTAMP if version >= 11 => Ok(NOTHING_TIERED),
-            LATEST_TIMESTAMP => Ok((-1, log.log_end_offset(), epoch)),
+            LATEST_TIMESTAMP => Ok((-1, high_watermark, epoch)),
             MAX_TIMESTAMP if version >= 7 => {
                 let (ts, offset, batch_epoch) = log.max_timestamp()?;
                 Ok((ts, if ts < 0 { -1 } else { offset }, batch_epoch))

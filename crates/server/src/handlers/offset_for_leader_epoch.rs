@@ -2,7 +2,6 @@
 //! use to validate their position after a leader change.
 use std::sync::Arc;
 
-use tarn_protocol::error;
 use tarn_protocol::messages::offset_for_leader_epoch::{
     EpochEndOffset, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
     OffsetForLeaderTopicResult,
@@ -37,9 +36,12 @@ pub async fn handle(
                         partition: p.partition,
                         ..Default::default()
                     };
-                    let Some(partition) = broker.replicas.get(&topic.topic, p.partition) else {
-                        out.error_code = error::UNKNOWN_TOPIC_OR_PARTITION;
-                        return out;
+                    let partition = match broker.leader_partition(&topic.topic, p.partition) {
+                        Ok(partition) => partition,
+                        Err(e) => {
+                            out.error_code = e.code;
+                            return out;
+                        }
                     };
                     if let Err(e) = partition.check_epoch(p.current_leader_epoch) {
                         out.error_code = e.code;

@@ -223,12 +223,7 @@ fn append(
             format!("cannot produce to internal topic {topic}"),
         ));
     }
-    let partition = broker.replicas.get(topic, data.index).ok_or_else(|| {
-        PartitionError::new(
-            error::UNKNOWN_TOPIC_OR_PARTITION,
-            "This server does not host this topic-partition.",
-        )
-    })?;
+    let partition = broker.leader_partition(topic, data.index)?;
     let records = data.records.ok_or_else(|| {
         PartitionError::new(error::CORRUPT_MESSAGE, "produce request has no records")
     })?;
