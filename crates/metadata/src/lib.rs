@@ -10,24 +10,27 @@ pub mod client_quotas;
 pub mod dynamic_config;
 mod image;
 mod log;
+pub mod publisher;
 mod records;
 pub mod topics;
 
 pub use image::{BrokerInfo, MetadataImage, PartitionInfo, QuotaEntity, TopicInfo};
 pub use log::{FileMetadataLog, MetadataLog, MetadataLogError};
+pub use publisher::{MetadataDelta, MetadataListener, MetadataPublisher, PublishError};
 pub use records::MetadataRecord;
 
 use std::sync::Arc;
 
-use parking_lot::{Mutex, RwLock};
+use parking_lot::Mutex;
 use rand::RngCore;
 
 use tarn_protocol::Uuid;
 
-/// The metadata log together with the image it produces.
+/// The metadata log together with the publisher that applies what it
+/// commits.
 pub struct MetadataStore {
     log: Mutex<Box<dyn MetadataLog>>,
-    image: RwLock<Arc<MetadataImage>>,
+    publisher: Arc<MetadataPublisher>,
 }
 
 impl MetadataStore {
@@ -37,26 +40,34 @@ impl MetadataStore {
         for record in log.replay()? {
             image.apply(&record);
         }
+        let offset = log.end_offset();
         Ok(MetadataStore {
             log: Mutex::new(log),
-            image: RwLock::new(Arc::new(image)),
+            publisher: Arc::new(MetadataPublisher::new(image, offset)),
         })
     }
 
     pub fn image(&self) -> Arc<MetadataImage> {
-        self.image.read().clone()
+        self.publisher.image()
+    }
+
+    pub fn publisher(&self) -> &Arc<MetadataPublisher> {
+        &self.publisher
     }
 
     /// Builds records from the current image and commits them atomically
     /// with respect to other commits: `build` sees the image as it is under
     /// the commit lock, so check-then-act (e.g. "topic does not exist yet")
     /// cannot race. `build` returns the records and a value for the caller.
+    /// The entry is published (and its listeners run) before this returns;
+    /// a listener's failure is the caller's error, though the entry stays
+    /// committed.
     pub fn commit_with<T, E>(
         &self,
         build: impl FnOnce(&MetadataImage) -> Result<(Vec<MetadataRecord>, T), E>,
     ) -> Result<T, E>
     where
-        E: From<MetadataLogError>,
+        E: From<MetadataLogError> + From<PublishError>,
     {
         let mut log = self.log.lock();
         let current = self.image();
@@ -64,12 +75,8 @@ impl MetadataStore {
         if records.is_empty() {
             return Ok(value);
         }
-        log.append(&records)?;
-        let mut next = (*current).clone();
-        for record in &records {
-            next.apply(record);
-        }
-        *self.image.write() = Arc::new(next);
+        let offset = log.append(&records)?;
+        self.publisher.publish(offset, &records)?;
         Ok(value)
     }
 }

@@ -54,16 +54,22 @@ pub enum MetadataLogError {
 
 /// Where metadata records are made durable. A Raft quorum implements this
 /// in a cluster; tests may implement it in memory. One `append` is one
-/// atomic commit.
+/// atomic commit, and entries are numbered from 1 in commit order: the
+/// offset a publisher reports and a broker waits for.
 pub trait MetadataLog: Send {
     fn replay(&self) -> Result<Vec<MetadataRecord>, MetadataLogError>;
-    fn append(&mut self, records: &[MetadataRecord]) -> Result<(), MetadataLogError>;
+    /// Commits `records` as one entry and returns its offset.
+    fn append(&mut self, records: &[MetadataRecord]) -> Result<u64, MetadataLogError>;
+    /// The offset of the last committed entry, 0 when there is none.
+    fn end_offset(&self) -> u64;
 }
 
 /// The metadata log in one file, through the storage crate's file system
 /// (the real one, or a simulated one that can lose power).
 pub struct FileMetadataLog {
     file: SegmentFile,
+    /// Entries in the file.
+    entries: u64,
 }
 
 impl FileMetadataLog {
@@ -74,7 +80,8 @@ impl FileMetadataLog {
         let path = dir.join("metadata.log");
         let mut file = SegmentFile::open(env, &path)?;
         let data = read_all(&file)?;
-        let (_, valid_len) = parse_entries(&data)?;
+        let parsed = parse_entries(&data)?;
+        let valid_len = parsed.valid_len;
         if valid_len < data.len() {
             tracing::warn!(
                 path = %path.display(),
@@ -85,7 +92,10 @@ impl FileMetadataLog {
             file.truncate(valid_len as u64)?;
             file.sync()?;
         }
-        Ok(FileMetadataLog { file })
+        Ok(FileMetadataLog {
+            file,
+            entries: parsed.entries,
+        })
     }
 }
 
@@ -95,10 +105,18 @@ fn read_all(file: &SegmentFile) -> Result<Vec<u8>, StorageError> {
     Ok(data)
 }
 
-/// Parses every entry, stopping at a torn tail. Returns the records and
-/// the length of the valid prefix.
-fn parse_entries(data: &[u8]) -> Result<(Vec<MetadataRecord>, usize), MetadataLogError> {
+/// What a file's intact entries hold.
+struct Parsed {
+    records: Vec<MetadataRecord>,
+    entries: u64,
+    /// The length of the valid prefix.
+    valid_len: usize,
+}
+
+/// Parses every entry, stopping at a torn tail.
+fn parse_entries(data: &[u8]) -> Result<Parsed, MetadataLogError> {
     let mut records = Vec::new();
+    let mut entries = 0;
     let mut pos = 0;
     while let Some(header) = data.get(pos..pos + ENTRY_HEADER_BYTES) {
         // A file extended but never written (zeros after a crash, as some
@@ -131,9 +149,14 @@ fn parse_entries(data: &[u8]) -> Result<(Vec<MetadataRecord>, usize), MetadataLo
             ));
         }
         decode_entry(body, &mut records).map_err(|reason| unreadable(pos, reason))?;
+        entries += 1;
         pos = end;
     }
-    Ok((records, pos))
+    Ok(Parsed {
+        records,
+        entries,
+        valid_len: pos,
+    })
 }
 
 fn unreadable(offset: usize, reason: String) -> MetadataLogError {
@@ -217,10 +240,14 @@ fn encode_entry(records: &[MetadataRecord]) -> Result<Vec<u8>, MetadataLogError>
 
 impl MetadataLog for FileMetadataLog {
     fn replay(&self) -> Result<Vec<MetadataRecord>, MetadataLogError> {
-        Ok(parse_entries(&read_all(&self.file)?)?.0)
+        Ok(parse_entries(&read_all(&self.file)?)?.records)
     }
 
-    fn append(&mut self, records: &[MetadataRecord]) -> Result<(), MetadataLogError> {
+    fn end_offset(&self) -> u64 {
+        self.entries
+    }
+
+    fn append(&mut self, records: &[MetadataRecord]) -> Result<u64, MetadataLogError> {
         let body = encode_entry(records)?;
         if body.len() > MAX_ENTRY_BYTES {
             return Err(MetadataLogError::EntryTooLarge { bytes: body.len() });
@@ -240,7 +267,8 @@ impl MetadataLog for FileMetadataLog {
             }
             return Err(e.into());
         }
-        Ok(())
+        self.entries += 1;
+        Ok(self.entries)
     }
 }
 

@@ -16,14 +16,13 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use tarn_protocol::Uuid;
-
 use tarn_storage::{GroupCommit, LogEnv};
 
 use tarn_config::BrokerConfig;
 use tarn_metadata::dynamic_config::ConfigView;
 use tarn_metadata::{
-    FileMetadataLog, MetadataImage, MetadataLogError, MetadataRecord, MetadataStore,
+    FileMetadataLog, MetadataDelta, MetadataImage, MetadataListener, MetadataLogError,
+    MetadataRecord, MetadataStore, PublishError,
 };
 use tarn_replication::blocking::off_async_workers;
 use tarn_replication::log_manager::LogManager;
@@ -45,6 +44,8 @@ pub enum BrokerError {
     },
     #[error(transparent)]
     Metadata(#[from] MetadataLogError),
+    #[error(transparent)]
+    Publish(#[from] PublishError),
     #[error(transparent)]
     Storage(#[from] tarn_storage::StorageError),
     #[error("{0}")]
@@ -92,10 +93,6 @@ pub struct Broker {
     log_manager: Mutex<Option<LogManager>>,
     /// The producer ids this broker may hand out: [next, end).
     producer_ids: Mutex<(i64, i64)>,
-    /// Serializes replica syncs, each with the newest image, so two commits
-    /// cannot apply their images out of order or interleave the renames and
-    /// opens of one partition directory.
-    replica_sync: Mutex<()>,
 }
 
 /// Reads or creates `meta.properties` (Kafka's file) and returns the cluster id.
@@ -241,7 +238,7 @@ impl Broker {
             .config
             .get_i64("max.incremental.fetch.session.cache.slots")
             .max(0) as usize;
-        Ok(Arc::new(Broker {
+        let broker = Arc::new(Broker {
             config: options.config,
             node_id: options.node_id,
             cluster_id,
@@ -255,13 +252,20 @@ impl Broker {
             group_commit,
             log_manager: Mutex::new(Some(log_manager)),
             producer_ids: Mutex::new((0, 0)),
-            replica_sync: Mutex::new(()),
-        }))
+        });
+        let publisher = broker.metadata.publisher();
+        publisher.register(Arc::new(ReplicaSync {
+            replicas: broker.replicas.clone(),
+            static_config: broker.config.clone(),
+            node_id: broker.node_id,
+        }));
+        publisher.register(Arc::new(GroupsOnDeletion(Arc::downgrade(&broker))));
+        Ok(broker)
     }
 
-    /// Applies metadata records and brings the hosted logs in line: only
-    /// the topics the records name, unless they change broker configs.
-    /// Commits and their syncs run one at a time, in commit order.
+    /// Commits metadata records built from the current image; the entry is
+    /// published here (the hosted logs brought in line, the coordinator
+    /// told) before this returns.
     pub fn commit_metadata<T>(
         &self,
         build: impl FnOnce(
@@ -270,37 +274,7 @@ impl Broker {
     ) -> Result<T, BrokerError> {
         // The commit fsyncs the metadata log and may open or close logs:
         // blocking work, kept off the async workers' other tasks.
-        off_async_workers(|| self.commit_and_sync(build))
-    }
-
-    fn commit_and_sync<T>(
-        &self,
-        build: impl FnOnce(
-            &tarn_metadata::MetadataImage,
-        ) -> Result<(Vec<MetadataRecord>, T), BrokerError>,
-    ) -> Result<T, BrokerError> {
-        let _serial = self.replica_sync.lock();
-        let mut touched: Option<Vec<Uuid>> = Some(Vec::new());
-        let value = self.metadata.commit_with(|image| {
-            let (records, value) = build(image)?;
-            for record in &records {
-                match (record.topic_id(), touched.as_mut()) {
-                    (Some(id), Some(ids)) if !ids.contains(&id) => ids.push(id),
-                    (Some(_), _) => {}
-                    // Broker registrations and configs can change any log.
-                    (None, _) if record.changes_broker_config() => touched = None,
-                    (None, _) => {}
-                }
-            }
-            Ok::<_, BrokerError>((records, value))
-        })?;
-        let image = self.metadata.image();
-        let config = self.config_view(&image).effective();
-        match touched {
-            Some(ids) => self.replicas.sync_topics(&image, &config, &ids)?,
-            None => self.replicas.sync(&image, &config, true)?,
-        }
-        Ok(value)
+        off_async_workers(|| self.metadata.commit_with(build))
     }
 
     /// This broker's configs as `image` makes them.
@@ -356,6 +330,62 @@ impl Broker {
         // Not fsynced: losing it only costs a recovery at the next start.
         let marker = self.data_dir.join(CLEAN_SHUTDOWN_FILE);
         self.replicas.env().write_without_sync(&marker, b"")?;
+        Ok(())
+    }
+}
+
+/// Brings the hosted logs in line with each published entry: only the
+/// topics the entry names, unless it changes broker configs.
+struct ReplicaSync {
+    replicas: Arc<ReplicaManager>,
+    static_config: BrokerConfig,
+    node_id: i32,
+}
+
+impl MetadataListener for ReplicaSync {
+    fn name(&self) -> &'static str {
+        "replica manager"
+    }
+
+    fn on_publish(
+        &self,
+        delta: &MetadataDelta<'_>,
+        image: &Arc<MetadataImage>,
+    ) -> Result<(), String> {
+        let config = ConfigView {
+            static_config: &self.static_config,
+            image,
+            node_id: self.node_id,
+        }
+        .effective();
+        match delta.touched_topics() {
+            Some(ids) => self.replicas.sync_topics(image, &config, &ids),
+            None => self.replicas.sync(image, &config, true),
+        }
+        .map_err(|e| e.to_string())
+    }
+}
+
+/// Drops the committed offsets of deleted topics from the group
+/// coordinator, as Kafka does.
+struct GroupsOnDeletion(std::sync::Weak<Broker>);
+
+impl MetadataListener for GroupsOnDeletion {
+    fn name(&self) -> &'static str {
+        "group coordinator"
+    }
+
+    fn on_publish(
+        &self,
+        delta: &MetadataDelta<'_>,
+        _image: &Arc<MetadataImage>,
+    ) -> Result<(), String> {
+        let Some(broker) = self.0.upgrade() else {
+            return Ok(());
+        };
+        for topic in delta.removed_topics() {
+            broker.groups.on_topic_deleted(topic);
+        }
         Ok(())
     }
 }

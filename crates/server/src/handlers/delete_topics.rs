@@ -89,7 +89,6 @@ fn delete_one(broker: &Broker, name: Option<String>, topic_id: Uuid) -> Deletabl
     match outcome {
         Ok(Ok((deleted_name, deleted_id))) => {
             tracing::info!(topic = %deleted_name, "deleted topic");
-            broker.groups.on_topic_deleted(&deleted_name);
             result.name = Some(deleted_name);
             result.topic_id = deleted_id;
         }
