@@ -5,14 +5,35 @@ use std::sync::Arc;
 
 use tarn_protocol::Uuid;
 
-use super::records::MetadataRecord;
+use super::records::{Endpoint, MetadataRecord};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct BrokerInfo {
     pub broker_id: i32,
+    /// The client listener clients are sent to.
     pub host: String,
     pub port: i32,
     pub rack: Option<String>,
+    pub incarnation_id: [u8; 16],
+    pub broker_epoch: i64,
+    pub listeners: Vec<Endpoint>,
+    /// A fenced broker is registered but not served to clients and leads
+    /// nothing.
+    pub fenced: bool,
+}
+
+impl BrokerInfo {
+    /// The listener named `name`, or the client listener when the broker
+    /// registered none by name (a single-node broker before clusters).
+    pub fn listener(&self, name: &str) -> Option<(&str, i32)> {
+        if self.listeners.is_empty() {
+            return Some((&self.host, self.port));
+        }
+        self.listeners
+            .iter()
+            .find(|l| l.name == name)
+            .map(|l| (l.host.as_str(), l.port))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -60,6 +81,12 @@ pub struct MetadataImage {
 pub type QuotaEntity = Vec<(String, Option<String>)>;
 
 impl MetadataImage {
+    /// Registered brokers that are not fenced, in id order: those clients
+    /// see and partitions are placed on.
+    pub fn unfenced_brokers(&self) -> impl Iterator<Item = &BrokerInfo> {
+        self.brokers.values().filter(|b| !b.fenced)
+    }
+
     pub fn topic(&self, name: &str) -> Option<&Arc<TopicInfo>> {
         self.topic_ids
             .get(name)
@@ -84,6 +111,10 @@ impl MetadataImage {
                 host,
                 port,
                 rack,
+                incarnation_id,
+                broker_epoch,
+                listeners,
+                fenced,
             } => {
                 self.brokers.insert(
                     *broker_id,
@@ -92,8 +123,30 @@ impl MetadataImage {
                         host: host.clone(),
                         port: *port,
                         rack: rack.clone(),
+                        incarnation_id: *incarnation_id,
+                        broker_epoch: *broker_epoch,
+                        listeners: listeners.clone(),
+                        fenced: *fenced,
                     },
                 );
+            }
+            MetadataRecord::FenceBroker {
+                broker_id,
+                broker_epoch,
+            }
+            | MetadataRecord::UnfenceBroker {
+                broker_id,
+                broker_epoch,
+            } => {
+                let fence = matches!(record, MetadataRecord::FenceBroker { .. });
+                // A record for an older registration changes nothing.
+                if let Some(broker) = self
+                    .brokers
+                    .get_mut(broker_id)
+                    .filter(|b| b.broker_epoch == *broker_epoch)
+                {
+                    broker.fenced = fence;
+                }
             }
             MetadataRecord::Topic { name, topic_id } => {
                 let id = Uuid(*topic_id);

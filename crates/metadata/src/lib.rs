@@ -17,7 +17,7 @@ pub mod topics;
 pub use image::{BrokerInfo, MetadataImage, PartitionInfo, QuotaEntity, TopicInfo};
 pub use log::{FileMetadataLog, MetadataLog, MetadataLogError};
 pub use publisher::{MetadataDelta, MetadataListener, MetadataPublisher, PublishError};
-pub use records::MetadataRecord;
+pub use records::{Endpoint, MetadataRecord};
 
 use std::sync::Arc;
 

@@ -445,6 +445,24 @@ mod tests {
     }
 
     #[test]
+    fn a_version_0_registration_is_an_unfenced_single_node_broker() {
+        let value: Value = serde_json::from_str(
+            r#"{"type":"RegisterBroker","broker_id":1,"host":"h","port":9092,"rack":null}"#,
+        )
+        .unwrap();
+        let Value::Object(fields) = value else {
+            unreachable!()
+        };
+        let record = decode_record(fields).unwrap();
+        let mut image = crate::MetadataImage::default();
+        image.apply(&record);
+        let broker = &image.brokers[&1];
+        assert!(!broker.fenced);
+        assert_eq!(broker.listener("PLAINTEXT"), Some(("h", 9092)));
+        assert_eq!(image.unfenced_brokers().count(), 1);
+    }
+
+    #[test]
     fn every_record_type_round_trips_at_its_version() {
         let id = [7; 16];
         let records = vec![
@@ -453,6 +471,23 @@ mod tests {
                 host: "h".into(),
                 port: 9092,
                 rack: Some("r".into()),
+                incarnation_id: [3; 16],
+                broker_epoch: 12,
+                listeners: vec![crate::Endpoint {
+                    name: "PLAINTEXT".into(),
+                    host: "h".into(),
+                    port: 9092,
+                    security_protocol: "PLAINTEXT".into(),
+                }],
+                fenced: true,
+            },
+            MetadataRecord::FenceBroker {
+                broker_id: 1,
+                broker_epoch: 12,
+            },
+            MetadataRecord::UnfenceBroker {
+                broker_id: 1,
+                broker_epoch: 12,
             },
             topic("t"),
             MetadataRecord::Partition {

@@ -10,14 +10,48 @@ use serde::{Deserialize, Serialize};
 
 use tarn_protocol::Uuid;
 
+/// One listener a broker registered, as Kafka's BrokerRegistrationRecord
+/// lists them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Endpoint {
+    pub name: String,
+    pub host: String,
+    pub port: i32,
+    pub security_protocol: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type")]
 pub enum MetadataRecord {
+    /// A broker (re-)registered. `host` and `port` are its client listener
+    /// as advertised. Version 1 added the incarnation, the epoch (the
+    /// offset of the entry that registered it, as in KRaft), every
+    /// listener and whether it starts fenced; a version 0 record is a
+    /// single-node broker, never fenced.
     RegisterBroker {
         broker_id: i32,
         host: String,
         port: i32,
         rack: Option<String>,
+        #[serde(default)]
+        incarnation_id: [u8; 16],
+        #[serde(default)]
+        broker_epoch: i64,
+        #[serde(default)]
+        listeners: Vec<Endpoint>,
+        #[serde(default)]
+        fenced: bool,
+    },
+    /// The broker missed its heartbeats (or asked to shut down): clients
+    /// are no longer sent to it, and it leads no partition.
+    FenceBroker {
+        broker_id: i32,
+        broker_epoch: i64,
+    },
+    /// The broker caught up with the metadata log and may serve.
+    UnfenceBroker {
+        broker_id: i32,
+        broker_epoch: i64,
     },
     Topic {
         name: String,
@@ -69,8 +103,9 @@ impl MetadataRecord {
         // Exhaustive, so a new record type is given its version here (and
         // its name in `max_version`).
         match self {
-            MetadataRecord::RegisterBroker { .. }
-            | MetadataRecord::Topic { .. }
+            MetadataRecord::RegisterBroker { .. } => 1,
+            MetadataRecord::FenceBroker { .. } | MetadataRecord::UnfenceBroker { .. } => 0,
+            MetadataRecord::Topic { .. }
             | MetadataRecord::Partition { .. }
             | MetadataRecord::TopicConfig { .. }
             | MetadataRecord::RemoveTopic { .. }
@@ -85,8 +120,9 @@ impl MetadataRecord {
     /// not know.
     pub fn max_version(kind: &str) -> Option<u16> {
         match kind {
-            "RegisterBroker" | "Topic" | "Partition" | "TopicConfig" | "RemoveTopic"
-            | "BrokerConfig" | "ProducerIds" | "ClientQuota" => Some(0),
+            "RegisterBroker" => Some(1),
+            "FenceBroker" | "UnfenceBroker" | "Topic" | "Partition" | "TopicConfig"
+            | "RemoveTopic" | "BrokerConfig" | "ProducerIds" | "ClientQuota" => Some(0),
             _ => None,
         }
     }
@@ -99,6 +135,8 @@ impl MetadataRecord {
             | MetadataRecord::TopicConfig { topic_id, .. }
             | MetadataRecord::RemoveTopic { topic_id } => Some(Uuid(*topic_id)),
             MetadataRecord::RegisterBroker { .. }
+            | MetadataRecord::FenceBroker { .. }
+            | MetadataRecord::UnfenceBroker { .. }
             | MetadataRecord::BrokerConfig { .. }
             | MetadataRecord::ProducerIds { .. }
             | MetadataRecord::ClientQuota { .. } => None,

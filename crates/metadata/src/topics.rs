@@ -328,6 +328,10 @@ mod tests {
             host: "h".into(),
             port: 1,
             rack: None,
+            incarnation_id: [1; 16],
+            broker_epoch: 1,
+            listeners: vec![],
+            fenced: false,
         });
         image
     }

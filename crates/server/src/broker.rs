@@ -180,18 +180,25 @@ impl Broker {
         let cluster_id = load_meta_properties(&env, &data_dir, options.node_id)?;
         let metadata_log = FileMetadataLog::open(&env, &data_dir.join("__cluster_metadata-0"))?;
         let metadata = MetadataStore::open(Box::new(metadata_log))?;
-        let registration = MetadataRecord::RegisterBroker {
-            broker_id: options.node_id,
-            host: options.advertised_host.clone(),
-            port: options.advertised_port,
-            rack: None,
-        };
         metadata.commit_with(|image| -> Result<_, BrokerError> {
             let known = image.brokers.get(&options.node_id);
             let same = known.is_some_and(|b| {
-                b.host == options.advertised_host && b.port == options.advertised_port
+                b.host == options.advertised_host && b.port == options.advertised_port && !b.fenced
             });
-            Ok((if same { vec![] } else { vec![registration] }, ()))
+            if same {
+                return Ok((vec![], ()));
+            }
+            let registration = MetadataRecord::RegisterBroker {
+                broker_id: options.node_id,
+                host: options.advertised_host.clone(),
+                port: options.advertised_port,
+                rack: None,
+                incarnation_id: tarn_metadata::random_uuid().0,
+                broker_epoch: known.map_or(0, |b| b.broker_epoch + 1),
+                listeners: vec![],
+                fenced: false,
+            };
+            Ok((vec![registration], ()))
         })?;
 
         let marker = data_dir.join(CLEAN_SHUTDOWN_FILE);

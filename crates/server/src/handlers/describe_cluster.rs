@@ -50,12 +50,13 @@ pub async fn handle(
     response.brokers = image
         .brokers
         .values()
+        .filter(|b| request.include_fenced_brokers || !b.fenced)
         .map(|b| DescribeClusterBroker {
             broker_id: b.broker_id,
             host: b.host.clone(),
             port: b.port,
             rack: b.rack.clone(),
-            is_fenced: false,
+            is_fenced: b.fenced,
         })
         .collect();
     response

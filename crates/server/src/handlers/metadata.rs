@@ -125,8 +125,7 @@ pub async fn handle(
     let image = broker.metadata.image();
     MetadataResponse {
         brokers: image
-            .brokers
-            .values()
+            .unfenced_brokers()
             .map(|b| MetadataResponseBroker {
                 node_id: b.broker_id,
                 host: b.host.clone(),
