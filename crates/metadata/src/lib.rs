@@ -6,6 +6,7 @@
 //! this over a local file; a cluster will put a Raft quorum (openraft)
 //! behind the same `MetadataLog` trait.
 
+pub mod brokers;
 pub mod client_quotas;
 pub mod dynamic_config;
 mod image;

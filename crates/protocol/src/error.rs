@@ -23,6 +23,8 @@ pub const INVALID_PARTITIONS: ErrorCode = 37;
 pub const INVALID_REPLICATION_FACTOR: ErrorCode = 38;
 pub const INVALID_REPLICA_ASSIGNMENT: ErrorCode = 39;
 pub const INVALID_CONFIG: ErrorCode = 40;
+/// The request went to a node that is not the active controller.
+pub const NOT_CONTROLLER: ErrorCode = 41;
 pub const INVALID_REQUEST: ErrorCode = 42;
 pub const UNSUPPORTED_FOR_MESSAGE_FORMAT: ErrorCode = 43;
 pub const POLICY_VIOLATION: ErrorCode = 44;
@@ -33,11 +35,16 @@ pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: ErrorCode = 53;
 pub const SECURITY_DISABLED: ErrorCode = 54;
 pub const KAFKA_STORAGE_ERROR: ErrorCode = 56;
 pub const FENCED_LEADER_EPOCH: ErrorCode = 74;
+/// A broker heartbeat or request named a registration that is not current.
+pub const STALE_BROKER_EPOCH: ErrorCode = 77;
 pub const UNKNOWN_LEADER_EPOCH: ErrorCode = 75;
 pub const INVALID_RECORD: ErrorCode = 87;
 pub const UNKNOWN_TOPIC_ID: ErrorCode = 100;
 pub const PRODUCER_FENCED: ErrorCode = 90;
+pub const DUPLICATE_BROKER_REGISTRATION: ErrorCode = 101;
 pub const INCONSISTENT_TOPIC_ID: ErrorCode = 103;
+/// A node of another cluster tried to join.
+pub const INCONSISTENT_CLUSTER_ID: ErrorCode = 104;
 /// The client should rebootstrap: it reached a node or cluster other than
 /// the one it meant (ApiVersions v5, Metadata v13).
 pub const REBOOTSTRAP_REQUIRED: ErrorCode = 129;

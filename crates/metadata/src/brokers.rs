@@ -1,0 +1,223 @@
+//! The controller's rules for broker registrations, as KRaft's cluster
+//! control applies them: pure functions from the image and a request to
+//! the records that carry the change out.
+//!
+//! A broker registers once per start (its incarnation): the registration
+//! gets a new broker epoch and starts fenced. The broker heartbeats; it is
+//! unfenced once it has caught up with the metadata log, and fenced again
+//! when its session lapses or it asks to shut down. Records naming an
+//! older epoch change nothing (`MetadataImage::apply`).
+
+use serde::{Deserialize, Serialize};
+
+use tarn_protocol::error::{self, ErrorCode};
+
+use crate::records::{Endpoint, MetadataRecord};
+use crate::MetadataImage;
+
+/// What a starting broker tells the controller.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokerRegistration {
+    pub broker_id: i32,
+    /// New on every start of the broker process.
+    pub incarnation_id: [u8; 16],
+    /// Every listener, advertised; clients are sent to `client_listener`.
+    pub listeners: Vec<Endpoint>,
+    pub client_listener: String,
+    pub rack: Option<String>,
+    /// Set when this node is also the (single) quorum and so has every
+    /// committed entry: it is registered unfenced.
+    pub caught_up: bool,
+}
+
+/// A refusal of a registration or heartbeat.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokerError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+/// The records that register `request`, and the broker epoch it gets.
+/// The same incarnation registering again (a retried request) keeps its
+/// epoch and adds nothing. Another incarnation of an unfenced broker is
+/// refused with DUPLICATE_BROKER_REGISTRATION until the old one's session
+/// lapses (or it shuts down), so two processes cannot share an id.
+pub fn register(
+    image: &MetadataImage,
+    request: &BrokerRegistration,
+) -> Result<(Vec<MetadataRecord>, i64), BrokerError> {
+    let Some(client) = request
+        .listeners
+        .iter()
+        .find(|l| l.name == request.client_listener)
+    else {
+        return Err(BrokerError {
+            code: error::INVALID_REQUEST,
+            message: format!(
+                "broker {} registered no listener named {}",
+                request.broker_id, request.client_listener
+            ),
+        });
+    };
+    let known = image.brokers.get(&request.broker_id);
+    if let Some(known) = known {
+        if known.incarnation_id == request.incarnation_id {
+            return Ok((Vec::new(), known.broker_epoch));
+        }
+        if !known.fenced {
+            return Err(BrokerError {
+                code: error::DUPLICATE_BROKER_REGISTRATION,
+                message: format!(
+                    "Another broker is registered with that broker id {}.",
+                    request.broker_id
+                ),
+            });
+        }
+    }
+    let broker_epoch = known.map_or(0, |b| b.broker_epoch + 1);
+    let record = MetadataRecord::RegisterBroker {
+        broker_id: request.broker_id,
+        host: client.host.clone(),
+        port: client.port,
+        rack: request.rack.clone(),
+        incarnation_id: request.incarnation_id,
+        broker_epoch,
+        listeners: request.listeners.clone(),
+        fenced: !request.caught_up,
+    };
+    Ok((vec![record], broker_epoch))
+}
+
+/// Checks that `broker_epoch` is the broker's current registration:
+/// STALE_BROKER_EPOCH for an older one, and for an unknown broker.
+pub fn check_epoch(
+    image: &MetadataImage,
+    broker_id: i32,
+    broker_epoch: i64,
+) -> Result<&crate::BrokerInfo, BrokerError> {
+    match image.brokers.get(&broker_id) {
+        Some(b) if b.broker_epoch == broker_epoch => Ok(b),
+        Some(b) => Err(BrokerError {
+            code: error::STALE_BROKER_EPOCH,
+            message: format!(
+                "broker {broker_id} heartbeat epoch {broker_epoch}, registered epoch {}",
+                b.broker_epoch
+            ),
+        }),
+        None => Err(BrokerError {
+            code: error::STALE_BROKER_EPOCH,
+            message: format!("broker {broker_id} is not registered"),
+        }),
+    }
+}
+
+/// The record that unfences a caught-up broker, or none when it is
+/// unfenced already.
+pub fn unfence(image: &MetadataImage, broker_id: i32, broker_epoch: i64) -> Vec<MetadataRecord> {
+    match image.brokers.get(&broker_id) {
+        Some(b) if b.broker_epoch == broker_epoch && b.fenced => {
+            vec![MetadataRecord::UnfenceBroker {
+                broker_id,
+                broker_epoch,
+            }]
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// The record that fences a broker whose session lapsed or that is
+/// shutting down, or none when it is fenced already.
+pub fn fence(image: &MetadataImage, broker_id: i32, broker_epoch: i64) -> Vec<MetadataRecord> {
+    match image.brokers.get(&broker_id) {
+        Some(b) if b.broker_epoch == broker_epoch && !b.fenced => {
+            vec![MetadataRecord::FenceBroker {
+                broker_id,
+                broker_epoch,
+            }]
+        }
+        _ => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn registration(incarnation: u8, caught_up: bool) -> BrokerRegistration {
+        BrokerRegistration {
+            broker_id: 2,
+            incarnation_id: [incarnation; 16],
+            listeners: vec![Endpoint {
+                name: "PLAINTEXT".into(),
+                host: "127.0.0.1".into(),
+                port: 29092,
+                security_protocol: "PLAINTEXT".into(),
+            }],
+            client_listener: "PLAINTEXT".into(),
+            rack: Some("a".into()),
+            caught_up,
+        }
+    }
+
+    fn applied(image: &mut MetadataImage, records: Vec<MetadataRecord>) {
+        for record in &records {
+            image.apply(record);
+        }
+    }
+
+    #[test]
+    fn a_broker_registers_fenced_and_is_unfenced_once_caught_up() {
+        let mut image = MetadataImage::default();
+        let (records, epoch) = register(&image, &registration(1, false)).unwrap();
+        applied(&mut image, records);
+        let broker = &image.brokers[&2];
+        assert!(broker.fenced);
+        assert_eq!((broker.host.as_str(), broker.port), ("127.0.0.1", 29092));
+        assert_eq!(image.unfenced_brokers().count(), 0);
+
+        assert_eq!(
+            register(&image, &registration(1, false)).unwrap(),
+            (vec![], epoch)
+        );
+        let records = unfence(&image, 2, epoch);
+        applied(&mut image, records);
+        assert!(!image.brokers[&2].fenced);
+        assert!(unfence(&image, 2, epoch).is_empty());
+    }
+
+    #[test]
+    fn a_second_process_with_the_same_id_waits_for_the_first_to_be_fenced() {
+        let mut image = MetadataImage::default();
+        let (records, first) = register(&image, &registration(1, true)).unwrap();
+        applied(&mut image, records);
+        let refused = register(&image, &registration(2, true)).unwrap_err();
+        assert_eq!(refused.code, error::DUPLICATE_BROKER_REGISTRATION);
+
+        let records = fence(&image, 2, first);
+        applied(&mut image, records);
+        let (records, second) = register(&image, &registration(2, true)).unwrap();
+        applied(&mut image, records);
+        assert_eq!(second, first + 1);
+        assert_eq!(
+            check_epoch(&image, 2, first).unwrap_err().code,
+            error::STALE_BROKER_EPOCH
+        );
+        // The old incarnation's records no longer count.
+        applied(
+            &mut image,
+            vec![MetadataRecord::FenceBroker {
+                broker_id: 2,
+                broker_epoch: first,
+            }],
+        );
+        assert!(!image.brokers[&2].fenced);
+    }
+
+    #[test]
+    fn a_registration_must_name_its_client_listener() {
+        let mut request = registration(1, true);
+        request.client_listener = "EXTERNAL".into();
+        let refused = register(&MetadataImage::default(), &request).unwrap_err();
+        assert_eq!(refused.code, error::INVALID_REQUEST);
+    }
+}
