@@ -28,12 +28,14 @@ use tarn_replication::blocking::off_async_workers;
 use tarn_replication::log_manager::LogManager;
 use tarn_replication::replica_manager::{Partition, PartitionError, ReplicaManager};
 
+use crate::controller::{
+    BrokerSessions, ControllerRefusal, ControllerReply, ControllerRequest, ControllerTopology,
+    SingleNode,
+};
 use crate::metrics::Metrics;
 use crate::refusals::RefusalLog;
 
 pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
-/// Producer ids are taken from the metadata log in blocks of this size.
-const PRODUCER_ID_BLOCK: i64 = 1000;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BrokerError {
@@ -91,6 +93,10 @@ pub struct Broker {
     pub group_commit: Arc<GroupCommit>,
     /// Background retention, flushing and cleaning.
     log_manager: Mutex<Option<LogManager>>,
+    /// Where the active controller is.
+    pub controller_topology: Arc<dyn ControllerTopology>,
+    /// Broker sessions, while this node is the active controller.
+    pub sessions: BrokerSessions,
     /// The producer ids this broker may hand out: [next, end).
     producer_ids: Mutex<(i64, i64)>,
 }
@@ -259,6 +265,8 @@ impl Broker {
             group_commit,
             log_manager: Mutex::new(Some(log_manager)),
             producer_ids: Mutex::new((0, 0)),
+            controller_topology: Arc::new(SingleNode),
+            sessions: BrokerSessions::default(),
         });
         let publisher = broker.metadata.publisher();
         publisher.register(Arc::new(ReplicaSync {
@@ -284,6 +292,22 @@ impl Broker {
         off_async_workers(|| self.metadata.commit_with(build))
     }
 
+    /// Whether this node is the active controller: metadata changes are
+    /// planned and committed here only then.
+    pub fn is_active_controller(&self) -> bool {
+        self.controller_topology.is_active()
+    }
+
+    /// The active controller's node id as Metadata and DescribeCluster
+    /// report it: this node on a quorum of one, -1 while none is known.
+    pub fn active_controller_id(&self) -> i32 {
+        if self.is_active_controller() {
+            self.node_id
+        } else {
+            self.controller_topology.active_id()
+        }
+    }
+
     /// This broker's configs as `image` makes them.
     pub fn config_view<'a>(&'a self, image: &'a MetadataImage) -> ConfigView<'a> {
         ConfigView {
@@ -299,31 +323,39 @@ impl Broker {
         self.config_view(&self.metadata.image()).effective()
     }
 
-    /// Hands out a producer id, reserving a new block in the metadata log
+    /// Hands out a producer id, taking a new block from the controller
     /// when the current one is used up.
-    pub fn next_producer_id(&self) -> Result<i64, BrokerError> {
-        off_async_workers(|| self.next_producer_id_blocking())
-    }
-
-    fn next_producer_id_blocking(&self) -> Result<i64, BrokerError> {
-        let mut ids = self.producer_ids.lock();
-        if ids.0 >= ids.1 {
-            let node_id = self.node_id;
-            let start = self
-                .metadata
-                .commit_with(|image| -> Result<_, BrokerError> {
-                    let start = image.next_producer_id;
-                    let record = MetadataRecord::ProducerIds {
-                        broker_id: node_id,
-                        next_producer_id: start + PRODUCER_ID_BLOCK,
-                    };
-                    Ok((vec![record], start))
-                })?;
-            *ids = (start, start + PRODUCER_ID_BLOCK);
+    pub async fn next_producer_id(self: &Arc<Self>) -> Result<i64, ControllerRefusal> {
+        loop {
+            {
+                let mut ids = self.producer_ids.lock();
+                if ids.0 < ids.1 {
+                    let id = ids.0;
+                    ids.0 += 1;
+                    return Ok(id);
+                }
+            }
+            let request = ControllerRequest::AllocateProducerIds {
+                broker_id: self.node_id,
+            };
+            match self.submit_to_controller(request).await? {
+                ControllerReply::ProducerIds { start, count } => {
+                    let mut ids = self.producer_ids.lock();
+                    // Another request may have refilled it meanwhile.
+                    if ids.0 >= ids.1 {
+                        *ids = (start, start + count);
+                    }
+                }
+                other => {
+                    return Err(ControllerRefusal {
+                        code: tarn_protocol::error::UNKNOWN_SERVER_ERROR,
+                        message: format!(
+                            "the controller answered a producer id request with {other:?}"
+                        ),
+                    })
+                }
+            }
         }
-        let id = ids.0;
-        ids.0 += 1;
-        Ok(id)
     }
 
     /// Closes every log and leaves the clean-shutdown marker.

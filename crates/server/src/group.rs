@@ -18,12 +18,12 @@ pub use tarn_coordinator::{
 };
 
 use tarn_config::BrokerConfig;
-use tarn_metadata::topics::{create_topic_records, NewTopic};
 use tarn_metadata::MetadataImage;
 use tarn_replication::episode::FailureEpisode;
 use tarn_replication::replica_manager::{Partition, ReplicaManager};
 
 use crate::broker::{Broker, BrokerError};
+use crate::controller::ControllerRequest;
 
 /// The broker's coordinator, over the offsets topic.
 pub type BrokerGroupCoordinator = GroupCoordinator<OffsetsTopicStore>;
@@ -94,44 +94,29 @@ pub fn open(
 /// Creating the offsets topic failed (and was logged) and has not worked since.
 static OFFSETS_TOPIC_FAILING: FailureEpisode = FailureEpisode::new();
 
-pub fn ensure_offsets_topic(broker: &Broker) -> Result<(), ErrorCode> {
+pub async fn ensure_offsets_topic(broker: &Arc<Broker>) -> Result<(), ErrorCode> {
     if broker.groups.store().is_attached() {
         return Ok(());
     }
     let config = &broker.config;
-    let created = broker.commit_metadata(|image| {
-        if image.topic(OFFSETS_TOPIC).is_some() {
-            return Ok((vec![], false));
+    let request = ControllerRequest::EnsureTopic {
+        name: OFFSETS_TOPIC.to_owned(),
+        num_partitions: config.get_i64("offsets.topic.num.partitions") as i32,
+        replication_factor: config.get_i64("offsets.topic.replication.factor") as i16,
+        configs: vec![
+            ("cleanup.policy".into(), Some("compact".into())),
+            ("compression.type".into(), Some("producer".into())),
+            (
+                "segment.bytes".into(),
+                Some(config.get("offsets.topic.segment.bytes").to_owned()),
+            ),
+        ],
+    };
+    if let Err(e) = broker.submit_to_controller(request).await {
+        if OFFSETS_TOPIC_FAILING.failed() {
+            tracing::error!(error = %e, "cannot create {OFFSETS_TOPIC}; group requests answer COORDINATOR_NOT_AVAILABLE until it can");
         }
-        let new = NewTopic {
-            name: OFFSETS_TOPIC,
-            num_partitions: config.get_i64("offsets.topic.num.partitions") as i32,
-            replication_factor: config.get_i64("offsets.topic.replication.factor") as i16,
-            configs: vec![
-                ("cleanup.policy".into(), Some("compact".into())),
-                ("compression.type".into(), Some("producer".into())),
-                (
-                    "segment.bytes".into(),
-                    Some(config.get("offsets.topic.segment.bytes").to_owned()),
-                ),
-            ],
-        };
-        let (records, _) = create_topic_records(image, config, &new)
-            .map_err(|e| BrokerError::Invalid(e.message))?;
-        Ok((records, true))
-    });
-    match created {
-        Ok(created) => {
-            if created {
-                tracing::info!("created internal topic {OFFSETS_TOPIC}");
-            }
-        }
-        Err(e) => {
-            if OFFSETS_TOPIC_FAILING.failed() {
-                tracing::error!(error = %e, "cannot create {OFFSETS_TOPIC}; group requests answer COORDINATOR_NOT_AVAILABLE until it can");
-            }
-            return Err(error::COORDINATOR_NOT_AVAILABLE);
-        }
+        return Err(error::COORDINATOR_NOT_AVAILABLE);
     }
     if OFFSETS_TOPIC_FAILING.succeeded() {
         tracing::info!("{OFFSETS_TOPIC} is available again");

@@ -5,6 +5,7 @@
 
 pub mod broker;
 pub mod connection_quotas;
+pub mod controller;
 #[cfg(test)]
 mod crash_simulation;
 pub mod error_names;

@@ -57,10 +57,12 @@ pub enum Reason {
     /// A frame not complete within `socket.request.read.timeout.ms` of its
     /// first byte.
     ReadTimeout,
+    /// An admin request the active controller could not be reached for.
+    ControllerUnavailable,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 8] = [
+    pub const ALL: [Reason; 9] = [
         Reason::RequestSize,
         Reason::MalformedRequest,
         Reason::UnknownApi,
@@ -69,6 +71,7 @@ impl Reason {
         Reason::ConnectionLimit,
         Reason::IdleConnection,
         Reason::ReadTimeout,
+        Reason::ControllerUnavailable,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -81,6 +84,7 @@ impl Reason {
             Reason::ConnectionLimit => "connection_limit",
             Reason::IdleConnection => "idle_connection",
             Reason::ReadTimeout => "read_timeout",
+            Reason::ControllerUnavailable => "controller_unavailable",
         }
     }
 
@@ -255,6 +259,7 @@ impl RefusalLog {
             RequestError::Decode(_) => Reason::MalformedRequest,
             RequestError::UnknownApi(_) => Reason::UnknownApi,
             RequestError::UnsupportedVersion { .. } => Reason::UnsupportedVersion,
+            RequestError::Forwarding { .. } => Reason::ControllerUnavailable,
         };
         let client_id = peek_client_id(frame);
         let detail = format_args!("{error}; closing the connection");

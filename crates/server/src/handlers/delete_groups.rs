@@ -27,7 +27,7 @@ pub async fn handle(
     _ctx: &RequestContext,
     request: DeleteGroupsRequest,
 ) -> DeleteGroupsResponse {
-    let mut results = match group::ensure_offsets_topic(broker) {
+    let mut results = match group::ensure_offsets_topic(broker).await {
         Ok(()) => broker.groups.delete_groups(request.groups_names),
         Err(code) => request
             .groups_names

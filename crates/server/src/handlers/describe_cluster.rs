@@ -31,7 +31,7 @@ pub async fn handle(
     let image = broker.metadata.image();
     let mut response = DescribeClusterResponse {
         cluster_id: broker.cluster_id.clone(),
-        controller_id: broker.node_id,
+        controller_id: broker.active_controller_id(),
         endpoint_type: request.endpoint_type,
         cluster_authorized_operations: authorized_operations(
             request.include_cluster_authorized_operations,

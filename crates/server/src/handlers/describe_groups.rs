@@ -33,7 +33,7 @@ pub async fn handle(
     ctx: &RequestContext,
     request: DescribeGroupsRequest,
 ) -> DescribeGroupsResponse {
-    let ready = group::ensure_offsets_topic(broker);
+    let ready = group::ensure_offsets_topic(broker).await;
     let operations = authorized_operations(
         request.include_authorized_operations,
         GROUP_AUTHORIZED_OPERATIONS,

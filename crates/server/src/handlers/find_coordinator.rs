@@ -1,6 +1,6 @@
-//! FindCoordinator: this broker coordinates every group whose
-//! `__consumer_offsets` partition it leads (on one node, all of them). The
-//! offsets topic is created here on first use, as Kafka does. v4 looks up
+//! FindCoordinator: a group's coordinator is the broker that leads its
+//! `__consumer_offsets` partition (on one node, this one). The offsets
+//! topic is created on first use, as Kafka does. v4 looks up
 //! several keys at once; v5 (KIP-890) only says the client understands
 //! TRANSACTION_ABORTABLE; v6 (KIP-932) adds share-partition keys. Tarn has
 //! no transaction coordinator and no share groups, so those keys are
@@ -41,7 +41,7 @@ fn failure(key: String, code: ErrorCode, message: &str) -> Coordinator {
     }
 }
 
-fn find(broker: &Broker, version: i16, key_type: i8, key: String) -> Coordinator {
+async fn find(broker: &Arc<Broker>, version: i16, key_type: i8, key: String) -> Coordinator {
     match key_type {
         KEY_TYPE_GROUP => {}
         KEY_TYPE_TRANSACTION => {
@@ -69,34 +69,29 @@ fn find(broker: &Broker, version: i16, key_type: i8, key: String) -> Coordinator
             )
         }
     }
-    if let Err(code) = group::ensure_offsets_topic(broker) {
+    if let Err(code) = group::ensure_offsets_topic(broker).await {
         return failure(key, code, "the offsets topic is not available");
     }
-    let local = broker
-        .groups
-        .partition_of(&key)
-        .is_some_and(|p| group::GroupStore::is_local(broker.groups.store(), p));
-    if !local {
-        return failure(
-            key,
-            error::NOT_COORDINATOR,
-            "this broker does not lead the group's offsets partition",
-        );
-    }
+    // The coordinator is the leader of the group's offsets partition.
     let image = broker.metadata.image();
-    match image.brokers.get(&broker.node_id) {
-        Some(me) => Coordinator {
+    let leader = broker.groups.partition_of(&key).and_then(|index| {
+        let topic = image.topic(group::OFFSETS_TOPIC)?;
+        let partition = topic.partitions.iter().find(|p| p.partition_id == index)?;
+        image.brokers.get(&partition.leader).filter(|b| !b.fenced)
+    });
+    match leader {
+        Some(leader) => Coordinator {
             key,
-            node_id: me.broker_id,
-            host: me.host.clone(),
-            port: me.port,
+            node_id: leader.broker_id,
+            host: leader.host.clone(),
+            port: leader.port,
             error_code: error::NONE,
             error_message: None,
         },
         None => failure(
             key,
             error::COORDINATOR_NOT_AVAILABLE,
-            "this broker is not registered",
+            "the group's offsets partition has no available leader",
         ),
     }
 }
@@ -107,16 +102,16 @@ pub async fn handle(
     request: FindCoordinatorRequest,
 ) -> FindCoordinatorResponse {
     if ctx.version.version >= BATCHED_VERSION {
+        let mut coordinators = Vec::with_capacity(request.coordinator_keys.len());
+        for key in request.coordinator_keys {
+            coordinators.push(find(broker, ctx.version.version, request.key_type, key).await);
+        }
         return FindCoordinatorResponse {
-            coordinators: request
-                .coordinator_keys
-                .into_iter()
-                .map(|key| find(broker, ctx.version.version, request.key_type, key))
-                .collect(),
+            coordinators,
             ..Default::default()
         };
     }
-    let found = find(broker, ctx.version.version, request.key_type, request.key);
+    let found = find(broker, ctx.version.version, request.key_type, request.key).await;
     FindCoordinatorResponse {
         throttle_time_ms: 0,
         error_code: found.error_code,

@@ -22,7 +22,7 @@ pub async fn handle(
     _ctx: &RequestContext,
     request: HeartbeatRequest,
 ) -> HeartbeatResponse {
-    let error_code = match group::ensure_offsets_topic(broker) {
+    let error_code = match group::ensure_offsets_topic(broker).await {
         Err(code) => code,
         Ok(()) => broker.groups.heartbeat(
             &request.group_id,

@@ -32,7 +32,7 @@ pub async fn handle(
             ..Default::default()
         };
     }
-    match broker.next_producer_id() {
+    match broker.next_producer_id().await {
         Ok(producer_id) => InitProducerIdResponse {
             producer_id,
             producer_epoch: 0,

@@ -61,7 +61,7 @@ pub async fn handle(
     request: JoinGroupRequest,
 ) -> JoinGroupResponse {
     let version = ctx.version.version;
-    if let Err(code) = group::ensure_offsets_topic(broker) {
+    if let Err(code) = group::ensure_offsets_topic(broker).await {
         return response(version, JoinResult::error(request.member_id, code));
     }
     // v0 has no rebalance timeout: the session timeout serves as both.

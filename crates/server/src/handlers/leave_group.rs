@@ -46,7 +46,7 @@ pub async fn handle(
             reason: None,
         }]
     };
-    let mut result = match group::ensure_offsets_topic(broker) {
+    let mut result = match group::ensure_offsets_topic(broker).await {
         Err(code) => group::coordinator::LeaveResult {
             error: code,
             members: Vec::new(),

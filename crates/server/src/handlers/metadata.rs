@@ -10,14 +10,15 @@ use tarn_protocol::messages::metadata::{
 };
 use tarn_protocol::Uuid;
 
-use tarn_metadata::topics::{create_topic_records, validate_topic_name, NewTopic};
+use tarn_metadata::topics::validate_topic_name;
 use tarn_metadata::TopicInfo;
 
 use super::{
     authorized_operations, ApiSpec, RequestContext, CLUSTER_AUTHORIZED_OPERATIONS,
     TOPIC_AUTHORIZED_OPERATIONS,
 };
-use crate::broker::{Broker, BrokerError};
+use crate::broker::Broker;
+use crate::controller::{ControllerRefusal, ControllerReply, ControllerRequest};
 
 pub const KEY: i16 = 3;
 
@@ -66,24 +67,21 @@ fn topic_error(name: Option<String>, topic_id: Uuid, code: i16) -> MetadataRespo
     }
 }
 
-/// Creates `name` with the broker's defaults, tolerating a concurrent
+/// Creates `name` with the controller's defaults, tolerating a concurrent
 /// creation of the same topic.
-fn auto_create(broker: &Broker, name: &str) -> Result<(), BrokerError> {
-    broker.commit_metadata(|image| {
-        if image.topic(name).is_some() {
-            return Ok((vec![], ()));
-        }
-        let new = NewTopic {
-            name,
-            num_partitions: -1,
-            replication_factor: -1,
-            configs: vec![],
-        };
-        let (records, _) = create_topic_records(image, &broker.config, &new)
-            .map_err(|e| BrokerError::Invalid(e.message))?;
+async fn auto_create(broker: &Arc<Broker>, name: &str) -> Result<(), ControllerRefusal> {
+    let request = ControllerRequest::EnsureTopic {
+        name: name.to_owned(),
+        num_partitions: -1,
+        replication_factor: -1,
+        configs: vec![],
+    };
+    if broker.submit_to_controller(request).await?
+        == (ControllerReply::TopicEnsured { created: true })
+    {
         tracing::info!(topic = name, "auto-created topic");
-        Ok((records, ()))
-    })
+    }
+    Ok(())
 }
 
 pub async fn handle(
@@ -112,13 +110,16 @@ pub async fn handle(
         ),
         Some(wanted) => {
             for requested in wanted {
-                topics.push(lookup(
-                    broker,
-                    requested.name,
-                    requested.topic_id,
-                    may_create,
-                    include_operations,
-                ));
+                topics.push(
+                    lookup(
+                        broker,
+                        requested.name,
+                        requested.topic_id,
+                        may_create,
+                        include_operations,
+                    )
+                    .await,
+                );
             }
         }
     }
@@ -134,7 +135,7 @@ pub async fn handle(
             })
             .collect(),
         cluster_id: Some(broker.cluster_id.clone()),
-        controller_id: broker.node_id,
+        controller_id: broker.active_controller_id(),
         topics,
         cluster_authorized_operations: authorized_operations(
             request.include_cluster_authorized_operations,
@@ -144,8 +145,8 @@ pub async fn handle(
     }
 }
 
-fn lookup(
-    broker: &Broker,
+async fn lookup(
+    broker: &Arc<Broker>,
     name: Option<String>,
     topic_id: Uuid,
     may_create: bool,
@@ -171,7 +172,7 @@ fn lookup(
     if !may_create {
         return topic_error(Some(name), Uuid::ZERO, error::UNKNOWN_TOPIC_OR_PARTITION);
     }
-    if let Err(e) = auto_create(broker, &name) {
+    if let Err(e) = auto_create(broker, &name).await {
         tracing::error!(topic = %name, error = %e, "auto-create topic");
         return topic_error(Some(name), Uuid::ZERO, error::LEADER_NOT_AVAILABLE);
     }

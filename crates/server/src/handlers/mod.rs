@@ -152,7 +152,22 @@ pub enum RequestError {
     UnknownApi(i16),
     #[error("{api} v{version} is not supported")]
     UnsupportedVersion { api: &'static str, version: i16 },
+    #[error("forwarding {api} to the active controller failed: {reason}")]
+    Forwarding { api: &'static str, reason: String },
 }
+
+/// The admin requests a broker forwards to the active controller, which
+/// plans and commits them (Kafka's forwarding, KIP-590).
+const FORWARDED: &[i16] = &[
+    create_topics::KEY,
+    delete_topics::KEY,
+    create_partitions::KEY,
+    alter_configs::KEY,
+    incremental_alter_configs::KEY,
+    alter_client_quotas::KEY,
+    create_acls::KEY,
+    delete_acls::KEY,
+];
 
 /// Encodes a response frame for the request in `ctx`.
 pub fn encode_response<T: Encode>(ctx: &RequestContext, response: &T) -> Bytes {
@@ -222,6 +237,17 @@ pub async fn dispatch(
             api: spec.name,
             version: api_version,
         });
+    }
+    if FORWARDED.contains(&api_key) && !broker.is_active_controller() {
+        if let Some(answer) = crate::controller::forward(broker, &frame).await {
+            return match answer {
+                Ok(response) => Ok(Some(ResponseParts::bytes(Bytes::from(response)))),
+                Err(refusal) => Err(RequestError::Forwarding {
+                    api: spec.name,
+                    reason: refusal.to_string(),
+                }),
+            };
+        }
     }
     let version = Version::new(api_version, spec.flexible_min);
     let mut body = Reader::new(frame);

@@ -60,7 +60,7 @@ pub async fn handle(
                 .unwrap_or_default();
         }
     }
-    let ready = group::ensure_offsets_topic(broker);
+    let ready = group::ensure_offsets_topic(broker).await;
     let expire_timestamp_ms =
         (request.retention_time_ms != -1).then(|| now.saturating_add(request.retention_time_ms));
     let mut codes: HashMap<TopicPartition, ErrorCode> = HashMap::new();

@@ -44,7 +44,7 @@ pub async fn handle(
             }
         }
     }
-    let (mut group_error, deleted) = match group::ensure_offsets_topic(broker) {
+    let (mut group_error, deleted) = match group::ensure_offsets_topic(broker).await {
         Ok(()) => broker.groups.delete_offsets(&request.group_id, known),
         Err(code) => (code, Vec::new()),
     };

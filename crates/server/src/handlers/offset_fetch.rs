@@ -132,6 +132,7 @@ fn resolve_ids(
 /// partitions of unknown ids are answered UNKNOWN_TOPIC_ID after the rest.
 fn fetch_group(
     broker: &Broker,
+    ready: Result<(), ErrorCode>,
     image: &MetadataImage,
     version: i16,
     group: OffsetFetchRequestGroup,
@@ -142,7 +143,7 @@ fn fetch_group(
     } else {
         (group.topics, Vec::new())
     };
-    let (code, entries) = fetch(broker, &group.group_id, wanted(topics));
+    let (code, entries) = fetch(broker, ready, &group.group_id, wanted(topics));
     let mut topics = if code == error::NONE {
         by_topic(entries)
     } else {
@@ -179,14 +180,14 @@ fn fetch_group(
 /// partitions (for versions that report it per partition).
 fn fetch(
     broker: &Broker,
+    ready: Result<(), ErrorCode>,
     group_id: &str,
     partitions: Option<Vec<TopicPartition>>,
 ) -> (
     ErrorCode,
     Vec<(TopicPartition, Option<OffsetAndMetadata>, ErrorCode)>,
 ) {
-    let result = group::ensure_offsets_topic(broker)
-        .and_then(|()| broker.groups.fetch_offsets(group_id, partitions.clone()));
+    let result = ready.and_then(|()| broker.groups.fetch_offsets(group_id, partitions.clone()));
     match result {
         Ok(found) => (
             error::NONE,
@@ -212,19 +213,20 @@ pub async fn handle(
     request: OffsetFetchRequest,
 ) -> OffsetFetchResponse {
     let version = ctx.version.version;
+    let ready = group::ensure_offsets_topic(broker).await;
     if version >= GROUPS_VERSION {
         let image = broker.metadata.image();
         let groups = request
             .groups
             .into_iter()
-            .map(|g| fetch_group(broker, &image, version, g))
+            .map(|g| fetch_group(broker, ready, &image, version, g))
             .collect();
         return OffsetFetchResponse {
             groups,
             ..Default::default()
         };
     }
-    let (code, entries) = fetch(broker, &request.group_id, wanted(request.topics));
+    let (code, entries) = fetch(broker, ready, &request.group_id, wanted(request.topics));
     if version >= TOP_LEVEL_ERROR_VERSION {
         OffsetFetchResponse {
             throttle_time_ms: 0,

@@ -37,7 +37,7 @@ pub async fn handle(
     _ctx: &RequestContext,
     request: SyncGroupRequest,
 ) -> SyncGroupResponse {
-    if let Err(code) = group::ensure_offsets_topic(broker) {
+    if let Err(code) = group::ensure_offsets_topic(broker).await {
         return response(SyncResult::error(code));
     }
     let group_id = request.group_id.clone();

@@ -1,0 +1,664 @@
+//! The controller interface: every metadata change a broker asks for goes
+//! through [`Broker::submit_to_controller`] as a typed, serializable
+//! [`ControllerRequest`]. On the active controller it is planned against
+//! the image and committed there; elsewhere it travels to the active
+//! controller over its CONTROLLER listener, and the answer waits until the
+//! committed change has been published on this broker too, so that a
+//! Describe right after a Create on the same broker sees the topic.
+//!
+//! Admin requests from clients (CreateTopics, AlterConfigs, ...) travel as
+//! [`ControllerRequest::Forward`]: the client's frame, answered on the
+//! controller as if the client had sent it there (Kafka's forwarding).
+//!
+//! The active controller also keeps broker sessions: a broker that misses
+//! heartbeats for `broker.session.timeout.ms` is fenced, one that asks to
+//! shut down is fenced before it is told it may, and a fenced broker that
+//! has caught up with the metadata log is unfenced.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+
+use tarn_metadata::brokers::{self, BrokerRegistration};
+use tarn_metadata::topics::{create_topic_records, NewTopic};
+use tarn_metadata::MetadataRecord;
+use tarn_protocol::error::{self, ErrorCode};
+use tarn_protocol::records::Part;
+
+use crate::broker::{Broker, BrokerError};
+
+/// The private API key of controller requests on a CONTROLLER listener.
+pub const CONTROLLER_API_KEY: i16 = 10_100;
+/// Producer ids are handed to a broker in blocks of this size.
+pub const PRODUCER_ID_BLOCK: i64 = 1000;
+/// How long a submission keeps looking for an active controller.
+const SUBMIT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A metadata change asked of the active controller.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum ControllerRequest {
+    /// A client's admin request frame (header and body, no size prefix),
+    /// answered on the controller as if the client had sent it there.
+    Forward {
+        frame: Vec<u8>,
+    },
+    /// Creates the topic unless one of that name exists: automatic topic
+    /// creation and internal topics. Partitions and replication factor -1
+    /// mean the controller's defaults.
+    EnsureTopic {
+        name: String,
+        num_partitions: i32,
+        replication_factor: i16,
+        configs: Vec<(String, Option<String>)>,
+    },
+    /// A block of producer ids for `broker_id`.
+    AllocateProducerIds {
+        broker_id: i32,
+    },
+    RegisterBroker(BrokerRegistration),
+    Heartbeat {
+        broker_id: i32,
+        broker_epoch: i64,
+        /// The metadata offset the broker has published.
+        metadata_offset: u64,
+        shutting_down: bool,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ControllerReply {
+    /// The response frame to a forwarded request, size prefix included.
+    Forwarded {
+        frame: Vec<u8>,
+    },
+    TopicEnsured {
+        created: bool,
+    },
+    ProducerIds {
+        start: i64,
+        count: i64,
+    },
+    Registered {
+        broker_epoch: i64,
+    },
+    Heartbeat {
+        fenced: bool,
+        may_shut_down: bool,
+    },
+}
+
+/// A request the controller would not carry out, or a controller that
+/// could not be reached: Kafka's error code and a message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{message} (error {code})")]
+pub struct ControllerRefusal {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl ControllerRefusal {
+    fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ControllerRefusal {
+            code,
+            message: message.into(),
+        }
+    }
+
+    fn from_broker(e: BrokerError) -> Self {
+        ControllerRefusal::new(error::UNKNOWN_SERVER_ERROR, e.to_string())
+    }
+}
+
+/// What the controller sends back: the outcome, and the metadata offset
+/// the requester must have published before it answers its own client.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ControllerResponse {
+    pub offset: u64,
+    pub result: Result<ControllerReply, ControllerRefusal>,
+}
+
+/// The active controller's view of broker sessions (in memory: a new
+/// active controller starts every session afresh).
+#[derive(Default)]
+pub struct BrokerSessions(Mutex<HashMap<i32, Session>>);
+
+struct Session {
+    broker_epoch: i64,
+    last_heartbeat: Instant,
+    /// The broker is caught up once it has published this offset.
+    caught_up_at: u64,
+}
+
+impl BrokerSessions {
+    fn touch(&self, broker_id: i32, broker_epoch: i64, caught_up_at: u64) -> u64 {
+        let mut sessions = self.0.lock();
+        let session = sessions.entry(broker_id).or_insert(Session {
+            broker_epoch,
+            last_heartbeat: Instant::now(),
+            caught_up_at,
+        });
+        if session.broker_epoch != broker_epoch {
+            *session = Session {
+                broker_epoch,
+                last_heartbeat: Instant::now(),
+                caught_up_at,
+            };
+        }
+        session.last_heartbeat = Instant::now();
+        session.caught_up_at
+    }
+
+    /// The (broker, epoch) pairs whose session lapsed before `now`.
+    fn expired(&self, now: Instant, timeout: Duration) -> Vec<(i32, i64)> {
+        self.0
+            .lock()
+            .iter()
+            .filter(|(_, s)| now.duration_since(s.last_heartbeat) > timeout)
+            .map(|(id, s)| (*id, s.broker_epoch))
+            .collect()
+    }
+
+    fn remove(&self, broker_id: i32, broker_epoch: i64) {
+        let mut sessions = self.0.lock();
+        if sessions
+            .get(&broker_id)
+            .is_some_and(|s| s.broker_epoch == broker_epoch)
+        {
+            sessions.remove(&broker_id);
+        }
+    }
+
+    /// Starts a session, as of now, for every unfenced broker that has
+    /// none: after a controller failover each gets a whole session
+    /// timeout to reach the new controller.
+    fn adopt(&self, brokers: impl Iterator<Item = (i32, i64)>) {
+        let mut sessions = self.0.lock();
+        for (broker_id, broker_epoch) in brokers {
+            sessions.entry(broker_id).or_insert(Session {
+                broker_epoch,
+                last_heartbeat: Instant::now(),
+                caught_up_at: 0,
+            });
+        }
+    }
+
+    fn clear(&self) {
+        self.0.lock().clear();
+    }
+}
+
+impl Broker {
+    /// Carries `request` out on the active controller (this node, or the
+    /// one the quorum names) and returns once the change it committed is
+    /// published here. Retries while no controller is known or the one
+    /// asked is no longer active, for up to 30 seconds.
+    pub async fn submit_to_controller(
+        self: &Arc<Self>,
+        request: ControllerRequest,
+    ) -> Result<ControllerReply, ControllerRefusal> {
+        let deadline = Instant::now() + SUBMIT_TIMEOUT;
+        loop {
+            let response = if self.is_active_controller() {
+                execute_local(self, &request)
+            } else {
+                match self.send_to_active_controller(&request).await {
+                    Ok(response) => response,
+                    Err(refusal) => ControllerResponse {
+                        offset: 0,
+                        result: Err(refusal),
+                    },
+                }
+            };
+            match response.result {
+                Err(refusal) if refusal.code == error::NOT_CONTROLLER => {
+                    if Instant::now() >= deadline {
+                        return Err(refusal);
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                result => {
+                    let publisher = self.metadata.publisher();
+                    let published = tokio::time::timeout(
+                        deadline.saturating_duration_since(Instant::now()),
+                        publisher.wait_for(response.offset),
+                    )
+                    .await;
+                    if published.is_err() {
+                        return Err(ControllerRefusal::new(
+                            error::REQUEST_TIMED_OUT,
+                            format!(
+                                "the controller committed metadata offset {} but this broker has not caught up with it",
+                                response.offset
+                            ),
+                        ));
+                    }
+                    return result;
+                }
+            }
+        }
+    }
+}
+
+/// Carries out a request that came over the CONTROLLER listener; this
+/// node must be the active controller (NOT_CONTROLLER otherwise).
+pub async fn execute(broker: &Arc<Broker>, request: ControllerRequest) -> ControllerResponse {
+    let result = match request {
+        ControllerRequest::Forward { frame } if broker.is_active_controller() => {
+            forwarded(broker, frame).await
+        }
+        request => return execute_local(broker, &request),
+    };
+    ControllerResponse {
+        offset: broker.metadata.publisher().published_offset(),
+        result,
+    }
+}
+
+/// Carries out `request` on this node when it is the active controller.
+/// A forwarded frame is answered by [`execute`] only: a broker that finds
+/// itself the active controller answers its clients' requests itself.
+fn execute_local(broker: &Broker, request: &ControllerRequest) -> ControllerResponse {
+    if !broker.is_active_controller() {
+        return ControllerResponse {
+            offset: 0,
+            result: Err(ControllerRefusal::new(
+                error::NOT_CONTROLLER,
+                format!("node {} is not the active controller", broker.node_id),
+            )),
+        };
+    }
+    let result = match request {
+        ControllerRequest::Forward { .. } => Err(ControllerRefusal::new(
+            error::INVALID_REQUEST,
+            "the active controller answers its own clients' requests",
+        )),
+        ControllerRequest::EnsureTopic {
+            name,
+            num_partitions,
+            replication_factor,
+            configs,
+        } => ensure_topic(
+            broker,
+            name,
+            *num_partitions,
+            *replication_factor,
+            configs.clone(),
+        ),
+        ControllerRequest::AllocateProducerIds { broker_id } => {
+            allocate_producer_ids(broker, *broker_id)
+        }
+        ControllerRequest::RegisterBroker(registration) => register(broker, registration.clone()),
+        ControllerRequest::Heartbeat {
+            broker_id,
+            broker_epoch,
+            metadata_offset,
+            shutting_down,
+        } => heartbeat(
+            broker,
+            *broker_id,
+            *broker_epoch,
+            *metadata_offset,
+            *shutting_down,
+        ),
+    };
+    ControllerResponse {
+        offset: broker.metadata.publisher().published_offset(),
+        result,
+    }
+}
+
+/// Sends a client's admin request `frame` to the active controller and
+/// returns its answer once the change is published here; `None` when this
+/// node is the active controller (or becomes it meanwhile), which then
+/// answers the request itself.
+pub async fn forward(
+    broker: &Arc<Broker>,
+    frame: &[u8],
+) -> Option<Result<Vec<u8>, ControllerRefusal>> {
+    let request = ControllerRequest::Forward {
+        frame: frame.to_vec(),
+    };
+    let deadline = Instant::now() + SUBMIT_TIMEOUT;
+    loop {
+        if broker.is_active_controller() {
+            return None;
+        }
+        let response = match broker.send_to_active_controller(&request).await {
+            Ok(response) => response,
+            Err(refusal) => ControllerResponse {
+                offset: 0,
+                result: Err(refusal),
+            },
+        };
+        match response.result {
+            Err(refusal) if refusal.code == error::NOT_CONTROLLER && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(refusal) => return Some(Err(refusal)),
+            Ok(ControllerReply::Forwarded { frame }) => {
+                let published = tokio::time::timeout(
+                    deadline.saturating_duration_since(Instant::now()),
+                    broker.metadata.publisher().wait_for(response.offset),
+                )
+                .await;
+                if published.is_err() {
+                    tracing::warn!(offset = response.offset, "answering a forwarded request before this broker caught up with the metadata it committed");
+                }
+                return Some(Ok(frame));
+            }
+            Ok(other) => {
+                return Some(Err(ControllerRefusal::new(
+                    error::UNKNOWN_SERVER_ERROR,
+                    format!("the controller answered a forwarded request with {other:?}"),
+                )))
+            }
+        }
+    }
+}
+
+async fn forwarded(
+    broker: &Arc<Broker>,
+    frame: Vec<u8>,
+) -> Result<ControllerReply, ControllerRefusal> {
+    let peer = SocketAddr::from(([127, 0, 0, 1], 0));
+    match crate::handlers::dispatch(broker, peer, Bytes::from(frame)).await {
+        Ok(Some(parts)) => {
+            let mut frame = Vec::with_capacity(parts.len());
+            for part in parts.parts {
+                match part {
+                    Part::Bytes(bytes) => frame.extend_from_slice(&bytes),
+                    Part::File(_) => {
+                        return Err(ControllerRefusal::new(
+                            error::INVALID_REQUEST,
+                            "a forwarded request's answer holds records",
+                        ))
+                    }
+                }
+            }
+            Ok(ControllerReply::Forwarded { frame })
+        }
+        Ok(None) => Err(ControllerRefusal::new(
+            error::INVALID_REQUEST,
+            "a forwarded request must be answered",
+        )),
+        Err(e) => Err(ControllerRefusal::new(
+            error::INVALID_REQUEST,
+            e.to_string(),
+        )),
+    }
+}
+
+fn ensure_topic(
+    broker: &Broker,
+    name: &str,
+    num_partitions: i32,
+    replication_factor: i16,
+    configs: Vec<(String, Option<String>)>,
+) -> Result<ControllerReply, ControllerRefusal> {
+    let created = broker
+        .commit_metadata(|image| {
+            if image.topic(name).is_some() {
+                return Ok((vec![], Ok(false)));
+            }
+            let new = NewTopic {
+                name,
+                num_partitions,
+                replication_factor,
+                configs,
+            };
+            Ok(match create_topic_records(image, &broker.config, &new) {
+                Ok((records, _)) => (records, Ok(true)),
+                Err(e) => (vec![], Err(ControllerRefusal::new(e.code, e.message))),
+            })
+        })
+        .map_err(ControllerRefusal::from_broker)??;
+    if created {
+        tracing::info!(topic = name, "created topic");
+    }
+    Ok(ControllerReply::TopicEnsured { created })
+}
+
+fn allocate_producer_ids(
+    broker: &Broker,
+    broker_id: i32,
+) -> Result<ControllerReply, ControllerRefusal> {
+    let start = broker
+        .commit_metadata(|image| {
+            let start = image.next_producer_id;
+            let record = MetadataRecord::ProducerIds {
+                broker_id,
+                next_producer_id: start + PRODUCER_ID_BLOCK,
+            };
+            Ok((vec![record], start))
+        })
+        .map_err(ControllerRefusal::from_broker)?;
+    Ok(ControllerReply::ProducerIds {
+        start,
+        count: PRODUCER_ID_BLOCK,
+    })
+}
+
+fn register(
+    broker: &Broker,
+    registration: BrokerRegistration,
+) -> Result<ControllerReply, ControllerRefusal> {
+    let broker_id = registration.broker_id;
+    let broker_epoch = broker
+        .commit_metadata(|image| {
+            Ok(match brokers::register(image, &registration) {
+                Ok((records, epoch)) => (records, Ok(epoch)),
+                Err(e) => (vec![], Err(ControllerRefusal::new(e.code, e.message))),
+            })
+        })
+        .map_err(ControllerRefusal::from_broker)??;
+    let offset = broker.metadata.publisher().published_offset();
+    broker.sessions.touch(broker_id, broker_epoch, offset);
+    tracing::info!(broker_id, broker_epoch, "registered broker");
+    Ok(ControllerReply::Registered { broker_epoch })
+}
+
+fn heartbeat(
+    broker: &Broker,
+    broker_id: i32,
+    broker_epoch: i64,
+    metadata_offset: u64,
+    shutting_down: bool,
+) -> Result<ControllerReply, ControllerRefusal> {
+    let image = broker.metadata.image();
+    let known = brokers::check_epoch(&image, broker_id, broker_epoch)
+        .map_err(|e| ControllerRefusal::new(e.code, e.message))?;
+    let fenced = known.fenced;
+    if shutting_down {
+        broker.sessions.remove(broker_id, broker_epoch);
+        commit_fence(broker, broker_id, broker_epoch, "controlled shutdown")?;
+        return Ok(ControllerReply::Heartbeat {
+            fenced: true,
+            may_shut_down: true,
+        });
+    }
+    let caught_up_at = broker
+        .sessions
+        .touch(broker_id, broker_epoch, known_offset(broker));
+    if fenced && metadata_offset >= caught_up_at {
+        broker
+            .commit_metadata(|image| Ok((brokers::unfence(image, broker_id, broker_epoch), ())))
+            .map_err(ControllerRefusal::from_broker)?;
+        tracing::info!(broker_id, broker_epoch, "unfenced broker");
+        return Ok(ControllerReply::Heartbeat {
+            fenced: false,
+            may_shut_down: false,
+        });
+    }
+    Ok(ControllerReply::Heartbeat {
+        fenced,
+        may_shut_down: false,
+    })
+}
+
+fn known_offset(broker: &Broker) -> u64 {
+    broker.metadata.publisher().published_offset()
+}
+
+fn commit_fence(
+    broker: &Broker,
+    broker_id: i32,
+    broker_epoch: i64,
+    why: &str,
+) -> Result<(), ControllerRefusal> {
+    let fenced = broker
+        .commit_metadata(|image| {
+            let records = brokers::fence(image, broker_id, broker_epoch);
+            let any = !records.is_empty();
+            Ok((records, any))
+        })
+        .map_err(ControllerRefusal::from_broker)?;
+    if fenced {
+        tracing::info!(broker_id, broker_epoch, why, "fenced broker");
+    }
+    Ok(())
+}
+
+/// The active controller's session timer: fences every broker whose
+/// session lapsed. Runs on every node; does nothing while the node is not
+/// the active controller, and forgets every session when it stops being
+/// one.
+pub async fn run_session_timer(
+    broker: Arc<Broker>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    let timeout = Duration::from_millis(broker.config.get_i64("broker.session.timeout.ms") as u64);
+    let tick = Duration::from_millis(250);
+    let mut was_active = false;
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(tick) => {}
+            _ = shutdown.changed() => return,
+        }
+        let active = broker.is_active_controller();
+        if !active {
+            if was_active {
+                broker.sessions.clear();
+            }
+            was_active = false;
+            continue;
+        }
+        was_active = true;
+        let image = broker.metadata.image();
+        broker.sessions.adopt(
+            image
+                .unfenced_brokers()
+                .map(|b| (b.broker_id, b.broker_epoch)),
+        );
+        for (broker_id, broker_epoch) in broker.sessions.expired(Instant::now(), timeout) {
+            broker.sessions.remove(broker_id, broker_epoch);
+            let outcome = tarn_replication::blocking::off_async_workers(|| {
+                commit_fence(&broker, broker_id, broker_epoch, "session timed out")
+            });
+            if let Err(e) = outcome {
+                tracing::warn!(broker_id, error = %e, "fencing a broker whose session lapsed failed; will retry");
+            }
+        }
+    }
+}
+
+/// Where the active controller is, as this node knows it.
+pub trait ControllerTopology: Send + Sync {
+    /// Whether this node is the active controller now.
+    fn is_active(&self) -> bool;
+    /// The active controller's node id, -1 when none is known.
+    fn active_id(&self) -> i32;
+    /// The CONTROLLER listener (host:port) of the active controller, when
+    /// one is known and it is not this node.
+    fn active_address(&self) -> Option<String>;
+}
+
+/// A quorum of one: this node is always the active controller.
+pub struct SingleNode;
+
+impl ControllerTopology for SingleNode {
+    fn is_active(&self) -> bool {
+        true
+    }
+    fn active_id(&self) -> i32 {
+        -1
+    }
+    fn active_address(&self) -> Option<String> {
+        None
+    }
+}
+
+/// A controller request frame: a Kafka request header (v1) with
+/// [`CONTROLLER_API_KEY`] and the request as JSON.
+pub fn encode_request(
+    correlation_id: i32,
+    client_id: &str,
+    request: &ControllerRequest,
+) -> Vec<u8> {
+    let header = tarn_protocol::header::RequestHeader {
+        api_key: CONTROLLER_API_KEY,
+        api_version: 0,
+        correlation_id,
+        client_id: Some(client_id.to_owned()),
+    };
+    let mut frame = vec![0u8; 4];
+    header.encode(&mut frame, false);
+    frame.extend_from_slice(
+        &serde_json::to_vec(request).expect("a controller request serializes to JSON"),
+    );
+    let size = (frame.len() - 4) as i32;
+    frame[..4].copy_from_slice(&size.to_be_bytes());
+    frame
+}
+
+/// The answer frame to a controller request: the correlation id, then the
+/// response as JSON.
+pub fn encode_response(correlation_id: i32, response: &ControllerResponse) -> Vec<u8> {
+    let mut frame = vec![0u8; 4];
+    frame.extend_from_slice(&correlation_id.to_be_bytes());
+    frame.extend_from_slice(
+        &serde_json::to_vec(response).expect("a controller response serializes to JSON"),
+    );
+    let size = (frame.len() - 4) as i32;
+    frame[..4].copy_from_slice(&size.to_be_bytes());
+    frame
+}
+
+/// How long one controller request over the network may take.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl Broker {
+    /// Sends `request` to the active controller's CONTROLLER listener.
+    async fn send_to_active_controller(
+        &self,
+        request: &ControllerRequest,
+    ) -> Result<ControllerResponse, ControllerRefusal> {
+        let unreachable = |message: String| ControllerRefusal::new(error::NOT_CONTROLLER, message);
+        let Some(address) = self.controller_topology.active_address() else {
+            return Err(unreachable("no active controller is known yet".into()));
+        };
+        let client_id = format!("broker-{}", self.node_id);
+        let mut connection =
+            tarn_client::Connection::connect(&address, &client_id, REQUEST_TIMEOUT)
+                .await
+                .map_err(|e| unreachable(e.to_string()))?;
+        let frame = encode_request(1, &client_id, request);
+        let response = connection
+            .round_trip(&frame)
+            .await
+            .map_err(|e| unreachable(e.to_string()))?;
+        if response.len() < 4 || response[..4] != 1i32.to_be_bytes() {
+            return Err(unreachable(format!("{address} answered another request")));
+        }
+        serde_json::from_slice(&response[4..]).map_err(|e| {
+            ControllerRefusal::new(
+                error::UNKNOWN_SERVER_ERROR,
+                format!("{address} sent an unreadable controller response: {e}"),
+            )
+        })
+    }
+}
