@@ -107,6 +107,7 @@ pub fn ensure_offsets_topic(broker: &Broker) -> Result<(), ErrorCode> {
             name: OFFSETS_TOPIC,
             num_partitions: config.get_i64("offsets.topic.num.partitions") as i32,
             replication_factor: config.get_i64("offsets.topic.replication.factor") as i16,
+            assignments: None,
             configs: vec![
                 ("cleanup.policy".into(), Some("compact".into())),
                 ("compression.type".into(), Some("producer".into())),

@@ -77,6 +77,7 @@ fn auto_create(broker: &Broker, name: &str) -> Result<(), BrokerError> {
             name,
             num_partitions: -1,
             replication_factor: -1,
+            assignments: None,
             configs: vec![],
         };
         let (records, _) = create_topic_records(image, &broker.config, &new)
