@@ -660,8 +660,56 @@ fn create_topics(d: &mut Diff) {
         CREATE_TOPICS,
         &create(vec![with_assignment], false),
     );
+    let assigned = |name: &str, assignments: &[(i32, &[i32])], replication: i16| CreatableTopic {
+        assignments: assignments
+            .iter()
+            .map(|(partition_index, broker_ids)| CreatableReplicaAssignment {
+                partition_index: *partition_index,
+                broker_ids: broker_ids.to_vec(),
+            })
+            .collect(),
+        ..topic(name, -1, replication, &[])
+    };
+    let cases = [
+        (
+            "an explicit assignment",
+            assigned("d-explicit", &[(1, &[1]), (0, &[1])], -1),
+        ),
+        (
+            "an assignment naming an unregistered broker",
+            assigned("d-unregistered", &[(0, &[1, 7])], -1),
+        ),
+        (
+            "an assignment naming a broker twice",
+            assigned("d-twice-broker", &[(0, &[1, 1])], -1),
+        ),
+        (
+            "an assignment with an empty replica list",
+            assigned("d-empty-replicas", &[(0, &[])], -1),
+        ),
+        (
+            "an assignment skipping a partition id",
+            assigned("d-gap", &[(0, &[1]), (2, &[1])], -1),
+        ),
+        (
+            "an assignment giving a partition twice",
+            assigned("d-dup-partition", &[(0, &[1]), (0, &[1])], -1),
+        ),
+        (
+            "an assignment and a replication factor",
+            assigned("d-assigned-rf", &[(0, &[1])], 1),
+        ),
+    ];
+    for (what, t) in cases {
+        d.call::<_, CreateTopicsResponse>(
+            &format!("CreateTopics: {what}"),
+            CREATE_TOPICS,
+            &create(vec![t], false),
+        );
+    }
     d.wait_served("d-new", 3);
     d.wait_served("d-cfg", 1);
+    d.wait_served("d-explicit", 2);
 }
 
 fn metadata_request(names: &[&str], auto_create: bool) -> MetadataRequest {

@@ -11,6 +11,7 @@ pub mod client_quotas;
 pub mod dynamic_config;
 mod image;
 mod log;
+pub mod placement;
 pub mod publisher;
 mod records;
 pub mod topics;

@@ -1,14 +1,19 @@
 //! Topic creation, growth and deletion as metadata records, shared by
 //! CreateTopics, CreatePartitions, DeleteTopics and Metadata's
-//! auto-creation.
+//! auto-creation. New partitions go where an explicit assignment says, or
+//! where the placer (`crate::placement`) puts them on the unfenced brokers;
+//! every new partition starts at leader epoch 0 with an ISR of its unfenced
+//! replicas, led by the first of them.
 
 use std::collections::BTreeMap;
 
 use tarn_protocol::error::{self, ErrorCode};
+use tarn_protocol::messages::create_topics::CreatableReplicaAssignment;
 use tarn_protocol::Uuid;
 
 use tarn_config::{validate_topic_config, BrokerConfig};
 
+use crate::placement::{self, PlacementError, UsableBroker};
 use crate::random_uuid;
 use crate::{MetadataImage, MetadataRecord, TopicInfo};
 
@@ -66,11 +71,36 @@ pub fn validate_topic_name(name: &str) -> Result<(), TopicError> {
 /// What a client asked for when creating a topic.
 pub struct NewTopic<'a> {
     pub name: &'a str,
-    /// -1 means `num.partitions`.
+    /// -1 means `num.partitions`; must be -1 with an explicit assignment.
     pub num_partitions: i32,
-    /// -1 means `default.replication.factor`.
+    /// -1 means `default.replication.factor`; must be -1 with an explicit
+    /// assignment.
     pub replication_factor: i16,
+    /// CreateTopics' explicit assignment, one entry per partition, the
+    /// preferred leader first. None or empty: the placer chooses, as Kafka
+    /// treats an empty list.
+    pub assignments: Option<&'a [CreatableReplicaAssignment]>,
     pub configs: Vec<(String, Option<String>)>,
+}
+
+/// One partition about to be created: its replicas, and the ISR, which
+/// leaves out fenced replicas and whose first member leads.
+struct NewPartition {
+    replicas: Vec<i32>,
+    isr: Vec<i32>,
+}
+
+impl NewPartition {
+    fn record(self, topic_id: Uuid, partition_id: i32) -> MetadataRecord {
+        MetadataRecord::Partition {
+            topic_id: topic_id.0,
+            partition_id,
+            leader: self.isr[0],
+            isr: self.isr,
+            replicas: self.replicas,
+            leader_epoch: 0,
+        }
+    }
 }
 
 /// The records that create `topic`, after Kafka's checks.
@@ -86,42 +116,10 @@ pub fn create_topic_records(
             format!("Topic '{}' already exists.", topic.name),
         );
     }
-    let partitions = match topic.num_partitions {
-        -1 => config.get_i64("num.partitions") as i32,
-        n if n <= 0 => {
-            return fail(
-                error::INVALID_PARTITIONS,
-                "Number of partitions must be larger than 0.",
-            )
-        }
-        n if n > PARTITIONS_MAX => {
-            return fail(
-                error::INVALID_PARTITIONS,
-                format!("Number of partitions must be at most {PARTITIONS_MAX}."),
-            )
-        }
-        n => n,
+    let partitions = match topic.assignments {
+        Some(given) if !given.is_empty() => assigned_partitions(image, topic, given)?,
+        _ => placed_partitions(image, config, topic)?,
     };
-    let replication_factor = match topic.replication_factor {
-        -1 => config.get_i64("default.replication.factor") as i16,
-        n if n <= 0 => {
-            return fail(
-                error::INVALID_REPLICATION_FACTOR,
-                "Replication factor must be larger than 0.",
-            )
-        }
-        n => n,
-    };
-    let brokers: Vec<i32> = image.brokers.keys().copied().collect();
-    if replication_factor as usize > brokers.len() {
-        return fail(
-            error::INVALID_REPLICATION_FACTOR,
-            format!(
-                "Unable to replicate the partition {replication_factor} time(s): The target replication factor of {replication_factor} cannot be reached because only {} broker(s) are registered.",
-                brokers.len()
-            ),
-        );
-    }
     let mut configs = BTreeMap::new();
     for (key, value) in &topic.configs {
         let Some(value) = value else {
@@ -142,40 +140,188 @@ pub fn create_topic_records(
             break id;
         }
     };
+    let summary = TopicInfoSummary {
+        topic_id,
+        num_partitions: partitions.len() as i32,
+        replication_factor: partitions
+            .first()
+            .map_or(0, |p| replication_factor_of(&p.replicas)),
+        configs,
+    };
     let mut records = vec![MetadataRecord::Topic {
         name: topic.name.to_owned(),
         topic_id: topic_id.0,
     }];
-    for (name, value) in &configs {
+    for (name, value) in &summary.configs {
         records.push(MetadataRecord::TopicConfig {
             topic_id: topic_id.0,
             name: name.clone(),
             value: Some(value.clone()),
         });
     }
-    for partition_id in 0..partitions {
-        // Spread leaders round-robin over the registered brokers.
-        let replicas: Vec<i32> = (0..replication_factor as usize)
-            .map(|r| brokers[(partition_id as usize + r) % brokers.len()])
-            .collect();
-        records.push(MetadataRecord::Partition {
-            topic_id: topic_id.0,
-            partition_id,
-            leader: replicas[0],
-            isr: replicas.clone(),
-            replicas,
-            leader_epoch: 0,
-        });
+    records.extend(
+        partitions
+            .into_iter()
+            .zip(0..)
+            .map(|(partition, partition_id)| partition.record(topic_id, partition_id)),
+    );
+    Ok((records, summary))
+}
+
+/// The partitions of an explicit CreateTopics assignment, in partition id
+/// order, checked as Kafka's `ReplicationControlManager.createTopic`
+/// checks them: the count and factor come from the assignment alone, each
+/// partition once, replicas registered, distinct and as many in every
+/// partition, at least one unfenced, and ids 0..n.
+fn assigned_partitions(
+    image: &MetadataImage,
+    topic: &NewTopic<'_>,
+    given: &[CreatableReplicaAssignment],
+) -> Result<Vec<NewPartition>, TopicError> {
+    if topic.replication_factor != -1 {
+        return fail(
+            error::INVALID_REQUEST,
+            "A manual partition assignment was specified, but replication factor was not set to -1.",
+        );
     }
-    Ok((
-        records,
-        TopicInfoSummary {
-            topic_id,
-            num_partitions: partitions,
-            replication_factor,
-            configs,
-        },
-    ))
+    if topic.num_partitions != -1 {
+        return fail(
+            error::INVALID_REQUEST,
+            "A manual partition assignment was specified, but numPartitions was not set to -1.",
+        );
+    }
+    if given.len() > PARTITIONS_MAX as usize {
+        return fail(
+            error::INVALID_PARTITIONS,
+            format!("Number of partitions must be at most {PARTITIONS_MAX}."),
+        );
+    }
+    let mut by_id: BTreeMap<i32, NewPartition> = BTreeMap::new();
+    let mut replication_factor = None;
+    for assignment in given {
+        let partition_id = assignment.partition_index;
+        if by_id.contains_key(&partition_id) {
+            return fail(
+                error::INVALID_REPLICA_ASSIGNMENT,
+                format!("Found multiple manual partition assignments for partition {partition_id}"),
+            );
+        }
+        check_assignment(image, &assignment.broker_ids, replication_factor)?;
+        replication_factor = Some(assignment.broker_ids.len());
+        by_id.insert(
+            partition_id,
+            assigned_partition(image, &assignment.broker_ids, partition_id)?,
+        );
+    }
+    // Distinct ids as many as partitions: 0..n exactly when the largest is n - 1.
+    if by_id.keys().copied().ne(0..by_id.len() as i32) {
+        return fail(
+            error::INVALID_REPLICA_ASSIGNMENT,
+            "partitions should be a consecutive 0-based integer sequence",
+        );
+    }
+    Ok(by_id.into_values().collect())
+}
+
+/// The partitions the placer puts on the unfenced brokers, with the
+/// broker defaults for -1.
+fn placed_partitions(
+    image: &MetadataImage,
+    config: &BrokerConfig,
+    topic: &NewTopic<'_>,
+) -> Result<Vec<NewPartition>, TopicError> {
+    let replication_factor = match topic.replication_factor {
+        -1 => config.get_i64("default.replication.factor") as i16,
+        n if n <= 0 => {
+            return fail(
+                error::INVALID_REPLICATION_FACTOR,
+                "Replication factor must be larger than 0, or -1 to use the default value.",
+            )
+        }
+        n => n,
+    };
+    let partitions = match topic.num_partitions {
+        -1 => config.get_i64("num.partitions") as i32,
+        n if n <= 0 => {
+            return fail(
+                error::INVALID_PARTITIONS,
+                "Number of partitions was set to an invalid non-positive value.",
+            )
+        }
+        n if n > PARTITIONS_MAX => {
+            return fail(
+                error::INVALID_PARTITIONS,
+                format!("Number of partitions must be at most {PARTITIONS_MAX}."),
+            )
+        }
+        n => n,
+    };
+    place_on_unfenced(image, 0, partitions, replication_factor).map_err(|e| TopicError {
+        code: e.code(),
+        message: format!("Unable to replicate the partition {replication_factor} time(s): {e}"),
+    })
+}
+
+/// Kafka places new partitions on usable brokers only; here those are the
+/// unfenced ones, so every replica starts in the ISR.
+fn place_on_unfenced(
+    image: &MetadataImage,
+    start: i32,
+    partitions: i32,
+    replication_factor: i16,
+) -> Result<Vec<NewPartition>, PlacementError> {
+    let usable: Vec<UsableBroker<'_>> = image
+        .unfenced_brokers()
+        .map(|b| UsableBroker {
+            broker_id: b.broker_id,
+            rack: b.rack.as_deref(),
+        })
+        .collect();
+    let placed = placement::place(
+        &usable,
+        start,
+        partitions,
+        replication_factor,
+        &mut rand::thread_rng(),
+    )?;
+    Ok(placed
+        .into_iter()
+        .map(|p| NewPartition {
+            isr: p.replicas.clone(),
+            replicas: p.replicas,
+        })
+        .collect())
+}
+
+/// A checked explicit assignment as a partition: Kafka's ISR is the
+/// unfenced replicas, its leader the first of them, and a partition none of
+/// whose replicas is unfenced is refused.
+fn assigned_partition(
+    image: &MetadataImage,
+    replicas: &[i32],
+    partition_id: i32,
+) -> Result<NewPartition, TopicError> {
+    let isr: Vec<i32> = replicas
+        .iter()
+        .copied()
+        .filter(|id| image.brokers.get(id).is_some_and(|b| !b.fenced))
+        .collect();
+    if isr.is_empty() {
+        return fail(
+            error::INVALID_REPLICA_ASSIGNMENT,
+            format!("All brokers specified in the manual partition assignment for partition {partition_id} are fenced or in controlled shutdown."),
+        );
+    }
+    Ok(NewPartition {
+        replicas: replicas.to_vec(),
+        isr,
+    })
+}
+
+/// A partition's replica count as CreateTopics reports it; the replicas
+/// are distinct registered brokers, far fewer than `i16::MAX`.
+fn replication_factor_of(replicas: &[i32]) -> i16 {
+    i16::try_from(replicas.len()).unwrap_or(i16::MAX)
 }
 
 /// What was (or, with validate_only, would be) created.
@@ -190,7 +336,8 @@ pub struct TopicInfoSummary {
 /// The records that grow topic `name` to `count` partitions, after
 /// Kafka's checks: partitions can only be added, and an explicit
 /// assignment must give each new partition the topic's replication factor
-/// on registered brokers.
+/// on registered brokers. Without one the placer puts them on the
+/// unfenced brokers.
 pub fn create_partitions_records(
     image: &MetadataImage,
     name: &str,
@@ -223,15 +370,14 @@ pub fn create_partitions_records(
         );
     }
     let additional = (count - current) as usize;
-    let replication_factor = topic.partitions.first().map_or(1, |p| p.replicas.len());
-    let brokers: Vec<i32> = image.brokers.keys().copied().collect();
-    if brokers.is_empty() {
+    let Some(first) = topic.partitions.first() else {
         return fail(
-            error::INVALID_REPLICATION_FACTOR,
-            "Unable to place new partitions: no broker is registered.",
+            error::UNKNOWN_SERVER_ERROR,
+            format!("Invalid state: topic {name} appears to have no partitions."),
         );
-    }
-    let placed: Vec<Vec<i32>> = match assignments {
+    };
+    let replication_factor = first.replicas.len();
+    let placed: Vec<NewPartition> = match assignments {
         Some(given) => {
             if given.len() != additional {
                 return fail(
@@ -239,53 +385,58 @@ pub fn create_partitions_records(
                     format!("Attempted to add {additional} additional partition(s), but only {} assignment(s) were specified.", given.len()),
                 );
             }
-            for replicas in given {
-                check_assignment(replicas, replication_factor, &brokers)?;
+            let mut placed = Vec::with_capacity(additional);
+            for (replicas, partition_id) in given.iter().zip(current..) {
+                check_assignment(image, replicas, Some(replication_factor))?;
+                placed.push(assigned_partition(image, replicas, partition_id)?);
             }
-            given.to_vec()
+            placed
         }
-        // Spread leaders round-robin over the registered brokers, as at creation.
-        None => (current..count)
-            .map(|partition_id| {
-                (0..replication_factor)
-                    .map(|r| brokers[(partition_id as usize + r) % brokers.len()])
-                    .collect()
-            })
-            .collect(),
+        // Kafka answers a placement failure here with the placer's own
+        // words, without CreateTopics' "Unable to replicate" prefix.
+        None => place_on_unfenced(
+            image,
+            current,
+            additional as i32,
+            replication_factor_of(&first.replicas),
+        )
+        .map_err(|e| TopicError {
+            code: e.code(),
+            message: e.to_string(),
+        })?,
     };
     Ok(placed
         .into_iter()
-        .zip(current..count)
-        .map(|(replicas, partition_id)| MetadataRecord::Partition {
-            topic_id: topic.topic_id.0,
-            partition_id,
-            leader: replicas[0],
-            isr: replicas.clone(),
-            replicas,
-            leader_epoch: 0,
-        })
+        .zip(current..)
+        .map(|(partition, partition_id)| partition.record(topic.topic_id, partition_id))
         .collect())
 }
 
+/// Kafka's `validateManualPartitionAssignment`: a non-empty list of
+/// registered (fenced or not) brokers, none twice, and as many as
+/// `replication_factor` when one is set. Brokers are checked in id order,
+/// so the message names the same broker Kafka's would.
 fn check_assignment(
+    image: &MetadataImage,
     replicas: &[i32],
-    replication_factor: usize,
-    brokers: &[i32],
+    replication_factor: Option<usize>,
 ) -> Result<(), TopicError> {
-    if replicas.len() != replication_factor {
+    if replicas.is_empty() {
         return fail(
             error::INVALID_REPLICA_ASSIGNMENT,
-            format!("The manual partition assignment includes a partition with {} replica(s), but this is not consistent with previous partitions, which have {replication_factor} replica(s).", replicas.len()),
+            "The manual partition assignment includes an empty replica list.",
         );
     }
-    for (i, broker) in replicas.iter().enumerate() {
-        if !brokers.contains(broker) {
+    let mut sorted = replicas.to_vec();
+    sorted.sort_unstable();
+    for (i, broker) in sorted.iter().enumerate() {
+        if !image.brokers.contains_key(broker) {
             return fail(
                 error::INVALID_REPLICA_ASSIGNMENT,
                 format!("The manual partition assignment includes broker {broker}, but no such broker is registered."),
             );
         }
-        if replicas[..i].contains(broker) {
+        if i > 0 && sorted[i - 1] == *broker {
             return fail(
                 error::INVALID_REPLICA_ASSIGNMENT,
                 format!(
@@ -294,7 +445,13 @@ fn check_assignment(
             );
         }
     }
-    Ok(())
+    match replication_factor {
+        Some(expected) if expected != replicas.len() => fail(
+            error::INVALID_REPLICA_ASSIGNMENT,
+            format!("The manual partition assignment includes a partition with {} replica(s), but this is not consistent with previous partitions, which have {expected} replica(s).", replicas.len()),
+        ),
+        _ => Ok(()),
+    }
 }
 
 pub fn delete_topic_records(topic: &TopicInfo) -> Vec<MetadataRecord> {
@@ -344,6 +501,7 @@ mod tests {
             name: "t",
             num_partitions: p,
             replication_factor: rf,
+            assignments: None,
             configs,
         };
         let (records, summary) =
@@ -371,6 +529,7 @@ mod tests {
             name: "t",
             num_partitions: 2,
             replication_factor: 1,
+            assignments: None,
             configs: vec![],
         };
         let (records, _) = create_topic_records(&image, &BrokerConfig::default(), &topic).unwrap();
@@ -411,6 +570,282 @@ mod tests {
         assert_eq!(records.len(), 1);
     }
 
+    /// Brokers 1..=n, those in `fenced` registered fenced, racks none.
+    fn image_with_brokers(n: i32, fenced: &[i32]) -> MetadataImage {
+        let mut image = MetadataImage::default();
+        for broker_id in 1..=n {
+            image.apply(&MetadataRecord::RegisterBroker {
+                broker_id,
+                host: "h".into(),
+                port: 1,
+                rack: None,
+                incarnation_id: [broker_id as u8; 16],
+                broker_epoch: 1,
+                listeners: vec![],
+                fenced: fenced.contains(&broker_id),
+            });
+        }
+        image
+    }
+
+    /// A partition record as (partition id, replicas, ISR, leader, leader
+    /// epoch).
+    type PartitionRow = (i32, Vec<i32>, Vec<i32>, i32, i32);
+
+    fn partitions_of(records: &[MetadataRecord]) -> Vec<PartitionRow> {
+        records
+            .iter()
+            .filter_map(|r| match r {
+                MetadataRecord::Partition {
+                    partition_id,
+                    replicas,
+                    isr,
+                    leader,
+                    leader_epoch,
+                    ..
+                } => Some((
+                    *partition_id,
+                    replicas.clone(),
+                    isr.clone(),
+                    *leader,
+                    *leader_epoch,
+                )),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn assignment(partition_index: i32, broker_ids: &[i32]) -> CreatableReplicaAssignment {
+        CreatableReplicaAssignment {
+            partition_index,
+            broker_ids: broker_ids.to_vec(),
+        }
+    }
+
+    fn assigned<'a>(given: &'a [CreatableReplicaAssignment]) -> NewTopic<'a> {
+        NewTopic {
+            name: "t",
+            num_partitions: -1,
+            replication_factor: -1,
+            assignments: Some(given),
+            configs: vec![],
+        }
+    }
+
+    #[test]
+    fn placement_uses_only_unfenced_brokers() {
+        let image = image_with_brokers(4, &[2]);
+        let config = BrokerConfig::default();
+        let topic = NewTopic {
+            name: "t",
+            num_partitions: 30,
+            replication_factor: 3,
+            assignments: None,
+            configs: vec![],
+        };
+        let (records, summary) = create_topic_records(&image, &config, &topic).unwrap();
+        assert_eq!(
+            (summary.num_partitions, summary.replication_factor),
+            (30, 3)
+        );
+        let partitions = partitions_of(&records);
+        assert_eq!(partitions.len(), 30);
+        for (i, (id, replicas, isr, leader, epoch)) in partitions.into_iter().enumerate() {
+            assert_eq!(id, i as i32);
+            assert!(!replicas.contains(&2), "fenced broker placed: {replicas:?}");
+            assert_eq!((&isr, leader, epoch), (&replicas, replicas[0], 0));
+        }
+        // Three unfenced brokers of four registered: a factor of 4 is refused
+        // with Kafka's words, counting the unfenced only.
+        let err = create_topic_records(
+            &image,
+            &config,
+            &NewTopic {
+                replication_factor: 4,
+                ..topic
+            },
+        )
+        .unwrap_err();
+        assert_eq!(
+            (err.code, err.message.as_str()),
+            (
+                error::INVALID_REPLICATION_FACTOR,
+                "Unable to replicate the partition 4 time(s): The target replication factor of 4 cannot be reached because only 3 broker(s) are registered or some brokers have all their log directories cordoned."
+            )
+        );
+    }
+
+    #[test]
+    fn all_brokers_fenced_refuses_creation_and_growth() {
+        let config = BrokerConfig::default();
+        let topic = NewTopic {
+            name: "t",
+            num_partitions: 2,
+            replication_factor: 1,
+            assignments: None,
+            configs: vec![],
+        };
+        let err =
+            create_topic_records(&image_with_brokers(2, &[1, 2]), &config, &topic).unwrap_err();
+        assert_eq!(
+            (err.code, err.message.as_str()),
+            (
+                error::INVALID_REPLICATION_FACTOR,
+                "Unable to replicate the partition 1 time(s): All brokers are currently fenced, or have all their log directories cordoned."
+            )
+        );
+        let mut image = image_with_brokers(2, &[]);
+        let (records, _) = create_topic_records(&image, &config, &topic).unwrap();
+        for r in &records {
+            image.apply(r);
+        }
+        image.apply(&MetadataRecord::FenceBroker {
+            broker_id: 1,
+            broker_epoch: 1,
+        });
+        image.apply(&MetadataRecord::FenceBroker {
+            broker_id: 2,
+            broker_epoch: 1,
+        });
+        let err = create_partitions_records(&image, "t", 3, None).unwrap_err();
+        assert_eq!(
+            (err.code, err.message.as_str()),
+            (
+                error::INVALID_REPLICATION_FACTOR,
+                "All brokers are currently fenced, or have all their log directories cordoned."
+            )
+        );
+    }
+
+    #[test]
+    fn an_explicit_assignment_is_kept_and_led_by_its_first_unfenced_replica() {
+        let image = image_with_brokers(3, &[3]);
+        let config = BrokerConfig::default();
+        // Given out of order: records come in partition id order.
+        let given = [
+            assignment(1, &[3, 2]),
+            assignment(0, &[2, 1]),
+            assignment(2, &[1, 3]),
+        ];
+        let (records, summary) = create_topic_records(&image, &config, &assigned(&given)).unwrap();
+        assert_eq!((summary.num_partitions, summary.replication_factor), (3, 2));
+        assert_eq!(
+            partitions_of(&records),
+            [
+                (0, vec![2, 1], vec![2, 1], 2, 0),
+                (1, vec![3, 2], vec![2], 2, 0),
+                (2, vec![1, 3], vec![1], 1, 0),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_bad_explicit_assignment_is_refused_as_kafka_does() {
+        let image = image_with_brokers(3, &[3]);
+        let config = BrokerConfig::default();
+        let cases: Vec<(Vec<CreatableReplicaAssignment>, &str)> = vec![
+            (
+                vec![assignment(0, &[1]), assignment(0, &[2])],
+                "Found multiple manual partition assignments for partition 0",
+            ),
+            (
+                vec![assignment(0, &[])],
+                "The manual partition assignment includes an empty replica list.",
+            ),
+            (
+                vec![assignment(0, &[1, 9, 7])],
+                "The manual partition assignment includes broker 7, but no such broker is registered.",
+            ),
+            (
+                vec![assignment(0, &[2, 1, 2])],
+                "The manual partition assignment includes the broker 2 more than once.",
+            ),
+            (
+                vec![assignment(0, &[1, 2]), assignment(1, &[1])],
+                "The manual partition assignment includes a partition with 1 replica(s), but this is not consistent with previous partitions, which have 2 replica(s).",
+            ),
+            (
+                vec![assignment(0, &[1]), assignment(2, &[2])],
+                "partitions should be a consecutive 0-based integer sequence",
+            ),
+            (
+                vec![assignment(0, &[1]), assignment(1, &[3])],
+                "All brokers specified in the manual partition assignment for partition 1 are fenced or in controlled shutdown.",
+            ),
+        ];
+        for (given, message) in cases {
+            let err = create_topic_records(&image, &config, &assigned(&given)).unwrap_err();
+            assert_eq!(
+                (err.code, err.message.as_str()),
+                (error::INVALID_REPLICA_ASSIGNMENT, message),
+                "{given:?}"
+            );
+        }
+        let given = [assignment(0, &[1])];
+        for (num_partitions, replication_factor) in [(1, -1), (-1, 1)] {
+            let topic = NewTopic {
+                num_partitions,
+                replication_factor,
+                ..assigned(&given)
+            };
+            let err = create_topic_records(&image, &config, &topic).unwrap_err();
+            assert_eq!(err.code, error::INVALID_REQUEST, "{}", err.message);
+        }
+        // An empty assignment list is no assignment, as in Kafka.
+        let (_, summary) = create_topic_records(&image, &config, &assigned(&[])).unwrap();
+        assert_eq!(summary.num_partitions, 1);
+    }
+
+    #[test]
+    fn grown_partitions_are_placed_on_unfenced_brokers_and_checked_as_kafka_does() {
+        let mut image = image_with_brokers(3, &[]);
+        let topic = NewTopic {
+            name: "t",
+            num_partitions: 1,
+            replication_factor: 2,
+            assignments: None,
+            configs: vec![],
+        };
+        let (records, _) = create_topic_records(&image, &BrokerConfig::default(), &topic).unwrap();
+        for r in &records {
+            image.apply(r);
+        }
+        image.apply(&MetadataRecord::FenceBroker {
+            broker_id: 3,
+            broker_epoch: 1,
+        });
+        let records = create_partitions_records(&image, "t", 5, None).unwrap();
+        let partitions = partitions_of(&records);
+        assert_eq!(
+            partitions.iter().map(|p| p.0).collect::<Vec<_>>(),
+            [1, 2, 3, 4]
+        );
+        for (_, replicas, isr, leader, _) in &partitions {
+            assert_eq!(replicas.len(), 2);
+            assert!(!replicas.contains(&3), "fenced broker placed: {replicas:?}");
+            assert_eq!((isr, *leader), (replicas, replicas[0]));
+        }
+        // An explicit one may name the fenced broker, which then is no ISR
+        // member; one naming only fenced brokers is refused.
+        let records = create_partitions_records(&image, "t", 2, Some(&[vec![3, 1]])).unwrap();
+        assert_eq!(partitions_of(&records), [(1, vec![3, 1], vec![1], 1, 0)]);
+        let mut image3 = image.clone();
+        image3.apply(&MetadataRecord::FenceBroker {
+            broker_id: 1,
+            broker_epoch: 1,
+        });
+        let err = create_partitions_records(&image3, "t", 2, Some(&[vec![3, 1]])).unwrap_err();
+        assert_eq!(
+            (err.code, err.message.as_str()),
+            (
+                error::INVALID_REPLICA_ASSIGNMENT,
+                "All brokers specified in the manual partition assignment for partition 1 are fenced or in controlled shutdown."
+            )
+        );
+        let err = create_partitions_records(&image, "t", 2, Some(&[vec![1]])).unwrap_err();
+        assert_eq!(err.code, error::INVALID_REPLICA_ASSIGNMENT);
+    }
+
     #[test]
     fn existing_topic_is_refused() {
         let mut image = image_with_broker();
@@ -419,6 +854,7 @@ mod tests {
             name: "t",
             num_partitions: 2,
             replication_factor: 1,
+            assignments: None,
             configs: vec![],
         };
         let (records, _) = create_topic_records(&image, &config, &topic).unwrap();

@@ -52,6 +52,7 @@ pub fn create_topic(broker: &Broker, topic: &str, partitions: i32) {
                 name: topic,
                 num_partitions: partitions,
                 replication_factor: 1,
+                assignments: None,
                 configs: vec![],
             };
             let (records, _) = create_topic_records(image, &broker.config, &new)

@@ -72,19 +72,11 @@ fn create_one(
     topic: &tarn_protocol::messages::create_topics::CreatableTopic,
     validate_only: bool,
 ) -> Outcome {
-    // An explicit assignment fixes the partition count and replication.
-    let (num_partitions, replication_factor) = if topic.assignments.is_empty() {
-        (topic.num_partitions, topic.replication_factor)
-    } else {
-        (
-            topic.assignments.len() as i32,
-            topic.assignments[0].broker_ids.len() as i16,
-        )
-    };
     let new = NewTopic {
         name: &topic.name,
-        num_partitions,
-        replication_factor,
+        num_partitions: topic.num_partitions,
+        replication_factor: topic.replication_factor,
+        assignments: Some(&topic.assignments),
         configs: topic
             .configs
             .iter()
