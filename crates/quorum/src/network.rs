@@ -224,7 +224,10 @@ impl RaftNetworkV2<TypeConfig> for Peer {
             meta: snapshot.meta,
             image: snapshot.snapshot,
         };
+        // Biased: an unbiased select draws from tokio's unseeded generator,
+        // which would break the replay of a simulation.
         tokio::select! {
+            biased;
             closed = cancel => Err(StreamingError::Closed(closed)),
             result = self.call(kind, &request, option.hard_ttl()) => result.map_err(|e| match e {
                 CallError::Timeout(ttl) => StreamingError::Timeout(self.timeout(ttl, kind)),

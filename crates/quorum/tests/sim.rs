@@ -10,7 +10,10 @@
 //! sequence, holding every acknowledged entry.
 //!
 //! `TARN_SIM_SEED=<n>` replays one seed; `TARN_SIM_SEEDS=<n>` runs seeds
-//! `0..n` (20 by default).
+//! `0..n` (20 by default). A seed fixes the start order, the fault
+//! schedule, openraft's election jitter and the network's draws; what
+//! still varies between runs of a seed is the order in which those draws
+//! meet concurrent messages (not yet tracked down).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -40,6 +43,8 @@ struct Shared {
     leaders: BTreeMap<u64, NodeId>,
     acked: Vec<(Committed, Bytes)>,
     violations: Vec<String>,
+    /// The faults injected, in order, to report and to compare replays.
+    faults: Vec<String>,
 }
 
 type SharedRef = Arc<Mutex<Shared>>;
@@ -107,8 +112,23 @@ struct Node {
     incarnation: u64,
 }
 
+/// The fault schedule's own generator, apart from the network's, so the
+/// schedule is the same whatever the messages did.
+struct Rng(u64);
+
+impl Rng {
+    /// A number in `0..=max` (xorshift64*).
+    fn next(&mut self, max: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % (max + 1)
+    }
+}
+
 struct Cluster {
     seed: u64,
+    rng: Rng,
     ids: BTreeSet<NodeId>,
     net: Arc<SimNetwork>,
     nodes: BTreeMap<NodeId, Node>,
@@ -219,7 +239,7 @@ async fn client(cluster: Arc<tokio::sync::Mutex<Cluster>>, stop: Arc<Mutex<bool>
             Ok(Err(QuorumError::NotLeader { leader })) => target = leader,
             Ok(Err(_)) | Err(_) => target = None,
         }
-        sleep(Duration::from_millis(20)).await;
+        sleep(Duration::from_millis(50)).await;
     }
 }
 
@@ -228,37 +248,48 @@ async fn inject_faults(cluster: &Arc<tokio::sync::Mutex<Cluster>>) {
         let pause = {
             let mut c = cluster.lock().await;
             let all = c.ids.clone();
-            match c.net.random(5) {
+            match c.rng.next(5) {
                 0 => {
-                    let size = 1 + c.net.random((all.len() as u64 - 1) / 2);
+                    let size = 1 + c.rng.next((all.len() as u64 - 1) / 2);
                     let mut side = BTreeSet::new();
                     while (side.len() as u64) < size {
-                        let pick = c.net.random(all.len() as u64 - 1) as usize;
+                        let pick = c.rng.next(all.len() as u64 - 1) as usize;
                         side.insert(*all.iter().nth(pick).unwrap());
                     }
                     c.net.partition(&side, &all);
+                    c.shared.lock().unwrap().faults.push(format!("partition {side:?}"));
                 }
-                1 => c.net.heal(),
+                1 => {
+                    c.net.heal();
+                    c.shared.lock().unwrap().faults.push("heal".into());
+                }
                 2 | 3 => {
-                    let pick = c.net.random(all.len() as u64 - 1) as usize;
+                    let pick = c.rng.next(all.len() as u64 - 1) as usize;
                     let id = *all.iter().nth(pick).unwrap();
-                    if c.nodes[&id].quorum.is_some() {
+                    let up = c.nodes[&id].quorum.is_some();
+                    if up {
                         c.crash(id).await;
                     } else {
                         c.start(id).await;
                     }
+                    let what = if up { "crash" } else { "restart" };
+                    c.shared.lock().unwrap().faults.push(format!("{what} {id}"));
                 }
                 4 => {
                     let faults = Faults {
-                        loss_per_mille: c.net.random(200),
+                        loss_per_mille: c.rng.next(200),
                         delay_ms_min: 0,
-                        delay_ms_max: c.net.random(80),
+                        delay_ms_max: c.rng.next(80),
                     };
                     c.net.set_faults(faults);
+                    c.shared.lock().unwrap().faults.push(format!("{faults:?}"));
                 }
-                _ => c.net.set_faults(Faults::NONE),
+                _ => {
+                    c.net.set_faults(Faults::NONE);
+                    c.shared.lock().unwrap().faults.push("no loss or delay".into());
+                }
             }
-            500 + c.net.random(2500)
+            500 + c.rng.next(2500)
         };
         sleep(Duration::from_millis(pause)).await;
     }
@@ -297,7 +328,12 @@ impl Drop for ReplayHint {
 }
 
 /// What a run ended with, to check that a seed replays.
-type Outcome = (Vec<(Committed, Bytes)>, BTreeMap<u64, NodeId>);
+#[derive(Debug, PartialEq, Eq)]
+struct Outcome {
+    acked: Vec<(Committed, Bytes)>,
+    leaders: BTreeMap<u64, NodeId>,
+    faults: Vec<String>,
+}
 
 async fn run(seed: u64) -> Outcome {
     let n: u64 = if seed % 2 == 0 { 3 } else { 5 };
@@ -318,16 +354,17 @@ async fn run(seed: u64) -> Outcome {
         seed,
         ids: ids.clone(),
         net: SimNetwork::new(seed),
+        rng: Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1),
         nodes,
         shared: Arc::default(),
     };
     // Start in a seeded order: bootstrap must not depend on it.
     let mut order: Vec<NodeId> = ids.iter().copied().collect();
-    let shift = cluster.net.random(n - 1) as usize;
+    let shift = cluster.rng.next(n - 1) as usize;
     order.rotate_left(shift);
     for id in order {
         cluster.start(id).await;
-        sleep(Duration::from_millis(cluster.net.random(1500))).await;
+        sleep(Duration::from_millis(cluster.rng.next(1500))).await;
     }
     let cluster = Arc::new(tokio::sync::Mutex::new(cluster));
     let stop = Arc::new(Mutex::new(false));
@@ -377,7 +414,11 @@ async fn run(seed: u64) -> Outcome {
             committed.index
         );
     }
-    let outcome = (shared.acked.clone(), shared.leaders.clone());
+    let outcome = Outcome {
+        acked: shared.acked.clone(),
+        leaders: shared.leaders.clone(),
+        faults: shared.faults.clone(),
+    };
     drop(shared);
     for quorum in c.live() {
         quorum.shutdown().await.unwrap();
@@ -409,13 +450,25 @@ fn seeds() -> Vec<u64> {
 fn raft_stays_safe_and_live_under_faults() {
     for seed in seeds() {
         let started = std::time::Instant::now();
-        let (acked, leaders) = run_seed(seed);
+        let outcome = run_seed(seed);
         eprintln!(
-            "seed {seed}: {} acknowledged, {} terms with a leader, {:?}",
-            acked.len(),
-            leaders.len(),
-            started.elapsed()
+            "seed {seed}: {} acknowledged, {} terms with a leader, {:?}; faults: {:?}",
+            outcome.acked.len(),
+            outcome.leaders.len(),
+            started.elapsed(),
+            outcome.faults,
         );
-        assert!(!acked.is_empty(), "seed {seed}: the run proves nothing");
+        assert!(outcome.acked.len() > 1, "seed {seed}: the run proves nothing");
     }
+}
+
+/// A seed replays its start order and fault schedule exactly. The
+/// interleaving of messages does not yet replay bit for bit (see the
+/// crate's report), so neither do the acknowledged indexes.
+#[test]
+fn the_fault_schedule_of_a_seed_replays() {
+    let seed = 7;
+    let first = run_seed(seed);
+    let second = run_seed(seed);
+    assert_eq!(first.faults, second.faults);
 }
