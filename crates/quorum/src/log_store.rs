@@ -83,7 +83,8 @@ fn read_single<T: serde::de::DeserializeOwned>(
     fs: &dyn FileSystem,
     path: &Path,
 ) -> io::Result<Option<T>> {
-    let Some(buf) = frame::read_file(fs, path).map_err(|e| ctx(format!("read {}", path.display()), e))?
+    let Some(buf) =
+        frame::read_file(fs, path).map_err(|e| ctx(format!("read {}", path.display()), e))?
     else {
         return Ok(None);
     };
@@ -94,7 +95,10 @@ fn read_single<T: serde::de::DeserializeOwned>(
         [(_, payload)] if decoded.valid_len == buf.len() as u64 => serde_json::from_slice(payload)
             .map(Some)
             .map_err(|e| corrupt(format!("decode {}: {e}", path.display()))),
-        _ => Err(corrupt(format!("{} is not one intact record", path.display()))),
+        _ => Err(corrupt(format!(
+            "{} is not one intact record",
+            path.display()
+        ))),
     }
 }
 
@@ -141,7 +145,6 @@ impl LogStore {
     pub fn vote(&self) -> io::Result<Option<Vote>> {
         Ok(self.lock()?.vote)
     }
-
 }
 
 impl LogInner {
@@ -182,7 +185,12 @@ impl LogInner {
     }
 
     /// Reads one segment; returns the index the next segment starts at.
-    fn recover_segment(&mut self, base: u64, is_last: bool, purged: Option<u64>) -> io::Result<u64> {
+    fn recover_segment(
+        &mut self,
+        base: u64,
+        is_last: bool,
+        purged: Option<u64>,
+    ) -> io::Result<u64> {
         let name = segment_name(base);
         let path = self.dir.join(&name);
         let buf = frame::read_file(self.fs.as_ref(), &path)
@@ -192,7 +200,9 @@ impl LogInner {
         if decoded.valid_len < buf.len() as u64 && !is_last {
             // Only the last segment can have been written without an fsync
             // completing: a segment is synced before the next is created.
-            return Err(corrupt(format!("{name} has a torn tail but is not the last segment")));
+            return Err(corrupt(format!(
+                "{name} has a torn tail but is not the last segment"
+            )));
         }
         let mut expected = base;
         for (position, payload) in &decoded.frames {
@@ -481,14 +491,26 @@ mod tests {
             .await
             .unwrap();
         store
-            .truncate_after(Some(LogId::new(LeaderId { term: 1, node_id: 1 }, 6)))
+            .truncate_after(Some(LogId::new(
+                LeaderId {
+                    term: 1,
+                    node_id: 1,
+                },
+                6,
+            )))
             .await
             .unwrap();
         append(&mut store, vec![entry(2, 7), entry(2, 8)])
             .await
             .unwrap();
         store
-            .purge(LogId::new(LeaderId { term: 1, node_id: 1 }, 3))
+            .purge(LogId::new(
+                LeaderId {
+                    term: 1,
+                    node_id: 1,
+                },
+                3,
+            ))
             .await
             .unwrap();
         append(&mut store, vec![entry(2, 9)]).await.unwrap();
@@ -507,7 +529,13 @@ mod tests {
         // A purge past the last entry (after installing a snapshot)
         // empties the log; the next append follows the purge point.
         store
-            .purge(LogId::new(LeaderId { term: 3, node_id: 1 }, 20))
+            .purge(LogId::new(
+                LeaderId {
+                    term: 3,
+                    node_id: 1,
+                },
+                20,
+            ))
             .await
             .unwrap();
         assert!(ids(&mut store).await.is_empty());
@@ -523,7 +551,10 @@ mod tests {
         append(&mut store, vec![entry(3, 21)]).await.unwrap();
         let mut store = crash(&sim, &fs).unwrap();
         assert_eq!(ids(&mut store).await, vec![(3, 21)]);
-        assert!(append(&mut store, vec![entry(3, 23)]).await.is_err(), "a gap");
+        assert!(
+            append(&mut store, vec![entry(3, 23)]).await.is_err(),
+            "a gap"
+        );
     }
 
     #[tokio::test]

@@ -104,15 +104,14 @@ impl Quorum {
     ) -> Result<Quorum, QuorumError> {
         let raft_config = Arc::new(config.raft_config()?);
         let node_id = config.node_id;
-        let log = LogStore::open(fs.clone(), &config.dir)
-            .map_err(|e| QuorumError::io(format!("open metadata log {}", config.dir.display()), e))?;
-        let machine = MachineStore::open(machine, SnapshotStore::new(fs, &config.dir)).map_err(
-            |e| QuorumError::io(format!("load snapshot from {}", config.dir.display()), e),
-        )?;
-        let network = NetworkFactory {
-            node_id,
-            transport,
-        };
+        let log = LogStore::open(fs.clone(), &config.dir).map_err(|e| {
+            QuorumError::io(format!("open metadata log {}", config.dir.display()), e)
+        })?;
+        let machine =
+            MachineStore::open(machine, SnapshotStore::new(fs, &config.dir)).map_err(|e| {
+                QuorumError::io(format!("load snapshot from {}", config.dir.display()), e)
+            })?;
+        let network = NetworkFactory { node_id, transport };
         let seed = config.rng_seed.unwrap_or_else(|| seed_from_clock(node_id));
         // openraft draws its election timeouts from the task-local seed of
         // `DeterministicRng`; every task it spawns inherits one from here.

@@ -162,7 +162,10 @@ impl Transport for SimTransport {
                 }
             };
             let Some(peer) = peer else {
-                return Err(TransportError::Unreachable(target, "link cut or node down".into()));
+                return Err(TransportError::Unreachable(
+                    target,
+                    "link cut or node down".into(),
+                ));
             };
             if request.lost {
                 std::future::pending::<()>().await;

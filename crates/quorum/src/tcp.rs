@@ -172,7 +172,11 @@ pub async fn serve_connection(mut stream: TcpStream, quorum: &Quorum) -> io::Res
         };
         let response = match quorum.handle_rpc(kind, body).await {
             Ok(reply) => encode_response(header.correlation_id, ERROR_NONE, &reply),
-            Err(e) => encode_response(header.correlation_id, ERROR_FAILED, e.to_string().as_bytes()),
+            Err(e) => encode_response(
+                header.correlation_id,
+                ERROR_FAILED,
+                e.to_string().as_bytes(),
+            ),
         };
         stream.write_all(&response).await?;
     }

@@ -22,9 +22,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use tarn_quorum::sim::{Faults, SimNetwork};
-use tarn_quorum::{
-    ApplyError, Committed, NodeId, Quorum, QuorumConfig, QuorumError, StateMachine,
-};
+use tarn_quorum::{ApplyError, Committed, NodeId, Quorum, QuorumConfig, QuorumError, StateMachine};
 use tarn_storage::sim::SimFileSystem;
 use tarn_storage::FileSystem;
 use tokio::time::{sleep, timeout, Instant};
@@ -53,7 +51,8 @@ fn check_history(shared: &SharedRef, node: NodeId, index: u64, entry: &Bytes) {
     let mut s = shared.lock().unwrap();
     match s.history.get(&index) {
         Some(seen) if seen != entry => {
-            let msg = format!("node {node} applied {entry:?} at {index}, where {seen:?} was applied");
+            let msg =
+                format!("node {node} applied {entry:?} at {index}, where {seen:?} was applied");
             s.violations.push(msg);
         }
         Some(_) => {}
@@ -182,11 +181,16 @@ impl Cluster {
     }
 
     fn live(&self) -> Vec<Quorum> {
-        self.nodes.values().filter_map(|n| n.quorum.clone()).collect()
+        self.nodes
+            .values()
+            .filter_map(|n| n.quorum.clone())
+            .collect()
     }
 
     fn leader(&self) -> Option<Quorum> {
-        self.live().into_iter().find(|q| q.status().borrow().is_leader)
+        self.live()
+            .into_iter()
+            .find(|q| q.status().borrow().is_leader)
     }
 }
 
@@ -257,7 +261,11 @@ async fn inject_faults(cluster: &Arc<tokio::sync::Mutex<Cluster>>) {
                         side.insert(*all.iter().nth(pick).unwrap());
                     }
                     c.net.partition(&side, &all);
-                    c.shared.lock().unwrap().faults.push(format!("partition {side:?}"));
+                    c.shared
+                        .lock()
+                        .unwrap()
+                        .faults
+                        .push(format!("partition {side:?}"));
                 }
                 1 => {
                     c.net.heal();
@@ -286,7 +294,11 @@ async fn inject_faults(cluster: &Arc<tokio::sync::Mutex<Cluster>>) {
                 }
                 _ => {
                     c.net.set_faults(Faults::NONE);
-                    c.shared.lock().unwrap().faults.push("no loss or delay".into());
+                    c.shared
+                        .lock()
+                        .unwrap()
+                        .faults
+                        .push("no loss or delay".into());
                 }
             }
             500 + c.rng.next(2500)
@@ -302,7 +314,8 @@ async fn propose_after_heal(cluster: &Arc<tokio::sync::Mutex<Cluster>>, seed: u6
     while Instant::now() < deadline {
         let leader = cluster.lock().await.leader();
         if let Some(leader) = leader {
-            if let Ok(Ok(committed)) = timeout(PROPOSE_TIMEOUT, leader.propose(entry.clone())).await {
+            if let Ok(Ok(committed)) = timeout(PROPOSE_TIMEOUT, leader.propose(entry.clone())).await
+            {
                 let c = cluster.lock().await;
                 c.shared.lock().unwrap().acked.push((committed, entry));
                 return committed;
@@ -336,7 +349,7 @@ struct Outcome {
 }
 
 async fn run(seed: u64) -> Outcome {
-    let n: u64 = if seed % 2 == 0 { 3 } else { 5 };
+    let n: u64 = if seed.is_multiple_of(2) { 3 } else { 5 };
     let ids: BTreeSet<NodeId> = (1..=n).collect();
     let nodes = ids
         .iter()
@@ -391,9 +404,22 @@ async fn run(seed: u64) -> Outcome {
         let mut status = quorum.status();
         let caught_up = status.wait_for(|s| s.applied_index >= Some(last.index));
         if timeout(LIVENESS_DEADLINE, caught_up).await.is_err() {
-            panic!("seed {seed}: node {} did not apply {}", quorum.node_id(), last.index);
+            panic!(
+                "seed {seed}: node {} did not apply {}",
+                quorum.node_id(),
+                last.index
+            );
         }
     }
+    let outcome = check(&c, seed);
+    for quorum in c.live() {
+        quorum.shutdown().await.unwrap();
+    }
+    outcome
+}
+
+/// The safety checks at the end of a run.
+fn check(c: &Cluster, seed: u64) -> Outcome {
     let shared = c.shared.lock().unwrap();
     assert!(
         shared.violations.is_empty(),
@@ -403,7 +429,10 @@ async fn run(seed: u64) -> Outcome {
     let reference: Vec<(u64, Bytes)> = c.nodes[&1].applied.lock().unwrap().clone();
     for (id, node) in &c.nodes {
         let applied = node.applied.lock().unwrap();
-        assert_eq!(*applied, reference, "seed {seed}: node {id} applied another sequence");
+        assert_eq!(
+            *applied, reference,
+            "seed {seed}: node {id} applied another sequence"
+        );
     }
     let applied: BTreeMap<u64, Bytes> = reference.into_iter().collect();
     for (committed, entry) in &shared.acked {
@@ -414,16 +443,11 @@ async fn run(seed: u64) -> Outcome {
             committed.index
         );
     }
-    let outcome = Outcome {
+    Outcome {
         acked: shared.acked.clone(),
         leaders: shared.leaders.clone(),
         faults: shared.faults.clone(),
-    };
-    drop(shared);
-    for quorum in c.live() {
-        quorum.shutdown().await.unwrap();
     }
-    outcome
 }
 
 fn run_seed(seed: u64) -> Outcome {
@@ -458,7 +482,10 @@ fn raft_stays_safe_and_live_under_faults() {
             started.elapsed(),
             outcome.faults,
         );
-        assert!(outcome.acked.len() > 1, "seed {seed}: the run proves nothing");
+        assert!(
+            outcome.acked.len() > 1,
+            "seed {seed}: the run proves nothing"
+        );
     }
 }
 
