@@ -171,7 +171,10 @@ impl LogInner {
         let purged_index = self.purged.map(|p| p.index);
         let mut next: Option<u64> = None;
         for (i, &base) in bases.iter().enumerate() {
-            if next.is_some_and(|n| n != base) {
+            // Segments follow each other, except that a gap may come after
+            // segments that hold only purged entries.
+            let behind_purge = |i: u64| purged_index.is_some_and(|p| i <= p + 1);
+            if next.is_some_and(|n| n != base && !(behind_purge(n) && behind_purge(base))) {
                 return Err(corrupt(format!(
                     "{} does not follow the previous segment, which ends before {}",
                     segment_name(base),
@@ -181,6 +184,16 @@ impl LogInner {
             let is_last = i + 1 == bases.len();
             next = Some(self.recover_segment(base, is_last, purged_index)?);
         }
+        if let (Some(purged), Some(first)) = (purged_index, self.entries.keys().next()) {
+            if *first != purged + 1 {
+                return Err(corrupt(format!(
+                    "the log resumes at {first} after the purge point {purged}"
+                )));
+            }
+        }
+        // A last segment that holds only purged entries (its removal was
+        // not yet durable) must not take the next entry after a gap.
+        self.roll_next = next.is_some_and(|n| n != self.next_index());
         Ok(())
     }
 
@@ -374,7 +387,11 @@ impl LogInner {
                 .remove_file(&self.dir.join(segment_name(base)))
                 .map_err(|e| ctx(format!("remove {}", segment_name(base)), e))?;
         }
-        Ok(())
+        // Not needed for safety (a segment that comes back holds only
+        // purged entries), but it keeps start-up from reading it again.
+        self.fs
+            .sync_dir(&self.dir)
+            .map_err(|e| ctx(format!("sync {}", self.dir.display()), e))
     }
 
     fn save_vote(&mut self, vote: &Vote) -> io::Result<()> {
@@ -555,6 +572,35 @@ mod tests {
             append(&mut store, vec![entry(3, 23)]).await.is_err(),
             "a gap"
         );
+    }
+
+    #[tokio::test]
+    async fn a_purged_segment_that_comes_back_takes_no_new_entries() {
+        let (sim, fs, mut store) = setup(5);
+        append(&mut store, (0..5).map(|i| entry(1, i)).collect())
+            .await
+            .unwrap();
+        let segment = Path::new(DIR).join(segment_name(0));
+        let saved = frame::read_file(fs.as_ref(), &segment).unwrap().unwrap();
+        store
+            .purge(LogId::new(
+                LeaderId {
+                    term: 2,
+                    node_id: 1,
+                },
+                9,
+            ))
+            .await
+            .unwrap();
+        // The removal did not reach the disk: the segment is back.
+        let handle = fs.open(&segment, true).unwrap();
+        handle.write_all_at(&saved, 0).unwrap();
+        handle.sync().unwrap();
+        let mut store = crash(&sim, &fs).unwrap();
+        assert!(ids(&mut store).await.is_empty());
+        append(&mut store, vec![entry(2, 10)]).await.unwrap();
+        let mut store = crash(&sim, &fs).unwrap();
+        assert_eq!(ids(&mut store).await, vec![(2, 10)]);
     }
 
     #[tokio::test]
