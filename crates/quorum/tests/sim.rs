@@ -13,7 +13,9 @@
 //! `0..n` (20 by default). A seed fixes the start order, the fault
 //! schedule, openraft's election jitter and the network's draws; what
 //! still varies between runs of a seed is the order in which those draws
-//! meet concurrent messages (not yet tracked down).
+//! meet concurrent messages: runs with one kind of fault replay exactly,
+//! mixes of kinds (e.g. loss with crashes) do not always; the source is
+//! not yet tracked down.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
