@@ -410,6 +410,7 @@ fn ensure_topic(
                 num_partitions,
                 replication_factor,
                 configs,
+                assignments: None,
             };
             Ok(match create_topic_records(image, &broker.config, &new) {
                 Ok((records, _)) => (records, Ok(true)),

@@ -1,0 +1,92 @@
+//! `QuorumConfig`: what a node needs to join the quorum, with Kafka's
+//! `controller.quorum.*` timeouts.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use crate::error::QuorumError;
+use crate::NodeId;
+
+/// Default of `controller.quorum.election.timeout.ms`.
+pub const DEFAULT_ELECTION_TIMEOUT_MS: u64 = 1000;
+/// Default of `controller.quorum.fetch.timeout.ms`.
+pub const DEFAULT_FETCH_TIMEOUT_MS: u64 = 2000;
+/// Default number of entries between snapshots.
+pub const DEFAULT_SNAPSHOT_EVERY: u64 = 1000;
+
+/// One node's quorum settings.
+///
+/// Timeouts map onto openraft as follows: a follower that hears nothing
+/// from a leader for a random time in
+/// `[election_timeout_ms, max(fetch_timeout_ms, election_timeout_ms + 1))`
+/// starts an election; the leader sends heartbeats every
+/// `election_timeout_ms / 4`, so a dead leader is noticed within one
+/// election timeout plus that jitter.
+#[derive(Debug, Clone)]
+pub struct QuorumConfig {
+    pub node_id: NodeId,
+    /// The static voter set (`controller.quorum.voters`): id -> host:port
+    /// of each controller listener. Must contain `node_id`.
+    pub voters: BTreeMap<NodeId, String>,
+    /// `controller.quorum.election.timeout.ms`.
+    pub election_timeout_ms: u64,
+    /// `controller.quorum.fetch.timeout.ms`.
+    pub fetch_timeout_ms: u64,
+    /// A snapshot is taken every this many entries, and the log behind it
+    /// purged, so start-up replays at most about this many entries.
+    pub snapshot_every: u64,
+    /// The directory of the log, vote and snapshot,
+    /// e.g. `<metadata.log.dir>/__cluster_metadata-0`.
+    pub dir: PathBuf,
+    /// Seed of the election-timeout jitter; `None` draws one from the
+    /// clock. Simulations set it so a run replays.
+    pub rng_seed: Option<u64>,
+}
+
+impl QuorumConfig {
+    /// A config with Kafka's default timeouts.
+    pub fn new(node_id: NodeId, voters: BTreeMap<NodeId, String>, dir: PathBuf) -> QuorumConfig {
+        QuorumConfig {
+            node_id,
+            voters,
+            election_timeout_ms: DEFAULT_ELECTION_TIMEOUT_MS,
+            fetch_timeout_ms: DEFAULT_FETCH_TIMEOUT_MS,
+            snapshot_every: DEFAULT_SNAPSHOT_EVERY,
+            dir,
+            rng_seed: None,
+        }
+    }
+
+    pub(crate) fn heartbeat_interval_ms(&self) -> u64 {
+        (self.election_timeout_ms / 4).max(1)
+    }
+
+    pub(crate) fn raft_config(&self) -> Result<openraft::Config, QuorumError> {
+        if !self.voters.contains_key(&self.node_id) {
+            return Err(QuorumError::Config(format!(
+                "node {} is not in the voter set {:?}",
+                self.node_id,
+                self.voters.keys().collect::<Vec<_>>()
+            )));
+        }
+        if self.snapshot_every == 0 {
+            return Err(QuorumError::Config("snapshot_every must be > 0".into()));
+        }
+        let config = openraft::Config {
+            cluster_name: "__cluster_metadata".to_string(),
+            election_timeout_min: self.election_timeout_ms,
+            election_timeout_max: self.fetch_timeout_ms.max(self.election_timeout_ms + 1),
+            heartbeat_interval: self.heartbeat_interval_ms(),
+            install_snapshot_timeout: self.fetch_timeout_ms,
+            snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(self.snapshot_every),
+            // Purge everything the snapshot covers: start-up then reads the
+            // snapshot plus at most `snapshot_every` entries, and a follower
+            // that fell behind the snapshot is sent the snapshot.
+            max_in_snapshot_log_to_keep: 0,
+            ..openraft::Config::default()
+        };
+        config
+            .validate()
+            .map_err(|e| QuorumError::Config(e.to_string()))
+    }
+}

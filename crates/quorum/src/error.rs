@@ -1,0 +1,45 @@
+//! The errors of the quorum API.
+
+use std::io;
+
+use crate::NodeId;
+
+/// An error a caller may see from [`crate::Quorum`].
+#[derive(Debug, thiserror::Error)]
+pub enum QuorumError {
+    /// This node is not the leader; `leader` is the one it knows of.
+    #[error("not the leader (leader: {leader:?})")]
+    NotLeader { leader: Option<NodeId> },
+    /// The entry was appended by a leader that lost its leadership before
+    /// the entry was known to commit: it may or may not commit later.
+    #[error("leadership changed; commit status unknown (leader: {leader:?})")]
+    Uncertain { leader: Option<NodeId> },
+    /// The quorum stopped: shut down, or a fatal storage error.
+    #[error("quorum stopped: {0}")]
+    Shutdown(String),
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: io::Error,
+    },
+    /// A configuration this crate cannot run with.
+    #[error("invalid quorum config: {0}")]
+    Config(String),
+    /// A peer's RPC could not be decoded or answered.
+    #[error("rpc: {0}")]
+    Rpc(String),
+}
+
+impl QuorumError {
+    pub(crate) fn io(context: impl Into<String>, source: io::Error) -> QuorumError {
+        QuorumError::Io {
+            context: context.into(),
+            source,
+        }
+    }
+}
+
+/// What a [`crate::StateMachine`] returns when it cannot apply an entry;
+/// the node then stops, as on a storage error.
+pub type ApplyError = Box<dyn std::error::Error + Send + Sync>;

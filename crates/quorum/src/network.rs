@@ -1,0 +1,239 @@
+//! The transport the quorum sends its RPCs over, and openraft's network
+//! on top of it.
+//!
+//! A [`Transport`] carries opaque request bodies to a peer and brings back
+//! the reply; the peer hands the body to [`crate::Quorum::handle_rpc`].
+//! Bodies are JSON of openraft's messages, which stay private to this
+//! crate. Every call is bounded by openraft's per-RPC deadline, so a
+//! message the transport loses costs one timeout, as on a real network.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::future::BoxFuture;
+use openraft::errors::{
+    NetworkError, RPCError, ReplicationClosed, StreamingError, Timeout, Unreachable,
+};
+use openraft::network::{RPCOption, RaftNetworkFactory, RaftNetworkV2};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
+};
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+
+use crate::types::{Snapshot, SnapshotMeta, TypeConfig, Vote};
+use crate::NodeId;
+
+/// The RPCs of the quorum, each with a private Kafka api key, so a
+/// CONTROLLER listener can route quorum frames apart from Kafka requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RpcKind {
+    AppendEntries,
+    Vote,
+    PreVote,
+    InstallSnapshot,
+}
+
+/// The first api key of the quorum's private range.
+pub const QUORUM_API_KEY_BASE: i16 = 10000;
+
+impl RpcKind {
+    pub const ALL: [RpcKind; 4] = [
+        RpcKind::AppendEntries,
+        RpcKind::Vote,
+        RpcKind::PreVote,
+        RpcKind::InstallSnapshot,
+    ];
+
+    pub fn api_key(self) -> i16 {
+        QUORUM_API_KEY_BASE
+            + match self {
+                RpcKind::AppendEntries => 0,
+                RpcKind::Vote => 1,
+                RpcKind::PreVote => 2,
+                RpcKind::InstallSnapshot => 3,
+            }
+    }
+
+    pub fn from_api_key(api_key: i16) -> Option<RpcKind> {
+        RpcKind::ALL.into_iter().find(|k| k.api_key() == api_key)
+    }
+}
+
+/// Whether a request with this api key is the quorum's (to be handed to
+/// [`crate::Quorum::handle_rpc`]) rather than a Kafka request.
+pub fn is_quorum_api_key(api_key: i16) -> bool {
+    RpcKind::from_api_key(api_key).is_some()
+}
+
+/// Why a call to a peer brought back no reply.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum TransportError {
+    /// The peer could not be reached (no route, refused, connection lost).
+    #[error("peer {0} unreachable: {1}")]
+    Unreachable(NodeId, String),
+    /// The peer answered with an error (e.g. it is shutting down).
+    #[error("peer {0} failed the request: {1}")]
+    Remote(NodeId, String),
+}
+
+/// Sends one request to a peer and waits for its reply. Implementations
+/// need not time out: the caller bounds every call.
+pub trait Transport: Send + Sync + 'static {
+    fn call(
+        &self,
+        target: NodeId,
+        kind: RpcKind,
+        body: Bytes,
+    ) -> BoxFuture<'static, Result<Bytes, TransportError>>;
+}
+
+/// The body of an InstallSnapshot request.
+#[derive(Serialize, Deserialize)]
+pub(crate) struct SnapshotRequest {
+    pub vote: Vote,
+    pub meta: SnapshotMeta,
+    pub image: Bytes,
+}
+
+pub(crate) fn encode<T: Serialize>(value: &T) -> Bytes {
+    // Serializing openraft's plain data types to JSON cannot fail.
+    Bytes::from(serde_json::to_vec(value).expect("RPC messages serialize"))
+}
+
+pub(crate) fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, String> {
+    serde_json::from_slice(body).map_err(|e| format!("undecodable RPC body: {e}"))
+}
+
+/// openraft's network factory over a [`Transport`].
+pub(crate) struct NetworkFactory {
+    pub node_id: NodeId,
+    pub transport: Arc<dyn Transport>,
+}
+
+impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
+    type Network = Peer;
+
+    async fn new_client(&mut self, target: NodeId, _node: &openraft::impls::BasicNode) -> Peer {
+        Peer {
+            from: self.node_id,
+            target,
+            transport: self.transport.clone(),
+        }
+    }
+}
+
+pub(crate) struct Peer {
+    from: NodeId,
+    target: NodeId,
+    transport: Arc<dyn Transport>,
+}
+
+/// Why a call failed, before it is cast into openraft's error types.
+enum CallError {
+    Timeout(Duration),
+    Transport(TransportError),
+    Decode(String),
+}
+
+impl Peer {
+    async fn call<Req: Serialize, Resp: DeserializeOwned>(
+        &self,
+        kind: RpcKind,
+        request: &Req,
+        ttl: Duration,
+    ) -> Result<Resp, CallError> {
+        let call = self.transport.call(self.target, kind, encode(request));
+        match tokio::time::timeout(ttl, call).await {
+            Err(_) => Err(CallError::Timeout(ttl)),
+            Ok(Err(e)) => Err(CallError::Transport(e)),
+            Ok(Ok(body)) => decode(&body).map_err(CallError::Decode),
+        }
+    }
+
+    fn rpc_error(&self, e: CallError, kind: RpcKind) -> RPCError<TypeConfig> {
+        match e {
+            CallError::Timeout(ttl) => RPCError::Timeout(self.timeout(ttl, kind)),
+            CallError::Transport(e) => RPCError::Unreachable(Unreachable::new(&e)),
+            CallError::Decode(msg) => RPCError::Network(NetworkError::from_string(msg)),
+        }
+    }
+
+    fn timeout(&self, ttl: Duration, kind: RpcKind) -> Timeout<TypeConfig> {
+        let action = match kind {
+            RpcKind::AppendEntries => openraft::network::RPCTypes::AppendEntries,
+            RpcKind::Vote | RpcKind::PreVote => openraft::network::RPCTypes::Vote,
+            RpcKind::InstallSnapshot => openraft::network::RPCTypes::InstallSnapshot,
+        };
+        Timeout {
+            action,
+            id: self.from,
+            target: self.target,
+            timeout: ttl,
+        }
+    }
+}
+
+impl RaftNetworkV2<TypeConfig> for Peer {
+    type SnapshotData = Bytes;
+
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<AppendEntriesResponse<TypeConfig>, RPCError<TypeConfig>> {
+        let kind = RpcKind::AppendEntries;
+        self.call(kind, &rpc, option.hard_ttl())
+            .await
+            .map_err(|e| self.rpc_error(e, kind))
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<TypeConfig>, RPCError<TypeConfig>> {
+        let kind = RpcKind::Vote;
+        self.call(kind, &rpc, option.hard_ttl())
+            .await
+            .map_err(|e| self.rpc_error(e, kind))
+    }
+
+    async fn pre_vote(
+        &mut self,
+        rpc: VoteRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<TypeConfig>, RPCError<TypeConfig>> {
+        let kind = RpcKind::PreVote;
+        self.call(kind, &rpc, option.hard_ttl())
+            .await
+            .map_err(|e| self.rpc_error(e, kind))
+    }
+
+    async fn full_snapshot(
+        &mut self,
+        vote: Vote,
+        snapshot: Snapshot,
+        cancel: impl Future<Output = ReplicationClosed> + openraft::OptionalSend + 'static,
+        option: RPCOption,
+    ) -> Result<SnapshotResponse<TypeConfig>, StreamingError<TypeConfig>> {
+        let kind = RpcKind::InstallSnapshot;
+        let request = SnapshotRequest {
+            vote,
+            meta: snapshot.meta,
+            image: snapshot.snapshot,
+        };
+        // Biased: an unbiased select draws from tokio's unseeded generator,
+        // which would break the replay of a simulation.
+        tokio::select! {
+            biased;
+            closed = cancel => Err(StreamingError::Closed(closed)),
+            result = self.call(kind, &request, option.hard_ttl()) => result.map_err(|e| match e {
+                CallError::Timeout(ttl) => StreamingError::Timeout(self.timeout(ttl, kind)),
+                CallError::Transport(e) => StreamingError::Unreachable(Unreachable::new(&e)),
+                CallError::Decode(msg) => StreamingError::Network(NetworkError::from_string(msg)),
+            }),
+        }
+    }
+}

@@ -1,0 +1,274 @@
+//! [`Quorum`]: one node's handle on the replicated metadata log.
+//!
+//! Bootstrap needs no format step. At start, a node whose log holds no
+//! membership initializes the cluster with the static voter set of its
+//! config. Every voter does this, in any order: openraft's
+//! `Raft::initialize` writes the same membership entry at index 0 on every
+//! empty node (identical initial configurations cannot diverge; Raft's
+//! vote then elects one leader) and refuses with `NotAllowed` on a node
+//! whose log is not empty, which is taken as "already initialized". So
+//! the cluster forms whichever voters start first, and a later start never
+//! re-initializes. The voter sets in the configs must be identical.
+//!
+//! Brokers that are not voters could follow the log as openraft learners
+//! (`Raft::add_learner` on the leader, a `StateMachine` on the broker);
+//! not offered yet.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use openraft::async_runtime::WatchReceiver;
+use openraft::errors::{ClientWriteError, InitializeError, LinearizableReadError, RaftError};
+use openraft::impls::BasicNode;
+use openraft::{Raft, ServerState};
+use openraft_rt::deterministic_rng::DeterministicRng;
+use tarn_storage::FileSystem;
+use tokio::sync::watch;
+
+use crate::config::QuorumConfig;
+use crate::error::QuorumError;
+use crate::log_store::LogStore;
+use crate::machine::{committed, MachineStore, SnapshotStore, StateMachine};
+use crate::network::{decode, encode, NetworkFactory, RpcKind, SnapshotRequest, Transport};
+use crate::types::{Data, Snapshot, TypeConfig};
+use crate::NodeId;
+
+/// Where a proposed entry landed in the log once committed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Committed {
+    pub index: u64,
+    pub term: u64,
+}
+
+/// What this node knows of the quorum.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuorumStatus {
+    pub node_id: NodeId,
+    pub term: u64,
+    pub leader: Option<NodeId>,
+    pub is_leader: bool,
+    /// The highest index this node knows to be committed.
+    pub committed_index: Option<u64>,
+    /// The highest index applied to this node's state machine.
+    pub applied_index: Option<u64>,
+    pub voters: BTreeSet<NodeId>,
+    /// False once the node stopped (shut down or failed).
+    pub running: bool,
+}
+
+type QuorumRaft = Raft<TypeConfig, MachineStore>;
+
+/// A running quorum member. Cheap to clone; all clones share the node.
+#[derive(Clone)]
+pub struct Quorum {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    node_id: NodeId,
+    raft: QuorumRaft,
+    status: watch::Receiver<QuorumStatus>,
+}
+
+impl std::fmt::Debug for Quorum {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Quorum")
+            .field("node_id", &self.inner.node_id)
+            .finish()
+    }
+}
+
+fn seed_from_clock(node_id: NodeId) -> u64 {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    nanos ^ node_id.rotate_left(32)
+}
+
+fn stopped(e: impl std::fmt::Display) -> QuorumError {
+    QuorumError::Shutdown(e.to_string())
+}
+
+impl Quorum {
+    /// Recovers the node's log and latest snapshot from `config.dir` on
+    /// `fs`, installs the snapshot into `machine` (which must be empty),
+    /// starts Raft and, on an empty log, bootstraps (see the module docs).
+    /// Committed entries are then applied to `machine` in order.
+    pub async fn start(
+        config: QuorumConfig,
+        fs: Arc<dyn FileSystem>,
+        transport: Arc<dyn Transport>,
+        machine: Box<dyn StateMachine>,
+    ) -> Result<Quorum, QuorumError> {
+        let raft_config = Arc::new(config.raft_config()?);
+        let node_id = config.node_id;
+        let log = LogStore::open(fs.clone(), &config.dir).map_err(|e| {
+            QuorumError::io(format!("open metadata log {}", config.dir.display()), e)
+        })?;
+        let machine =
+            MachineStore::open(machine, SnapshotStore::new(fs, &config.dir)).map_err(|e| {
+                QuorumError::io(format!("load snapshot from {}", config.dir.display()), e)
+            })?;
+        let network = NetworkFactory { node_id, transport };
+        let seed = config.rng_seed.unwrap_or_else(|| seed_from_clock(node_id));
+        // openraft draws its election timeouts from the task-local seed of
+        // `DeterministicRng`; every task it spawns inherits one from here.
+        let raft = DeterministicRng::<openraft_rt_tokio::TokioRuntime>::scope(
+            seed,
+            Raft::new(node_id, raft_config, network, log, machine),
+        )
+        .await
+        .map_err(stopped)?;
+        let status = spawn_status(node_id, &raft);
+        let quorum = Quorum {
+            inner: Arc::new(Inner {
+                node_id,
+                raft,
+                status,
+            }),
+        };
+        quorum.bootstrap(&config.voters).await?;
+        Ok(quorum)
+    }
+
+    async fn bootstrap(&self, voters: &BTreeMap<NodeId, String>) -> Result<(), QuorumError> {
+        let raft = &self.inner.raft;
+        if raft.is_initialized().await.map_err(stopped)? {
+            return Ok(());
+        }
+        let members: BTreeMap<NodeId, BasicNode> = voters
+            .iter()
+            .map(|(id, addr)| (*id, BasicNode::new(addr)))
+            .collect();
+        match raft.initialize(members).await {
+            Ok(()) => {
+                tracing::info!(node_id = self.inner.node_id, voters = ?voters.keys(), "initialized the metadata quorum");
+                Ok(())
+            }
+            // Another voter's membership reached us first: already formed.
+            Err(RaftError::APIError(InitializeError::NotAllowed(_))) => Ok(()),
+            Err(RaftError::APIError(e @ InitializeError::NotInMembers(_))) => {
+                Err(QuorumError::Config(e.to_string()))
+            }
+            Err(RaftError::Fatal(e)) => Err(stopped(e)),
+        }
+    }
+
+    pub fn node_id(&self) -> NodeId {
+        self.inner.node_id
+    }
+
+    /// Appends `entry` to the log as one atomic entry and returns once it
+    /// is committed (and applied on this node).
+    pub async fn propose(&self, entry: Bytes) -> Result<Committed, QuorumError> {
+        match self.inner.raft.client_write(Data(entry)).await {
+            Ok(response) => Ok(committed(&response.log_id)),
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
+                Err(QuorumError::NotLeader {
+                    leader: f.leader_id,
+                })
+            }
+            Err(RaftError::APIError(ClientWriteError::LogEntryDiscarded(f))) => {
+                Err(QuorumError::Uncertain {
+                    leader: f.leader_id,
+                })
+            }
+            Err(RaftError::APIError(e)) => Err(QuorumError::Rpc(e.to_string())),
+            Err(RaftError::Fatal(e)) => Err(stopped(e)),
+        }
+    }
+
+    /// Returns once this node has confirmed with a quorum that it is
+    /// still the leader; the index returned is then committed, and a read
+    /// of the state machine after it has been applied is linearizable.
+    pub async fn read_barrier(&self) -> Result<u64, QuorumError> {
+        let raft = &self.inner.raft;
+        match raft
+            .ensure_linearizable(openraft::ReadPolicy::ReadIndex)
+            .await
+        {
+            Ok(read) => Ok(read.log_id().index),
+            Err(RaftError::APIError(LinearizableReadError::ForwardToLeader(f))) => {
+                Err(QuorumError::NotLeader {
+                    leader: f.leader_id,
+                })
+            }
+            Err(RaftError::APIError(e)) => Err(QuorumError::Rpc(e.to_string())),
+            Err(RaftError::Fatal(e)) => Err(stopped(e)),
+        }
+    }
+
+    /// This node's view of the quorum, updated as it changes.
+    pub fn status(&self) -> watch::Receiver<QuorumStatus> {
+        self.inner.status.clone()
+    }
+
+    /// Handles an RPC a peer sent through its [`Transport`]; the reply
+    /// goes back to that peer.
+    pub async fn handle_rpc(&self, kind: RpcKind, body: &[u8]) -> Result<Bytes, QuorumError> {
+        let raft = &self.inner.raft;
+        let reply = match kind {
+            RpcKind::AppendEntries => {
+                let request = decode(body).map_err(QuorumError::Rpc)?;
+                encode(&raft.append_entries(request).await.map_err(stopped)?)
+            }
+            RpcKind::Vote => {
+                let request = decode(body).map_err(QuorumError::Rpc)?;
+                encode(&raft.vote(request).await.map_err(stopped)?)
+            }
+            RpcKind::PreVote => {
+                let request = decode(body).map_err(QuorumError::Rpc)?;
+                encode(&raft.pre_vote(request).await.map_err(stopped)?)
+            }
+            RpcKind::InstallSnapshot => {
+                let request: SnapshotRequest = decode(body).map_err(QuorumError::Rpc)?;
+                let snapshot = Snapshot {
+                    meta: request.meta,
+                    snapshot: request.image,
+                };
+                encode(
+                    &raft
+                        .install_full_snapshot(request.vote, snapshot)
+                        .await
+                        .map_err(stopped)?,
+                )
+            }
+        };
+        Ok(reply)
+    }
+
+    /// Stops the node; its durable state stays for the next start.
+    pub async fn shutdown(&self) -> Result<(), QuorumError> {
+        self.inner.raft.shutdown().await.map_err(stopped)
+    }
+}
+
+/// Mirrors openraft's metrics into a [`QuorumStatus`] watch.
+fn spawn_status(node_id: NodeId, raft: &QuorumRaft) -> watch::Receiver<QuorumStatus> {
+    let mut metrics = raft.metrics();
+    let convert = move |running: bool, m: &openraft::RaftMetrics<TypeConfig>| QuorumStatus {
+        node_id,
+        term: m.current_term,
+        leader: m.current_leader,
+        is_leader: m.state == ServerState::Leader,
+        committed_index: m.local_committed.map(|l| l.index),
+        applied_index: m.last_applied.map(|l| l.index),
+        voters: m.membership_config.membership().voter_ids().collect(),
+        running: running && m.running_state.is_ok(),
+    };
+    let initial = convert(true, &metrics.borrow_watched());
+    let (tx, rx) = watch::channel(initial);
+    tokio::spawn(async move {
+        loop {
+            let changed = metrics.changed().await;
+            let status = convert(changed.is_ok(), &metrics.borrow_watched());
+            tx.send_replace(status);
+            if changed.is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}

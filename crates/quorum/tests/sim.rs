@@ -1,0 +1,503 @@
+//! Deterministic simulation of a 3- or 5-node quorum over the in-process
+//! network, on simulated disks, on tokio's paused clock.
+//!
+//! Faults: message loss, delay and so reordering, partitions, and crashes
+//! (power cut with torn tails, then restart), while a client proposes.
+//! Checks: at most one leader per term; an entry once applied at an index
+//! is the only entry ever applied there, on any node (so acknowledged
+//! commits are never lost or changed); after the faults heal a new
+//! proposal commits within bounded time and every node applies the same
+//! sequence, holding every acknowledged entry.
+//!
+//! `TARN_SIM_SEED=<n>` replays one seed; `TARN_SIM_SEEDS=<n>` runs seeds
+//! `0..n` (20 by default). A seed fixes the start order, the fault
+//! schedule, openraft's election jitter and the network's draws; what
+//! still varies between runs of a seed is the order in which those draws
+//! meet concurrent messages: runs with one kind of fault replay exactly,
+//! mixes of kinds (e.g. loss with crashes) do not always; the source is
+//! not yet tracked down.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tarn_quorum::sim::{Faults, SimNetwork};
+use tarn_quorum::{ApplyError, Committed, NodeId, Quorum, QuorumConfig, QuorumError, StateMachine};
+use tarn_storage::sim::SimFileSystem;
+use tarn_storage::FileSystem;
+use tokio::time::{sleep, timeout, Instant};
+
+const DEFAULT_SEEDS: u64 = 20;
+const FAULT_STEPS: u64 = 12;
+const LIVENESS_DEADLINE: Duration = Duration::from_secs(30);
+const PROPOSE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// What every node of one run shares, to check one against another.
+#[derive(Default)]
+struct Shared {
+    /// index -> the entry applied there, by whichever node applied first.
+    history: BTreeMap<u64, Bytes>,
+    /// term -> the node that was leader in it.
+    leaders: BTreeMap<u64, NodeId>,
+    acked: Vec<(Committed, Bytes)>,
+    violations: Vec<String>,
+    /// The faults injected, in order, to report and to compare replays.
+    faults: Vec<String>,
+}
+
+type SharedRef = Arc<Mutex<Shared>>;
+
+fn check_history(shared: &SharedRef, node: NodeId, index: u64, entry: &Bytes) {
+    let mut s = shared.lock().unwrap();
+    match s.history.get(&index) {
+        Some(seen) if seen != entry => {
+            let msg =
+                format!("node {node} applied {entry:?} at {index}, where {seen:?} was applied");
+            s.violations.push(msg);
+        }
+        Some(_) => {}
+        None => {
+            s.history.insert(index, entry.clone());
+        }
+    }
+}
+
+/// The state machine of the test: the list of applied entries.
+struct Recorder {
+    node: NodeId,
+    shared: SharedRef,
+    applied: Arc<Mutex<Vec<(u64, Bytes)>>>,
+}
+
+impl StateMachine for Recorder {
+    fn apply(&mut self, committed: Committed, entry: &Bytes) -> Result<(), ApplyError> {
+        let mut applied = self.applied.lock().unwrap();
+        if let Some((last, _)) = applied.last() {
+            if *last >= committed.index {
+                return Err(format!("applied {} after {last}", committed.index).into());
+            }
+        }
+        check_history(&self.shared, self.node, committed.index, entry);
+        applied.push((committed.index, entry.clone()));
+        Ok(())
+    }
+
+    fn snapshot(&self) -> Bytes {
+        let applied = self.applied.lock().unwrap();
+        let image: Vec<(u64, Vec<u8>)> = applied.iter().map(|(i, b)| (*i, b.to_vec())).collect();
+        Bytes::from(serde_json::to_vec(&image).unwrap())
+    }
+
+    fn install_snapshot(&mut self, last: Committed, image: &Bytes) -> Result<(), ApplyError> {
+        let image: Vec<(u64, Vec<u8>)> = serde_json::from_slice(image)?;
+        let mut applied = self.applied.lock().unwrap();
+        applied.clear();
+        for (index, entry) in image {
+            if index > last.index {
+                return Err(format!("snapshot up to {} holds index {index}", last.index).into());
+            }
+            let entry = Bytes::from(entry);
+            check_history(&self.shared, self.node, index, &entry);
+            applied.push((index, entry));
+        }
+        Ok(())
+    }
+}
+
+struct Node {
+    fs: Arc<SimFileSystem>,
+    quorum: Option<Quorum>,
+    applied: Arc<Mutex<Vec<(u64, Bytes)>>>,
+    incarnation: u64,
+}
+
+/// The fault schedule's own generator, apart from the network's, so the
+/// schedule is the same whatever the messages did.
+struct Rng(u64);
+
+impl Rng {
+    /// A number in `0..=max` (xorshift64*).
+    fn next(&mut self, max: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % (max + 1)
+    }
+}
+
+struct Cluster {
+    seed: u64,
+    rng: Rng,
+    ids: BTreeSet<NodeId>,
+    net: Arc<SimNetwork>,
+    nodes: BTreeMap<NodeId, Node>,
+    shared: SharedRef,
+}
+
+impl Cluster {
+    fn config(&self, id: NodeId, incarnation: u64) -> QuorumConfig {
+        let voters = self.ids.iter().map(|i| (*i, format!("node-{i}"))).collect();
+        let mut config = QuorumConfig::new(id, voters, PathBuf::from("/data/__cluster_metadata-0"));
+        config.snapshot_every = 16;
+        config.rng_seed = Some(self.seed.wrapping_mul(1_000_003) ^ (id << 32) ^ incarnation);
+        config
+    }
+
+    async fn start(&mut self, id: NodeId) {
+        let incarnation = self.nodes[&id].incarnation + 1;
+        let config = self.config(id, incarnation);
+        let node = self.nodes.get_mut(&id).unwrap();
+        node.incarnation = incarnation;
+        node.applied = Arc::new(Mutex::new(Vec::new()));
+        let machine = Recorder {
+            node: id,
+            shared: self.shared.clone(),
+            applied: node.applied.clone(),
+        };
+        let fs: Arc<dyn FileSystem> = node.fs.clone();
+        let quorum = Quorum::start(config, fs, self.net.transport(id), Box::new(machine))
+            .await
+            .unwrap_or_else(|e| panic!("seed {}: start node {id}: {e}", self.seed));
+        watch_leaders(&quorum, self.shared.clone());
+        self.net.register(quorum.clone());
+        node.quorum = Some(quorum);
+    }
+
+    /// The machine loses power: nothing it does afterwards reaches the
+    /// disk, and what was not fsynced is lost or torn.
+    async fn crash(&mut self, id: NodeId) {
+        self.net.unregister(id);
+        let node = self.nodes.get_mut(&id).unwrap();
+        let Some(quorum) = node.quorum.take() else {
+            return;
+        };
+        node.fs.halt();
+        if let Err(e) = quorum.shutdown().await {
+            // Writes fail once the disk is gone; that is the crash.
+            eprintln!("seed {}: node {id} stopped with {e}", self.seed);
+        }
+        node.fs.power_cut(true);
+        node.fs.restart();
+    }
+
+    fn live(&self) -> Vec<Quorum> {
+        self.nodes
+            .values()
+            .filter_map(|n| n.quorum.clone())
+            .collect()
+    }
+
+    fn leader(&self) -> Option<Quorum> {
+        self.live()
+            .into_iter()
+            .find(|q| q.status().borrow().is_leader)
+    }
+}
+
+/// Records who led each term, as each node reports it.
+fn watch_leaders(quorum: &Quorum, shared: SharedRef) {
+    let mut status = quorum.status();
+    tokio::spawn(async move {
+        loop {
+            let s = status.borrow_and_update().clone();
+            if s.is_leader {
+                let mut shared = shared.lock().unwrap();
+                let previous = *shared.leaders.entry(s.term).or_insert(s.node_id);
+                if previous != s.node_id {
+                    let msg = format!("term {}: leaders {previous} and {}", s.term, s.node_id);
+                    shared.violations.push(msg);
+                }
+            }
+            if !s.running || status.changed().await.is_err() {
+                break;
+            }
+        }
+    });
+}
+
+/// Proposes entries one after another, following NotLeader hints.
+async fn client(cluster: Arc<tokio::sync::Mutex<Cluster>>, stop: Arc<Mutex<bool>>, seed: u64) {
+    let mut k = 0u64;
+    let mut target: Option<NodeId> = None;
+    while !*stop.lock().unwrap() {
+        let quorum = {
+            let c = cluster.lock().await;
+            let live = c.live();
+            let pick = c.net.random(live.len().max(1) as u64 - 1) as usize;
+            target
+                .and_then(|t| live.iter().find(|q| q.node_id() == t).cloned())
+                .or_else(|| live.get(pick).cloned())
+        };
+        let Some(quorum) = quorum else {
+            sleep(Duration::from_millis(100)).await;
+            continue;
+        };
+        let entry = Bytes::from(format!("seed {seed} entry {k}"));
+        k += 1;
+        match timeout(PROPOSE_TIMEOUT, quorum.propose(entry.clone())).await {
+            Ok(Ok(committed)) => {
+                let c = cluster.lock().await;
+                c.shared.lock().unwrap().acked.push((committed, entry));
+                target = Some(quorum.node_id());
+            }
+            Ok(Err(QuorumError::NotLeader { leader })) => target = leader,
+            Ok(Err(_)) | Err(_) => target = None,
+        }
+        sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn inject_faults(cluster: &Arc<tokio::sync::Mutex<Cluster>>) {
+    for _ in 0..FAULT_STEPS {
+        let pause = {
+            let mut c = cluster.lock().await;
+            let all = c.ids.clone();
+            match c.rng.next(5) {
+                0 => {
+                    let size = 1 + c.rng.next((all.len() as u64 - 1) / 2);
+                    let mut side = BTreeSet::new();
+                    while (side.len() as u64) < size {
+                        let pick = c.rng.next(all.len() as u64 - 1) as usize;
+                        side.insert(*all.iter().nth(pick).unwrap());
+                    }
+                    c.net.partition(&side, &all);
+                    c.shared
+                        .lock()
+                        .unwrap()
+                        .faults
+                        .push(format!("partition {side:?}"));
+                }
+                1 => {
+                    c.net.heal();
+                    c.shared.lock().unwrap().faults.push("heal".into());
+                }
+                2 | 3 => {
+                    let pick = c.rng.next(all.len() as u64 - 1) as usize;
+                    let id = *all.iter().nth(pick).unwrap();
+                    let up = c.nodes[&id].quorum.is_some();
+                    if up {
+                        c.crash(id).await;
+                    } else {
+                        c.start(id).await;
+                    }
+                    let what = if up { "crash" } else { "restart" };
+                    c.shared.lock().unwrap().faults.push(format!("{what} {id}"));
+                }
+                4 => {
+                    let faults = Faults {
+                        loss_per_mille: c.rng.next(200),
+                        delay_ms_min: 0,
+                        delay_ms_max: c.rng.next(80),
+                    };
+                    c.net.set_faults(faults);
+                    c.shared.lock().unwrap().faults.push(format!("{faults:?}"));
+                }
+                _ => {
+                    c.net.set_faults(Faults::NONE);
+                    c.shared
+                        .lock()
+                        .unwrap()
+                        .faults
+                        .push("no loss or delay".into());
+                }
+            }
+            500 + c.rng.next(2500)
+        };
+        sleep(Duration::from_millis(pause)).await;
+    }
+}
+
+/// After the faults: a proposal commits within the deadline.
+async fn propose_after_heal(cluster: &Arc<tokio::sync::Mutex<Cluster>>, seed: u64) -> Committed {
+    let deadline = Instant::now() + LIVENESS_DEADLINE;
+    let entry = Bytes::from(format!("seed {seed} final"));
+    while Instant::now() < deadline {
+        let leader = cluster.lock().await.leader();
+        if let Some(leader) = leader {
+            if let Ok(Ok(committed)) = timeout(PROPOSE_TIMEOUT, leader.propose(entry.clone())).await
+            {
+                let c = cluster.lock().await;
+                c.shared.lock().unwrap().acked.push((committed, entry));
+                return committed;
+            }
+        }
+        sleep(Duration::from_millis(100)).await;
+    }
+    panic!("seed {seed}: nothing committed within {LIVENESS_DEADLINE:?} after the faults healed");
+}
+
+/// Prints how to replay the seed of a failing run.
+struct ReplayHint(u64);
+
+impl Drop for ReplayHint {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "failing seed; replay with: TARN_SIM_SEED={} cargo test -p tarn-quorum --test sim",
+                self.0
+            );
+        }
+    }
+}
+
+/// What a run ended with, to check that a seed replays.
+#[derive(Debug, PartialEq, Eq)]
+struct Outcome {
+    acked: Vec<(Committed, Bytes)>,
+    leaders: BTreeMap<u64, NodeId>,
+    faults: Vec<String>,
+}
+
+async fn run(seed: u64) -> Outcome {
+    let n: u64 = if seed.is_multiple_of(2) { 3 } else { 5 };
+    let ids: BTreeSet<NodeId> = (1..=n).collect();
+    let nodes = ids
+        .iter()
+        .map(|id| {
+            let node = Node {
+                fs: Arc::new(SimFileSystem::new(seed ^ (*id << 40))),
+                quorum: None,
+                applied: Arc::default(),
+                incarnation: 0,
+            };
+            (*id, node)
+        })
+        .collect();
+    let mut cluster = Cluster {
+        seed,
+        ids: ids.clone(),
+        net: SimNetwork::new(seed),
+        rng: Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1),
+        nodes,
+        shared: Arc::default(),
+    };
+    // Start in a seeded order: bootstrap must not depend on it.
+    let mut order: Vec<NodeId> = ids.iter().copied().collect();
+    let shift = cluster.rng.next(n - 1) as usize;
+    order.rotate_left(shift);
+    for id in order {
+        cluster.start(id).await;
+        sleep(Duration::from_millis(cluster.rng.next(1500))).await;
+    }
+    let cluster = Arc::new(tokio::sync::Mutex::new(cluster));
+    let stop = Arc::new(Mutex::new(false));
+    let client = tokio::spawn(client(cluster.clone(), stop.clone(), seed));
+    inject_faults(&cluster).await;
+
+    {
+        let mut c = cluster.lock().await;
+        c.net.heal();
+        c.net.set_faults(Faults::NONE);
+        for id in c.ids.clone() {
+            if c.nodes[&id].quorum.is_none() {
+                c.start(id).await;
+            }
+        }
+    }
+    *stop.lock().unwrap() = true;
+    client.await.unwrap();
+    let last = propose_after_heal(&cluster, seed).await;
+
+    // Every node catches up with the last commit.
+    let c = cluster.lock().await;
+    for quorum in c.live() {
+        let mut status = quorum.status();
+        let caught_up = status.wait_for(|s| s.applied_index >= Some(last.index));
+        if timeout(LIVENESS_DEADLINE, caught_up).await.is_err() {
+            panic!(
+                "seed {seed}: node {} did not apply {}",
+                quorum.node_id(),
+                last.index
+            );
+        }
+    }
+    let outcome = check(&c, seed);
+    for quorum in c.live() {
+        quorum.shutdown().await.unwrap();
+    }
+    outcome
+}
+
+/// The safety checks at the end of a run.
+fn check(c: &Cluster, seed: u64) -> Outcome {
+    let shared = c.shared.lock().unwrap();
+    assert!(
+        shared.violations.is_empty(),
+        "seed {seed}: {:#?}",
+        shared.violations
+    );
+    let reference: Vec<(u64, Bytes)> = c.nodes[&1].applied.lock().unwrap().clone();
+    for (id, node) in &c.nodes {
+        let applied = node.applied.lock().unwrap();
+        assert_eq!(
+            *applied, reference,
+            "seed {seed}: node {id} applied another sequence"
+        );
+    }
+    let applied: BTreeMap<u64, Bytes> = reference.into_iter().collect();
+    for (committed, entry) in &shared.acked {
+        assert_eq!(
+            applied.get(&committed.index),
+            Some(entry),
+            "seed {seed}: acknowledged entry at {} lost or changed",
+            committed.index
+        );
+    }
+    Outcome {
+        acked: shared.acked.clone(),
+        leaders: shared.leaders.clone(),
+        faults: shared.faults.clone(),
+    }
+}
+
+fn run_seed(seed: u64) -> Outcome {
+    let _hint = ReplayHint(seed);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    runtime.block_on(run(seed))
+}
+
+fn seeds() -> Vec<u64> {
+    if let Ok(seed) = std::env::var("TARN_SIM_SEED") {
+        return vec![seed.parse().expect("TARN_SIM_SEED is a number")];
+    }
+    let count = std::env::var("TARN_SIM_SEEDS")
+        .map(|n| n.parse().expect("TARN_SIM_SEEDS is a number"))
+        .unwrap_or(DEFAULT_SEEDS);
+    (0..count).collect()
+}
+
+#[test]
+fn raft_stays_safe_and_live_under_faults() {
+    for seed in seeds() {
+        let started = std::time::Instant::now();
+        let outcome = run_seed(seed);
+        eprintln!(
+            "seed {seed}: {} acknowledged, {} terms with a leader, {:?}; faults: {:?}",
+            outcome.acked.len(),
+            outcome.leaders.len(),
+            started.elapsed(),
+            outcome.faults,
+        );
+        assert!(
+            outcome.acked.len() > 1,
+            "seed {seed}: the run proves nothing"
+        );
+    }
+}
+
+/// A seed replays its start order and fault schedule exactly. The
+/// interleaving of messages does not yet replay bit for bit (see the
+/// crate's report), so neither do the acknowledged indexes.
+#[test]
+fn the_fault_schedule_of_a_seed_replays() {
+    let seed = 7;
+    let first = run_seed(seed);
+    let second = run_seed(seed);
+    assert_eq!(first.faults, second.faults);
+}

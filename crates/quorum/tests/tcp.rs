@@ -1,0 +1,115 @@
+//! Three nodes over real TCP on 127.0.0.1, on the real file system:
+//! started in reverse order, they elect a leader and commit; once the
+//! leader is shut down, the other two elect a new one that commits.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tarn_quorum::tcp::{self, TcpTransport};
+use tarn_quorum::{ApplyError, Committed, NodeId, Quorum, QuorumConfig, StateMachine};
+use tarn_storage::{FileSystem, OsFileSystem};
+use tokio::net::TcpListener;
+use tokio::time::{sleep, timeout, Instant};
+
+#[derive(Default, Clone)]
+struct Applied(Arc<Mutex<Vec<Bytes>>>);
+
+impl StateMachine for Applied {
+    fn apply(&mut self, _committed: Committed, entry: &Bytes) -> Result<(), ApplyError> {
+        self.0.lock().unwrap().push(entry.clone());
+        Ok(())
+    }
+    fn snapshot(&self) -> Bytes {
+        let entries: Vec<Vec<u8>> = self.0.lock().unwrap().iter().map(|b| b.to_vec()).collect();
+        Bytes::from(serde_json::to_vec(&entries).unwrap())
+    }
+    fn install_snapshot(&mut self, _last: Committed, image: &Bytes) -> Result<(), ApplyError> {
+        let entries: Vec<Vec<u8>> = serde_json::from_slice(image)?;
+        *self.0.lock().unwrap() = entries.into_iter().map(Bytes::from).collect();
+        Ok(())
+    }
+}
+
+/// Proposes through whichever node leads, until one commits.
+async fn propose(nodes: &BTreeMap<NodeId, Quorum>, entry: &'static str) -> Committed {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        for quorum in nodes.values() {
+            if !quorum.status().borrow().is_leader {
+                continue;
+            }
+            let proposal = quorum.propose(Bytes::from_static(entry.as_bytes()));
+            if let Ok(Ok(committed)) = timeout(Duration::from_secs(2), proposal).await {
+                return committed;
+            }
+        }
+        sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{entry:?} was not committed within 20 s");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_nodes_over_tcp_survive_the_loss_of_their_leader() {
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let mut listeners = BTreeMap::new();
+    let mut voters = BTreeMap::new();
+    for id in 1..=3u64 {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        voters.insert(id, listener.local_addr().unwrap().to_string());
+        listeners.insert(id, listener);
+    }
+    let fs: Arc<dyn FileSystem> = Arc::new(OsFileSystem);
+    let mut nodes = BTreeMap::new();
+    let mut machines = BTreeMap::new();
+    for id in (1..=3u64).rev() {
+        let dir = dirs[id as usize - 1].path().join("__cluster_metadata-0");
+        let mut config = QuorumConfig::new(id, voters.clone(), dir);
+        config.election_timeout_ms = 300;
+        config.fetch_timeout_ms = 600;
+        let machine = Applied::default();
+        let transport = TcpTransport::new(id, voters.clone());
+        let quorum = Quorum::start(config, fs.clone(), transport, Box::new(machine.clone()))
+            .await
+            .unwrap();
+        let listener = listeners.remove(&id).unwrap();
+        tokio::spawn(tcp::serve(listener, quorum.clone()));
+        nodes.insert(id, quorum);
+        machines.insert(id, machine);
+        sleep(Duration::from_millis(200)).await;
+    }
+
+    let first = propose(&nodes, "first").await;
+    let leader = nodes
+        .values()
+        .find(|q| q.status().borrow().is_leader)
+        .map(Quorum::node_id)
+        .expect("a leader committed");
+    let old_term = nodes[&leader].status().borrow().term;
+    nodes.remove(&leader).unwrap().shutdown().await.unwrap();
+
+    let second = propose(&nodes, "second").await;
+    assert!(
+        second.term > old_term,
+        "a new term: {second:?} after {old_term}"
+    );
+    assert!(second.index > first.index);
+    for (id, quorum) in &nodes {
+        let mut status = quorum.status();
+        let applied = status.wait_for(|s| s.applied_index >= Some(second.index));
+        timeout(Duration::from_secs(10), applied)
+            .await
+            .unwrap()
+            .unwrap();
+        let entries = machines[id].0.lock().unwrap().clone();
+        assert_eq!(
+            entries,
+            vec![Bytes::from("first"), Bytes::from("second")],
+            "node {id}"
+        );
+    }
+    for quorum in nodes.values() {
+        quorum.shutdown().await.unwrap();
+    }
+}
