@@ -7,6 +7,7 @@
 //! later issues enforce (retention, compaction, flush) are stored now.
 
 pub mod docs;
+pub mod properties;
 
 use std::collections::BTreeMap;
 
