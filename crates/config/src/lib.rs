@@ -62,6 +62,15 @@ use ConfigType::*;
 const CODECS: &[&str] = &["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"];
 const CLEANUP: &[&str] = &["compact", "delete"];
 const TS_TYPES: &[&str] = &["CreateTime", "LogAppendTime"];
+/// `process.roles` items.
+pub const PROCESS_ROLES: &[&str] = &["broker", "controller"];
+/// Kafka's security protocols (`SecurityProtocol`); Tarn serves PLAINTEXT
+/// only for now, and `cluster` refuses the others at start-up.
+pub const SECURITY_PROTOCOLS: &[&str] = &["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"];
+/// Kafka's default `listener.security.protocol.map`: every protocol's name
+/// maps to itself (in the order Kafka prints it).
+pub const DEFAULT_LISTENER_SECURITY_PROTOCOL_MAP: &str =
+    "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT";
 
 /// Broker-level keys, as Kafka names and defaults them.
 pub const BROKER_CONFIGS: &[ConfigDef] = &[
@@ -187,6 +196,86 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
         Int,
         "1000",
         AtLeast(0),
+    ),
+    // The node and its quorum (KRaft). Tarn's defaults make `tarn serve`
+    // with no configuration one node that is broker and controller, with
+    // a quorum of itself; Kafka's (no roles, node.id -1) would not start.
+    def(
+        "process.roles",
+        List,
+        "broker,controller",
+        ListOf(PROCESS_ROLES),
+    ),
+    def("node.id", Int, "1", AtLeast(0)),
+    def("broker.id", Int, "-1", AtLeast(-1)),
+    def("controller.quorum.voters", List, "", Any),
+    def("controller.quorum.bootstrap.servers", List, "", Any),
+    def("controller.listener.names", Str, "", Any),
+    def(
+        "controller.quorum.election.timeout.ms",
+        Int,
+        "1000",
+        AtLeast(1),
+    ),
+    def(
+        "controller.quorum.fetch.timeout.ms",
+        Int,
+        "2000",
+        AtLeast(1),
+    ),
+    def("broker.heartbeat.interval.ms", Int, "2000", AtLeast(1)),
+    def("broker.session.timeout.ms", Int, "9000", AtLeast(1)),
+    def("broker.rack", Str, "", Any),
+    // Listeners. Tarn listens on the loopback address by default, where
+    // Kafka's `PLAINTEXT://:9092` listens on every interface.
+    def("listeners", Str, "PLAINTEXT://127.0.0.1:9092", Any),
+    def("advertised.listeners", Str, "", Any),
+    def(
+        "listener.security.protocol.map",
+        Str,
+        DEFAULT_LISTENER_SECURITY_PROTOCOL_MAP,
+        Any,
+    ),
+    def("inter.broker.listener.name", Str, "", Any),
+    def(
+        "security.inter.broker.protocol",
+        Str,
+        "PLAINTEXT",
+        OneOf(SECURITY_PROTOCOLS),
+    ),
+    // The data directory: `log.dirs` when set, else `log.dir` (Tarn's
+    // default is ./tarn-data where Kafka's is /tmp/kafka-logs).
+    def("log.dir", Str, "./tarn-data", Any),
+    def("log.dirs", Str, "", Any),
+    // `log.retention.ms` is derived from it when only the hours are given.
+    def("log.retention.hours", Int, "168", Any),
+    // Keys of Kafka's shipped server.properties that Tarn accepts without
+    // effect, so that file starts Tarn: Tarn's threads, socket buffers and
+    // recovery are not configured this way, and it has no transaction or
+    // share-group coordinator.
+    def("num.network.threads", Int, "3", AtLeast(1)),
+    def("num.io.threads", Int, "8", AtLeast(1)),
+    def("socket.send.buffer.bytes", Int, "102400", Any),
+    def("socket.receive.buffer.bytes", Int, "102400", Any),
+    def("num.recovery.threads.per.data.dir", Int, "2", AtLeast(1)),
+    def(
+        "transaction.state.log.replication.factor",
+        Int,
+        "3",
+        Between(1, 32767),
+    ),
+    def("transaction.state.log.min.isr", Int, "2", AtLeast(1)),
+    def(
+        "share.coordinator.state.topic.replication.factor",
+        Int,
+        "3",
+        Between(1, 32767),
+    ),
+    def(
+        "share.coordinator.state.topic.min.isr",
+        Int,
+        "2",
+        Between(1, 32767),
     ),
 ];
 
@@ -417,7 +506,19 @@ impl BrokerConfig {
             let def = broker_def(key).ok_or_else(|| ConfigError::UnknownKey(key.to_owned()))?;
             config.values.insert(def.name, validate(def, value)?);
         }
+        config.derive_retention_ms();
         Ok(config)
+    }
+
+    /// Kafka's `log.retention.ms` falls back to `log.retention.hours` when
+    /// it is not set; a negative number of hours keeps segments forever.
+    fn derive_retention_ms(&mut self) {
+        if self.is_set("log.retention.ms") || !self.is_set("log.retention.hours") {
+            return;
+        }
+        let hours = self.get_i64("log.retention.hours");
+        let ms = if hours < 0 { -1 } else { hours * 3_600_000 };
+        self.values.insert("log.retention.ms", ms.to_string());
     }
 
     /// The value of a broker key, falling back to Kafka's default.
@@ -571,6 +672,28 @@ mod tests {
         assert!(validate_topic_config("cleanup.policy", "shred").is_err());
         assert!(validate_topic_config("retention.ms", "-1").is_ok());
         assert!(validate_topic_config("no.such", "1").is_err());
+    }
+
+    #[test]
+    fn retention_hours_give_retention_ms_unless_it_is_set() {
+        let c = BrokerConfig::with_overrides([("log.retention.hours", "2")]).unwrap();
+        assert_eq!(c.get_i64("log.retention.ms"), 7_200_000);
+        let c = BrokerConfig::with_overrides([("log.retention.hours", "-1")]).unwrap();
+        assert_eq!(c.get_i64("log.retention.ms"), -1);
+        let c = BrokerConfig::with_overrides([
+            ("log.retention.hours", "2"),
+            ("log.retention.ms", "1000"),
+        ])
+        .unwrap();
+        assert_eq!(c.get_i64("log.retention.ms"), 1000);
+    }
+
+    #[test]
+    fn security_protocols_parse_as_kafkas() {
+        for p in ["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] {
+            assert!(BrokerConfig::with_overrides([("security.inter.broker.protocol", p)]).is_ok());
+        }
+        assert!(BrokerConfig::with_overrides([("security.inter.broker.protocol", "TLS")]).is_err());
     }
 
     #[test]
