@@ -6,6 +6,7 @@
 //! bad value is refused with a message naming the key. Topic configs that
 //! later issues enforce (retention, compaction, flush) are stored now.
 
+pub mod cluster;
 pub mod docs;
 pub mod properties;
 
