@@ -8,6 +8,7 @@
 
 pub mod cluster;
 pub mod docs;
+pub mod meta_properties;
 pub mod properties;
 
 use std::collections::BTreeMap;
