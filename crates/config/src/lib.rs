@@ -586,6 +586,41 @@ pub fn validate_topic_config(key: &str, value: &str) -> Result<String, ConfigErr
     validate(def, value)
 }
 
+/// The format of a broker config file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigFileFormat {
+    Toml,
+    /// A Java properties file such as Kafka's `server.properties`.
+    Properties,
+}
+
+impl ConfigFileFormat {
+    /// The format of `text`, read from a file named `path`: by extension
+    /// (`.toml`, `.properties`), else by content. A properties file of
+    /// `key=value` lines with unquoted words is no valid TOML, and one
+    /// that happens to be (`num.partitions=3`) means the same either way.
+    pub fn detect(path: &std::path::Path, text: &str) -> ConfigFileFormat {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("toml") => ConfigFileFormat::Toml,
+            Some("properties") => ConfigFileFormat::Properties,
+            _ if text.parse::<toml::Table>().is_ok() => ConfigFileFormat::Toml,
+            _ => ConfigFileFormat::Properties,
+        }
+    }
+}
+
+/// The `key=value` pairs of a broker config file in either format, in
+/// file order (the last of a repeated key wins when they are applied).
+pub fn parse_config_file(
+    path: &std::path::Path,
+    text: &str,
+) -> Result<Vec<(String, String)>, String> {
+    match ConfigFileFormat::detect(path, text) {
+        ConfigFileFormat::Toml => parse_toml(text),
+        ConfigFileFormat::Properties => Ok(properties::parse(text)),
+    }
+}
+
 /// Reads a TOML file whose keys are Kafka's broker config names, e.g.
 /// `"num.partitions" = 3` or nested `[log] "segment.bytes" = ...`.
 pub fn parse_toml(text: &str) -> Result<Vec<(String, String)>, String> {
@@ -696,6 +731,33 @@ mod tests {
             assert!(BrokerConfig::with_overrides([("security.inter.broker.protocol", p)]).is_ok());
         }
         assert!(BrokerConfig::with_overrides([("security.inter.broker.protocol", "TLS")]).is_err());
+    }
+
+    #[test]
+    fn config_files_are_toml_or_properties() {
+        use std::path::Path;
+        let props = "# Kafka\nlisteners=PLAINTEXT://:9092\nlog.dirs=/tmp/k\n";
+        let toml = "listeners = \"PLAINTEXT://:9092\"\n[log]\ndirs = \"/tmp/k\"\n";
+        let expected = vec![
+            ("listeners".to_owned(), "PLAINTEXT://:9092".to_owned()),
+            ("log.dirs".to_owned(), "/tmp/k".to_owned()),
+        ];
+        for name in ["server.properties", "server.conf", "server"] {
+            assert_eq!(parse_config_file(Path::new(name), props).unwrap(), expected, "{name}");
+        }
+        for name in ["tarn.toml", "tarn.conf"] {
+            assert_eq!(parse_config_file(Path::new(name), toml).unwrap(), expected, "{name}");
+        }
+        // Valid TOML, and the same pairs read as properties.
+        let both = "num.partitions=3\n";
+        for name in ["a.toml", "a.properties", "a"] {
+            assert_eq!(
+                parse_config_file(Path::new(name), both).unwrap(),
+                vec![("num.partitions".to_owned(), "3".to_owned())]
+            );
+        }
+        // The extension wins: a properties file named .toml is bad TOML.
+        assert!(parse_config_file(Path::new("bad.toml"), props).is_err());
     }
 
     #[test]
