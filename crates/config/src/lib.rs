@@ -743,10 +743,18 @@ mod tests {
             ("log.dirs".to_owned(), "/tmp/k".to_owned()),
         ];
         for name in ["server.properties", "server.conf", "server"] {
-            assert_eq!(parse_config_file(Path::new(name), props).unwrap(), expected, "{name}");
+            assert_eq!(
+                parse_config_file(Path::new(name), props).unwrap(),
+                expected,
+                "{name}"
+            );
         }
         for name in ["tarn.toml", "tarn.conf"] {
-            assert_eq!(parse_config_file(Path::new(name), toml).unwrap(), expected, "{name}");
+            assert_eq!(
+                parse_config_file(Path::new(name), toml).unwrap(),
+                expected,
+                "{name}"
+            );
         }
         // Valid TOML, and the same pairs read as properties.
         let both = "num.partitions=3\n";
