@@ -212,7 +212,7 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     def("broker.id", Int, "-1", AtLeast(-1)),
     def("controller.quorum.voters", List, "", Any),
     def("controller.quorum.bootstrap.servers", List, "", Any),
-    def("controller.listener.names", Str, "", Any),
+    def("controller.listener.names", List, "", Any),
     def(
         "controller.quorum.election.timeout.ms",
         Int,
