@@ -1,4 +1,5 @@
-//! The `tarn` binary: `serve` runs the broker; `topics` manages topics
+//! The `tarn` binary: `serve` runs the broker; `storage` formats its data
+//! directory like kafka-storage.sh; `topics` manages topics
 //! over the Kafka protocol like kafka-topics.sh; `configs` describes and
 //! alters topic and broker configs like kafka-configs.sh; `groups` manages
 //! consumer groups like kafka-consumer-groups.sh; `dump-log` inspects
@@ -22,6 +23,7 @@ mod produce;
 mod props;
 mod records;
 mod serve;
+mod storage;
 mod topics;
 
 use anyhow::Result;
@@ -42,6 +44,11 @@ struct Cli {
 enum Command {
     /// Run the broker.
     Serve(serve::ServeArgs),
+    /// Format data directories and make cluster ids (like kafka-storage.sh).
+    Storage {
+        #[command(subcommand)]
+        command: storage::StorageCommand,
+    },
     /// Print the batches and records of segment files, or check their indexes.
     DumpLog(dump_log::DumpLogArgs),
     /// Create, list, describe and delete topics.
@@ -70,6 +77,7 @@ fn main() -> Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Serve(args) => serve::run(args),
+        Command::Storage { command } => storage::run(command),
         Command::Topics { command } => topics::run(command),
         Command::Configs(args) => configs::run(args),
         Command::DumpLog(args) => dump_log::run(args),

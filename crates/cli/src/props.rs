@@ -38,10 +38,8 @@ pub fn parse_key_value_args(args: &[String]) -> Settings {
         .collect()
 }
 
-/// Reads a Java properties file: `#` and `!` comments, `=`, `:` or
-/// whitespace between key and value, backslash line continuations and the
-/// escapes `\t \n \r \f \uXXXX` (any other escaped character stands for
-/// itself).
+/// Reads a Java properties file of at most `PROPERTIES_FILE_MAX_BYTES`,
+/// parsed as Java parses it (`tarn_config::properties::parse`).
 pub fn load_properties(path: &Path) -> Result<Settings> {
     let size = std::fs::metadata(path)
         .with_context(|| format!("read {}", path.display()))?
@@ -53,96 +51,7 @@ pub fn load_properties(path: &Path) -> Result<Settings> {
         );
     }
     let text = std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
-    Ok(parse_properties(&text))
-}
-
-fn parse_properties(text: &str) -> Settings {
-    let mut settings = Vec::new();
-    let mut logical = String::new();
-    for line in text.lines() {
-        // Java strips leading whitespace, from continuation lines too.
-        let line = line.trim_start();
-        if logical.is_empty() && (line.is_empty() || line.starts_with('#') || line.starts_with('!'))
-        {
-            continue;
-        }
-        // An odd number of trailing backslashes continues the line.
-        let trailing = line.len() - line.trim_end_matches('\\').len();
-        if trailing % 2 == 1 {
-            logical.push_str(&line[..line.len() - 1]);
-            continue;
-        }
-        logical.push_str(line);
-        settings.push(split_property(&logical));
-        logical.clear();
-    }
-    if !logical.is_empty() {
-        settings.push(split_property(&logical));
-    }
-    settings
-}
-
-/// Splits one logical line into an unescaped key and value.
-fn split_property(line: &str) -> (String, String) {
-    let mut chars = line.char_indices();
-    let mut key_end = line.len();
-    let mut value_start = line.len();
-    while let Some((i, c)) = chars.next() {
-        match c {
-            '\\' => {
-                chars.next();
-            }
-            '=' | ':' => {
-                key_end = i;
-                value_start = i + 1;
-                break;
-            }
-            c if c.is_whitespace() => {
-                key_end = i;
-                // Whitespace, then at most one separator, then whitespace.
-                let rest = line[i..].trim_start();
-                let rest = rest
-                    .strip_prefix('=')
-                    .or_else(|| rest.strip_prefix(':'))
-                    .unwrap_or(rest);
-                value_start = line.len() - rest.len();
-                break;
-            }
-            _ => {}
-        }
-    }
-    let value = line[value_start..].trim_start();
-    (unescape(&line[..key_end]), unescape(value))
-}
-
-fn unescape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars();
-    while let Some(c) = chars.next() {
-        if c != '\\' {
-            out.push(c);
-            continue;
-        }
-        match chars.next() {
-            Some('t') => out.push('\t'),
-            Some('n') => out.push('\n'),
-            Some('r') => out.push('\r'),
-            Some('f') => out.push('\u{c}'),
-            Some('u') => {
-                let hex: String = chars.by_ref().take(4).collect();
-                match u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32) {
-                    Some(decoded) => out.push(decoded),
-                    None => {
-                        out.push('u');
-                        out.push_str(&hex);
-                    }
-                }
-            }
-            Some(other) => out.push(other),
-            None => {}
-        }
-    }
-    out
+    Ok(tarn_config::properties::parse(&text))
 }
 
 /// A producer's settings, by Kafka's producer config names.
@@ -298,24 +207,6 @@ mod tests {
                 ("key.separator", ""),
                 ("flag", ""),
                 ("sep", " ")
-            ])
-        );
-    }
-
-    #[test]
-    fn properties_files_follow_java() {
-        let text = "# comment\n! also a comment\n\n  acks = all\nkey.separator=\\t\n\
-                    client.id : my\\\n    client\nlinger.ms 7\nempty=\nsmile=\\u263a\nback\\=slash=x\\\\\n";
-        assert_eq!(
-            parse_properties(text),
-            pairs(&[
-                ("acks", "all"),
-                ("key.separator", "\t"),
-                ("client.id", "myclient"),
-                ("linger.ms", "7"),
-                ("empty", ""),
-                ("smile", "\u{263a}"),
-                ("back=slash", "x\\"),
             ])
         );
     }

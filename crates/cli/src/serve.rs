@@ -12,31 +12,30 @@ use tokio::net::TcpListener;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::watch;
 
-use tarn_config::parse_toml;
+use tarn_config::cluster::{ClusterConfig, Quorum};
+use tarn_config::parse_config_file;
 use tarn_coordinator::group_lag::SharedGroupLagSource;
 use tarn_server::group_lag_source::CoordinatorLagSource;
 use tarn_server::{http, metrics, server, Broker, BrokerConfig, BrokerOptions};
 
 #[derive(Args)]
 pub struct ServeArgs {
-    /// Where logs and metadata live.
-    #[arg(long, default_value = "./tarn-data")]
-    data_dir: PathBuf,
-    /// Address to listen on; port 0 picks a free port.
-    #[arg(long, default_value = "127.0.0.1:9092")]
-    listen: String,
-    /// Address clients are told to connect to (default: the listen address).
+    /// Where logs and metadata live: sugar for log.dirs (default ./tarn-data).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Address to listen on, HOST:PORT; port 0 picks a free port. Sugar for
+    /// the PLAINTEXT listener of listeners (default 127.0.0.1:9092).
+    #[arg(long)]
+    listen: Option<String>,
+    /// Address clients are told to connect to, HOST:PORT (default: the
+    /// listen address). Sugar for advertised.listeners=PLAINTEXT://HOST:PORT.
     #[arg(long)]
     advertised_listener: Option<String>,
-    /// This broker's node.id.
-    #[arg(long, default_value_t = 1)]
-    node_id: i32,
-    /// A TOML file of Kafka broker config keys.
+    /// This node's node.id (default 1).
     #[arg(long)]
-    config: Option<PathBuf>,
-    /// A broker config override, key=value; repeatable, applied after --config.
-    #[arg(long = "set", value_name = "KEY=VALUE")]
-    set: Vec<String>,
+    node_id: Option<i32>,
+    #[command(flatten)]
+    config: ConfigArgs,
     /// Log level filter (default info; RUST_LOG also works).
     #[arg(long)]
     log_level: Option<String>,
@@ -57,31 +56,156 @@ pub enum LogFormat {
     Json,
 }
 
-fn split_host_port(addr: &str) -> Result<(String, i32)> {
-    let (host, port) = addr
-        .rsplit_once(':')
-        .with_context(|| format!("'{addr}' is not HOST:PORT"))?;
-    let port: u16 = port
-        .parse()
-        .with_context(|| format!("'{addr}': bad port"))?;
-    Ok((host.trim_matches(['[', ']']).to_owned(), i32::from(port)))
+/// The broker configuration of `--config` and `--set`, shared by `serve`
+/// and `storage`.
+#[derive(Args)]
+pub struct ConfigArgs {
+    /// A file of Kafka broker config keys: TOML, or a Java properties file
+    /// such as Kafka's server.properties (by extension, else by content).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// A broker config override, key=value; repeatable, applied after --config.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
 }
 
-fn load_config(args: &ServeArgs) -> Result<BrokerConfig> {
-    let mut pairs: Vec<(String, String)> = Vec::new();
-    if let Some(path) = &args.config {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("read config file {}", path.display()))?;
-        pairs.extend(parse_toml(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?);
+impl ConfigArgs {
+    /// The `key=value` pairs of the file, then of `--set`, in order.
+    fn pairs(&self) -> Result<Vec<(String, String)>> {
+        let mut pairs: Vec<(String, String)> = Vec::new();
+        if let Some(path) = &self.config {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("read config file {}", path.display()))?;
+            pairs.extend(
+                parse_config_file(path, &text)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?,
+            );
+        }
+        for set in &self.set {
+            let (k, v) = set
+                .split_once('=')
+                .with_context(|| format!("--set {set}: expected key=value"))?;
+            pairs.push((k.trim().to_owned(), v.trim().to_owned()));
+        }
+        Ok(pairs)
     }
-    for set in &args.set {
-        let (k, v) = set
-            .split_once('=')
-            .with_context(|| format!("--set {set}: expected key=value"))?;
-        pairs.push((k.trim().to_owned(), v.trim().to_owned()));
+
+    /// The validated configuration and its typed cluster view.
+    pub fn load(&self) -> Result<(BrokerConfig, ClusterConfig)> {
+        load(self.pairs()?)
     }
-    BrokerConfig::with_overrides(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .context("invalid broker configuration")
+}
+
+fn load(pairs: Vec<(String, String)>) -> Result<(BrokerConfig, ClusterConfig)> {
+    let config = BrokerConfig::with_overrides(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .context("invalid broker configuration")?;
+    let cluster = ClusterConfig::from_config(&config).context("invalid broker configuration")?;
+    Ok((config, cluster))
+}
+
+/// `--listen` and the other old flags are sugar for keys: each becomes its
+/// key unless the file or `--set` gives that key, and then the two must
+/// agree.
+fn load_config(args: &ServeArgs) -> Result<(BrokerConfig, ClusterConfig)> {
+    let mut pairs = args.config.pairs()?;
+    let (given, _) = load(pairs.clone())?;
+    let mut sugar =
+        |flag: &str, shown: &str, key: &str, value: String, agrees: &dyn Fn(&str) -> bool| {
+            if !given.is_set(key) {
+                pairs.push((key.to_owned(), value));
+                return Ok(());
+            }
+            if agrees(given.get(key)) {
+                return Ok(());
+            }
+            bail!(
+                "{flag} {shown} and {key}={} disagree; give one of them",
+                given.get(key)
+            )
+        };
+    if let Some(listen) = &args.listen {
+        let plaintext = |listeners: &str| {
+            listeners.split(',').find_map(|l| {
+                let (name, address) = l.trim().split_once("://")?;
+                name.eq_ignore_ascii_case("PLAINTEXT")
+                    .then(|| address.to_owned())
+            })
+        };
+        let value = format!("PLAINTEXT://{listen}");
+        sugar("--listen", listen, "listeners", value, &|set| {
+            plaintext(set).as_deref() == Some(listen.as_str())
+        })?;
+    }
+    if let Some(advertised) = &args.advertised_listener {
+        let value = format!("PLAINTEXT://{advertised}");
+        sugar(
+            "--advertised-listener",
+            advertised,
+            "advertised.listeners",
+            value.clone(),
+            &|set| set == value,
+        )?;
+    }
+    if let Some(node_id) = args.node_id {
+        let value = node_id.to_string();
+        sugar("--node-id", &value, "node.id", value.clone(), &|set| {
+            set == value
+        })?;
+    }
+    if let Some(dir) = &args.data_dir {
+        let value = dir.display().to_string();
+        let key = if given.is_set("log.dir") && !given.is_set("log.dirs") {
+            "log.dir"
+        } else {
+            "log.dirs"
+        };
+        sugar("--data-dir", &value, key, value.clone(), &|set| {
+            set.trim() == value
+        })?;
+    }
+    load(pairs)
+}
+
+/// Starts this node's part of the controller quorum. Only a quorum of this
+/// node alone runs for now, inside the broker's own metadata log; a quorum
+/// of several nodes (openraft) replaces this function.
+fn start_quorum(cluster: &ClusterConfig) -> Result<()> {
+    match cluster.quorum() {
+        Quorum::SingleNode => Ok(()),
+        Quorum::Voters(voters) => bail!(
+            "controller.quorum.voters names {} voters ({}); multi-node quorums are not wired \
+             yet, so Tarn runs only as a single node (a quorum of itself) for now",
+            voters.len(),
+            voters
+                .keys()
+                .map(i32::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Quorum::Bootstrap(servers) => bail!(
+            "controller.quorum.bootstrap.servers names controllers other than this node ({}); \
+             multi-node quorums are not wired yet, so Tarn runs only as a single node (a \
+             quorum of itself) for now",
+            servers
+                .iter()
+                .map(|(h, p)| format!("{h}:{p}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+/// The host a wildcard listener advertises when advertised.listeners does
+/// not say: this machine's name, as Kafka does.
+fn local_hostname() -> Result<String> {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for its length; gethostname writes at
+    // most that many bytes.
+    if unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } != 0 {
+        return Err(std::io::Error::last_os_error()).context("read the host name");
+    }
+    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+    Ok(String::from_utf8_lossy(&buf[..end]).into_owned())
 }
 
 pub fn run(args: ServeArgs) -> Result<()> {
@@ -98,16 +222,17 @@ pub fn run(args: ServeArgs) -> Result<()> {
         LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
         LogFormat::Json => logs.json().with_current_span(false).init(),
     }
-    let config = load_config(&args)?;
-    if args.node_id < 0 {
-        bail!("--node-id must be non-negative");
-    }
+    let (config, cluster) = load_config(&args)?;
+    cluster
+        .check_servable()
+        .context("invalid broker configuration")?;
+    start_quorum(&cluster)?;
     tune_allocator();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("start the async runtime")?;
-    runtime.block_on(serve(args, config))
+    runtime.block_on(serve(args, config, cluster))
 }
 
 /// glibc's allocator: largest block served by mmap, and free memory kept
@@ -136,10 +261,14 @@ fn tune_allocator() {
     }
 }
 
-async fn serve(args: ServeArgs, config: BrokerConfig) -> Result<()> {
-    let listener = TcpListener::bind(&args.listen)
+async fn serve(args: ServeArgs, config: BrokerConfig, cluster: ClusterConfig) -> Result<()> {
+    let kafka = cluster
+        .kafka_listener()
+        .context("listeners: a broker needs a listener that is not a controller listener")?;
+    let bind = kafka.bind_address();
+    let listener = TcpListener::bind(&bind)
         .await
-        .with_context(|| format!("listen on {}", args.listen))?;
+        .with_context(|| format!("listen on {bind} (listener {kafka})"))?;
     let bound: SocketAddr = listener.local_addr()?;
     let http_listener = match args.http_listen.as_str() {
         "off" => None,
@@ -147,19 +276,26 @@ async fn serve(args: ServeArgs, config: BrokerConfig) -> Result<()> {
             format!("listen for HTTP on {addr} (choose another with --http-listen HOST:PORT, or --http-listen off)")
         })?),
     };
-    let (host, port) = match &args.advertised_listener {
-        Some(adv) => split_host_port(adv)?,
-        None => (bound.ip().to_string(), i32::from(bound.port())),
+    let advertised = cluster.advertised_listener(kafka).unwrap_or(kafka);
+    let host = match advertised.host.as_str() {
+        "" => local_hostname()?,
+        host => host.to_owned(),
     };
+    // Port 0 binds a free port, which is the one to advertise.
+    let port = match advertised.port {
+        0 => bound.port(),
+        port => port,
+    };
+    let data_dir = cluster.log_dir.clone();
     let broker = Broker::start(BrokerOptions {
-        data_dir: args.data_dir.clone(),
-        node_id: args.node_id,
+        data_dir: data_dir.clone(),
+        node_id: cluster.node_id,
         advertised_host: host.clone(),
-        advertised_port: port,
+        advertised_port: i32::from(port),
         config,
         env: None,
     })
-    .with_context(|| format!("start broker with data in {}", args.data_dir.display()))?;
+    .with_context(|| format!("start broker with data in {}", data_dir.display()))?;
 
     let mut sigterm = signal(SignalKind::terminate()).context("install SIGTERM handler")?;
     let mut sigint = signal(SignalKind::interrupt()).context("install SIGINT handler")?;
@@ -182,17 +318,17 @@ async fn serve(args: ServeArgs, config: BrokerConfig) -> Result<()> {
         }
         None => None,
     };
-    println!(
-        "tarn: listening on {bound}, data in {}",
-        args.data_dir.display()
-    );
+    println!("tarn: listening on {bound}, data in {}", data_dir.display());
     // After the ready line, so tools that read only that line keep working.
     if let Some((addr, _)) = &http {
         println!("tarn: http on {addr}");
     }
-    if args.advertised_listener.is_some() {
-        tracing::info!(advertised = %format!("{host}:{port}"), "advertising listener");
-    }
+    tracing::info!(
+        listener = %kafka,
+        advertised = %format!("{host}:{port}"),
+        node_id = cluster.node_id,
+        "serving the Kafka protocol"
+    );
     tokio::select! {
         _ = sigterm.recv() => tracing::info!("SIGTERM: shutting down"),
         _ = sigint.recv() => tracing::info!("SIGINT: shutting down"),

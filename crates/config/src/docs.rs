@@ -70,6 +70,38 @@ pub fn documentation(name: &str) -> Option<&'static str> {
         // Idempotent producers.
         "producer.id.expiration.ms" => "Forget a producer id whose last batch is older than this.",
         "producer.id.expiration.check.interval.ms" => "How often idle producer ids are looked for.",
+        // The node and its quorum.
+        "process.roles" => "This node's roles, broker, controller or both; unset, Tarn runs one node that is both, with a quorum of itself.",
+        "node.id" => "This node's id in the cluster, as broker and as controller; Tarn's default is 1.",
+        "broker.id" => "The older name of node.id; when both are set they must be equal.",
+        "controller.quorum.voters" => "The controller quorum's voters as id@host:port, comma-separated.",
+        "controller.quorum.bootstrap.servers" => "Controller listeners (host:port, comma-separated) through which a node finds the quorum.",
+        "controller.listener.names" => "Listener names the controller serves on; a broker contacts the quorum through the first.",
+        "controller.quorum.election.timeout.ms" => "How long a voter waits without hearing from a leader before it starts an election.",
+        "controller.quorum.fetch.timeout.ms" => "How long a follower waits without a successful fetch from the leader before it suspects it.",
+        "broker.heartbeat.interval.ms" => "How often a broker sends a heartbeat to the controller.",
+        "broker.session.timeout.ms" => "A broker that sends no heartbeat for this long is fenced by the controller.",
+        "broker.rack" => "The rack of this broker, given to clients and used to spread replicas.",
+        // Listeners.
+        "listeners" => "Listeners as NAME://host:port, comma-separated; an empty host is every interface (Tarn's default: PLAINTEXT://127.0.0.1:9092).",
+        "advertised.listeners" => "Listeners clients are told to connect to; by default the broker listeners themselves.",
+        "listener.security.protocol.map" => "Listener names and their security protocols as NAME:PROTOCOL; Tarn serves PLAINTEXT only.",
+        "inter.broker.listener.name" => "The listener brokers use to reach each other; Tarn binds it as its Kafka listener.",
+        "security.inter.broker.protocol" => "The security protocol between brokers when inter.broker.listener.name is not set.",
+        // The data directory.
+        "log.dir" => "The data directory when log.dirs is not set (Tarn's default: ./tarn-data).",
+        "log.dirs" => "The data directory; Tarn supports one, not several (JBOD).",
+        "log.retention.hours" => "Delete segments older than this many hours, when log.retention.ms is not set.",
+        // Accepted from Kafka's server.properties, without effect in Tarn.
+        "num.network.threads" => "Accepted for Kafka compatibility and without effect: Tarn's network work runs on its async runtime.",
+        "num.io.threads" => "Accepted for Kafka compatibility and without effect: Tarn's request work runs on its async runtime.",
+        "socket.send.buffer.bytes" => "Accepted for Kafka compatibility and without effect: Tarn keeps the operating system's socket buffer sizes.",
+        "socket.receive.buffer.bytes" => "Accepted for Kafka compatibility and without effect: Tarn keeps the operating system's socket buffer sizes.",
+        "num.recovery.threads.per.data.dir" => "Accepted for Kafka compatibility and without effect: Tarn recovers logs with its own threads.",
+        "transaction.state.log.replication.factor" => "Accepted for Kafka compatibility and without effect: Tarn has no transaction coordinator yet.",
+        "transaction.state.log.min.isr" => "Accepted for Kafka compatibility and without effect: Tarn has no transaction coordinator yet.",
+        "share.coordinator.state.topic.replication.factor" => "Accepted for Kafka compatibility and without effect: Tarn has no share groups.",
+        "share.coordinator.state.topic.min.isr" => "Accepted for Kafka compatibility and without effect: Tarn has no share groups.",
         _ => return None,
     })
 }

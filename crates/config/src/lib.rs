@@ -6,7 +6,10 @@
 //! bad value is refused with a message naming the key. Topic configs that
 //! later issues enforce (retention, compaction, flush) are stored now.
 
+pub mod cluster;
 pub mod docs;
+pub mod meta_properties;
+pub mod properties;
 
 use std::collections::BTreeMap;
 
@@ -61,6 +64,15 @@ use ConfigType::*;
 const CODECS: &[&str] = &["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"];
 const CLEANUP: &[&str] = &["compact", "delete"];
 const TS_TYPES: &[&str] = &["CreateTime", "LogAppendTime"];
+/// `process.roles` items.
+pub const PROCESS_ROLES: &[&str] = &["broker", "controller"];
+/// Kafka's security protocols (`SecurityProtocol`); Tarn serves PLAINTEXT
+/// only for now, and `cluster` refuses the others at start-up.
+pub const SECURITY_PROTOCOLS: &[&str] = &["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"];
+/// Kafka's default `listener.security.protocol.map`: every protocol's name
+/// maps to itself (in the order Kafka prints it).
+pub const DEFAULT_LISTENER_SECURITY_PROTOCOL_MAP: &str =
+    "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT";
 
 /// Broker-level keys, as Kafka names and defaults them.
 pub const BROKER_CONFIGS: &[ConfigDef] = &[
@@ -186,6 +198,86 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
         Int,
         "1000",
         AtLeast(0),
+    ),
+    // The node and its quorum (KRaft). Tarn's defaults make `tarn serve`
+    // with no configuration one node that is broker and controller, with
+    // a quorum of itself; Kafka's (no roles, node.id -1) would not start.
+    def(
+        "process.roles",
+        List,
+        "broker,controller",
+        ListOf(PROCESS_ROLES),
+    ),
+    def("node.id", Int, "1", AtLeast(0)),
+    def("broker.id", Int, "-1", AtLeast(-1)),
+    def("controller.quorum.voters", List, "", Any),
+    def("controller.quorum.bootstrap.servers", List, "", Any),
+    def("controller.listener.names", List, "", Any),
+    def(
+        "controller.quorum.election.timeout.ms",
+        Int,
+        "1000",
+        AtLeast(1),
+    ),
+    def(
+        "controller.quorum.fetch.timeout.ms",
+        Int,
+        "2000",
+        AtLeast(1),
+    ),
+    def("broker.heartbeat.interval.ms", Int, "2000", AtLeast(1)),
+    def("broker.session.timeout.ms", Int, "9000", AtLeast(1)),
+    def("broker.rack", Str, "", Any),
+    // Listeners. Tarn listens on the loopback address by default, where
+    // Kafka's `PLAINTEXT://:9092` listens on every interface.
+    def("listeners", Str, "PLAINTEXT://127.0.0.1:9092", Any),
+    def("advertised.listeners", Str, "", Any),
+    def(
+        "listener.security.protocol.map",
+        Str,
+        DEFAULT_LISTENER_SECURITY_PROTOCOL_MAP,
+        Any,
+    ),
+    def("inter.broker.listener.name", Str, "", Any),
+    def(
+        "security.inter.broker.protocol",
+        Str,
+        "PLAINTEXT",
+        OneOf(SECURITY_PROTOCOLS),
+    ),
+    // The data directory: `log.dirs` when set, else `log.dir` (Tarn's
+    // default is ./tarn-data where Kafka's is /tmp/kafka-logs).
+    def("log.dir", Str, "./tarn-data", Any),
+    def("log.dirs", Str, "", Any),
+    // `log.retention.ms` is derived from it when only the hours are given.
+    def("log.retention.hours", Int, "168", Any),
+    // Keys of Kafka's shipped server.properties that Tarn accepts without
+    // effect, so that file starts Tarn: Tarn's threads, socket buffers and
+    // recovery are not configured this way, and it has no transaction or
+    // share-group coordinator.
+    def("num.network.threads", Int, "3", AtLeast(1)),
+    def("num.io.threads", Int, "8", AtLeast(1)),
+    def("socket.send.buffer.bytes", Int, "102400", Any),
+    def("socket.receive.buffer.bytes", Int, "102400", Any),
+    def("num.recovery.threads.per.data.dir", Int, "2", AtLeast(1)),
+    def(
+        "transaction.state.log.replication.factor",
+        Int,
+        "3",
+        Between(1, 32767),
+    ),
+    def("transaction.state.log.min.isr", Int, "2", AtLeast(1)),
+    def(
+        "share.coordinator.state.topic.replication.factor",
+        Int,
+        "3",
+        Between(1, 32767),
+    ),
+    def(
+        "share.coordinator.state.topic.min.isr",
+        Int,
+        "2",
+        Between(1, 32767),
     ),
 ];
 
@@ -416,7 +508,19 @@ impl BrokerConfig {
             let def = broker_def(key).ok_or_else(|| ConfigError::UnknownKey(key.to_owned()))?;
             config.values.insert(def.name, validate(def, value)?);
         }
+        config.derive_retention_ms();
         Ok(config)
+    }
+
+    /// Kafka's `log.retention.ms` falls back to `log.retention.hours` when
+    /// it is not set; a negative number of hours keeps segments forever.
+    fn derive_retention_ms(&mut self) {
+        if self.is_set("log.retention.ms") || !self.is_set("log.retention.hours") {
+            return;
+        }
+        let hours = self.get_i64("log.retention.hours");
+        let ms = if hours < 0 { -1 } else { hours * 3_600_000 };
+        self.values.insert("log.retention.ms", ms.to_string());
     }
 
     /// The value of a broker key, falling back to Kafka's default.
@@ -480,6 +584,41 @@ impl BrokerConfig {
 pub fn validate_topic_config(key: &str, value: &str) -> Result<String, ConfigError> {
     let (def, _) = topic_def(key).ok_or_else(|| ConfigError::UnknownKey(key.to_owned()))?;
     validate(def, value)
+}
+
+/// The format of a broker config file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigFileFormat {
+    Toml,
+    /// A Java properties file such as Kafka's `server.properties`.
+    Properties,
+}
+
+impl ConfigFileFormat {
+    /// The format of `text`, read from a file named `path`: by extension
+    /// (`.toml`, `.properties`), else by content. A properties file of
+    /// `key=value` lines with unquoted words is no valid TOML, and one
+    /// that happens to be (`num.partitions=3`) means the same either way.
+    pub fn detect(path: &std::path::Path, text: &str) -> ConfigFileFormat {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("toml") => ConfigFileFormat::Toml,
+            Some("properties") => ConfigFileFormat::Properties,
+            _ if text.parse::<toml::Table>().is_ok() => ConfigFileFormat::Toml,
+            _ => ConfigFileFormat::Properties,
+        }
+    }
+}
+
+/// The `key=value` pairs of a broker config file in either format, in
+/// file order (the last of a repeated key wins when they are applied).
+pub fn parse_config_file(
+    path: &std::path::Path,
+    text: &str,
+) -> Result<Vec<(String, String)>, String> {
+    match ConfigFileFormat::detect(path, text) {
+        ConfigFileFormat::Toml => parse_toml(text),
+        ConfigFileFormat::Properties => Ok(properties::parse(text)),
+    }
 }
 
 /// Reads a TOML file whose keys are Kafka's broker config names, e.g.
@@ -570,6 +709,63 @@ mod tests {
         assert!(validate_topic_config("cleanup.policy", "shred").is_err());
         assert!(validate_topic_config("retention.ms", "-1").is_ok());
         assert!(validate_topic_config("no.such", "1").is_err());
+    }
+
+    #[test]
+    fn retention_hours_give_retention_ms_unless_it_is_set() {
+        let c = BrokerConfig::with_overrides([("log.retention.hours", "2")]).unwrap();
+        assert_eq!(c.get_i64("log.retention.ms"), 7_200_000);
+        let c = BrokerConfig::with_overrides([("log.retention.hours", "-1")]).unwrap();
+        assert_eq!(c.get_i64("log.retention.ms"), -1);
+        let c = BrokerConfig::with_overrides([
+            ("log.retention.hours", "2"),
+            ("log.retention.ms", "1000"),
+        ])
+        .unwrap();
+        assert_eq!(c.get_i64("log.retention.ms"), 1000);
+    }
+
+    #[test]
+    fn security_protocols_parse_as_kafkas() {
+        for p in ["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] {
+            assert!(BrokerConfig::with_overrides([("security.inter.broker.protocol", p)]).is_ok());
+        }
+        assert!(BrokerConfig::with_overrides([("security.inter.broker.protocol", "TLS")]).is_err());
+    }
+
+    #[test]
+    fn config_files_are_toml_or_properties() {
+        use std::path::Path;
+        let props = "# Kafka\nlisteners=PLAINTEXT://:9092\nlog.dirs=/tmp/k\n";
+        let toml = "listeners = \"PLAINTEXT://:9092\"\n[log]\ndirs = \"/tmp/k\"\n";
+        let expected = vec![
+            ("listeners".to_owned(), "PLAINTEXT://:9092".to_owned()),
+            ("log.dirs".to_owned(), "/tmp/k".to_owned()),
+        ];
+        for name in ["server.properties", "server.conf", "server"] {
+            assert_eq!(
+                parse_config_file(Path::new(name), props).unwrap(),
+                expected,
+                "{name}"
+            );
+        }
+        for name in ["tarn.toml", "tarn.conf"] {
+            assert_eq!(
+                parse_config_file(Path::new(name), toml).unwrap(),
+                expected,
+                "{name}"
+            );
+        }
+        // Valid TOML, and the same pairs read as properties.
+        let both = "num.partitions=3\n";
+        for name in ["a.toml", "a.properties", "a"] {
+            assert_eq!(
+                parse_config_file(Path::new(name), both).unwrap(),
+                vec![("num.partitions".to_owned(), "3".to_owned())]
+            );
+        }
+        // The extension wins: a properties file named .toml is bad TOML.
+        assert!(parse_config_file(Path::new("bad.toml"), props).is_err());
     }
 
     #[test]

@@ -18,6 +18,7 @@ use parking_lot::Mutex;
 
 use tarn_storage::{GroupCommit, LogEnv};
 
+use tarn_config::meta_properties::{MetaProperties, META_PROPERTIES_FILE};
 use tarn_config::BrokerConfig;
 use tarn_metadata::dynamic_config::ConfigView;
 use tarn_metadata::{
@@ -101,39 +102,36 @@ pub struct Broker {
     producer_ids: Mutex<(i64, i64)>,
 }
 
-/// Reads or creates `meta.properties` (Kafka's file) and returns the cluster id.
+/// Reads or creates `meta.properties` (Kafka's file, as `tarn storage
+/// format` writes it) and returns the cluster id.
 fn load_meta_properties(
     env: &LogEnv,
     data_dir: &Path,
     node_id: i32,
 ) -> Result<String, BrokerError> {
-    let path = data_dir.join("meta.properties");
+    let path = data_dir.join(META_PROPERTIES_FILE);
     match env.read_optional(&path)? {
         Some(bytes) => {
             let text = String::from_utf8_lossy(&bytes);
-            let get = |key: &str| {
-                text.lines()
-                    .filter_map(|l| l.split_once('='))
-                    .find(|(k, _)| k.trim() == key)
-                    .map(|(_, v)| v.trim().to_owned())
-            };
-            let stored_node: Option<i32> = get("node.id").and_then(|v| v.parse().ok());
-            if stored_node != Some(node_id) {
+            let meta = MetaProperties::parse(&text)
+                .map_err(|e| BrokerError::Invalid(format!("{}: {e}", path.display())))?;
+            if meta.node_id != node_id {
                 return Err(BrokerError::Invalid(format!(
-                    "{} belongs to node.id {:?}, not {node_id}",
+                    "{} belongs to node.id {}, not {node_id}",
                     path.display(),
-                    stored_node
+                    meta.node_id
                 )));
             }
-            get("cluster.id").ok_or_else(|| {
-                BrokerError::Invalid(format!("{} has no cluster.id", path.display()))
-            })
+            Ok(meta.cluster_id)
         }
         None => {
-            let cluster_id = tarn_metadata::random_uuid().to_base64();
-            let text = format!("version=1\ncluster.id={cluster_id}\nnode.id={node_id}\n");
-            env.write_atomically(&path, text.as_bytes())?;
-            Ok(cluster_id)
+            let meta = MetaProperties {
+                cluster_id: tarn_metadata::random_uuid().to_base64(),
+                node_id,
+                directory_id: Some(tarn_metadata::random_uuid().to_base64()),
+            };
+            env.write_atomically(&path, meta.render().as_bytes())?;
+            Ok(meta.cluster_id)
         }
     }
 }

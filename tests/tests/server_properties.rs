@@ -1,0 +1,379 @@
+//! Kafka's configuration files start Tarn: a Kafka 4 `server.properties`
+//! (paths and ports adjusted) serves the listener it names, bad keys and
+//! listeners stop start-up naming them, and `tarn storage format` ties the
+//! data directory to the cluster id that Metadata then reports.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use tarn_cli::client::Client;
+use tarn_e2e::{parse_ready_line, run_with_timeout, tarn_bin, TEST_TIMEOUT};
+use tarn_protocol::messages::metadata::*;
+use tarn_protocol::Uuid;
+
+/// Kafka 4's shipped `config/server.properties` (KRaft, one node that is
+/// broker and controller), with `{port}`, `{controller}` and `{dir}` to
+/// fill in.
+const KAFKA_SERVER_PROPERTIES: &str = "\
+############################# Server Basics #############################
+process.roles=broker,controller
+node.id=1
+controller.quorum.bootstrap.servers=localhost:{controller}
+
+############################# Socket Server Settings #############################
+listeners=PLAINTEXT://:{port},CONTROLLER://:{controller}
+inter.broker.listener.name=PLAINTEXT
+advertised.listeners=PLAINTEXT://localhost:{port},CONTROLLER://localhost:{controller}
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL
+num.network.threads=3
+num.io.threads=8
+socket.send.buffer.bytes=102400
+socket.receive.buffer.bytes=102400
+socket.request.max.bytes=104857600
+
+############################# Log Basics #############################
+log.dirs={dir}
+num.partitions=1
+num.recovery.threads.per.data.dir=1
+
+############################# Internal Topic Settings  #############################
+offsets.topic.replication.factor=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+
+############################# Log Retention Policy #############################
+log.retention.hours=168
+log.segment.bytes=1073741824
+log.retention.check.interval.ms=300000
+";
+
+/// A port nothing listens on right now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("find a free port")
+        .port()
+}
+
+struct Node {
+    scratch: tempfile::TempDir,
+    port: u16,
+}
+
+impl Node {
+    fn new() -> Node {
+        Node {
+            scratch: tempfile::tempdir().expect("create a scratch dir"),
+            port: free_port(),
+        }
+    }
+
+    fn data_dir(&self) -> PathBuf {
+        self.scratch.path().join("kraft-combined-logs")
+    }
+
+    /// Writes Kafka's server.properties, with `extra` lines appended.
+    fn server_properties(&self, extra: &str) -> PathBuf {
+        let text = KAFKA_SERVER_PROPERTIES
+            .replace("{port}", &self.port.to_string())
+            .replace("{controller}", &free_port().to_string())
+            .replace("{dir}", &self.data_dir().display().to_string());
+        let path = self.scratch.path().join("server.properties");
+        std::fs::write(&path, format!("{text}{extra}")).expect("write server.properties");
+        path
+    }
+}
+
+/// A running `tarn serve`, killed when dropped.
+struct Serving(Child);
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        if let Err(e) = self.0.kill().and_then(|()| self.0.wait().map(drop)) {
+            eprintln!("stop tarn serve: {e}");
+        }
+    }
+}
+
+fn serve(config: &Path) -> (Serving, String) {
+    let mut child = Command::new(tarn_bin())
+        .args(["serve", "--http-listen", "off", "--config"])
+        .arg(config)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn tarn serve");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let serving = Serving(child);
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let read = BufReader::new(stdout).read_line(&mut line);
+        tx.send(read.map(|_| line))
+            .expect("hand over the ready line");
+    });
+    let line = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("a ready line within 30 s")
+        .expect("read the ready line");
+    let (addr, _dir) = parse_ready_line(&line).unwrap_or_else(|| panic!("ready line {line:?}"));
+    (serving, addr)
+}
+
+/// Runs `tarn serve` expecting it to refuse; returns its stderr.
+fn refused(args: &[&str], config: Option<&Path>) -> String {
+    let mut command = Command::new(tarn_bin());
+    command
+        .arg("serve")
+        .args(["--http-listen", "off"])
+        .args(args);
+    if let Some(config) = config {
+        command.arg("--config").arg(config);
+    }
+    let output = command.output().expect("run tarn serve");
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(
+        !output.status.success(),
+        "tarn serve {args:?} started: {stderr}"
+    );
+    stderr
+}
+
+fn metadata(port: u16) -> MetadataResponse {
+    let mut client = Client::connect(&format!("127.0.0.1:{port}")).expect("connect");
+    client
+        .call(3, 12, 9, &MetadataRequest::default())
+        .expect("Metadata")
+}
+
+fn tarn(args: &[&str]) -> std::process::Output {
+    Command::new(tarn_bin())
+        .args(args)
+        .output()
+        .expect("run tarn")
+}
+
+#[test]
+fn kafkas_server_properties_starts_tarn_on_the_listener_it_names() {
+    run_with_timeout(TEST_TIMEOUT, || {
+        let node = Node::new();
+        let config = node.server_properties("");
+        let (_serving, addr) = serve(&config);
+        // `listeners=PLAINTEXT://:port` binds every interface.
+        assert_eq!(addr, format!("0.0.0.0:{}", node.port));
+        let metadata = metadata(node.port);
+        assert_eq!(metadata.brokers.len(), 1);
+        let broker = &metadata.brokers[0];
+        // Advertised as advertised.listeners says, not as bound.
+        assert_eq!(
+            (broker.node_id, broker.host.as_str(), broker.port),
+            (1, "localhost", i32::from(node.port))
+        );
+        assert!(node.data_dir().join("meta.properties").exists());
+    });
+}
+
+#[test]
+fn an_unknown_key_in_server_properties_stops_start_up_naming_it() {
+    let node = Node::new();
+    let config = node.server_properties("zookeeper.connect=localhost:2181\n");
+    let stderr = refused(&[], Some(&config));
+    assert!(
+        stderr.contains("unknown config key 'zookeeper.connect'"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn bad_listeners_stop_start_up_naming_the_key() {
+    let node = Node::new();
+    let config = node.server_properties("");
+    for (set, expected) in [
+        (
+            "listeners=PLAINTEXT:/127.0.0.1:9092",
+            "listeners: unable to parse",
+        ),
+        (
+            "listeners=INTERNAL://127.0.0.1:9092",
+            "no security protocol defined for listener INTERNAL",
+        ),
+        (
+            "inter.broker.listener.name=NOPE",
+            "inter.broker.listener.name",
+        ),
+        ("log.dirs=/tmp/a,/tmp/b", "JBOD"),
+    ] {
+        let stderr = refused(&["--set", set], Some(&config));
+        assert!(stderr.contains(expected), "--set {set}: {stderr}");
+    }
+    // SSL and SASL parse as Kafka's, but only PLAINTEXT is served.
+    let stderr = refused(
+        &[
+            "--set",
+            "listeners=SSL://127.0.0.1:9093",
+            "--set",
+            "security.inter.broker.protocol=SSL",
+        ],
+        None,
+    );
+    assert!(stderr.contains("Tarn serves only PLAINTEXT"), "{stderr}");
+    // A flag and its key that disagree.
+    let stderr = refused(&["--listen", "127.0.0.1:1"], Some(&config));
+    assert!(
+        stderr.contains("--listen 127.0.0.1:1 and listeners="),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_three_node_quorum_validates_and_is_refused_as_not_wired_yet() {
+    let scratch = tempfile::tempdir().unwrap();
+    let data = scratch.path().join("d1");
+    let stderr = refused(
+        &[
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--set",
+            "node.id=1",
+            "--set",
+            "process.roles=broker,controller",
+            "--set",
+            "listeners=PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093",
+            "--set",
+            "controller.listener.names=CONTROLLER",
+            "--set",
+            "controller.quorum.voters=1@127.0.0.1:19093,2@127.0.0.1:29093,3@127.0.0.1:39093",
+        ],
+        None,
+    );
+    assert!(
+        stderr.contains("multi-node quorums are not wired yet"),
+        "{stderr}"
+    );
+    // The same with node.id 4 fails validation instead.
+    let stderr = refused(
+        &[
+            "--set",
+            "node.id=4",
+            "--set",
+            "listeners=PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093",
+            "--set",
+            "controller.listener.names=CONTROLLER",
+            "--set",
+            "controller.quorum.voters=1@127.0.0.1:19093,2@127.0.0.1:29093",
+        ],
+        None,
+    );
+    assert!(stderr.contains("controller.quorum.voters"), "{stderr}");
+}
+
+#[test]
+fn random_uuid_prints_a_kafka_style_base64_uuid() {
+    let first = tarn(&["storage", "random-uuid"]);
+    assert!(first.status.success());
+    let first = String::from_utf8(first.stdout).unwrap();
+    let second = String::from_utf8(tarn(&["storage", "random-uuid"]).stdout).unwrap();
+    for id in [&first, &second] {
+        let id = id.strip_suffix('\n').expect("one line");
+        assert_eq!(id.len(), 22, "{id}");
+        assert!(
+            id.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'),
+            "{id}"
+        );
+        assert!(Uuid::from_base64(id).is_some(), "{id}");
+    }
+    assert_ne!(first, second);
+}
+
+#[test]
+fn storage_format_gives_serve_its_cluster_id() {
+    run_with_timeout(TEST_TIMEOUT, || {
+        let node = Node::new();
+        let config = node.server_properties("");
+        let config_arg = config.to_str().unwrap();
+        let id = String::from_utf8(tarn(&["storage", "random-uuid"]).stdout).unwrap();
+        let id = id.trim();
+        let format = tarn(&[
+            "storage",
+            "format",
+            "--cluster-id",
+            id,
+            "--config",
+            config_arg,
+        ]);
+        assert!(format.status.success(), "{format:?}");
+        let meta = std::fs::read_to_string(node.data_dir().join("meta.properties")).unwrap();
+        for line in ["version=1", "node.id=1", &format!("cluster.id={id}")] {
+            assert!(meta.lines().any(|l| l == line), "{line} in {meta}");
+        }
+        assert!(
+            meta.lines().any(|l| l.starts_with("directory.id=")),
+            "{meta}"
+        );
+
+        // Formatted already: refused, unless --ignore-formatted; another
+        // cluster id is refused either way.
+        let again = tarn(&["storage", "format", "-t", id, "--config", config_arg]);
+        assert!(!again.status.success());
+        assert!(String::from_utf8_lossy(&again.stderr).contains("already formatted"));
+        let ignored = tarn(&["storage", "format", "-t", id, "-g", "--config", config_arg]);
+        assert!(ignored.status.success(), "{ignored:?}");
+        let other = String::from_utf8(tarn(&["storage", "random-uuid"]).stdout).unwrap();
+        let other = tarn(&[
+            "storage",
+            "format",
+            "-t",
+            other.trim(),
+            "-g",
+            "--config",
+            config_arg,
+        ]);
+        assert!(!other.status.success());
+        assert!(String::from_utf8_lossy(&other.stderr).contains("is formatted for cluster"));
+        let bad = tarn(&[
+            "storage",
+            "format",
+            "-t",
+            "not-a-uuid",
+            "--config",
+            config_arg,
+        ]);
+        assert!(String::from_utf8_lossy(&bad.stderr).contains("valid UUID"));
+
+        let info = tarn(&["storage", "info", "--config", config_arg]);
+        assert!(info.status.success(), "{info:?}");
+        assert!(String::from_utf8_lossy(&info.stdout).contains(&format!("cluster.id={id}")));
+
+        let (_serving, _) = serve(&config);
+        assert_eq!(metadata(node.port).cluster_id.as_deref(), Some(id));
+    });
+}
+
+#[test]
+fn serve_refuses_a_directory_formatted_for_another_node() {
+    let node = Node::new();
+    let config = node.server_properties("");
+    let config_arg = config.to_str().unwrap();
+    let id = String::from_utf8(tarn(&["storage", "random-uuid"]).stdout).unwrap();
+    let format = tarn(&[
+        "storage",
+        "format",
+        "-t",
+        id.trim(),
+        "--config",
+        config_arg,
+        "--set",
+        "node.id=2",
+    ]);
+    assert!(format.status.success(), "{format:?}");
+    let stderr = refused(&[], Some(&config));
+    assert!(stderr.contains("belongs to node.id 2, not 1"), "{stderr}");
+}
