@@ -61,6 +61,9 @@ impl TopicInfo {
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct MetadataImage {
+    /// Set by the quorum's first active controller; `None` on a single
+    /// node, whose id is in its meta.properties alone.
+    pub cluster_id: Option<String>,
     pub brokers: BTreeMap<i32, BrokerInfo>,
     topics_by_id: HashMap<Uuid, Arc<TopicInfo>>,
     /// Shared names: an image is cloned on every commit, and cloning a
@@ -109,6 +112,11 @@ impl MetadataImage {
     /// behind replay the image, not the whole history.
     pub fn to_records(&self) -> Vec<MetadataRecord> {
         let mut records = Vec::new();
+        if let Some(cluster_id) = &self.cluster_id {
+            records.push(MetadataRecord::ClusterIdentity {
+                cluster_id: cluster_id.clone(),
+            });
+        }
         for b in self.brokers.values() {
             records.push(MetadataRecord::RegisterBroker {
                 broker_id: b.broker_id,
@@ -198,6 +206,10 @@ impl MetadataImage {
                         fenced: *fenced,
                     },
                 );
+            }
+            MetadataRecord::ClusterIdentity { cluster_id } => {
+                // The first one counts: a cluster's id never changes.
+                self.cluster_id.get_or_insert_with(|| cluster_id.clone());
             }
             MetadataRecord::FenceBroker {
                 broker_id,
@@ -320,6 +332,9 @@ mod tests {
     fn an_image_rebuilt_from_its_records_is_the_same_image() {
         let mut image = MetadataImage::default();
         let records = vec![
+            MetadataRecord::ClusterIdentity {
+                cluster_id: "c".into(),
+            },
             MetadataRecord::RegisterBroker {
                 broker_id: 2,
                 host: "h".into(),

@@ -14,6 +14,7 @@ mod log;
 pub mod placement;
 pub mod publisher;
 mod records;
+pub mod replicated;
 pub mod topics;
 
 pub use image::{BrokerInfo, MetadataImage, PartitionInfo, QuotaEntity, TopicInfo};
@@ -36,6 +37,15 @@ pub struct MetadataStore {
 }
 
 impl MetadataStore {
+    /// A store over a replicated log whose entries reach `publisher`
+    /// through the quorum (see `replicated`).
+    pub fn replicated(log: Box<dyn MetadataLog>, publisher: Arc<MetadataPublisher>) -> Self {
+        MetadataStore {
+            log: Mutex::new(log),
+            publisher,
+        }
+    }
+
     /// Replays the whole log into a fresh image.
     pub fn open(log: Box<dyn MetadataLog>) -> Result<Self, MetadataLogError> {
         let mut image = MetadataImage::default();
@@ -72,6 +82,7 @@ impl MetadataStore {
         E: From<MetadataLogError> + From<PublishError>,
     {
         let mut log = self.log.lock();
+        log.prepare()?;
         let current = self.image();
         let (records, value) = build(&current)?;
         if records.is_empty() {

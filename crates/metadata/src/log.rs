@@ -50,6 +50,12 @@ pub enum MetadataLogError {
          refusing to start rather than drop the metadata committed after it"
     )]
     Unreadable { offset: u64, reason: String },
+    /// This node is not the active controller, so it cannot commit.
+    #[error("not the active controller (the active one: {leader:?})")]
+    NotController { leader: Option<i32> },
+    /// The quorum could not commit, or it is unknown whether it did.
+    #[error("metadata quorum: {0}")]
+    Quorum(String),
 }
 
 /// Where metadata records are made durable. A Raft quorum implements this
@@ -62,6 +68,12 @@ pub trait MetadataLog: Send {
     fn append(&mut self, records: &[MetadataRecord]) -> Result<u64, MetadataLogError>;
     /// The offset of the last committed entry, 0 when there is none.
     fn end_offset(&self) -> u64;
+    /// Called before a commit is planned: returns once the image the plan
+    /// will see holds every entry committed so far (a new quorum leader
+    /// may not have applied its predecessor's last entries yet).
+    fn prepare(&mut self) -> Result<(), MetadataLogError> {
+        Ok(())
+    }
 }
 
 /// The metadata log in one file, through the storage crate's file system
@@ -167,7 +179,7 @@ fn unreadable(offset: usize, reason: String) -> MetadataLogError {
 }
 
 /// Decodes one intact entry's records onto `out`; the error says why not.
-fn decode_entry(body: &[u8], out: &mut Vec<MetadataRecord>) -> Result<(), String> {
+pub(crate) fn decode_entry(body: &[u8], out: &mut Vec<MetadataRecord>) -> Result<(), String> {
     let value: Value = serde_json::from_slice(body).map_err(|e| format!("not JSON: {e}"))?;
     let Value::Object(mut entry) = value else {
         return Err("not a JSON object".into());
@@ -223,7 +235,7 @@ fn decode_record(mut record: Map<String, Value>) -> Result<MetadataRecord, Strin
 }
 
 /// One commit's entry body.
-fn encode_entry(records: &[MetadataRecord]) -> Result<Vec<u8>, MetadataLogError> {
+pub(crate) fn encode_entry(records: &[MetadataRecord]) -> Result<Vec<u8>, MetadataLogError> {
     let mut encoded = Vec::with_capacity(records.len());
     for record in records {
         let Value::Object(mut fields) = serde_json::to_value(record)? else {
@@ -480,6 +492,9 @@ mod tests {
                     security_protocol: "PLAINTEXT".into(),
                 }],
                 fenced: true,
+            },
+            MetadataRecord::ClusterIdentity {
+                cluster_id: "c".into(),
             },
             MetadataRecord::FenceBroker {
                 broker_id: 1,

@@ -24,12 +24,18 @@ pub struct MetadataDelta<'a> {
     pub records: &'a [MetadataRecord],
     /// The image before the entry.
     pub previous: &'a Arc<MetadataImage>,
+    /// The records are a whole image (a snapshot installed from the
+    /// quorum's leader), not a change to the previous one.
+    pub snapshot: bool,
 }
 
 impl MetadataDelta<'_> {
     /// The topics (ids) the entry's records name, or `None` when a record
     /// can change any topic (a broker config or registration does).
     pub fn touched_topics(&self) -> Option<Vec<Uuid>> {
+        if self.snapshot {
+            return None;
+        }
         let mut ids = Vec::new();
         for record in self.records {
             match record.topic_id() {
@@ -44,6 +50,22 @@ impl MetadataDelta<'_> {
 
     /// The topics the entry removed, by name, as the previous image had them.
     pub fn removed_topics(&self) -> Vec<&str> {
+        if self.snapshot {
+            let kept: Vec<[u8; 16]> = self
+                .records
+                .iter()
+                .filter_map(|r| match r {
+                    MetadataRecord::Topic { topic_id, .. } => Some(*topic_id),
+                    _ => None,
+                })
+                .collect();
+            return self
+                .previous
+                .topics()
+                .filter(|t| !kept.contains(&t.topic_id.0))
+                .map(|t| t.name.as_str())
+                .collect();
+        }
         self.records
             .iter()
             .filter_map(|record| match record {
@@ -134,12 +156,34 @@ impl MetadataPublisher {
         for record in records {
             next.apply(record);
         }
+        self.announce(offset, records, previous, next, false)
+    }
+
+    /// Replaces the image with `image`, which holds every entry up to
+    /// `offset` (a snapshot from the quorum), and tells the listeners.
+    pub fn install(&self, offset: u64, image: MetadataImage) -> Result<(), PublishError> {
+        let _serial = self.serial.lock();
+        let records = image.to_records();
+        let previous = self.image();
+        self.announce(offset, &records, previous, image, true)
+    }
+
+    /// Makes `next` the image and runs the listeners; under `serial`.
+    fn announce(
+        &self,
+        offset: u64,
+        records: &[MetadataRecord],
+        previous: Arc<MetadataImage>,
+        next: MetadataImage,
+        snapshot: bool,
+    ) -> Result<(), PublishError> {
         let next = Arc::new(next);
         *self.image.write() = next.clone();
         let delta = MetadataDelta {
             offset,
             records,
             previous: &previous,
+            snapshot,
         };
         let listeners = self.listeners.read().clone();
         let mut failed = None;

@@ -42,6 +42,9 @@ pub enum MetadataRecord {
         #[serde(default)]
         fenced: bool,
     },
+    /// The cluster's id, chosen by the first active controller of a quorum
+    /// (or given by `tarn storage format`); every node adopts it.
+    ClusterIdentity { cluster_id: String },
     /// The broker missed its heartbeats (or asked to shut down): clients
     /// are no longer sent to it, and it leads no partition.
     FenceBroker {
@@ -104,7 +107,9 @@ impl MetadataRecord {
         // its name in `max_version`).
         match self {
             MetadataRecord::RegisterBroker { .. } => 1,
-            MetadataRecord::FenceBroker { .. } | MetadataRecord::UnfenceBroker { .. } => 0,
+            MetadataRecord::FenceBroker { .. }
+            | MetadataRecord::UnfenceBroker { .. }
+            | MetadataRecord::ClusterIdentity { .. } => 0,
             MetadataRecord::Topic { .. }
             | MetadataRecord::Partition { .. }
             | MetadataRecord::TopicConfig { .. }
@@ -121,7 +126,7 @@ impl MetadataRecord {
     pub fn max_version(kind: &str) -> Option<u16> {
         match kind {
             "RegisterBroker" => Some(1),
-            "FenceBroker" | "UnfenceBroker" | "Topic" | "Partition" | "TopicConfig"
+            "ClusterIdentity" | "FenceBroker" | "UnfenceBroker" | "Topic" | "Partition" | "TopicConfig"
             | "RemoveTopic" | "BrokerConfig" | "ProducerIds" | "ClientQuota" => Some(0),
             _ => None,
         }
@@ -135,6 +140,7 @@ impl MetadataRecord {
             | MetadataRecord::TopicConfig { topic_id, .. }
             | MetadataRecord::RemoveTopic { topic_id } => Some(Uuid(*topic_id)),
             MetadataRecord::RegisterBroker { .. }
+            | MetadataRecord::ClusterIdentity { .. }
             | MetadataRecord::FenceBroker { .. }
             | MetadataRecord::UnfenceBroker { .. }
             | MetadataRecord::BrokerConfig { .. }
