@@ -1,6 +1,7 @@
 //! `tarn serve`: loads the configuration, starts the broker, prints where
 //! it listens, and shuts down cleanly on SIGINT or SIGTERM.
 
+use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -12,9 +13,11 @@ use tokio::net::TcpListener;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::watch;
 
-use tarn_config::cluster::{ClusterConfig, Quorum};
+use tarn_config::cluster::{ClusterConfig, Listener, Quorum};
 use tarn_config::parse_config_file;
 use tarn_coordinator::group_lag::SharedGroupLagSource;
+use tarn_metadata::Endpoint;
+use tarn_server::cluster::{ClusterNode, ClusterOptions};
 use tarn_server::group_lag_source::CoordinatorLagSource;
 use tarn_server::{http, metrics, server, Broker, BrokerConfig, BrokerOptions};
 
@@ -166,35 +169,6 @@ fn load_config(args: &ServeArgs) -> Result<(BrokerConfig, ClusterConfig)> {
     load(pairs)
 }
 
-/// Starts this node's part of the controller quorum. Only a quorum of this
-/// node alone runs for now, inside the broker's own metadata log; a quorum
-/// of several nodes (openraft) replaces this function.
-fn start_quorum(cluster: &ClusterConfig) -> Result<()> {
-    match cluster.quorum() {
-        Quorum::SingleNode => Ok(()),
-        Quorum::Voters(voters) => bail!(
-            "controller.quorum.voters names {} voters ({}); multi-node quorums are not wired \
-             yet, so Tarn runs only as a single node (a quorum of itself) for now",
-            voters.len(),
-            voters
-                .keys()
-                .map(i32::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        Quorum::Bootstrap(servers) => bail!(
-            "controller.quorum.bootstrap.servers names controllers other than this node ({}); \
-             multi-node quorums are not wired yet, so Tarn runs only as a single node (a \
-             quorum of itself) for now",
-            servers
-                .iter()
-                .map(|(h, p)| format!("{h}:{p}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    }
-}
-
 /// The host a wildcard listener advertises when advertised.listeners does
 /// not say: this machine's name, as Kafka does.
 fn local_hostname() -> Result<String> {
@@ -213,7 +187,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         Some(level) => tracing_subscriber::EnvFilter::try_new(level)
             .with_context(|| format!("--log-level {level}"))?,
         None => tracing_subscriber::EnvFilter::try_from_default_env()
-            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,openraft=warn")),
     };
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -226,7 +200,17 @@ pub fn run(args: ServeArgs) -> Result<()> {
     cluster
         .check_servable()
         .context("invalid broker configuration")?;
-    start_quorum(&cluster)?;
+    if let Quorum::Bootstrap(servers) = cluster.quorum() {
+        bail!(
+            "controller.quorum.bootstrap.servers ({}) asks for a dynamic quorum (KIP-853), which \
+             Tarn does not support yet: list the voters in controller.quorum.voters",
+            servers
+                .iter()
+                .map(|(h, p)| format!("{h}:{p}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     tune_allocator();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -287,15 +271,32 @@ async fn serve(args: ServeArgs, config: BrokerConfig, cluster: ClusterConfig) ->
         port => port,
     };
     let data_dir = cluster.log_dir.clone();
-    let broker = Broker::start(BrokerOptions {
+    let options = BrokerOptions {
         data_dir: data_dir.clone(),
         node_id: cluster.node_id,
         advertised_host: host.clone(),
         advertised_port: i32::from(port),
         config,
         env: None,
-    })
-    .with_context(|| format!("start broker with data in {}", data_dir.display()))?;
+    };
+    let (broker, cluster_node) = match cluster.quorum() {
+        Quorum::Voters(voters) => {
+            let (broker, node) =
+                join_cluster(options, &cluster, voters, kafka, &host, port).await?;
+            (broker, Some(node))
+        }
+        _ => {
+            let broker = Broker::start(options)
+                .with_context(|| format!("start broker with data in {}", data_dir.display()))?;
+            (broker, None)
+        }
+    };
+    // A single node has no cluster to fail in: its channel never fires.
+    let (_never, no_failure) = watch::channel(None);
+    let mut fatal = match &cluster_node {
+        Some(node) => node.fatal.clone(),
+        None => no_failure,
+    };
 
     let mut sigterm = signal(SignalKind::terminate()).context("install SIGTERM handler")?;
     let mut sigint = signal(SignalKind::interrupt()).context("install SIGINT handler")?;
@@ -329,9 +330,20 @@ async fn serve(args: ServeArgs, config: BrokerConfig, cluster: ClusterConfig) ->
         node_id = cluster.node_id,
         "serving the Kafka protocol"
     );
+    let mut failure = None;
     tokio::select! {
         _ = sigterm.recv() => tracing::info!("SIGTERM: shutting down"),
         _ = sigint.recv() => tracing::info!("SIGINT: shutting down"),
+        reason = fatal.wait_for(Option::is_some) => {
+            failure = match reason {
+                Ok(reason) => reason.clone(),
+                Err(_) => Some("the cluster tasks stopped".to_owned()),
+            };
+            tracing::error!(reason = failure.as_deref().unwrap_or(""), "stopping");
+        }
+    }
+    if let Some(node) = &cluster_node {
+        node.controlled_shutdown(&broker).await;
     }
     stop_tx.send(true).context("stop the accept loop")?;
     server.await.context("join the accept loop")?;
@@ -340,6 +352,76 @@ async fn serve(args: ServeArgs, config: BrokerConfig, cluster: ClusterConfig) ->
         task.await.context("join the HTTP listener")?;
     }
     broker.shutdown().context("shut down the broker")?;
+    if let Some(node) = cluster_node {
+        node.shutdown().await.context("leave the metadata quorum")?;
+    }
+    if let Some(reason) = failure {
+        bail!("{reason}");
+    }
     tracing::info!("clean shutdown complete");
     Ok(())
+}
+
+/// Starts this node as a member of the controller quorum `voters`, with
+/// its CONTROLLER listener bound and its broker registering with the
+/// active controller.
+async fn join_cluster(
+    options: BrokerOptions,
+    cluster: &ClusterConfig,
+    voters: BTreeMap<i32, (String, u16)>,
+    kafka: &Listener,
+    host: &str,
+    port: u16,
+) -> Result<(Arc<Broker>, ClusterNode)> {
+    let controller = cluster.controller_listeners().next().with_context(|| {
+        format!(
+            "node {} is a voter of controller.quorum.voters but listeners has no controller listener ({})",
+            cluster.node_id,
+            cluster.controller_listener_names.join(",")
+        )
+    })?;
+    let bind = controller.bind_address();
+    let controller_listener = TcpListener::bind(&bind)
+        .await
+        .with_context(|| format!("listen on {bind} (listener {controller})"))?;
+    let endpoints = cluster
+        .advertised_listeners
+        .iter()
+        .map(|l| {
+            let (h, p) = if l.name == kafka.name {
+                (host.to_owned(), port)
+            } else {
+                (l.host.clone(), l.port)
+            };
+            Endpoint {
+                name: l.name.clone(),
+                host: h,
+                port: i32::from(p),
+                security_protocol: l.security_protocol.name().to_owned(),
+            }
+        })
+        .collect();
+    let joining = ClusterOptions {
+        voters: voters
+            .into_iter()
+            .map(|(id, (h, p))| (id, format!("{h}:{p}")))
+            .collect(),
+        controller_listener,
+        endpoints,
+        client_listener: kafka.name.clone(),
+        rack: cluster.rack.clone(),
+        election_timeout_ms: cluster.quorum_election_timeout_ms.max(1) as u64,
+        fetch_timeout_ms: cluster.quorum_fetch_timeout_ms.max(1) as u64,
+        heartbeat_interval_ms: cluster.broker_heartbeat_interval_ms.max(1) as u64,
+    };
+    let data_dir = options.data_dir.clone();
+    tarn_server::cluster::start(options, joining)
+        .await
+        .with_context(|| {
+            format!(
+                "start node {} with data in {}",
+                cluster.node_id,
+                data_dir.display()
+            )
+        })
 }

@@ -28,6 +28,8 @@ pub struct BrokerRegistration {
     /// Set when this node is also the (single) quorum and so has every
     /// committed entry: it is registered unfenced.
     pub caught_up: bool,
+    /// The cluster the broker's data directory was formatted for, if any.
+    pub cluster_id: Option<String>,
 }
 
 /// A refusal of a registration or heartbeat.
@@ -59,6 +61,17 @@ pub fn register(
             ),
         });
     };
+    if let (Some(ours), Some(theirs)) = (&image.cluster_id, &request.cluster_id) {
+        if ours != theirs {
+            return Err(BrokerError {
+                code: error::INCONSISTENT_CLUSTER_ID,
+                message: format!(
+                    "broker {} belongs to cluster {theirs}, not to this cluster {ours}",
+                    request.broker_id
+                ),
+            });
+        }
+    }
     let known = image.brokers.get(&request.broker_id);
     if let Some(known) = known {
         if known.incarnation_id == request.incarnation_id {
@@ -156,6 +169,7 @@ mod tests {
             client_listener: "PLAINTEXT".into(),
             rack: Some("a".into()),
             caught_up,
+            cluster_id: Some("c".into()),
         }
     }
 
@@ -211,6 +225,16 @@ mod tests {
             }],
         );
         assert!(!image.brokers[&2].fenced);
+    }
+
+    #[test]
+    fn a_broker_of_another_cluster_is_refused() {
+        let mut image = MetadataImage::default();
+        image.apply(&MetadataRecord::ClusterIdentity {
+            cluster_id: "other".into(),
+        });
+        let refused = register(&image, &registration(1, true)).unwrap_err();
+        assert_eq!(refused.code, error::INCONSISTENT_CLUSTER_ID);
     }
 
     #[test]

@@ -44,7 +44,9 @@ pub enum MetadataRecord {
     },
     /// The cluster's id, chosen by the first active controller of a quorum
     /// (or given by `tarn storage format`); every node adopts it.
-    ClusterIdentity { cluster_id: String },
+    ClusterIdentity {
+        cluster_id: String,
+    },
     /// The broker missed its heartbeats (or asked to shut down): clients
     /// are no longer sent to it, and it leads no partition.
     FenceBroker {
@@ -126,8 +128,10 @@ impl MetadataRecord {
     pub fn max_version(kind: &str) -> Option<u16> {
         match kind {
             "RegisterBroker" => Some(1),
-            "ClusterIdentity" | "FenceBroker" | "UnfenceBroker" | "Topic" | "Partition" | "TopicConfig"
-            | "RemoveTopic" | "BrokerConfig" | "ProducerIds" | "ClientQuota" => Some(0),
+            "ClusterIdentity" | "FenceBroker" | "UnfenceBroker" | "Topic" | "Partition"
+            | "TopicConfig" | "RemoveTopic" | "BrokerConfig" | "ProducerIds" | "ClientQuota" => {
+                Some(0)
+            }
             _ => None,
         }
     }

@@ -6,7 +6,7 @@
 //! one entry). A snapshot is the image as the records that rebuild it
 //! (`MetadataImage::to_records`), in that same body.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -29,15 +29,17 @@ fn quorum_error(e: QuorumError) -> MetadataLogError {
 
 /// Commits through the quorum. Its calls block (the store runs them off
 /// the async workers) and must run inside a multi-threaded tokio runtime.
+/// The quorum is set once it has started (its state machine must exist
+/// first); until then nothing commits.
 pub struct QuorumMetadataLog {
-    quorum: Quorum,
+    quorum: Arc<OnceLock<Quorum>>,
     publisher: Arc<MetadataPublisher>,
     runtime: tokio::runtime::Handle,
 }
 
 impl QuorumMetadataLog {
     pub fn new(
-        quorum: Quorum,
+        quorum: Arc<OnceLock<Quorum>>,
         publisher: Arc<MetadataPublisher>,
         runtime: tokio::runtime::Handle,
     ) -> Self {
@@ -48,14 +50,32 @@ impl QuorumMetadataLog {
         }
     }
 
-    /// Waits until the entry at `offset` is published on this node.
-    fn published(&self, offset: u64) -> Result<(), MetadataLogError> {
-        let wait = tokio::time::timeout(PUBLISH_TIMEOUT, self.publisher.wait_for(offset));
-        self.runtime.block_on(wait).map_err(|_| {
-            MetadataLogError::Quorum(format!(
-                "entry {offset} is committed but was not applied here within {PUBLISH_TIMEOUT:?}"
-            ))
-        })
+    fn quorum(&self) -> Result<&Quorum, MetadataLogError> {
+        self.quorum
+            .get()
+            .ok_or(MetadataLogError::NotController { leader: None })
+    }
+
+    /// Waits until this node has applied the log up to `index`: every
+    /// entry of the metadata up to it is then published (Raft's own
+    /// entries, a leader's blank one say, hold no metadata and are not).
+    fn applied(&self, index: u64) -> Result<(), MetadataLogError> {
+        let mut status = self.quorum()?.status();
+        let wait = tokio::time::timeout(
+            PUBLISH_TIMEOUT,
+            status.wait_for(|s| s.applied_index >= Some(index) || !s.running),
+        );
+        let running = self
+            .runtime
+            .block_on(wait)
+            .map(|seen| seen.map(|s| s.running).unwrap_or(false));
+        match running {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(MetadataLogError::Quorum("the quorum stopped".into())),
+            Err(_) => Err(MetadataLogError::Quorum(format!(
+                "entry {index} is committed but was not applied here within {PUBLISH_TIMEOUT:?}"
+            ))),
+        }
     }
 }
 
@@ -72,18 +92,18 @@ impl MetadataLog for QuorumMetadataLog {
     fn prepare(&mut self) -> Result<(), MetadataLogError> {
         let index = self
             .runtime
-            .block_on(self.quorum.read_barrier())
+            .block_on(self.quorum()?.read_barrier())
             .map_err(quorum_error)?;
-        self.published(index)
+        self.applied(index)
     }
 
     fn append(&mut self, records: &[MetadataRecord]) -> Result<u64, MetadataLogError> {
         let entry = Bytes::from(encode_entry(records)?);
         let committed = self
             .runtime
-            .block_on(self.quorum.propose(entry))
+            .block_on(self.quorum()?.propose(entry))
             .map_err(quorum_error)?;
-        self.published(committed.index)?;
+        self.applied(committed.index)?;
         Ok(committed.index)
     }
 }
@@ -133,5 +153,95 @@ impl StateMachine for PublishingMachine {
             tracing::error!(error = %e, "installing a metadata snapshot on this node");
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::path::PathBuf;
+
+    use tarn_quorum::sim::SimNetwork;
+    use tarn_quorum::QuorumConfig;
+    use tarn_storage::sim::SimFileSystem;
+    use tarn_storage::FileSystem;
+
+    use super::*;
+    use crate::MetadataStore;
+
+    fn topic(name: &str, id: u8) -> MetadataRecord {
+        MetadataRecord::Topic {
+            name: name.into(),
+            topic_id: [id; 16],
+        }
+    }
+
+    /// A store over a quorum of one, on a simulated disk.
+    async fn start(fs: &Arc<SimFileSystem>) -> (MetadataStore, Quorum) {
+        let publisher = Arc::new(MetadataPublisher::new(MetadataImage::default(), 0));
+        let cell = Arc::new(OnceLock::new());
+        let log = QuorumMetadataLog::new(
+            cell.clone(),
+            publisher.clone(),
+            tokio::runtime::Handle::current(),
+        );
+        let store = MetadataStore::replicated(Box::new(log), publisher.clone());
+        let voters = BTreeMap::from([(1, "node-1".to_string())]);
+        let mut config = QuorumConfig::new(1, voters, PathBuf::from("/data/__cluster_metadata-0"));
+        config.snapshot_every = 4;
+        let fs: Arc<dyn FileSystem> = fs.clone();
+        let quorum = Quorum::start(
+            config,
+            fs,
+            SimNetwork::new(1).transport(1),
+            Box::new(PublishingMachine::new(publisher)),
+        )
+        .await
+        .unwrap();
+        cell.set(quorum.clone()).unwrap();
+        quorum.status().wait_for(|s| s.is_leader).await.unwrap();
+        (store, quorum)
+    }
+
+    #[derive(Debug)]
+    #[allow(dead_code)] // read by the panic message of `unwrap`
+    struct Failed(String);
+
+    impl From<MetadataLogError> for Failed {
+        fn from(e: MetadataLogError) -> Self {
+            Failed(e.to_string())
+        }
+    }
+
+    impl From<crate::PublishError> for Failed {
+        fn from(e: crate::PublishError) -> Self {
+            Failed(e.to_string())
+        }
+    }
+
+    fn commit(store: &MetadataStore, record: MetadataRecord) {
+        tokio::task::block_in_place(|| store.commit_with(|_| Ok::<_, Failed>((vec![record], ()))))
+            .unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn commits_are_published_and_survive_a_restart_through_snapshots() {
+        let fs = Arc::new(SimFileSystem::new(7));
+        let (store, quorum) = start(&fs).await;
+        for i in 0..10u8 {
+            commit(&store, topic(&format!("t{i}"), i + 1));
+        }
+        assert_eq!(store.image().topics().count(), 10);
+        quorum.shutdown().await.unwrap();
+
+        let (store, quorum) = start(&fs).await;
+        assert_eq!(
+            store.image().topics().count(),
+            10,
+            "replayed from snapshot and log"
+        );
+        commit(&store, topic("after", 99));
+        assert!(store.image().topic("after").is_some());
+        quorum.shutdown().await.unwrap();
     }
 }

@@ -33,8 +33,8 @@ pub const FRAME_BYTES_MAX: usize = 100 << 20;
 pub const CONNECTIONS_MAX: usize = 64;
 /// The api version of every quorum RPC so far.
 pub const QUORUM_API_VERSION: i16 = 0;
-const ERROR_NONE: i16 = 0;
-const ERROR_FAILED: i16 = -1;
+pub const ERROR_NONE: i16 = 0;
+pub const ERROR_FAILED: i16 = -1;
 
 /// The request header of a Kafka-framed request (v1: nullable client id).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,7 +99,7 @@ pub fn decode_request(frame: &[u8]) -> io::Result<(RequestHeader, &[u8])> {
 }
 
 /// Reads one size-prefixed frame; `None` at a clean end of stream.
-async fn read_frame(stream: &mut TcpStream) -> io::Result<Option<Vec<u8>>> {
+pub async fn read_frame(stream: &mut TcpStream) -> io::Result<Option<Vec<u8>>> {
     let mut size = [0u8; 4];
     match stream.read_exact(&mut size).await {
         Ok(_) => {}
@@ -117,7 +117,9 @@ async fn read_frame(stream: &mut TcpStream) -> io::Result<Option<Vec<u8>>> {
     Ok(Some(frame))
 }
 
-fn encode_response(correlation_id: i32, error_code: i16, body: &[u8]) -> Bytes {
+/// A response frame: size, correlation id, error code (0, or -1 with a
+/// UTF-8 message as the body), body.
+pub fn encode_response(correlation_id: i32, error_code: i16, body: &[u8]) -> Bytes {
     let mut frame = BytesMut::with_capacity(10 + body.len());
     frame.put_i32((6 + body.len()) as i32);
     frame.put_i32(correlation_id);

@@ -25,7 +25,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU32, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -715,6 +715,9 @@ pub struct ReplicaManager {
     /// The image and effective broker config the hosted partitions match;
     /// also serializes `sync`.
     synced: Mutex<(Arc<MetadataImage>, BrokerConfig)>,
+    /// Whether the previous run shut down cleanly: if not, every log this
+    /// run opens is recovered first, whenever the metadata brings it.
+    previous_shutdown_clean: AtomicBool,
 }
 
 /// The storage settings of one topic, from its configs and the broker's.
@@ -797,7 +800,13 @@ impl ReplicaManager {
             partitions: RwLock::new(PartitionMap::default()),
             data_version,
             synced: Mutex::new((Arc::new(MetadataImage::default()), BrokerConfig::default())),
+            previous_shutdown_clean: AtomicBool::new(true),
         }
+    }
+
+    /// Tells the manager how the previous run ended (see the field).
+    pub fn set_previous_shutdown_clean(&self, clean: bool) {
+        self.previous_shutdown_clean.store(clean, Ordering::Release);
     }
 
     /// The effective broker config (static and dynamic) the hosted
@@ -1021,7 +1030,8 @@ impl ReplicaManager {
                 let delay = Duration::from_millis(delete_delay_ms.max(0) as u64);
                 self.deleter.schedule(moved, delay);
             }
-            let log = Log::open_in(&self.env, &dir, log_config.clone(), clean_shutdown)?;
+            let trusted = clean_shutdown && self.previous_shutdown_clean.load(Ordering::Acquire);
+            let log = Log::open_in(&self.env, &dir, log_config.clone(), trusted)?;
             let durable_offset = log.durable_offset();
             let log_end_offset = log.log_end_offset();
             if recorded != Some(topic.topic_id) {

@@ -14,7 +14,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 
 use tarn_storage::{GroupCommit, LogEnv};
 
@@ -77,7 +77,9 @@ pub struct BrokerOptions {
 pub struct Broker {
     pub config: BrokerConfig,
     pub node_id: i32,
-    pub cluster_id: String,
+    /// Known from the start on a single node; in a cluster, once the
+    /// quorum has agreed on it.
+    cluster_id: RwLock<String>,
     pub data_dir: PathBuf,
     pub metadata: MetadataStore,
     pub replicas: Arc<ReplicaManager>,
@@ -173,8 +175,10 @@ impl Broker {
         }
     }
 
+    /// Starts a single node, its own quorum of one: the metadata log is a
+    /// local file, and the broker registers itself.
     pub fn start(options: BrokerOptions) -> Result<Arc<Broker>, BrokerError> {
-        let data_dir = options.data_dir;
+        let data_dir = options.data_dir.clone();
         let open_files_max = options.config.get_i64("log.open.files.max") as usize;
         let env = options
             .env
@@ -205,6 +209,30 @@ impl Broker {
             Ok((vec![registration], ()))
         })?;
 
+        Broker::assemble(
+            options,
+            env,
+            cluster_id,
+            metadata,
+            Arc::new(SingleNode),
+            true,
+        )
+    }
+
+    /// Opens everything but the metadata: the hosted logs (those the
+    /// image has now, and those later entries bring through the
+    /// publisher), the group coordinator and the log manager.
+    /// `set_aside_strays` moves partition directories the image does not
+    /// know aside, so it needs an image that is complete.
+    pub(crate) fn assemble(
+        options: BrokerOptions,
+        env: LogEnv,
+        cluster_id: String,
+        metadata: MetadataStore,
+        controller_topology: Arc<dyn ControllerTopology>,
+        set_aside_strays: bool,
+    ) -> Result<Arc<Broker>, BrokerError> {
+        let data_dir = options.data_dir.clone();
         let marker = data_dir.join(CLEAN_SHUTDOWN_FILE);
         let clean_shutdown = env.len(&marker)?.is_some();
         let removed = tarn_storage::remove_dirs_marked_for_deletion(&env, &data_dir)?;
@@ -225,13 +253,22 @@ impl Broker {
             node_id: options.node_id,
         }
         .effective();
+        replicas.set_previous_shutdown_clean(clean_shutdown);
         replicas.sync(&image, &effective, clean_shutdown)?;
-        let strays = replicas.set_aside_strays()?;
-        if strays > 0 {
-            tracing::warn!(
-                strays,
-                "set aside partition directories that no partition owns"
-            );
+        let publisher = metadata.publisher().clone();
+        publisher.register(Arc::new(ReplicaSync {
+            replicas: replicas.clone(),
+            static_config: options.config.clone(),
+            node_id: options.node_id,
+        }));
+        if set_aside_strays {
+            let strays = replicas.set_aside_strays()?;
+            if strays > 0 {
+                tracing::warn!(
+                    strays,
+                    "set aside partition directories that no partition owns"
+                );
+            }
         }
         let groups = crate::group::open(&effective, &image, &replicas, options.node_id)?;
         if clean_shutdown {
@@ -252,7 +289,7 @@ impl Broker {
         let broker = Arc::new(Broker {
             config: options.config,
             node_id: options.node_id,
-            cluster_id,
+            cluster_id: RwLock::new(cluster_id),
             data_dir,
             metadata,
             replicas,
@@ -263,15 +300,9 @@ impl Broker {
             group_commit,
             log_manager: Mutex::new(Some(log_manager)),
             producer_ids: Mutex::new((0, 0)),
-            controller_topology: Arc::new(SingleNode),
+            controller_topology,
             sessions: BrokerSessions::default(),
         });
-        let publisher = broker.metadata.publisher();
-        publisher.register(Arc::new(ReplicaSync {
-            replicas: broker.replicas.clone(),
-            static_config: broker.config.clone(),
-            node_id: broker.node_id,
-        }));
         publisher.register(Arc::new(GroupsOnDeletion(Arc::downgrade(&broker))));
         Ok(broker)
     }
@@ -288,6 +319,14 @@ impl Broker {
         // The commit fsyncs the metadata log and may open or close logs:
         // blocking work, kept off the async workers' other tasks.
         off_async_workers(|| self.metadata.commit_with(build))
+    }
+
+    pub fn cluster_id(&self) -> String {
+        self.cluster_id.read().clone()
+    }
+
+    pub(crate) fn set_cluster_id(&self, cluster_id: &str) {
+        cluster_id.clone_into(&mut self.cluster_id.write());
     }
 
     /// Whether this node is the active controller: metadata changes are

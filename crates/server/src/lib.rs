@@ -4,6 +4,7 @@
 //! metrics, and the HTTP listener (Prometheus metrics and the console).
 
 pub mod broker;
+pub mod cluster;
 pub mod connection_quotas;
 pub mod controller;
 #[cfg(test)]

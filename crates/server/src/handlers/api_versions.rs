@@ -56,7 +56,7 @@ pub async fn handle(
     request: ApiVersionsRequest,
 ) -> ApiVersionsResponse {
     if ctx.version.version >= TARGET_VERSION {
-        if let Err(code) = check_target(&request, &broker.cluster_id, broker.node_id) {
+        if let Err(code) = check_target(&request, &broker.cluster_id(), broker.node_id) {
             return ApiVersionsResponse {
                 error_code: code,
                 api_keys: Vec::new(),

@@ -30,7 +30,7 @@ pub async fn handle(
 ) -> DescribeClusterResponse {
     let image = broker.metadata.image();
     let mut response = DescribeClusterResponse {
-        cluster_id: broker.cluster_id.clone(),
+        cluster_id: broker.cluster_id(),
         controller_id: broker.active_controller_id(),
         endpoint_type: request.endpoint_type,
         cluster_authorized_operations: authorized_operations(

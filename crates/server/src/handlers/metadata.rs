@@ -134,7 +134,7 @@ pub async fn handle(
                 rack: b.rack.clone(),
             })
             .collect(),
-        cluster_id: Some(broker.cluster_id.clone()),
+        cluster_id: Some(broker.cluster_id()),
         controller_id: broker.active_controller_id(),
         topics,
         cluster_authorized_operations: authorized_operations(

@@ -91,7 +91,7 @@ fn overview(state: &HttpState) -> Overview {
     let image = broker.metadata.image();
     Overview {
         version: env!("CARGO_PKG_VERSION"),
-        cluster_id: broker.cluster_id.clone(),
+        cluster_id: broker.cluster_id(),
         node_id: broker.node_id,
         data_dir: broker.data_dir.display().to_string(),
         uptime_seconds: broker.metrics.uptime().as_secs_f64(),

@@ -1,0 +1,502 @@
+//! A node of a cluster: its part of the metadata quorum, its CONTROLLER
+//! listener, and the broker's life as the controller sees it.
+//!
+//! The quorum (`tarn_quorum`, openraft) replicates the metadata log over
+//! the voters of `controller.quorum.voters`; every node applies committed
+//! entries through its publisher. The active controller is the quorum's
+//! leader. The CONTROLLER listener serves the quorum's RPCs and controller
+//! requests (`controller`), both in Kafka's framing with private API keys.
+//!
+//! A broker registers with the active controller when it starts (a new
+//! incarnation, a new broker epoch, fenced), heartbeats every
+//! `broker.heartbeat.interval.ms` and is unfenced once it has caught up;
+//! SIGTERM first asks the controller to fence it (controlled shutdown).
+//! The first active controller of a new cluster commits its id (the one
+//! `tarn storage format` gave it, or a new one); every node adopts it, and
+//! a node formatted for another cluster stops with INCONSISTENT_CLUSTER_ID.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, Semaphore};
+
+use tarn_config::meta_properties::{MetaProperties, META_PROPERTIES_FILE};
+use tarn_metadata::brokers::BrokerRegistration;
+use tarn_metadata::replicated::{PublishingMachine, QuorumMetadataLog};
+use tarn_metadata::{Endpoint, MetadataImage, MetadataPublisher, MetadataRecord, MetadataStore};
+use tarn_protocol::error;
+use tarn_quorum::tcp::{self, TcpTransport};
+use tarn_quorum::{Quorum, QuorumConfig, RpcKind};
+use tarn_storage::LogEnv;
+
+use crate::broker::{Broker, BrokerError, BrokerOptions};
+use crate::controller::{
+    self, ControllerReply, ControllerRequest, ControllerTopology, CONTROLLER_API_KEY,
+};
+
+/// Most connections one CONTROLLER listener serves at once.
+const CONTROLLER_CONNECTIONS_MAX: usize = 64;
+/// How long a controlled shutdown waits for the controller's answer.
+const CONTROLLED_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What a node needs beyond [`BrokerOptions`] to join a cluster.
+pub struct ClusterOptions {
+    /// The voters' CONTROLLER listeners (host:port), by node id. This
+    /// node must be one of them.
+    pub voters: BTreeMap<i32, String>,
+    /// This node's CONTROLLER listener, bound.
+    pub controller_listener: TcpListener,
+    /// This broker's advertised listeners, and the one clients use.
+    pub endpoints: Vec<Endpoint>,
+    pub client_listener: String,
+    pub rack: Option<String>,
+    pub election_timeout_ms: u64,
+    pub fetch_timeout_ms: u64,
+    pub heartbeat_interval_ms: u64,
+}
+
+/// The running cluster parts of a node, for its shutdown.
+pub struct ClusterNode {
+    quorum: Quorum,
+    broker_epoch: watch::Receiver<Option<i64>>,
+    /// Says why the node must stop (another cluster's node, say).
+    pub fatal: watch::Receiver<Option<String>>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    stop: watch::Sender<bool>,
+}
+
+/// The active controller is the quorum's leader.
+struct QuorumTopology {
+    node_id: i32,
+    quorum: Arc<OnceLock<Quorum>>,
+    controllers: BTreeMap<i32, String>,
+}
+
+impl QuorumTopology {
+    fn leader(&self) -> Option<(i32, bool)> {
+        let quorum = self.quorum.get()?;
+        let status = quorum.status();
+        let status = status.borrow();
+        let leader = i32::try_from(status.leader?).ok()?;
+        Some((leader, status.is_leader))
+    }
+}
+
+impl ControllerTopology for QuorumTopology {
+    fn is_active(&self) -> bool {
+        self.leader().is_some_and(|(_, is_leader)| is_leader)
+    }
+
+    fn active_id(&self) -> i32 {
+        self.leader().map_or(-1, |(id, _)| id)
+    }
+
+    fn active_address(&self) -> Option<String> {
+        let (leader, _) = self.leader()?;
+        if leader == self.node_id {
+            return None;
+        }
+        self.controllers.get(&leader).cloned()
+    }
+}
+
+/// Reads `meta.properties` when there is one: the cluster id it was
+/// formatted for. Refuses a directory of another node.
+fn formatted_cluster_id(
+    env: &LogEnv,
+    data_dir: &Path,
+    node_id: i32,
+) -> Result<Option<String>, BrokerError> {
+    let path = data_dir.join(META_PROPERTIES_FILE);
+    let Some(bytes) = env.read_optional(&path)? else {
+        return Ok(None);
+    };
+    let meta = MetaProperties::parse(&String::from_utf8_lossy(&bytes))
+        .map_err(|e| BrokerError::Invalid(format!("{}: {e}", path.display())))?;
+    if meta.node_id != node_id {
+        return Err(BrokerError::Invalid(format!(
+            "{} belongs to node.id {}, not {node_id}",
+            path.display(),
+            meta.node_id
+        )));
+    }
+    Ok(Some(meta.cluster_id))
+}
+
+/// Starts a node of a cluster: opens its logs, starts its part of the
+/// quorum and its CONTROLLER listener, and begins registering the broker.
+pub async fn start(
+    options: BrokerOptions,
+    cluster: ClusterOptions,
+) -> Result<(Arc<Broker>, ClusterNode), BrokerError> {
+    let node_id = options.node_id;
+    if !cluster.voters.contains_key(&node_id) {
+        return Err(BrokerError::Invalid(format!(
+            "node {node_id} is not among the controller.quorum.voters; nodes that are only brokers are not supported yet"
+        )));
+    }
+    let open_files_max = options.config.get_i64("log.open.files.max") as usize;
+    let env = options
+        .env
+        .clone()
+        .unwrap_or_else(|| LogEnv::os(open_files_max));
+    let data_dir = options.data_dir.clone();
+    env.create_dir_all(&data_dir)?;
+    let formatted = formatted_cluster_id(&env, &data_dir, node_id)?;
+
+    let publisher = Arc::new(MetadataPublisher::new(MetadataImage::default(), 0));
+    let quorum_cell = Arc::new(OnceLock::new());
+    let log = QuorumMetadataLog::new(
+        quorum_cell.clone(),
+        publisher.clone(),
+        tokio::runtime::Handle::current(),
+    );
+    let metadata = MetadataStore::replicated(Box::new(log), publisher.clone());
+    let topology = Arc::new(QuorumTopology {
+        node_id,
+        quorum: quorum_cell.clone(),
+        controllers: cluster.voters.clone(),
+    });
+    let broker = tarn_replication::blocking::off_async_workers(|| {
+        Broker::assemble(
+            options,
+            env.clone(),
+            formatted.clone().unwrap_or_default(),
+            metadata,
+            topology,
+            false,
+        )
+    })?;
+
+    let voters: BTreeMap<u64, String> = cluster
+        .voters
+        .iter()
+        .map(|(id, addr)| (*id as u64, addr.clone()))
+        .collect();
+    let mut config = QuorumConfig::new(
+        node_id as u64,
+        voters.clone(),
+        data_dir.join("__cluster_metadata-0"),
+    );
+    config.election_timeout_ms = cluster.election_timeout_ms;
+    config.fetch_timeout_ms = cluster.fetch_timeout_ms;
+    let transport = TcpTransport::new(node_id as u64, voters);
+    let quorum = Quorum::start(
+        config,
+        env.fs.clone(),
+        transport,
+        Box::new(PublishingMachine::new(publisher)),
+    )
+    .await
+    .map_err(|e| BrokerError::Invalid(format!("start the metadata quorum: {e}")))?;
+    if quorum_cell.set(quorum.clone()).is_err() {
+        unreachable!("the quorum starts once");
+    }
+
+    let (stop, stop_rx) = watch::channel(false);
+    let (fatal_tx, fatal) = watch::channel(None);
+    let (epoch_tx, broker_epoch) = watch::channel(None);
+    let mut tasks = vec![
+        tokio::spawn(serve_controller_listener(
+            cluster.controller_listener,
+            broker.clone(),
+            quorum.clone(),
+            stop_rx.clone(),
+        )),
+        tokio::spawn(controller::run_session_timer(
+            broker.clone(),
+            stop_rx.clone(),
+        )),
+        tokio::spawn(adopt_cluster_id(
+            broker.clone(),
+            env,
+            data_dir,
+            formatted.clone(),
+            fatal_tx.clone(),
+            stop_rx.clone(),
+        )),
+    ];
+    let registration = BrokerRegistration {
+        broker_id: node_id,
+        incarnation_id: tarn_metadata::random_uuid().0,
+        listeners: cluster.endpoints,
+        client_listener: cluster.client_listener,
+        rack: cluster.rack,
+        caught_up: false,
+        cluster_id: formatted,
+    };
+    tasks.push(tokio::spawn(run_lifecycle(
+        broker.clone(),
+        registration,
+        Duration::from_millis(cluster.heartbeat_interval_ms),
+        epoch_tx,
+        fatal_tx,
+        stop_rx,
+    )));
+    let node = ClusterNode {
+        quorum,
+        broker_epoch,
+        fatal,
+        tasks,
+        stop,
+    };
+    Ok((broker, node))
+}
+
+impl ClusterNode {
+    /// Asks the active controller to fence this broker, so clients and
+    /// placement leave it before it goes; gives up after a while (the
+    /// session timeout fences it anyway).
+    pub async fn controlled_shutdown(&self, broker: &Arc<Broker>) {
+        let Some(broker_epoch) = *self.broker_epoch.borrow() else {
+            return;
+        };
+        let request = ControllerRequest::Heartbeat {
+            broker_id: broker.node_id,
+            broker_epoch,
+            metadata_offset: broker.metadata.publisher().published_offset(),
+            shutting_down: true,
+        };
+        match tokio::time::timeout(
+            CONTROLLED_SHUTDOWN_TIMEOUT,
+            broker.submit_to_controller(request),
+        )
+        .await
+        {
+            Ok(Ok(_)) => tracing::info!(
+                broker_epoch,
+                "controlled shutdown: the controller fenced this broker"
+            ),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "controlled shutdown refused; shutting down anyway")
+            }
+            Err(_) => tracing::warn!("controlled shutdown got no answer; shutting down anyway"),
+        }
+    }
+
+    /// Stops the node's tasks and its part of the quorum.
+    pub async fn shutdown(self) -> Result<(), BrokerError> {
+        self.stop.send_replace(true);
+        for task in self.tasks {
+            task.await
+                .map_err(|e| BrokerError::Invalid(format!("join a cluster task: {e}")))?;
+        }
+        self.quorum
+            .shutdown()
+            .await
+            .map_err(|e| BrokerError::Invalid(format!("stop the metadata quorum: {e}")))
+    }
+}
+
+/// Serves the quorum's RPCs and controller requests.
+async fn serve_controller_listener(
+    listener: TcpListener,
+    broker: Arc<Broker>,
+    quorum: Quorum,
+    mut stop: watch::Receiver<bool>,
+) {
+    let slots = Arc::new(Semaphore::new(CONTROLLER_CONNECTIONS_MAX));
+    loop {
+        let permit = tokio::select! {
+            permit = slots.clone().acquire_owned() => match permit {
+                Ok(permit) => permit,
+                Err(_) => return,
+            },
+            _ = stop.changed() => return,
+        };
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept on the CONTROLLER listener");
+                    continue;
+                }
+            },
+            _ = stop.changed() => return,
+        };
+        let broker = broker.clone();
+        let quorum = quorum.clone();
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            if let Err(e) = serve_controller_connection(stream, &broker, &quorum, stop).await {
+                tracing::debug!(%peer, error = %e, "CONTROLLER connection closed");
+            }
+            drop(permit);
+        });
+    }
+}
+
+async fn serve_controller_connection(
+    mut stream: TcpStream,
+    broker: &Arc<Broker>,
+    quorum: &Quorum,
+    mut stop: watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    use tokio::io::AsyncWriteExt;
+    stream.set_nodelay(true)?;
+    loop {
+        let frame = tokio::select! {
+            frame = tcp::read_frame(&mut stream) => frame?,
+            _ = stop.changed() => return Ok(()),
+        };
+        let Some(frame) = frame else {
+            return Ok(());
+        };
+        let (header, body) = tcp::decode_request(&frame)?;
+        let response = if let Some(kind) = RpcKind::from_api_key(header.api_key) {
+            match quorum.handle_rpc(kind, body).await {
+                Ok(reply) => tcp::encode_response(header.correlation_id, tcp::ERROR_NONE, &reply),
+                Err(e) => tcp::encode_response(
+                    header.correlation_id,
+                    tcp::ERROR_FAILED,
+                    e.to_string().as_bytes(),
+                ),
+            }
+        } else if header.api_key == CONTROLLER_API_KEY {
+            let request: ControllerRequest = serde_json::from_slice(body).map_err(|e| {
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("unreadable controller request: {e}"),
+                )
+            })?;
+            let answer = controller::execute(broker, request).await;
+            controller::encode_response(header.correlation_id, &answer).into()
+        } else {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!(
+                    "api key {} is not served on the CONTROLLER listener",
+                    header.api_key
+                ),
+            ));
+        };
+        stream.write_all(&response).await?;
+    }
+}
+
+/// Gives a new cluster its id (on the active controller) and adopts the
+/// id the quorum agreed on: writes it to meta.properties, or stops the
+/// node when that file names another cluster.
+async fn adopt_cluster_id(
+    broker: Arc<Broker>,
+    env: LogEnv,
+    data_dir: std::path::PathBuf,
+    formatted: Option<String>,
+    fatal: watch::Sender<Option<String>>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut published = broker.metadata.publisher().subscribe();
+    loop {
+        let image = broker.metadata.image();
+        match &image.cluster_id {
+            Some(agreed) => {
+                if let Some(ours) = formatted.as_ref().filter(|ours| *ours != agreed) {
+                    let why = format!(
+                        "INCONSISTENT_CLUSTER_ID: {} was formatted for cluster {ours}, but the quorum's cluster is {agreed}",
+                        data_dir.display()
+                    );
+                    tracing::error!("{why}");
+                    fatal.send_replace(Some(why));
+                    return;
+                }
+                broker.set_cluster_id(agreed);
+                if formatted.is_none() {
+                    let meta = MetaProperties {
+                        cluster_id: agreed.clone(),
+                        node_id: broker.node_id,
+                        directory_id: Some(tarn_metadata::random_uuid().to_base64()),
+                    };
+                    let path = data_dir.join(META_PROPERTIES_FILE);
+                    if let Err(e) = env.write_atomically(&path, meta.render().as_bytes()) {
+                        tracing::error!(path = %path.display(), error = %e, "write meta.properties");
+                        fatal.send_replace(Some(format!("write {}: {e}", path.display())));
+                    }
+                }
+                tracing::info!(cluster_id = %agreed, "joined the cluster");
+                return;
+            }
+            None if broker.is_active_controller() => {
+                let chosen = formatted
+                    .clone()
+                    .unwrap_or_else(|| tarn_metadata::random_uuid().to_base64());
+                let committed = tarn_replication::blocking::off_async_workers(|| {
+                    broker.commit_metadata(|image| {
+                        Ok(match image.cluster_id {
+                            Some(_) => (vec![], ()),
+                            None => (
+                                vec![MetadataRecord::ClusterIdentity {
+                                    cluster_id: chosen.clone(),
+                                }],
+                                (),
+                            ),
+                        })
+                    })
+                });
+                if let Err(e) = committed {
+                    tracing::warn!(error = %e, "committing the cluster id failed; will retry");
+                }
+            }
+            None => {}
+        }
+        tokio::select! {
+            changed = published.changed() => if changed.is_err() { return },
+            _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+            _ = stop.changed() => return,
+        }
+    }
+}
+
+/// Registers the broker and heartbeats until the node stops; registers
+/// again when the controller no longer knows this registration.
+async fn run_lifecycle(
+    broker: Arc<Broker>,
+    registration: BrokerRegistration,
+    interval: Duration,
+    epoch: watch::Sender<Option<i64>>,
+    fatal: watch::Sender<Option<String>>,
+    mut stop: watch::Receiver<bool>,
+) {
+    'register: loop {
+        let broker_epoch = loop {
+            let request = ControllerRequest::RegisterBroker(registration.clone());
+            match broker.submit_to_controller(request).await {
+                Ok(ControllerReply::Registered { broker_epoch }) => break broker_epoch,
+                Ok(other) => tracing::warn!(reply = ?other, "unexpected answer to a registration"),
+                Err(e) if e.code == error::INCONSISTENT_CLUSTER_ID => {
+                    tracing::error!(error = %e, "the controller refused this broker");
+                    fatal.send_replace(Some(format!("INCONSISTENT_CLUSTER_ID: {}", e.message)));
+                    return;
+                }
+                Err(e) => tracing::info!(error = %e, "registration not accepted yet; retrying"),
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(interval) => {}
+                _ = stop.changed() => return,
+            }
+        };
+        epoch.send_replace(Some(broker_epoch));
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(interval) => {}
+                _ = stop.changed() => return,
+            }
+            let request = ControllerRequest::Heartbeat {
+                broker_id: broker.node_id,
+                broker_epoch,
+                metadata_offset: broker.metadata.publisher().published_offset(),
+                shutting_down: false,
+            };
+            match broker.submit_to_controller(request).await {
+                Ok(_) => {}
+                Err(e) if e.code == error::STALE_BROKER_EPOCH => {
+                    tracing::warn!(error = %e, "the controller forgot this registration; registering again");
+                    continue 'register;
+                }
+                Err(e) => tracing::info!(error = %e, "heartbeat not answered"),
+            }
+        }
+    }
+}
