@@ -16,6 +16,7 @@
 //! runs `tarn topics ...`.
 
 pub mod cli;
+pub mod cluster;
 pub mod groups;
 pub mod http;
 pub mod kafka;
@@ -116,6 +117,9 @@ pub struct BrokerOptions {
     pub data_dir: Option<PathBuf>,
     /// `--set key=value` broker config overrides.
     pub settings: Vec<(String, String)>,
+    /// The `listeners` key (a cluster node's fixed ports) instead of the
+    /// harness's `--listen 127.0.0.1:0`.
+    pub listeners: Option<String>,
 }
 
 impl BrokerOptions {
@@ -140,6 +144,8 @@ pub struct TarnBroker {
     /// Listen here instead of on a fresh port (restarts that clients with
     /// open connections must find again).
     listen: Option<String>,
+    /// See [`BrokerOptions::listeners`].
+    listeners: Option<String>,
 }
 
 impl TarnBroker {
@@ -167,6 +173,7 @@ impl TarnBroker {
             scratch,
             starts: 0,
             listen: None,
+            listeners: options.listeners,
         };
         broker.spawn();
         broker
@@ -246,10 +253,14 @@ impl TarnBroker {
             .arg("serve")
             .arg("--data-dir")
             .arg(&self.data_dir)
-            .arg("--listen")
-            .arg(self.listen.as_deref().unwrap_or("127.0.0.1:0"))
             .arg("--http-listen")
             .arg("127.0.0.1:0");
+        match &self.listeners {
+            Some(listeners) => command.arg("--set").arg(format!("listeners={listeners}")),
+            None => command
+                .arg("--listen")
+                .arg(self.listen.as_deref().unwrap_or("127.0.0.1:0")),
+        };
         for (key, value) in &self.settings {
             command.arg("--set").arg(format!("{key}={value}"));
         }

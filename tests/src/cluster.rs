@@ -1,0 +1,224 @@
+//! Clusters of real `tarn serve` processes on loopback: every node is a
+//! broker and a controller (a voter of `controller.quorum.voters`), with
+//! fixed ports so that restarts keep their addresses.
+//!
+//! [`Cluster::view`] asks one node what it knows (Metadata and
+//! DescribeCluster), and the `wait_*` helpers poll it until it agrees.
+
+use std::collections::BTreeMap;
+use std::net::TcpListener;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use tarn_cli::client::Client;
+use tarn_protocol::messages::describe_cluster::{DescribeClusterRequest, DescribeClusterResponse};
+use tarn_protocol::messages::metadata::{MetadataRequest, MetadataResponse};
+
+use crate::{BrokerOptions, TarnBroker};
+
+/// Metadata's API key and the version asked.
+const METADATA: (i16, i16, i16) = (3, 12, 9);
+/// DescribeCluster's API key and the version asked.
+const DESCRIBE_CLUSTER: (i16, i16, i16) = (60, 1, 0);
+
+/// What one node says of the cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct View {
+    /// Unfenced brokers: id -> host:port.
+    pub brokers: BTreeMap<i32, String>,
+    /// DescribeCluster's active controller.
+    pub controller: i32,
+    pub cluster_id: String,
+    /// topic -> partition leaders, by partition.
+    pub leaders: BTreeMap<String, Vec<i32>>,
+}
+
+/// A free loopback port (bound then released; the test binds it soon).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("find a free port")
+        .port()
+}
+
+pub struct Cluster {
+    /// Node `i + 1` is `nodes[i]`; `None` while stopped.
+    pub nodes: Vec<TarnBroker>,
+    kafka_ports: Vec<u16>,
+    running: Vec<bool>,
+}
+
+impl Cluster {
+    /// Starts `n` nodes in the order given (node ids from 1), each with
+    /// `settings` besides the cluster keys.
+    pub fn start(n: usize, order: &[usize], settings: &[(&str, &str)]) -> Cluster {
+        assert_eq!(order.len(), n, "start every node once");
+        let kafka_ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
+        let controller_ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
+        let voters = (0..n)
+            .map(|i| format!("{}@127.0.0.1:{}", i + 1, controller_ports[i]))
+            .collect::<Vec<_>>()
+            .join(",");
+        let options: Vec<BrokerOptions> = (0..n)
+            .map(|i| {
+                let mut options = BrokerOptions {
+                    listeners: Some(format!(
+                        "PLAINTEXT://127.0.0.1:{},CONTROLLER://127.0.0.1:{}",
+                        kafka_ports[i], controller_ports[i]
+                    )),
+                    ..BrokerOptions::default()
+                }
+                .set("node.id", &(i + 1).to_string())
+                .set("process.roles", "broker,controller")
+                .set("controller.listener.names", "CONTROLLER")
+                .set("controller.quorum.voters", &voters);
+                for (key, value) in settings {
+                    options = options.set(key, value);
+                }
+                options
+            })
+            .collect();
+        let mut started: BTreeMap<usize, TarnBroker> = BTreeMap::new();
+        for &node in order {
+            started.insert(node, TarnBroker::start_with(options[node - 1].clone()));
+        }
+        Cluster {
+            nodes: started.into_values().collect(),
+            kafka_ports,
+            running: vec![true; n],
+        }
+    }
+
+    pub fn node(&self, id: i32) -> &TarnBroker {
+        &self.nodes[id as usize - 1]
+    }
+
+    /// Node `id`'s Kafka listener, whether it runs or not.
+    pub fn address(&self, id: i32) -> String {
+        format!("127.0.0.1:{}", self.kafka_ports[id as usize - 1])
+    }
+
+    /// The running nodes' Kafka listeners, comma-separated.
+    pub fn bootstrap(&self) -> String {
+        (1..=self.nodes.len() as i32)
+            .filter(|id| self.running[*id as usize - 1])
+            .map(|id| self.address(id))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    pub fn running(&self) -> Vec<i32> {
+        (1..=self.nodes.len() as i32)
+            .filter(|id| self.running[*id as usize - 1])
+            .collect()
+    }
+
+    pub fn kill(&mut self, id: i32) {
+        self.nodes[id as usize - 1].kill();
+        self.running[id as usize - 1] = false;
+    }
+
+    pub fn stop(&mut self, id: i32) {
+        self.nodes[id as usize - 1].stop();
+        self.running[id as usize - 1] = false;
+    }
+
+    pub fn start_again(&mut self, id: i32) {
+        self.nodes[id as usize - 1].start_again();
+        self.running[id as usize - 1] = true;
+    }
+
+    /// What node `id` says, or why it could not say.
+    pub fn view(&self, id: i32) -> Result<View, String> {
+        let address = self.address(id);
+        let mut client = Client::connect(&address).map_err(|e| e.to_string())?;
+        let (key, version, flexible) = METADATA;
+        let metadata: MetadataResponse = client
+            .call(
+                key,
+                version,
+                flexible,
+                &MetadataRequest {
+                    topics: None,
+                    allow_auto_topic_creation: false,
+                    ..Default::default()
+                },
+            )
+            .map_err(|e| e.to_string())?;
+        let (key, version, flexible) = DESCRIBE_CLUSTER;
+        let cluster: DescribeClusterResponse = client
+            .call(
+                key,
+                version,
+                flexible,
+                &DescribeClusterRequest {
+                    endpoint_type: 1,
+                    ..Default::default()
+                },
+            )
+            .map_err(|e| e.to_string())?;
+        Ok(View {
+            brokers: metadata
+                .brokers
+                .iter()
+                .map(|b| (b.node_id, format!("{}:{}", b.host, b.port)))
+                .collect(),
+            controller: cluster.controller_id,
+            cluster_id: cluster.cluster_id,
+            leaders: metadata
+                .topics
+                .iter()
+                .map(|t| {
+                    let mut partitions: Vec<_> = t
+                        .partitions
+                        .iter()
+                        .map(|p| (p.partition_index, p.leader_id))
+                        .collect();
+                    partitions.sort();
+                    (
+                        t.name.clone().unwrap_or_default(),
+                        partitions.into_iter().map(|(_, leader)| leader).collect(),
+                    )
+                })
+                .collect(),
+        })
+    }
+
+    /// Polls node `id` until `done` holds of its view; the view, and how
+    /// long it took. Panics with the last view after `timeout`.
+    pub fn wait_for(
+        &self,
+        id: i32,
+        timeout: Duration,
+        what: &str,
+        done: impl Fn(&View) -> bool,
+    ) -> (View, Duration) {
+        let start = Instant::now();
+        let mut last = Err("not asked yet".to_owned());
+        while start.elapsed() < timeout {
+            last = self.view(id);
+            if let Ok(view) = &last {
+                if done(view) {
+                    return (view.clone(), start.elapsed());
+                }
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+        panic!("node {id}: {what} not seen within {timeout:?}; last view: {last:?}");
+    }
+
+    /// Waits until every running node lists exactly the running brokers
+    /// and names the same active controller; returns that controller.
+    pub fn wait_until_formed(&self, timeout: Duration) -> i32 {
+        let want = self.running();
+        let mut controller = -1;
+        for id in self.running() {
+            let (view, _) = self.wait_for(id, timeout, "the whole cluster", |v| {
+                v.brokers.keys().copied().collect::<Vec<_>>() == want
+                    && want.contains(&v.controller)
+            });
+            controller = view.controller;
+        }
+        controller
+    }
+}

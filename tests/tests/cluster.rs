@@ -1,0 +1,234 @@
+//! Clusters of real processes on loopback: the metadata quorum forms in any
+//! start order, a killed controller is replaced and metadata keeps
+//! committing, dead brokers are fenced and restarted ones rejoin with a new
+//! epoch, admin requests work on every broker, and clients produce to and
+//! consume from partitions led by different brokers.
+//!
+//! Times are printed, never asserted (machines are shared): the waits are
+//! generous bounds on "eventually". bench/cluster.sh measures them.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use tarn_e2e::cluster::Cluster;
+use tarn_e2e::kafka::{consume_all, Outgoing, Record, TestProducer};
+use tarn_e2e::{cli, run_with_timeout};
+
+/// Long enough for elections, sessions and a slow machine.
+const FORMED: Duration = Duration::from_secs(60);
+const TEST_LIMIT: Duration = Duration::from_secs(240);
+
+fn create_topic(bootstrap: &str, topic: &str, partitions: i32, replication: i32) -> cli::CliOutput {
+    cli::run(&[
+        "topics",
+        "create",
+        "--bootstrap-server",
+        bootstrap,
+        "--topic",
+        topic,
+        "--partitions",
+        &partitions.to_string(),
+        "--replication-factor",
+        &replication.to_string(),
+    ])
+}
+
+#[test]
+fn three_nodes_form_in_any_order_and_every_broker_takes_admin_requests() {
+    run_with_timeout(TEST_LIMIT, || {
+        let cluster = Cluster::start(3, &[3, 1, 2], &[]);
+        let controller = cluster.wait_until_formed(FORMED);
+        let views: Vec<_> = cluster
+            .running()
+            .into_iter()
+            .map(|id| cluster.view(id).expect("view"))
+            .collect();
+        let ids: BTreeSet<&str> = views.iter().map(|v| v.cluster_id.as_str()).collect();
+        assert_eq!(ids.len(), 1, "one cluster id: {views:?}");
+        assert!(!views[0].cluster_id.is_empty());
+        println!("formed; active controller {controller}");
+
+        for id in cluster.running() {
+            // Created through this broker (forwarded when it is not the
+            // controller), and seen by it as soon as the create returns.
+            let topic = format!("made-on-{id}");
+            let address = cluster.address(id);
+            let out = create_topic(&address, &topic, 3, 1);
+            assert!(out.status.success(), "create on node {id}: {out}");
+            let view = cluster.view(id).expect("view");
+            assert_eq!(
+                view.leaders.get(&topic).map(Vec::len),
+                Some(3),
+                "node {id}: {view:?}"
+            );
+            let out = cli::run(&[
+                "configs",
+                "--bootstrap-server",
+                &address,
+                "--alter",
+                "--entity-type",
+                "topics",
+                "--entity-name",
+                &topic,
+                "--add-config",
+                "retention.ms=60000",
+            ]);
+            assert!(out.status.success(), "alter configs on node {id}: {out}");
+        }
+        // Every broker sees every topic, with the same leaders.
+        for id in cluster.running() {
+            let (view, _) = cluster.wait_for(id, FORMED, "every topic", |v| {
+                (1..=3).all(|n| v.leaders.contains_key(&format!("made-on-{n}")))
+            });
+            assert_eq!(view.leaders, cluster.view(1).expect("view").leaders);
+        }
+        let out = cli::run(&[
+            "configs",
+            "--bootstrap-server",
+            &cluster.address(2),
+            "--describe",
+            "--entity-type",
+            "topics",
+            "--entity-name",
+            "made-on-1",
+        ]);
+        assert!(
+            out.status.success() && out.stdout.contains("retention.ms=60000"),
+            "{out}"
+        );
+        let out = cli::run(&[
+            "topics",
+            "delete",
+            "--bootstrap-server",
+            &cluster.address(3),
+            "--topic",
+            "made-on-2",
+        ]);
+        assert!(out.status.success(), "delete: {out}");
+        assert!(!cluster
+            .view(3)
+            .expect("view")
+            .leaders
+            .contains_key("made-on-2"));
+    });
+}
+
+#[test]
+fn clients_produce_and_consume_across_leaders_on_different_brokers() {
+    run_with_timeout(TEST_LIMIT, || {
+        let cluster = Cluster::start(3, &[1, 2, 3], &[]);
+        cluster.wait_until_formed(FORMED);
+        let out = create_topic(&cluster.address(1), "spread", 6, 1);
+        assert!(out.status.success(), "{out}");
+        let view = cluster.view(2).expect("view");
+        let leaders: BTreeSet<i32> = view.leaders["spread"].iter().copied().collect();
+        assert_eq!(
+            leaders,
+            BTreeSet::from([1, 2, 3]),
+            "leaders spread: {view:?}"
+        );
+
+        let bootstrap = cluster.address(3);
+        let mut producer = TestProducer::new(&bootstrap, &[("acks", "all")]);
+        let records: Vec<Outgoing> = (0..600)
+            .map(|i| Record::kv(&format!("k{i}"), &format!("v{i}")).into())
+            .collect();
+        let delivered = producer.produce_all("spread", &records);
+        let partitions: BTreeSet<i32> = delivered.iter().map(|d| d.partition).collect();
+        assert_eq!(partitions.len(), 6, "keys spread over every partition");
+        let consumed = consume_all(&cluster.address(1), "spread", 600, Duration::from_secs(60));
+        assert_eq!(consumed.len(), 600);
+        let values: BTreeSet<_> = consumed.iter().map(|c| c.record.value.clone()).collect();
+        assert_eq!(values.len(), 600, "every record once");
+    });
+}
+
+#[test]
+fn a_killed_controller_is_replaced_and_a_killed_broker_is_fenced_then_rejoins() {
+    run_with_timeout(TEST_LIMIT, || {
+        let mut cluster = Cluster::start(
+            3,
+            &[2, 3, 1],
+            &[
+                ("broker.session.timeout.ms", "3000"),
+                ("broker.heartbeat.interval.ms", "500"),
+            ],
+        );
+        let controller = cluster.wait_until_formed(FORMED);
+        cluster.kill(controller);
+        let killed = Instant::now();
+        let survivor = cluster.running()[0];
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let out = create_topic(&cluster.address(survivor), "after-failover", 1, 1);
+            if out.status.success() {
+                break;
+            }
+            assert!(
+                killed.elapsed() < FORMED,
+                "no commit after the controller died: {out}"
+            );
+        }
+        println!(
+            "controller {controller} killed; a topic was created {:?} later ({attempts} attempts)",
+            killed.elapsed()
+        );
+        let (view, fenced_after) =
+            cluster.wait_for(survivor, FORMED, "the dead broker fenced", |v| {
+                !v.brokers.contains_key(&controller)
+            });
+        println!("broker {controller} fenced after {fenced_after:?}");
+        assert_ne!(view.controller, controller);
+
+        cluster.start_again(controller);
+        cluster.wait_until_formed(FORMED);
+        let logs: String = cluster
+            .running()
+            .into_iter()
+            .map(|id| cluster.node(id).logs())
+            .collect();
+        assert!(
+            logs.contains(&format!(
+                "registered broker broker_id={controller} broker_epoch=1"
+            )),
+            "the restarted broker registers with a new epoch"
+        );
+        let view = cluster.view(controller).expect("view");
+        assert!(
+            view.leaders.contains_key("after-failover"),
+            "it caught up: {view:?}"
+        );
+    });
+}
+
+#[test]
+fn a_stopped_broker_is_fenced_before_it_exits() {
+    run_with_timeout(TEST_LIMIT, || {
+        let mut cluster = Cluster::start(3, &[1, 2, 3], &[]);
+        let controller = cluster.wait_until_formed(FORMED);
+        let leaving = if controller == 3 { 2 } else { 3 };
+        cluster.stop(leaving);
+        let view = cluster.view(controller).expect("view");
+        assert!(
+            !view.brokers.contains_key(&leaving),
+            "a controlled shutdown fences the broker before it exits: {view:?}"
+        );
+    });
+}
+
+#[test]
+fn five_nodes_form_and_place_replicas_over_them() {
+    run_with_timeout(TEST_LIMIT, || {
+        let cluster = Cluster::start(5, &[4, 2, 5, 1, 3], &[]);
+        cluster.wait_until_formed(FORMED);
+        let out = create_topic(&cluster.address(4), "wide", 10, 3);
+        assert!(out.status.success(), "{out}");
+        let out = create_topic(&cluster.address(2), "too-wide", 1, 6);
+        assert!(!out.status.success(), "six replicas over five brokers");
+        assert!(out.stderr.contains("INVALID_REPLICATION_FACTOR"), "{out}");
+        let view = cluster.view(5).expect("view");
+        let leaders: BTreeSet<i32> = view.leaders["wide"].iter().copied().collect();
+        assert_eq!(leaders.len(), 5, "leaders over every broker: {view:?}");
+    });
+}
