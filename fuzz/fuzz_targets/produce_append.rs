@@ -102,6 +102,7 @@ fn create_topic(broker: &Broker, name: &str, configs: &[(&str, &str)]) {
                     .iter()
                     .map(|(k, v)| (k.to_string(), Some(v.to_string())))
                     .collect(),
+                assignments: None,
             };
             let (records, _) = create_topic_records(image, &broker.config, &new)
                 .map_err(|e| BrokerError::Invalid(e.message))?;
