@@ -23,15 +23,15 @@ use std::sync::{Arc, OnceLock};
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
 
-use tarn_server::handlers::dispatch;
 use tarn_metadata::topics::{create_topic_records, NewTopic};
-use tarn_server::{Broker, BrokerConfig, BrokerError, BrokerOptions};
 use tarn_protocol::header::RequestHeader;
 use tarn_protocol::messages::produce::ProduceRequest;
 use tarn_protocol::record_batch::{
     compute_crc, decompressed_records, parse_header, validate_batch, BatchIter, RecordSkim,
 };
 use tarn_protocol::{Decode, Encode, Reader, Version};
+use tarn_server::handlers::dispatch;
+use tarn_server::{Broker, BrokerConfig, BrokerError, BrokerOptions};
 
 const PRODUCE_KEY: i16 = 0;
 /// Produce versions that carry v2 batches, and the first flexible one.

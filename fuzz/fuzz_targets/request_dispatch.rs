@@ -9,11 +9,11 @@ use std::sync::{Arc, OnceLock};
 
 use libfuzzer_sys::fuzz_target;
 
-use tarn_server::handlers::{dispatch, APIS};
 use tarn_metadata::topics::delete_topic_records;
-use tarn_server::{Broker, BrokerConfig, BrokerError, BrokerOptions};
 use tarn_protocol::messages::create_topics::CreateTopicsRequest;
 use tarn_protocol::{Decode, Reader, Version};
+use tarn_server::handlers::{dispatch, APIS};
+use tarn_server::{Broker, BrokerConfig, BrokerError, BrokerOptions};
 
 /// Partitions hold open files until the file-handle cache lands, so the
 /// fuzzer keeps the broker small: it skips creating huge topics and drops
