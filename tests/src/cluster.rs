@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::net::TcpListener;
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -14,6 +15,7 @@ use tarn_cli::client::Client;
 use tarn_protocol::messages::describe_cluster::{DescribeClusterRequest, DescribeClusterResponse};
 use tarn_protocol::messages::metadata::{MetadataRequest, MetadataResponse};
 
+use crate::proxy::Proxy;
 use crate::{BrokerOptions, TarnBroker};
 
 /// Metadata's API key and the version asked.
@@ -33,34 +35,81 @@ pub struct View {
     pub leaders: BTreeMap<String, Vec<i32>>,
 }
 
-/// A free loopback port (bound then released; the test binds it soon).
+/// Ports handed out so far by this process.
+static HANDED_OUT: AtomicU16 = AtomicU16::new(0);
+
+/// A free loopback port below Linux's ephemeral range (32768 on), so that
+/// no outgoing connection takes it while its node is down for a restart.
+/// Each test process starts at its own offset; a port is checked free by
+/// binding it.
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("find a free port")
-        .port()
+    const FIRST: u16 = 20_000;
+    const SPAN: u16 = 12_000;
+    let offset = (std::process::id() % u32::from(SPAN)) as u16;
+    loop {
+        let n = HANDED_OUT.fetch_add(1, Ordering::Relaxed);
+        assert!(n < SPAN, "ran out of ports to hand out");
+        let port = FIRST + (offset + n) % SPAN;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
 }
 
 pub struct Cluster {
-    /// Node `i + 1` is `nodes[i]`; `None` while stopped.
+    /// Node `i + 1` is `nodes[i]`.
     pub nodes: Vec<TarnBroker>,
     kafka_ports: Vec<u16>,
     running: Vec<bool>,
+    /// With [`Cluster::start_partitionable`]: the proxy that carries node
+    /// `from`'s quorum and controller traffic to node `to`, by (from, to).
+    proxies: BTreeMap<(i32, i32), Proxy>,
 }
 
 impl Cluster {
     /// Starts `n` nodes in the order given (node ids from 1), each with
     /// `settings` besides the cluster keys.
     pub fn start(n: usize, order: &[usize], settings: &[(&str, &str)]) -> Cluster {
+        Cluster::launch(n, order, settings, false)
+    }
+
+    /// Like [`Cluster::start`], with every node's traffic to every other
+    /// controller through a proxy, so that [`Cluster::isolate`] can cut a
+    /// node off.
+    pub fn start_partitionable(n: usize, order: &[usize], settings: &[(&str, &str)]) -> Cluster {
+        Cluster::launch(n, order, settings, true)
+    }
+
+    fn launch(n: usize, order: &[usize], settings: &[(&str, &str)], proxied: bool) -> Cluster {
         assert_eq!(order.len(), n, "start every node once");
         let kafka_ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
         let controller_ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
-        let voters = (0..n)
-            .map(|i| format!("{}@127.0.0.1:{}", i + 1, controller_ports[i]))
-            .collect::<Vec<_>>()
-            .join(",");
+        let mut proxies = BTreeMap::new();
+        if proxied {
+            for from in 1..=n as i32 {
+                for to in (1..=n as i32).filter(|to| *to != from) {
+                    let target = format!("127.0.0.1:{}", controller_ports[to as usize - 1]);
+                    let proxy = Proxy::start(target).expect("start a proxy");
+                    proxies.insert((from, to), proxy);
+                }
+            }
+        }
+        // Each node reaches the others through its own proxies, if any.
+        let voters_of = |from: i32| {
+            (1..=n as i32)
+                .map(|to| {
+                    let port = match proxies.get(&(from, to)) {
+                        Some(proxy) => proxy.port(),
+                        None => controller_ports[to as usize - 1],
+                    };
+                    format!("{to}@127.0.0.1:{port}")
+                })
+                .collect::<Vec<_>>()
+                .join(",")
+        };
         let options: Vec<BrokerOptions> = (0..n)
             .map(|i| {
+                let voters = voters_of(i as i32 + 1);
                 let mut options = BrokerOptions {
                     listeners: Some(format!(
                         "PLAINTEXT://127.0.0.1:{},CONTROLLER://127.0.0.1:{}",
@@ -86,6 +135,23 @@ impl Cluster {
             nodes: started.into_values().collect(),
             kafka_ports,
             running: vec![true; n],
+            proxies,
+        }
+    }
+
+    /// Cuts node `id` off from every other controller, both ways.
+    pub fn isolate(&self, id: i32) {
+        for ((from, to), proxy) in &self.proxies {
+            if *from == id || *to == id {
+                proxy.cut();
+            }
+        }
+    }
+
+    /// Undoes every [`Cluster::isolate`].
+    pub fn heal(&self) {
+        for proxy in self.proxies.values() {
+            proxy.heal();
         }
     }
 

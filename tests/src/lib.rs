@@ -20,6 +20,7 @@ pub mod cluster;
 pub mod groups;
 pub mod http;
 pub mod kafka;
+pub mod proxy;
 pub mod wire;
 
 use std::fs::File;

@@ -232,3 +232,51 @@ fn five_nodes_form_and_place_replicas_over_them() {
         assert_eq!(leaders.len(), 5, "leaders over every broker: {view:?}");
     });
 }
+
+#[test]
+fn an_isolated_controller_stops_leading_while_the_majority_commits() {
+    run_with_timeout(TEST_LIMIT, || {
+        let cluster = Cluster::start_partitionable(3, &[1, 2, 3], &[]);
+        let controller = cluster.wait_until_formed(FORMED);
+        let majority: Vec<i32> = cluster
+            .running()
+            .into_iter()
+            .filter(|id| *id != controller)
+            .collect();
+        cluster.isolate(controller);
+        let cut = Instant::now();
+
+        // The majority elects a controller of its own and commits.
+        let (view, elected) = cluster.wait_for(majority[0], FORMED, "a new controller", |v| {
+            majority.contains(&v.controller)
+        });
+        println!(
+            "node {controller} cut off; node {} leads after {elected:?}",
+            view.controller
+        );
+        loop {
+            let out = create_topic(&cluster.address(majority[1]), "majority-side", 2, 1);
+            if out.status.success() {
+                break;
+            }
+            assert!(
+                cut.elapsed() < FORMED,
+                "the majority never committed: {out}"
+            );
+        }
+        // The isolated node stops naming itself once its lease lapses, and
+        // learns nothing the majority committed.
+        let (view, stepped_down) =
+            cluster.wait_for(controller, FORMED, "the old leader's lease lapsing", |v| {
+                v.controller != controller
+            });
+        println!("node {controller} stopped claiming to lead after {stepped_down:?}");
+        assert!(!view.leaders.contains_key("majority-side"), "{view:?}");
+
+        cluster.heal();
+        cluster.wait_for(controller, FORMED, "the healed node catching up", |v| {
+            v.leaders.contains_key("majority-side") && majority.contains(&v.controller)
+        });
+        cluster.wait_until_formed(FORMED);
+    });
+}

@@ -56,6 +56,22 @@ pub struct QuorumStatus {
     pub voters: BTreeSet<NodeId>,
     /// False once the node stopped (shut down or failed).
     pub running: bool,
+    /// On the leader: when a quorum last acknowledged it (a heartbeat or
+    /// an append). A leader cut off from the quorum keeps believing it
+    /// leads until it learns otherwise; this tells how stale that is.
+    pub quorum_acked: Option<tokio::time::Instant>,
+}
+
+impl QuorumStatus {
+    /// Whether this node leads and a quorum acknowledged it within
+    /// `lease`: an isolated leader stops counting as one once its lease
+    /// lapses, although Raft has not deposed it yet.
+    pub fn leads_within(&self, lease: std::time::Duration) -> bool {
+        self.is_leader
+            && self
+                .quorum_acked
+                .is_some_and(|acked| acked.elapsed() < lease)
+    }
 }
 
 type QuorumRaft = Raft<TypeConfig, MachineStore>;
@@ -257,6 +273,10 @@ fn spawn_status(node_id: NodeId, raft: &QuorumRaft) -> watch::Receiver<QuorumSta
         applied_index: m.last_applied.map(|l| l.index),
         voters: m.membership_config.membership().voter_ids().collect(),
         running: running && m.running_state.is_ok(),
+        quorum_acked: m
+            .last_quorum_acked
+            .as_deref()
+            .map(|acked| tokio::time::Instant::now() - openraft::Instant::elapsed(acked)),
     };
     let initial = convert(true, &metrics.borrow_watched());
     let (tx, rx) = watch::channel(initial);

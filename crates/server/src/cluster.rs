@@ -68,19 +68,28 @@ pub struct ClusterNode {
     stop: watch::Sender<bool>,
 }
 
-/// The active controller is the quorum's leader.
+/// The active controller is the quorum's leader. This node counts as it
+/// only while a quorum acknowledged it within the election timeout: a
+/// leader cut off from the others stops acting as one (and stops naming
+/// itself) once that lease lapses, before Raft deposes it.
 struct QuorumTopology {
     node_id: i32,
     quorum: Arc<OnceLock<Quorum>>,
     controllers: BTreeMap<i32, String>,
+    lease: Duration,
 }
 
 impl QuorumTopology {
+    /// The leader this node knows of, and whether it is this node with a
+    /// live lease.
     fn leader(&self) -> Option<(i32, bool)> {
         let quorum = self.quorum.get()?;
         let status = quorum.status();
         let status = status.borrow();
         let leader = i32::try_from(status.leader?).ok()?;
+        if status.is_leader && !status.leads_within(self.lease) {
+            return None;
+        }
         Some((leader, status.is_leader))
     }
 }
@@ -159,6 +168,7 @@ pub async fn start(
         node_id,
         quorum: quorum_cell.clone(),
         controllers: cluster.voters.clone(),
+        lease: Duration::from_millis(cluster.election_timeout_ms),
     });
     let broker = tarn_replication::blocking::off_async_workers(|| {
         Broker::assemble(
