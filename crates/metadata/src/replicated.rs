@@ -98,7 +98,7 @@ impl MetadataLog for QuorumMetadataLog {
     }
 
     fn append(&mut self, records: &[MetadataRecord]) -> Result<u64, MetadataLogError> {
-        let entry = Bytes::from(encode_entry(records)?);
+        let entry = entry(records)?;
         let committed = self
             .runtime
             .block_on(self.quorum()?.propose(entry))
@@ -106,6 +106,13 @@ impl MetadataLog for QuorumMetadataLog {
         self.applied(committed.index)?;
         Ok(committed.index)
     }
+}
+
+/// The entry that commits `records` as one change: what
+/// [`QuorumMetadataLog`] proposes, for callers that propose themselves (a
+/// simulation driving the quorum directly).
+pub fn entry(records: &[MetadataRecord]) -> Result<Bytes, MetadataLogError> {
+    Ok(Bytes::from(encode_entry(records)?))
 }
 
 /// The quorum's state machine on every node: publishes each committed

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Runs both deterministic cluster simulations over many seeds: the
+# quorum's (scripts/sim-quorum.sh: Raft's safety and liveness under
+# faults) and the cluster metadata's (crates/metadata/tests/cluster_sim.rs:
+# every node's image a prefix of the committed log, and the same on every
+# node once the faults heal).
+#
+#   scripts/sim-cluster.sh [SEEDS]           # seeds 0..SEEDS (default 200)
+#   TARN_SIM_SEED=N scripts/sim-cluster.sh   # replay one seed
+#
+# Exits non-zero, naming the failing seed, when any seed fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seeds="${1:-200}"
+scripts/sim-quorum.sh "$seeds"
+if [[ -z "${TARN_SIM_SEED:-}" ]]; then
+  export TARN_SIM_SEEDS="$seeds"
+fi
+exec cargo test -p tarn-metadata --test cluster_sim -- --nocapture
