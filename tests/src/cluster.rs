@@ -189,6 +189,34 @@ impl Cluster {
         self.running[id as usize - 1] = false;
     }
 
+    /// Node `id`, stopped, gets an empty data directory formatted for
+    /// cluster `cluster_id` (`tarn storage format`).
+    pub fn reformat(&mut self, id: i32, cluster_id: &str) {
+        let dir = self.nodes[id as usize - 1].data_dir().to_path_buf();
+        std::fs::remove_dir_all(&dir).expect("remove the data directory");
+        let config = dir.with_extension("properties");
+        std::fs::write(
+            &config,
+            format!("node.id={id}\nlog.dirs={}\n", dir.display()),
+        )
+        .expect("write a config for tarn storage format");
+        let out = crate::cli::run(&[
+            "storage",
+            "format",
+            "--cluster-id",
+            cluster_id,
+            "--config",
+            config.to_str().expect("a UTF-8 path"),
+        ]);
+        assert!(out.status.success(), "tarn storage format: {out}");
+    }
+
+    /// Waits for node `id` to stop by itself; its exit status.
+    pub fn wait_exit(&mut self, id: i32, timeout: Duration) -> std::process::ExitStatus {
+        self.running[id as usize - 1] = false;
+        self.nodes[id as usize - 1].wait_exit(timeout)
+    }
+
     pub fn start_again(&mut self, id: i32) {
         self.nodes[id as usize - 1].start_again();
         self.running[id as usize - 1] = true;

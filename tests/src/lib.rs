@@ -355,6 +355,23 @@ impl TarnBroker {
         );
     }
 
+    /// Waits for the broker to exit by itself; its exit status.
+    pub fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
+        let mut child = self.child.take().expect("broker is not running");
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = child.try_wait().expect("poll broker") {
+                return status;
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("broker did not exit within {timeout:?}");
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// SIGKILL and reap: a crash, as far as the broker can tell.
     pub fn kill(&mut self) {
         let mut child = self.child.take().expect("broker is not running");

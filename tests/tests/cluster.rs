@@ -280,3 +280,22 @@ fn an_isolated_controller_stops_leading_while_the_majority_commits() {
         cluster.wait_until_formed(FORMED);
     });
 }
+
+#[test]
+fn a_node_formatted_for_another_cluster_is_refused() {
+    run_with_timeout(TEST_LIMIT, || {
+        let mut cluster = Cluster::start(3, &[1, 2, 3], &[]);
+        cluster.wait_until_formed(FORMED);
+        let ours = cluster.view(1).expect("view").cluster_id;
+        cluster.stop(3);
+        let theirs = "MkU3OEVBNTcwNTJENDM2Qg";
+        assert_ne!(ours, theirs);
+        cluster.reformat(3, theirs);
+        cluster.start_again(3);
+        let status = cluster.wait_exit(3, FORMED);
+        assert!(!status.success(), "a node of another cluster must not join");
+        let logs = cluster.node(3).logs();
+        assert!(logs.contains("INCONSISTENT_CLUSTER_ID"), "{logs}");
+        assert_eq!(cluster.view(1).expect("view").cluster_id, ours);
+    });
+}

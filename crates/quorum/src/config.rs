@@ -83,6 +83,11 @@ impl QuorumConfig {
             // snapshot plus at most `snapshot_every` entries, and a follower
             // that fell behind the snapshot is sent the snapshot.
             max_in_snapshot_log_to_keep: 0,
+            // A voter whose disk was lost or replaced comes back with a
+            // shorter log than the leader last saw; without this openraft's
+            // leader panics on it. The leader replicates to it afresh (the
+            // node itself then stops if it belongs to another cluster).
+            allow_log_reversion: Some(true),
             ..openraft::Config::default()
         };
         config

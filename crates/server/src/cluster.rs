@@ -155,6 +155,15 @@ pub async fn start(
     let data_dir = options.data_dir.clone();
     env.create_dir_all(&data_dir)?;
     let formatted = formatted_cluster_id(&env, &data_dir, node_id)?;
+    let single_node_log = data_dir.join("__cluster_metadata-0").join("metadata.log");
+    if env.len(&single_node_log)?.is_some() {
+        return Err(BrokerError::Invalid(format!(
+            "{} holds the metadata of a single-node Tarn; moving it into a multi-node quorum is \
+             not supported yet (the quorum would start without its topics). Start it without \
+             controller.quorum.voters, or give this node an empty data directory",
+            data_dir.display()
+        )));
+    }
 
     let publisher = Arc::new(MetadataPublisher::new(MetadataImage::default(), 0));
     let quorum_cell = Arc::new(OnceLock::new());
