@@ -35,6 +35,9 @@ pub struct QuorumMetadataLog {
     quorum: Arc<OnceLock<Quorum>>,
     publisher: Arc<MetadataPublisher>,
     runtime: tokio::runtime::Handle,
+    /// The term in which this node, leading, last confirmed it had applied
+    /// everything committed (see `prepare`).
+    caught_up_in_term: Option<u64>,
 }
 
 impl QuorumMetadataLog {
@@ -47,6 +50,7 @@ impl QuorumMetadataLog {
             quorum,
             publisher,
             runtime,
+            caught_up_in_term: None,
         }
     }
 
@@ -89,12 +93,36 @@ impl MetadataLog for QuorumMetadataLog {
         self.publisher.published_offset()
     }
 
+    /// Once per term: a new leader may not have applied its
+    /// predecessors' last entries yet, so it confirms its leadership with
+    /// the quorum and waits until it has. Later commits in the same term
+    /// come only from this node, each applied here before the next is
+    /// planned (the store runs them one at a time), so the image is
+    /// already whole; a node that lost the lead fails at the proposal.
     fn prepare(&mut self) -> Result<(), MetadataLogError> {
+        let quorum = self.quorum()?.clone();
+        let term = {
+            let status = quorum.status();
+            let status = status.borrow();
+            if !status.is_leader {
+                return Err(MetadataLogError::NotController {
+                    leader: status.leader.and_then(|id| i32::try_from(id).ok()),
+                });
+            }
+            status.term
+        };
+        if self.caught_up_in_term == Some(term) {
+            return Ok(());
+        }
         let index = self
             .runtime
-            .block_on(self.quorum()?.read_barrier())
+            .block_on(quorum.read_barrier())
             .map_err(quorum_error)?;
-        self.applied(index)
+        self.applied(index)?;
+        if quorum.status().borrow().term == term {
+            self.caught_up_in_term = Some(term);
+        }
+        Ok(())
     }
 
     fn append(&mut self, records: &[MetadataRecord]) -> Result<u64, MetadataLogError> {
