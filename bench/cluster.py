@@ -60,6 +60,15 @@ def result(section, **fields):
     print("RESULT section=" + section + "".join(f" {k}={v}" for k, v in fields.items()), flush=True)
 
 
+TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_s(pid):
+    """User + system CPU seconds of a process, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS_PER_S
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -396,30 +405,39 @@ def commits(tarn, work):
         return sequential_creates(addr, prefix, n) if mode == "seq" else parallel_creates(addr, prefix, n, inflight)
 
     reps = int(os.environ.get("COMMITS_REPS", "3"))
-    runs = {}
+    runs, cpu = {}, {}
+
+    def measured(key, nodes, mode, addr, prefix):
+        """One run; its rate, and the CPU seconds all `nodes` spent on it per 1000 topics."""
+        c0 = sum(cpu_s(n.proc.pid) for n in nodes)
+        rate = run(mode, addr, prefix)
+        cpu.setdefault(key, []).append((sum(cpu_s(n.proc.pid) for n in nodes) - c0) * 1000 / n)
+        runs.setdefault(key, []).append(rate)
     # Repetitions interleave single node and cluster, so that a change in
     # the machine's load falls on both.
     for rep in range(1, reps + 1):
         for mode in ("seq", "par"):
             node = single(tarn, f"{work}/commits-single-{mode}")
-            runs.setdefault(f"single_{mode}", []).append(run(mode, node.addr, "s"))
+            measured(f"single_{mode}", [node], mode, node.addr, "s")
             stop_single(node)
             for target in ("controller", "forwarded"):
                 cluster = Cluster(tarn, f"{work}/commits-cluster-{mode}-{target}", 3)
                 controller = cluster.start()
                 via = controller if target == "controller" else min(i for i in cluster.nodes if i != controller)
-                runs.setdefault(f"cluster_{mode}_{target}", []).append(run(mode, cluster.nodes[via].addr, "c"))
+                measured(f"cluster_{mode}_{target}", list(cluster.nodes.values()), mode, cluster.nodes[via].addr, "c")
                 if cluster.controller() != controller:
                     raise RuntimeError("the controller changed during a commit-rate run")
                 cluster.shutdown()
         log(f"rep {rep}: {runs}")
     for key, values in runs.items():
-        result("commits_run", run=key, rates="/".join(f"{v:.0f}" for v in values))
+        result("commits_run", run=key, rates="/".join(f"{v:.0f}" for v in values),
+               cpu_s_per_1000="/".join(f"{v:.2f}" for v in cpu[key]))
+    fmt_cpu = {f"cpu_{k}": f"{statistics.median(v):.2f}" for k, v in cpu.items()}
     rates = {k: statistics.median(v) for k, v in runs.items()}
     fmt = {k: f"{v:.1f}" for k, v in rates.items()}
     ratios = {f"ratio_{mode}_{target}": f"{rates[f'cluster_{mode}_{target}'] / rates[f'single_{mode}']:.2f}"
               for mode in ("seq", "par") for target in ("controller", "forwarded")}
-    result("commits", n=n, inflight=inflight, reps=reps, **fmt, **ratios)
+    result("commits", n=n, inflight=inflight, reps=reps, **fmt, **ratios, **fmt_cpu)
 
 
 def wait_absent(addr, dead, t_kill, out, key):
@@ -624,14 +642,17 @@ def report(raw, out, header):
                "connections with one request each. "
                "\"controller\" sends to the active controller, \"forwarded\" to another broker, "
                "which forwards to it.", "",
-               "| run | single node /s | 3-node /s | ratio | target | |", "|---|---:|---:|---:|---|---|"]
+               "CPU is user + system seconds per 1000 topics, summed over the nodes (one, or all three).", "",
+               "| run | single node /s | 3-node /s | ratio | target | | single node CPU | 3-node CPU |",
+               "|---|---:|---:|---:|---|---|---:|---:|"]
         for label, single_key, cluster_key, ratio_key in [
                 ("sequential, to the controller", "single_seq", "cluster_seq_controller", "ratio_seq_controller"),
                 ("sequential, forwarded", "single_seq", "cluster_seq_forwarded", "ratio_seq_forwarded"),
                 ("in flight, to the controller", "single_par", "cluster_par_controller", "ratio_par_controller"),
                 ("in flight, forwarded", "single_par", "cluster_par_forwarded", "ratio_par_forwarded")]:
             ratio = float(c[ratio_key])
-            md.append(f"| {label} | {c[single_key]} | {c[cluster_key]} | {ratio:.2f} | >= 0.5 | {verdict(ratio >= 0.5)} |")
+            md.append(f"| {label} | {c[single_key]} | {c[cluster_key]} | {ratio:.2f} | >= 0.5 | {verdict(ratio >= 0.5)} "
+                      f"| {c['cpu_' + single_key]} s | {c['cpu_' + cluster_key]} s |")
         md.append("")
     if "fencing" in by:
         md += ["## Fencing: SIGKILL a (non-controller) broker, poll Metadata on each survivor until it is absent", "",
