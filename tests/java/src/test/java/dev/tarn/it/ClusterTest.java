@@ -2,6 +2,7 @@ package dev.tarn.it;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.IOException;
@@ -240,7 +241,7 @@ class ClusterTest {
                 RecordMetadata m = futures.get(i).get();
                 String previous = acked.computeIfAbsent(new TopicPartition(topic, m.partition()), k -> new HashMap<>())
                         .put(m.offset(), "value-" + i);
-                assertEquals(null, previous, "two records acknowledged at " + m);
+                assertNull(previous, "two records acknowledged at " + m);
             }
         }
         assertEquals(PARTITIONS, acked.size(), "records on every partition: " + acked.keySet());
@@ -263,7 +264,7 @@ class ClusterTest {
                 for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(200))) {
                     String previous = read.computeIfAbsent(new TopicPartition(topic, r.partition()),
                             k -> new HashMap<>()).put(r.offset(), r.value());
-                    assertEquals(null, previous, "read twice: " + r);
+                    assertNull(previous, "read twice: " + r);
                     count++;
                 }
             }
