@@ -146,6 +146,12 @@ class TarnCluster:
             leaders = found
         return leaders
 
+    def kill_all(self):
+        """SIGKILL whatever still runs (after a failure: nothing may outlive the test)."""
+        for node in self.nodes.values():
+            if node.proc is not None:
+                node.kill9()
+
     def stop_order(self):
         """The running nodes, the active controller last."""
         controller = self.wait_formed()
@@ -158,18 +164,26 @@ class TarnCluster:
 @pytest.fixture
 def cluster(tmp_path):
     c = TarnCluster(tmp_path)
-    for node in c.nodes.values():
-        node.start()
-    c.wait_formed()
+    try:
+        for node in c.nodes.values():
+            node.start()
+        c.wait_formed()
+    except BaseException:
+        print(c.logs())
+        c.kill_all()
+        raise
     yield c
     print(c.logs())
-    for i in c.running():
-        c.nodes[i].assert_alive()
-    # The active controller last: a node that outlives its quorum waits out
-    # its controlled shutdown and an unanswered heartbeat (up to 40 s)
-    # before it exits, which the harness's stop would count as a hang.
-    for i in c.stop_order():
-        c.nodes[i].stop()
+    try:
+        for i in c.running():
+            c.nodes[i].assert_alive()
+        # The active controller last: a node that outlives its quorum waits
+        # out its controlled shutdown and an unanswered heartbeat (up to
+        # 40 s) before it exits, which the harness's stop counts as a hang.
+        for i in c.stop_order():
+            c.nodes[i].stop()
+    finally:
+        c.kill_all()
     for node in c.nodes.values():
         node.assert_no_panic()
 
