@@ -59,8 +59,11 @@ def parse_ready_line(line: str):
 class TarnBroker:
     """One `tarn serve` process that can be stopped, killed and restarted."""
 
-    def __init__(self, scratch: Path, settings=()):
+    def __init__(self, scratch: Path, settings=(), listeners=None):
         self.scratch = scratch
+        # The `listeners` key (a cluster node's fixed ports) instead of
+        # `--listen 127.0.0.1:0`.
+        self.listeners = listeners
         self.data_dir = scratch / "data"
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.settings = list(settings)
@@ -85,10 +88,11 @@ class TarnBroker:
     def start(self):
         assert self.proc is None, "broker already running"
         self.starts += 1
-        args = [
-            str(tarn_bin()), "serve", "--data-dir", str(self.data_dir),
-            "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
-        ]
+        args = [str(tarn_bin()), "serve", "--data-dir", str(self.data_dir), "--http-listen", "127.0.0.1:0"]
+        if self.listeners is None:
+            args += ["--listen", "127.0.0.1:0"]
+        else:
+            args += ["--set", f"listeners={self.listeners}"]
         for key, value in self.settings:
             args += ["--set", f"{key}={value}"]
         with open(self.log_path(self.starts), "wb") as log:

@@ -35,16 +35,23 @@ public final class TarnBroker {
     private final Path scratch;
     private final Path dataDir;
     private final Map<String, String> settings;
+    /** The `listeners` key (a cluster node's fixed ports) instead of --listen 127.0.0.1:0, or null. */
+    private final String listeners;
     private Process process;
     private String bootstrap;
     private String http;
     private int starts;
 
     public TarnBroker(Path scratch, Map<String, String> settings) throws IOException {
+        this(scratch, settings, null);
+    }
+
+    public TarnBroker(Path scratch, Map<String, String> settings, String listeners) throws IOException {
         this.scratch = scratch;
         this.dataDir = scratch.resolve("data");
         Files.createDirectories(dataDir);
         this.settings = settings;
+        this.listeners = listeners;
     }
 
     /** $TARN_BIN (relative paths from the repository root), else target/debug/tarn. */
@@ -85,8 +92,12 @@ public final class TarnBroker {
         }
         starts++;
         List<String> args = new ArrayList<>(List.of(tarnBin().toString(), "serve",
-                "--data-dir", dataDir.toString(),
-                "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"));
+                "--data-dir", dataDir.toString(), "--http-listen", "127.0.0.1:0"));
+        if (listeners == null) {
+            args.addAll(List.of("--listen", "127.0.0.1:0"));
+        } else {
+            args.addAll(List.of("--set", "listeners=" + listeners));
+        }
         settings.forEach((k, v) -> {
             args.add("--set");
             args.add(k + "=" + v);

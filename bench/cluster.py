@@ -1,0 +1,717 @@
+#!/usr/bin/env python3
+"""bench/cluster.py: the measurements behind bench/cluster.sh.
+
+Runs `tarn serve` nodes (one alone, or three forming a metadata quorum on
+loopback) and times them with a tiny Kafka client written here against the
+wire protocol (Metadata v1, CreateTopics v2), so that every request goes to
+the broker chosen, one at a time or several in flight, with no client-side
+retries, caching or controller routing in the way.
+
+    cluster.py TARN_BIN WORK SECTION...    sections: commits fencing failover startup
+    cluster.py --report RAW OUT.md HEADER.md   RESULT lines of RAW into OUT.md
+
+Each figure is printed as one `RESULT section=... key=value ...` line on
+stdout (cluster.sh turns them into bench/RESULTS-cluster.md); progress goes
+to stderr. Any failed step raises, so the run exits non-zero.
+
+env: COMMITS_N=1000 (topics per commit-rate run) INFLIGHT=8 (connections with
+one CreateTopics each in flight) FENCE_REPS=3 FAILOVER_REPS=5 STARTUP_REPS=3
+STARTUP_TOPICS=100 STARTUP_PARTS=100 COMMITS_REPS=3 ATTEMPT_TIMEOUT_S=1.0
+LOG_LEVEL=warn
+"""
+
+import os
+import shutil
+import signal
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+READY_PREFIX = "tarn: listening on "
+READY_TIMEOUT_S = 30
+STOP_TIMEOUT_S = 30
+FORMED_TIMEOUT_S = 60
+# A dead broker must be gone well before this; a failing run reports it.
+FENCE_TIMEOUT_S = 60
+FAILOVER_TIMEOUT_S = 60
+# How long one CreateTopics attempt may take during failover before the
+# connection is dropped and another attempt made.
+ATTEMPT_TIMEOUT_S = float(os.environ.get("ATTEMPT_TIMEOUT_S", "1.0"))
+POLL_INTERVAL_S = 0.02
+PANIC_MARKER = "panicked at "
+LOG_LEVEL = os.environ.get("LOG_LEVEL", "warn")
+
+METADATA = 3
+CREATE_TOPICS = 19
+# Kafka error codes the failover loop expects while a controller is elected.
+ERRORS = {0: "NONE", 7: "REQUEST_TIMED_OUT", 36: "TOPIC_ALREADY_EXISTS", 41: "NOT_CONTROLLER"}
+
+
+def log(msg):
+    print(f"cluster.py: {msg}", file=sys.stderr, flush=True)
+
+
+def result(section, **fields):
+    print("RESULT section=" + section + "".join(f" {k}={v}" for k, v in fields.items()), flush=True)
+
+
+TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_s(pid):
+    """User + system CPU seconds of a process, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS_PER_S
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ---------------------------------------------------------------- wire format
+
+class Reader:
+    def __init__(self, data):
+        self.data, self.pos = data, 0
+
+    def take(self, fmt):
+        (v,) = struct.unpack_from(fmt, self.data, self.pos)
+        self.pos += struct.calcsize(fmt)
+        return v
+
+    def i8(self):
+        return self.take(">b")
+
+    def i16(self):
+        return self.take(">h")
+
+    def i32(self):
+        return self.take(">i")
+
+    def string(self):
+        n = self.i16()
+        if n < 0:
+            return None
+        s = self.data[self.pos:self.pos + n].decode()
+        self.pos += n
+        return s
+
+    def array(self, item):
+        n = self.i32()
+        return [] if n < 0 else [item() for _ in range(n)]
+
+
+def string(s):
+    b = s.encode()
+    return struct.pack(">h", len(b)) + b
+
+
+class Conn:
+    """One connection; requests are answered in order (Kafka's contract)."""
+
+    def __init__(self, addr, timeout_s=10.0):
+        host, port = addr.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout_s)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.correlation = 0
+
+    def close(self):
+        self.sock.close()
+
+    def send(self, api_key, version, body):
+        self.correlation += 1
+        header = struct.pack(">hhi", api_key, version, self.correlation) + string("tarn-bench")
+        frame = header + body
+        self.sock.sendall(struct.pack(">i", len(frame)) + frame)
+        return self.correlation
+
+    def recv_exact(self, n):
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError("broker closed the connection")
+            buf += chunk
+        return bytes(buf)
+
+    def recv(self, correlation):
+        (size,) = struct.unpack(">i", self.recv_exact(4))
+        payload = self.recv_exact(size)
+        (got,) = struct.unpack_from(">i", payload)
+        if got != correlation:
+            raise RuntimeError(f"correlation id {got}, expected {correlation}")
+        return Reader(payload[4:])
+
+    def metadata(self, all_topics):
+        """Metadata v1: (brokers {id: host:port}, controller id, topics {name: [leader by partition]})."""
+        body = struct.pack(">i", -1 if all_topics else 0)
+        r = self.recv(self.send(METADATA, 1, body))
+        brokers = {}
+        for node_id, host, port, _rack in r.array(lambda: (r.i32(), r.string(), r.i32(), r.string())):
+            brokers[node_id] = f"{host}:{port}"
+        controller = r.i32()
+        topics = {}
+
+        def partition():
+            r.i16()
+            index, leader = r.i32(), r.i32()
+            r.array(r.i32)
+            r.array(r.i32)
+            return index, leader
+
+        for error, name, _internal, parts in r.array(lambda: (r.i16(), r.string(), r.i8(), r.array(partition))):
+            if error == 0:
+                topics[name] = [leader for _, leader in sorted(parts)]
+        return brokers, controller, topics
+
+    def send_create(self, name, partitions, replication=1, timeout_ms=30000):
+        body = (struct.pack(">i", 1) + string(name) + struct.pack(">ihii", partitions, replication, 0, 0)
+                + struct.pack(">ib", timeout_ms, 0))
+        return self.send(CREATE_TOPICS, 2, body)
+
+    def recv_create(self, correlation):
+        """(error code, message) of the one topic of a CreateTopics v2 answer."""
+        r = self.recv(correlation)
+        r.i32()  # throttle_time_ms
+        topics = r.array(lambda: (r.string(), r.i16(), r.string()))
+        if len(topics) != 1:
+            raise RuntimeError(f"CreateTopics answered {len(topics)} topics, asked 1")
+        return topics[0][1], topics[0][2]
+
+    def create(self, name, partitions, replication=1):
+        return self.recv_create(self.send_create(name, partitions, replication))
+
+
+def create_ok(conn, name, partitions, replication=1):
+    error, message = conn.create(name, partitions, replication)
+    if error != 0:
+        raise RuntimeError(f"create {name}: error {error} ({ERRORS.get(error, '?')}): {message}")
+
+
+def metadata_of(addr, all_topics=False, timeout_s=2.0):
+    conn = Conn(addr, timeout_s)
+    try:
+        return conn.metadata(all_topics)
+    finally:
+        conn.close()
+
+
+# ---------------------------------------------------------------- processes
+
+# Every node started, so that a failed run kills what it left running.
+NODES = []
+
+
+class Node:
+    """One `tarn serve` process with a fixed data dir and fixed ports."""
+
+    def __init__(self, tarn, work, node_id, kafka_port, controller_port=None, voters=None):
+        self.tarn, self.node_id = tarn, node_id
+        self.dir = Path(work) / f"node{node_id}"
+        self.data = self.dir / "data"
+        self.kafka_port, self.controller_port, self.voters = kafka_port, controller_port, voters
+        self.addr = f"127.0.0.1:{kafka_port}"
+        self.proc = None
+        self.starts = 0
+        self.ready_s = None  # process start to ready line, of the last start
+        NODES.append(self)
+
+    def args(self):
+        args = [self.tarn, "serve", "--data-dir", str(self.data), "--http-listen", "off", "--log-level", LOG_LEVEL]
+        if self.voters is None:
+            return args + ["--listen", self.addr]
+        return args + [
+            "--set", f"listeners=PLAINTEXT://{self.addr},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "--set", "controller.listener.names=CONTROLLER",
+            "--set", f"controller.quorum.voters={self.voters}",
+            "--set", f"node.id={self.node_id}",
+            "--set", "process.roles=broker,controller",
+        ]
+
+    def log_path(self, start):
+        return self.dir / f"stderr-{start}.log"
+
+    def start(self, wait_ready=True):
+        assert self.proc is None
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.starts += 1
+        self.ready = threading.Event()
+        self.ready_s = None
+        with open(self.log_path(self.starts), "wb") as err:
+            self.t0 = time.monotonic()
+            self.proc = subprocess.Popen(self.args(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                         stderr=err, text=True)
+        threading.Thread(target=self.pump, args=(self.proc, self.t0), daemon=True).start()
+        if wait_ready:
+            self.wait_ready()
+
+    def pump(self, proc, t0):
+        for line in proc.stdout:
+            if line.startswith(READY_PREFIX) and self.ready_s is None:
+                self.ready_s = time.monotonic() - t0
+                self.ready.set()
+
+    def wait_ready(self):
+        if not self.ready.wait(READY_TIMEOUT_S):
+            raise RuntimeError(f"node {self.node_id}: no ready line within {READY_TIMEOUT_S}s\n{self.tail()}")
+
+    def tail(self, lines=40):
+        text = self.log_path(self.starts).read_text(errors="replace")
+        return "\n".join(text.splitlines()[-lines:])
+
+    def kill(self):
+        self.proc.kill()
+        self.proc.wait()
+        self.proc = None
+
+    def stop(self):
+        """SIGTERM; a clean exit (status 0) is required."""
+        proc, self.proc = self.proc, None
+        proc.send_signal(signal.SIGTERM)
+        status = proc.wait(timeout=STOP_TIMEOUT_S)
+        if status != 0:
+            raise RuntimeError(f"node {self.node_id} exited {status} after SIGTERM\n{self.tail()}")
+
+    def check_alive(self):
+        if self.proc is not None and self.proc.poll() is not None:
+            raise RuntimeError(f"node {self.node_id} exited with {self.proc.returncode}\n{self.tail()}")
+
+    def panics(self):
+        found = []
+        for start in range(1, self.starts + 1):
+            path = self.log_path(start)
+            if path.exists():
+                found += [l for l in path.read_text(errors="replace").splitlines() if PANIC_MARKER in l]
+        return found
+
+
+class Cluster:
+    def __init__(self, tarn, work, n):
+        shutil.rmtree(work, ignore_errors=True)
+        kafka = [free_port() for _ in range(n)]
+        ctrl = [free_port() for _ in range(n)]
+        voters = ",".join(f"{i + 1}@127.0.0.1:{ctrl[i]}" for i in range(n))
+        self.nodes = {i + 1: Node(tarn, work, i + 1, kafka[i], ctrl[i], voters) for i in range(n)}
+
+    def start(self):
+        for node in self.nodes.values():
+            node.start(wait_ready=False)
+        for node in self.nodes.values():
+            node.wait_ready()
+        return self.wait_formed()
+
+    def running(self):
+        return [i for i, n in self.nodes.items() if n.proc is not None]
+
+    def wait_formed(self):
+        """Until every running node lists every running broker and one controller; the controller."""
+        want = set(self.running())
+        deadline = time.monotonic() + FORMED_TIMEOUT_S
+        last = None
+        while time.monotonic() < deadline:
+            for n in self.nodes.values():
+                n.check_alive()
+            try:
+                views = [metadata_of(self.nodes[i].addr) for i in want]
+                controllers = {v[1] for v in views}
+                if all(set(v[0]) == want for v in views) and len(controllers) == 1 and controllers <= want:
+                    return controllers.pop()
+                last = views
+            except (OSError, ConnectionError) as e:
+                last = e
+            time.sleep(0.1)
+        raise RuntimeError(f"cluster of {sorted(want)} not formed within {FORMED_TIMEOUT_S}s: {last}")
+
+    def controller(self):
+        return self.wait_formed()
+
+    def shutdown(self):
+        """SIGTERM every running node, the active controller last: a node
+        that outlives its quorum waits out its controlled shutdown and an
+        unanswered heartbeat (up to 40 s) before it exits."""
+        controller = self.wait_formed()
+        order = [i for i in self.running() if i != controller] + [controller]
+        for i in order:
+            self.nodes[i].stop()
+        panics = [(i, p) for i, n in self.nodes.items() for p in n.panics()]
+        if panics:
+            raise RuntimeError(f"panics: {panics}")
+
+
+def single(tarn, work):
+    shutil.rmtree(work, ignore_errors=True)
+    node = Node(tarn, work, 1, free_port())
+    node.start()
+    return node
+
+
+def stop_single(node):
+    node.stop()
+    if node.panics():
+        raise RuntimeError(f"single node panicked: {node.panics()}")
+
+
+# ---------------------------------------------------------------- sections
+
+def sequential_creates(addr, prefix, n):
+    conn = Conn(addr)
+    t0 = time.monotonic()
+    for i in range(n):
+        create_ok(conn, f"{prefix}-{i}", 1)
+    secs = time.monotonic() - t0
+    conn.close()
+    return n / secs
+
+
+def parallel_creates(addr, prefix, n, inflight):
+    """n creates over `inflight` connections, one request in flight on each."""
+    errors = []
+
+    def worker(w):
+        try:
+            conn = Conn(addr)
+            for i in range(w, n, inflight):
+                create_ok(conn, f"{prefix}-{i}", 1)
+            conn.close()
+        except Exception as e:  # reported below: the run fails
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(w,)) for w in range(inflight)]
+    t0 = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    secs = time.monotonic() - t0
+    if errors:
+        raise errors[0]
+    return n / secs
+
+
+def commits(tarn, work):
+    """Each run on a fresh node or cluster, so that no run pays for the
+    topics an earlier one left behind."""
+    n = int(os.environ.get("COMMITS_N", "1000"))
+    inflight = int(os.environ.get("INFLIGHT", "8"))
+
+    def run(mode, addr, prefix):
+        return sequential_creates(addr, prefix, n) if mode == "seq" else parallel_creates(addr, prefix, n, inflight)
+
+    reps = int(os.environ.get("COMMITS_REPS", "3"))
+    runs, cpu = {}, {}
+
+    def measured(key, nodes, mode, addr, prefix):
+        """One run; its rate, and the CPU seconds all `nodes` spent on it per 1000 topics."""
+        c0 = sum(cpu_s(n.proc.pid) for n in nodes)
+        rate = run(mode, addr, prefix)
+        cpu.setdefault(key, []).append((sum(cpu_s(n.proc.pid) for n in nodes) - c0) * 1000 / n)
+        runs.setdefault(key, []).append(rate)
+    # Repetitions interleave single node and cluster, so that a change in
+    # the machine's load falls on both.
+    for rep in range(1, reps + 1):
+        for mode in ("seq", "par"):
+            node = single(tarn, f"{work}/commits-single-{mode}")
+            measured(f"single_{mode}", [node], mode, node.addr, "s")
+            stop_single(node)
+            for target in ("controller", "forwarded"):
+                cluster = Cluster(tarn, f"{work}/commits-cluster-{mode}-{target}", 3)
+                controller = cluster.start()
+                via = controller if target == "controller" else min(i for i in cluster.nodes if i != controller)
+                measured(f"cluster_{mode}_{target}", list(cluster.nodes.values()), mode, cluster.nodes[via].addr, "c")
+                if cluster.controller() != controller:
+                    raise RuntimeError("the controller changed during a commit-rate run")
+                cluster.shutdown()
+        log(f"rep {rep}: {runs}")
+    for key, values in runs.items():
+        result("commits_run", run=key, rates="/".join(f"{v:.0f}" for v in values),
+               cpu_s_per_1000="/".join(f"{v:.2f}" for v in cpu[key]))
+    fmt_cpu = {f"cpu_{k}": f"{statistics.median(v):.2f}" for k, v in cpu.items()}
+    rates = {k: statistics.median(v) for k, v in runs.items()}
+    fmt = {k: f"{v:.1f}" for k, v in rates.items()}
+    ratios = {f"ratio_{mode}_{target}": f"{rates[f'cluster_{mode}_{target}'] / rates[f'single_{mode}']:.2f}"
+              for mode in ("seq", "par") for target in ("controller", "forwarded")}
+    result("commits", n=n, inflight=inflight, reps=reps, **fmt, **ratios, **fmt_cpu)
+
+
+def wait_absent(addr, dead, t_kill, out, key):
+    """Polls Metadata on addr until broker `dead` is absent; seconds since t_kill into out[key]."""
+    deadline = t_kill + FENCE_TIMEOUT_S
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            brokers, _, _ = metadata_of(addr)
+            if dead not in brokers:
+                out[key] = time.monotonic() - t_kill
+                return
+            last = brokers
+        except (OSError, ConnectionError) as e:
+            last = e
+        time.sleep(POLL_INTERVAL_S)
+    out[key] = None
+    log(f"{addr}: broker {dead} still listed {FENCE_TIMEOUT_S}s after the kill: {last}")
+
+
+def fencing(tarn, work):
+    reps = int(os.environ.get("FENCE_REPS", "3"))
+    cluster = Cluster(tarn, f"{work}/fencing", 3)
+    controller = cluster.start()
+    for rep in range(1, reps + 1):
+        controller = cluster.controller()
+        victim = max(i for i in cluster.nodes if i != controller)
+        survivors = [i for i in cluster.nodes if i != victim]
+        out = {}
+        t_kill = time.monotonic()
+        cluster.nodes[victim].kill()
+        threads = [threading.Thread(target=wait_absent, args=(cluster.nodes[s].addr, victim, t_kill, out, s))
+                   for s in survivors]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if any(out[s] is None for s in survivors):
+            raise RuntimeError(f"rep {rep}: broker {victim} not fenced on every survivor: {out}")
+        result("fencing", rep=rep, killed=victim, controller=controller,
+               **{f"absent_on_{s}_s": f"{out[s]:.2f}" for s in survivors})
+        cluster.nodes[victim].start()
+        cluster.wait_formed()
+    cluster.shutdown()
+
+
+def failover(tarn, work):
+    reps = int(os.environ.get("FAILOVER_REPS", "5"))
+    cluster = Cluster(tarn, f"{work}/failover", 3)
+    cluster.start()
+    for rep in range(1, reps + 1):
+        controller = cluster.controller()
+        via = min(i for i in cluster.nodes if i != controller)
+        addr = cluster.nodes[via].addr
+        # Warm: one create through `via` before the kill, so its connection
+        # to the old controller exists as it would in a running cluster.
+        warm = Conn(addr)
+        create_ok(warm, f"warm-{rep}", 1)
+        warm.close()
+        # Beside the creates: when `via` first names a new controller.
+        known = {}
+
+        def watch_controller():
+            while time.monotonic() - t_kill < FAILOVER_TIMEOUT_S:
+                try:
+                    now = metadata_of(addr)[1]
+                    if now not in (controller, -1):
+                        known["s"] = time.monotonic() - t_kill
+                        return
+                except (OSError, ConnectionError):
+                    pass
+                time.sleep(POLL_INTERVAL_S)
+
+        watcher = threading.Thread(target=watch_controller)
+        t_kill = time.monotonic()
+        cluster.nodes[controller].kill()
+        watcher.start()
+        attempts, outcomes = 0, {}
+        conn = None
+        while True:
+            elapsed = time.monotonic() - t_kill
+            if elapsed > FAILOVER_TIMEOUT_S:
+                raise RuntimeError(f"rep {rep}: no CreateTopics succeeded on node {via} within "
+                                   f"{FAILOVER_TIMEOUT_S}s of killing controller {controller}: {outcomes}")
+            attempts += 1
+            try:
+                if conn is None:
+                    conn = Conn(addr, ATTEMPT_TIMEOUT_S)
+                error, message = conn.create(f"after-{rep}-{attempts}", 1)
+            except (OSError, ConnectionError) as e:
+                outcome = type(e).__name__
+                if conn is not None:
+                    conn.close()
+                conn = None
+            else:
+                if error == 0:
+                    break
+                outcome = ERRORS.get(error, str(error))
+            outcomes[outcome] = outcomes.get(outcome, 0) + 1
+            time.sleep(POLL_INTERVAL_S)
+        took = time.monotonic() - t_kill
+        conn.close()
+        watcher.join()
+        new = metadata_of(addr)[1]
+        result("failover", rep=rep, killed=controller, via=via, new_controller=new,
+               secs=f"{took:.2f}", controller_named_s=f"{known['s']:.2f}" if "s" in known else "never",
+               attempts=attempts,
+               failures="+".join(f"{k}:{v}" for k, v in sorted(outcomes.items())) or "none")
+        cluster.nodes[controller].start()
+        cluster.wait_formed()
+    cluster.shutdown()
+
+
+def time_to_full_metadata(node, topics, partitions):
+    """Seconds from the node's process start to a Metadata answer listing every topic in full."""
+    deadline = node.t0 + READY_TIMEOUT_S * 2
+    last = None
+    while time.monotonic() < deadline:
+        node.check_alive()
+        try:
+            _, _, seen = metadata_of(node.addr, all_topics=True, timeout_s=5.0)
+            mine = {k: v for k, v in seen.items() if k.startswith("big-")}
+            if len(mine) == topics and all(len(v) == partitions and min(v) >= 0 for v in mine.values()):
+                return time.monotonic() - node.t0
+            last = f"{len(mine)} topics, {sum(len(v) for v in mine.values())} partitions"
+        except (OSError, ConnectionError) as e:
+            last = e
+        time.sleep(POLL_INTERVAL_S)
+    raise RuntimeError(f"node {node.node_id}: metadata never complete: {last}\n{node.tail()}")
+
+
+def create_big(addr, topics, partitions):
+    conn = Conn(addr, 60.0)
+    t0 = time.monotonic()
+    for i in range(topics):
+        create_ok(conn, f"big-{i}", partitions)
+    conn.close()
+    return time.monotonic() - t0
+
+
+def startup(tarn, work):
+    reps = int(os.environ.get("STARTUP_REPS", "3"))
+    topics = int(os.environ.get("STARTUP_TOPICS", "100"))
+    parts = int(os.environ.get("STARTUP_PARTS", "100"))
+    node = single(tarn, f"{work}/startup-single")
+    made = create_big(node.addr, topics, parts)
+    log(f"single: {topics} x {parts} partitions created in {made:.1f}s")
+    for rep in range(1, reps + 1):
+        node.stop()
+        node.start(wait_ready=False)
+        full = time_to_full_metadata(node, topics, parts)
+        node.wait_ready()
+        result("startup", kind="single", rep=rep, partitions=topics * parts,
+               ready_s=f"{node.ready_s:.2f}", metadata_s=f"{full:.2f}")
+    stop_single(node)
+
+    cluster = Cluster(tarn, f"{work}/startup-cluster", 3)
+    controller = cluster.start()
+    made = create_big(cluster.nodes[controller].addr, topics, parts)
+    log(f"cluster: {topics} x {parts} partitions created in {made:.1f}s")
+    for rep in range(1, reps + 1):
+        controller = cluster.controller()
+        target = max(i for i in cluster.nodes if i != controller)
+        node = cluster.nodes[target]
+        node.stop()
+        node.start(wait_ready=False)
+        full = time_to_full_metadata(node, topics, parts)
+        node.wait_ready()
+        cluster.wait_formed()
+        registered = time.monotonic() - node.t0
+        result("startup", kind="cluster-node", rep=rep, node=target, partitions=topics * parts,
+               ready_s=f"{node.ready_s:.2f}", metadata_s=f"{full:.2f}", listed_by_all_s=f"{registered:.2f}")
+    cluster.shutdown()
+
+
+# ---------------------------------------------------------------- report
+
+def parse(raw):
+    rows = []
+    for line in Path(raw).read_text().splitlines():
+        if line.startswith("RESULT "):
+            rows.append(dict(kv.split("=", 1) for kv in line.split()[1:]))
+    return rows
+
+
+def verdict(ok):
+    return "pass" if ok else "**FAIL**"
+
+
+def report(raw, out, header):
+    rows = parse(raw)
+    by = {}
+    for r in rows:
+        by.setdefault(r["section"], []).append(r)
+    md = [Path(header).read_text().rstrip(), ""]
+    if "commits" in by:
+        c = by["commits"][0]
+        md += ["## Metadata commits per second (one-partition topics, CreateTopics v2, one topic per request)", "",
+               f"{c['n']} topics per run, each run on a fresh node or cluster, median of {c['reps']} runs "
+               "(single node and cluster interleaved; every run in bench/results-cluster.txt); "
+               f"\"in flight\" is {c['inflight']} "
+               "connections with one request each. "
+               "\"controller\" sends to the active controller, \"forwarded\" to another broker, "
+               "which forwards to it.", "",
+               "CPU is user + system seconds per 1000 topics, summed over the nodes (one, or all three).", "",
+               "| run | single node /s | 3-node /s | ratio | target | | single node CPU | 3-node CPU |",
+               "|---|---:|---:|---:|---|---|---:|---:|"]
+        for label, single_key, cluster_key, ratio_key in [
+                ("sequential, to the controller", "single_seq", "cluster_seq_controller", "ratio_seq_controller"),
+                ("sequential, forwarded", "single_seq", "cluster_seq_forwarded", "ratio_seq_forwarded"),
+                ("in flight, to the controller", "single_par", "cluster_par_controller", "ratio_par_controller"),
+                ("in flight, forwarded", "single_par", "cluster_par_forwarded", "ratio_par_forwarded")]:
+            ratio = float(c[ratio_key])
+            md.append(f"| {label} | {c[single_key]} | {c[cluster_key]} | {ratio:.2f} | >= 0.5 | {verdict(ratio >= 0.5)} "
+                      f"| {c['cpu_' + single_key]} s | {c['cpu_' + cluster_key]} s |")
+        md.append("")
+    if "fencing" in by:
+        md += ["## Fencing: SIGKILL a (non-controller) broker, poll Metadata on each survivor until it is absent", "",
+               "Target: <= broker.session.timeout.ms + 2 s = 11 s (defaults: heartbeat 2000 ms, session 9000 ms).", "",
+               "| rep | killed | controller | kill to absent, per survivor | |", "|---|---|---|---|---|"]
+        for r in by["fencing"]:
+            times = {k[len("absent_on_"):-2]: float(v) for k, v in r.items() if k.startswith("absent_on_")}
+            shown = ", ".join(f"node {k}: {v:.2f} s" for k, v in sorted(times.items()))
+            md.append(f"| {r['rep']} | {r['killed']} | {r['controller']} | {shown} | {verdict(max(times.values()) <= 11)} |")
+        md.append("")
+    if "failover" in by:
+        secs = [float(r["secs"]) for r in by["failover"]]
+        md += ["## Controller failover: SIGKILL the active controller, CreateTopics on a survivor until one succeeds", "",
+               f"Target: <= 3 s. Each attempt waits at most {ATTEMPT_TIMEOUT_S:.0f} s for its answer "
+               "before the connection is dropped and another made.", "",
+               "| rep | killed | via | new controller | kill to new controller named by via | kill to created | attempts | failed attempts |",
+               "|---|---|---|---|---:|---:|---:|---|"]
+        for r in by["failover"]:
+            md.append(f"| {r['rep']} | {r['killed']} | {r['via']} | {r['new_controller']} | {r['controller_named_s']} s | {r['secs']} s "
+                      f"| {r['attempts']} | {r['failures']} |")
+        md += ["", f"min {min(secs):.2f} s, median {statistics.median(secs):.2f} s, max {max(secs):.2f} s: "
+               f"median {verdict(statistics.median(secs) <= 3)}, max {verdict(max(secs) <= 3)}", ""]
+    if "startup" in by:
+        md += ["## Start-up with 10,000 partitions in the metadata", "",
+               "From process start to the ready line, and to the first Metadata answer listing every topic "
+               "with every partition led. Target: < 2 s. \"cluster-node\" restarts one non-controller node "
+               "(SIGTERM, start) of a running three-node cluster; \"listed by all\" is until every node "
+               "lists it again.", "",
+               "| kind | rep | partitions | to ready line | to full Metadata | listed by all | |",
+               "|---|---|---:|---:|---:|---:|---|"]
+        for r in by["startup"]:
+            ok = float(r["ready_s"]) < 2 and float(r["metadata_s"]) < 2
+            md.append(f"| {r['kind']} | {r['rep']} | {r['partitions']} | {r['ready_s']} s | {r['metadata_s']} s "
+                      f"| {r.get('listed_by_all_s', '-')}{' s' if 'listed_by_all_s' in r else ''} | {verdict(ok)} |")
+        md.append("")
+    Path(out).write_text("\n".join(md) + "\n")
+
+
+SECTIONS = {"commits": commits, "fencing": fencing, "failover": failover, "startup": startup}
+
+
+def main():
+    if sys.argv[1] == "--report":
+        report(*sys.argv[2:5])
+        return
+    tarn, work, sections = sys.argv[1], sys.argv[2], sys.argv[3:]
+    for s in sections:
+        if s not in SECTIONS:
+            sys.exit(f"cluster.py: unknown section {s} (know {' '.join(SECTIONS)})")
+    try:
+        for s in sections:
+            log(f"== {s}")
+            SECTIONS[s](tarn, work)
+    finally:
+        for node in NODES:
+            if node.proc is not None:
+                log(f"killing node {node.node_id} of {node.dir} (left running by a failed step)")
+                node.kill()
+
+
+if __name__ == "__main__":
+    main()

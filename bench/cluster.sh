@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# bench/cluster.sh: what running as a three-node cluster costs and how fast
+# it heals, side by side with a single node in one run; writes
+# bench/RESULTS-cluster.md (and keeps the raw RESULT lines in
+# bench/results-cluster.txt).
+#
+#   bench/cluster.sh [SECTION...]     # commits fencing failover startup (all by default)
+#
+# Sections (bench/cluster.py does the work, with its own small Kafka client
+# on the wire protocol so that each request goes to the broker chosen):
+#   commits   one-partition topics created one per CreateTopics request, one
+#             at a time and INFLIGHT at a time: single node vs a three-node
+#             quorum, sent to the active controller and to another broker
+#             (forwarded); target 3-node >= 0.5 x single node
+#   fencing   SIGKILL a non-controller broker, poll Metadata on every
+#             survivor until it is absent; target <= session timeout + 2 s
+#   failover  SIGKILL the active controller, CreateTopics on a survivor until
+#             one succeeds; target <= 3 s
+#   startup   10,000 partitions (STARTUP_TOPICS x STARTUP_PARTS): restart a
+#             single node, and one node of a cluster; time to the ready line
+#             and to a full Metadata answer; target < 2 s
+#
+# env: TARN_BIN (default: cargo build --release -p tarn-cli, target/release/tarn)
+#      COMMITS_N INFLIGHT FENCE_REPS FAILOVER_REPS STARTUP_REPS STARTUP_TOPICS
+#      STARTUP_PARTS LOG_LEVEL (see bench/cluster.py); KEEP=1 keeps the scratch
+#      directory (data dirs and every node's stderr)
+# Needs python3 only. Exits non-zero if any step fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$PWD
+sections=("$@")
+((${#sections[@]})) || sections=(commits fencing failover startup)
+work=$(mktemp -d /tmp/tarn-cluster.XXXXXX)
+shared=${SHARED:-../shared/bench}
+csv=$work/unused.csv
+pids=()
+cleanup() {
+  if [ "${KEEP:-0}" = 1 ]; then echo "bench: scratch kept in $work" >&2; else rm -rf "$work"; fi
+}
+trap cleanup EXIT
+source "$repo/bench/lib.sh"
+
+build_tarn
+load=$(cut -d' ' -f1-3 /proc/loadavg)
+step "cluster.py ${sections[*]} ($work)"
+python3 "$repo/bench/cluster.py" "$tarn" "$work" "${sections[@]}" | tee "$work/raw.txt"
+
+cp "$work/raw.txt" bench/results-cluster.txt
+commit=$(git rev-parse --short HEAD)
+dirty=$(git status --porcelain --untracked-files=no | grep -q . && echo " (with uncommitted changes)" || true)
+{
+  echo "# Tarn as a three-node cluster vs a single node"
+  echo
+  echo "Written by \`bench/cluster.sh ${sections[*]}\` on $(date -u '+%Y-%m-%d %H:%M UTC'), commit $commit$dirty,"
+  echo "release build. Machine: $(nproc) cores ($(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)),"
+  echo "$(awk '/^MemTotal/ { printf "%.0f GB", $2 / 1048576 }' /proc/meminfo) RAM, $(uname -sr), data in $(df -T /tmp | awk 'NR == 2 { print $2 }') on /tmp;"
+  echo "load average before the run: $load. Every node runs on this machine with"
+  echo "its client, so absolute rates move with the machine's load: read the ratios. Raw figures: bench/results-cluster.txt."
+} >"$work/header.md"
+python3 "$repo/bench/cluster.py" --report "$work/raw.txt" bench/RESULTS-cluster.md "$work/header.md"
+step "wrote bench/RESULTS-cluster.md"

@@ -1,0 +1,285 @@
+package dev.tarn.it;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.IOException;
+import java.net.ServerSocket;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.TreeSet;
+import java.util.concurrent.Future;
+import java.util.stream.Collectors;
+
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.DescribeClusterResult;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.Node;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.serialization.StringDeserializer;
+import org.apache.kafka.common.serialization.StringSerializer;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Three nodes, each a broker and a controller of one metadata quorum, on
+ * fixed loopback ports: the Admin client sees three brokers and a
+ * controller from every node, and the producer (acks=all) and a consumer
+ * group move records through a topic whose partitions are led by all three
+ * brokers. Every node is stopped with SIGTERM (exit 0 required), and any
+ * panic in any node's stderr fails the test. Waits are bounds on
+ * "eventually"; times are not asserted (bench/cluster.sh measures them).
+ */
+class ClusterTest {
+    static final int NODES = 3;
+    static final int PARTITIONS = 6;
+    static final int RECORDS = 300;
+    /** Long enough for elections, broker sessions and a slow machine. */
+    static final Duration FORMED = Duration.ofSeconds(60);
+
+    private final List<TarnBroker> nodes = new ArrayList<>();
+    private final List<String> addresses = new ArrayList<>();
+
+    static int freePort() throws IOException {
+        try (ServerSocket s = new ServerSocket(0)) {
+            return s.getLocalPort();
+        }
+    }
+
+    @BeforeEach
+    void startCluster() throws Exception {
+        Path scratch = Files.createTempDirectory("tarn-java-ClusterTest");
+        List<Integer> kafkaPorts = new ArrayList<>();
+        List<Integer> controllerPorts = new ArrayList<>();
+        for (int i = 0; i < NODES; i++) {
+            kafkaPorts.add(freePort());
+            controllerPorts.add(freePort());
+        }
+        List<String> voters = new ArrayList<>();
+        for (int i = 0; i < NODES; i++) {
+            voters.add((i + 1) + "@127.0.0.1:" + controllerPorts.get(i));
+        }
+        for (int i = 0; i < NODES; i++) {
+            Map<String, String> settings = new HashMap<>();
+            settings.put("node.id", Integer.toString(i + 1));
+            settings.put("process.roles", "broker,controller");
+            settings.put("controller.listener.names", "CONTROLLER");
+            settings.put("controller.quorum.voters", String.join(",", voters));
+            String listeners = "PLAINTEXT://127.0.0.1:" + kafkaPorts.get(i)
+                    + ",CONTROLLER://127.0.0.1:" + controllerPorts.get(i);
+            nodes.add(new TarnBroker(scratch.resolve("node" + (i + 1)), settings, listeners));
+            addresses.add("127.0.0.1:" + kafkaPorts.get(i));
+        }
+        for (TarnBroker node : nodes) {
+            node.start();
+        }
+    }
+
+    /**
+     * Stops every node with SIGTERM, the active controller last: a node that
+     * outlives its quorum waits out its controlled shutdown and an
+     * unanswered heartbeat (up to 40 s) before it exits, which stop() would
+     * count as a hang.
+     */
+    @AfterEach
+    void stopCluster() throws Exception {
+        List<String> panics = new ArrayList<>();
+        try {
+            for (TarnBroker node : nodes) {
+                node.assertAlive();
+            }
+            int controller;
+            try (Admin admin = admin(bootstrap())) {
+                controller = admin.describeCluster().controller().get().id();
+            }
+            List<Integer> order = new ArrayList<>();
+            for (int id = 1; id <= NODES; id++) {
+                if (id != controller) {
+                    order.add(id);
+                }
+            }
+            order.add(controller);
+            for (int id : order) {
+                TarnBroker node = nodes.get(id - 1);
+                if (node.running()) {
+                    node.stop();
+                }
+            }
+        } finally {
+            for (TarnBroker node : nodes) {
+                node.kill();
+                panics.addAll(node.panics());
+            }
+        }
+        if (!panics.isEmpty()) {
+            throw new AssertionError("a node panicked: " + panics + "\n" + logs());
+        }
+    }
+
+    String logs() {
+        StringBuilder out = new StringBuilder();
+        for (int i = 0; i < nodes.size(); i++) {
+            out.append("===== node ").append(i + 1).append(" =====\n").append(nodes.get(i).logs());
+        }
+        return out.toString();
+    }
+
+    Properties common(String bootstrap) {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        p.put("request.timeout.ms", "15000");
+        p.put("default.api.timeout.ms", "30000");
+        p.put("reconnect.backoff.max.ms", "200");
+        p.put("retry.backoff.ms", "50");
+        return p;
+    }
+
+    Admin admin(String bootstrap) {
+        Properties p = common(bootstrap);
+        p.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "30000");
+        return Admin.create(p);
+    }
+
+    String bootstrap() {
+        return String.join(",", addresses);
+    }
+
+    /** Polls `step` until it returns a non-null value, failing after `limit` with the last error. */
+    static <T> T eventually(String what, Duration limit, ThrowingSupplier<T> step) throws InterruptedException {
+        long deadline = System.nanoTime() + limit.toNanos();
+        Throwable last = null;
+        while (System.nanoTime() < deadline) {
+            try {
+                T value = step.get();
+                if (value != null) {
+                    return value;
+                }
+            } catch (Exception e) {
+                last = e;
+            }
+            Thread.sleep(200);
+        }
+        throw new AssertionError("timed out after " + limit + " waiting for " + what, last);
+    }
+
+    interface ThrowingSupplier<T> {
+        T get() throws Exception;
+    }
+
+    @Test
+    void producerAndConsumerGroupAcrossThreeLeaders() throws Exception {
+        // Every node, asked alone, knows the three brokers and one controller.
+        Set<Integer> controllers = new TreeSet<>();
+        for (int i = 0; i < NODES; i++) {
+            String address = addresses.get(i);
+            try (Admin admin = admin(address)) {
+                Node controller = eventually("node " + (i + 1) + " to see three brokers and a controller", FORMED,
+                        () -> {
+                            DescribeClusterResult cluster = admin.describeCluster();
+                            Set<Integer> ids = cluster.nodes().get().stream().map(Node::id)
+                                    .collect(Collectors.toCollection(TreeSet::new));
+                            Node c = cluster.controller().get();
+                            return ids.equals(Set.of(1, 2, 3)) && c != null && c.id() >= 1 ? c : null;
+                        });
+                assertNotNull(admin.describeCluster().clusterId().get(), "cluster id");
+                controllers.add(controller.id());
+            }
+        }
+        assertEquals(1, controllers.size(), "one controller: " + controllers);
+
+        String topic = Clients.unique("cluster");
+        Map<Integer, Integer> leaders = new TreeMap<>();
+        try (Admin admin = admin(bootstrap())) {
+            admin.createTopics(List.of(new NewTopic(topic, PARTITIONS, (short) 1))).all().get();
+            TopicDescription description = eventually("every partition of " + topic + " led", FORMED, () -> {
+                TopicDescription d = admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic);
+                boolean led = d.partitions().size() == PARTITIONS
+                        && d.partitions().stream().allMatch(p -> p.leader() != null && !p.leader().isEmpty());
+                return led ? d : null;
+            });
+            for (TopicPartitionInfo p : description.partitions()) {
+                leaders.put(p.partition(), p.leader().id());
+            }
+        }
+        assertEquals(Set.of(1, 2, 3), new TreeSet<>(leaders.values()), "leaders by partition: " + leaders);
+
+        Properties pp = common(bootstrap());
+        pp.put(ProducerConfig.ACKS_CONFIG, "all");
+        pp.put(ProducerConfig.LINGER_MS_CONFIG, "5");
+        pp.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "30000");
+        pp.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        pp.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        Map<TopicPartition, Map<Long, String>> acked = new HashMap<>();
+        try (KafkaProducer<String, String> producer = new KafkaProducer<>(pp)) {
+            List<Future<RecordMetadata>> futures = new ArrayList<>();
+            for (int i = 0; i < RECORDS; i++) {
+                futures.add(producer.send(new ProducerRecord<>(topic, "key-" + i, "value-" + i)));
+            }
+            for (int i = 0; i < RECORDS; i++) {
+                RecordMetadata m = futures.get(i).get();
+                String previous = acked.computeIfAbsent(new TopicPartition(topic, m.partition()), k -> new HashMap<>())
+                        .put(m.offset(), "value-" + i);
+                assertNull(previous, "two records acknowledged at " + m);
+            }
+        }
+        assertEquals(PARTITIONS, acked.size(), "records on every partition: " + acked.keySet());
+
+        String group = Clients.unique("cluster-group");
+        Properties cp = common(bootstrap());
+        cp.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        cp.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        cp.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        cp.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        cp.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        cp.put(ConsumerConfig.FETCH_MAX_WAIT_MS_CONFIG, "100");
+        Map<TopicPartition, Map<Long, String>> read = new HashMap<>();
+        try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(cp)) {
+            consumer.subscribe(List.of(topic));
+            long deadline = System.nanoTime() + FORMED.toNanos();
+            int count = 0;
+            while (count < RECORDS) {
+                assertTrue(System.nanoTime() < deadline, "read " + count + " of " + RECORDS + " within " + FORMED);
+                for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(200))) {
+                    String previous = read.computeIfAbsent(new TopicPartition(topic, r.partition()),
+                            k -> new HashMap<>()).put(r.offset(), r.value());
+                    assertNull(previous, "read twice: " + r);
+                    count++;
+                }
+            }
+            consumer.commitSync();
+        }
+        assertEquals(acked, read, "every acknowledged record read back at its offset");
+
+        try (Admin admin = admin(bootstrap())) {
+            Map<TopicPartition, OffsetAndMetadata> committed =
+                    admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get();
+            Map<TopicPartition, Long> want = new HashMap<>();
+            acked.forEach((tp, offsets) -> want.put(tp, (long) offsets.size()));
+            Map<TopicPartition, Long> got = new HashMap<>();
+            committed.forEach((tp, om) -> got.put(tp, om.offset()));
+            assertEquals(want, got, "committed offsets are the log end offsets");
+        }
+    }
+}
