@@ -299,3 +299,16 @@ fn a_node_formatted_for_another_cluster_is_refused() {
         assert_eq!(cluster.view(1).expect("view").cluster_id, ours);
     });
 }
+
+#[test]
+fn a_node_that_lost_its_quorum_still_stops_on_sigterm() {
+    run_with_timeout(TEST_LIMIT, || {
+        let mut cluster = Cluster::start(3, &[1, 2, 3], &[]);
+        cluster.wait_until_formed(FORMED);
+        cluster.kill(1);
+        cluster.kill(2);
+        // No controller answers its controlled shutdown: it gives up on
+        // it and exits cleanly, within the harness's stop timeout.
+        cluster.stop(3);
+    });
+}

@@ -79,8 +79,11 @@ impl QuorumConfig {
             cluster_name: "__cluster_metadata".to_string(),
             election_timeout_min: self.election_timeout_ms,
             election_timeout_max: (self.election_timeout_ms
-                + self.fetch_timeout_ms.saturating_sub(self.election_timeout_ms) / 2)
-                .max(self.election_timeout_ms + 1),
+                + self
+                    .fetch_timeout_ms
+                    .saturating_sub(self.election_timeout_ms)
+                    / 2)
+            .max(self.election_timeout_ms + 1),
             heartbeat_interval: self.heartbeat_interval_ms(),
             install_snapshot_timeout: self.fetch_timeout_ms,
             snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(self.snapshot_every),

@@ -271,14 +271,21 @@ impl Transport for TcpTransport {
             let connection = connection?;
             let request = encode_request(&header, &body);
             let mut slot = connection.lock().await;
-            match exchange(&mut slot, &addr, &request, correlation_id).await {
-                Ok(Ok(reply)) => Ok(reply),
-                Ok(Err(message)) => Err(TransportError::Remote(target, message)),
-                Err(e) => {
-                    // The stream may hold half a frame: start afresh.
-                    *slot = None;
-                    Err(TransportError::Unreachable(target, format!("{addr}: {e}")))
+            // Out of the slot while in use: a call given up on (a timeout
+            // drops this future) drops the stream with it, so the reply it
+            // did not read cannot be taken for the next call's.
+            let mut stream = slot.take();
+            match exchange(&mut stream, &addr, &request, correlation_id).await {
+                Ok(Ok(reply)) => {
+                    *slot = stream;
+                    Ok(reply)
                 }
+                Ok(Err(message)) => {
+                    *slot = stream;
+                    Err(TransportError::Remote(target, message))
+                }
+                // The stream may hold half a frame: start afresh.
+                Err(e) => Err(TransportError::Unreachable(target, format!("{addr}: {e}"))),
             }
         })
     }

@@ -481,7 +481,11 @@ async fn run_lifecycle(
     'register: loop {
         let broker_epoch = loop {
             let request = ControllerRequest::RegisterBroker(registration.clone());
-            match broker.submit_to_controller(request).await {
+            let answer = tokio::select! {
+                answer = broker.submit_to_controller(request) => answer,
+                _ = stop.changed() => return,
+            };
+            match answer {
                 Ok(ControllerReply::Registered { broker_epoch }) => break broker_epoch,
                 Ok(other) => tracing::warn!(reply = ?other, "unexpected answer to a registration"),
                 Err(e) if e.code == error::INCONSISTENT_CLUSTER_ID => {
@@ -508,7 +512,11 @@ async fn run_lifecycle(
                 metadata_offset: broker.metadata.publisher().published_offset(),
                 shutting_down: false,
             };
-            match broker.submit_to_controller(request).await {
+            let answer = tokio::select! {
+                answer = broker.submit_to_controller(request) => answer,
+                _ = stop.changed() => return,
+            };
+            match answer {
                 Ok(_) => {}
                 Err(e) if e.code == error::STALE_BROKER_EPOCH => {
                     tracing::warn!(error = %e, "the controller forgot this registration; registering again");
