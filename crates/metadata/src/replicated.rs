@@ -17,6 +17,10 @@ use crate::{MetadataImage, MetadataPublisher, MetadataRecord};
 
 /// How long a commit waits for its own entry to be published here.
 const PUBLISH_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a read barrier or a proposal may wait for the quorum: a
+/// leader cut off from it would otherwise wait forever (and hold up every
+/// other commit, and the node's shutdown).
+const QUORUM_TIMEOUT: Duration = Duration::from_secs(5);
 
 fn quorum_error(e: QuorumError) -> MetadataLogError {
     match e {
@@ -116,7 +120,12 @@ impl MetadataLog for QuorumMetadataLog {
         }
         let index = self
             .runtime
-            .block_on(quorum.read_barrier())
+            .block_on(tokio::time::timeout(QUORUM_TIMEOUT, quorum.read_barrier()))
+            .map_err(|_| {
+                MetadataLogError::Quorum(format!(
+                    "no quorum confirmed this leader within {QUORUM_TIMEOUT:?}"
+                ))
+            })?
             .map_err(quorum_error)?;
         self.applied(index)?;
         if quorum.status().borrow().term == term {
@@ -129,7 +138,15 @@ impl MetadataLog for QuorumMetadataLog {
         let entry = entry(records)?;
         let committed = self
             .runtime
-            .block_on(self.quorum()?.propose(entry))
+            .block_on(tokio::time::timeout(
+                QUORUM_TIMEOUT,
+                self.quorum()?.propose(entry),
+            ))
+            .map_err(|_| {
+                MetadataLogError::Quorum(format!(
+                    "the entry was not known to commit within {QUORUM_TIMEOUT:?}; it may still commit"
+                ))
+            })?
             .map_err(quorum_error)?;
         self.applied(committed.index)?;
         Ok(committed.index)

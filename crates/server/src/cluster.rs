@@ -40,7 +40,9 @@ use crate::controller::{
 /// Most connections one CONTROLLER listener serves at once.
 const CONTROLLER_CONNECTIONS_MAX: usize = 64;
 /// How long a controlled shutdown waits for the controller's answer.
-const CONTROLLED_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
+const CONTROLLED_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long shutdown waits for each cluster task to stop.
+const TASK_STOP_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What a node needs beyond [`BrokerOptions`] to join a cluster.
 pub struct ClusterOptions {
@@ -299,9 +301,20 @@ impl ClusterNode {
     /// Stops the node's tasks and its part of the quorum.
     pub async fn shutdown(self) -> Result<(), BrokerError> {
         self.stop.send_replace(true);
-        for task in self.tasks {
-            task.await
-                .map_err(|e| BrokerError::Invalid(format!("join a cluster task: {e}")))?;
+        for mut task in self.tasks {
+            // A task in a metadata commit finishes it first (bounded by the
+            // quorum timeout); one that still does not stop is abandoned.
+            match tokio::time::timeout(TASK_STOP_TIMEOUT, &mut task).await {
+                Ok(joined) => {
+                    joined.map_err(|e| BrokerError::Invalid(format!("join a cluster task: {e}")))?
+                }
+                Err(_) => {
+                    tracing::warn!(
+                        "a cluster task did not stop within {TASK_STOP_TIMEOUT:?}; abandoning it"
+                    );
+                    task.abort();
+                }
+            }
         }
         self.quorum
             .shutdown()
