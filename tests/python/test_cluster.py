@@ -10,6 +10,8 @@ on any panic in any node's stderr. Waits are generous bounds on
 "eventually"; times are never asserted (bench/cluster.sh measures them).
 """
 
+import itertools
+import os
 import socket
 import time
 import uuid
@@ -34,10 +36,26 @@ PARTITIONS = 6
 RECORDS = 120
 
 
+# Ports are handed out below Linux's ephemeral range (32768 on), so no
+# outgoing connection takes one while its node is down; each test process
+# starts at its own offset, and a port is checked free by binding it.
+PORT_FIRST = 20_000
+PORT_SPAN = 12_000
+_handed_out = itertools.count()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    offset = (os.getpid() * 7) % PORT_SPAN
+    while True:
+        n = next(_handed_out)
+        assert n < PORT_SPAN, "ran out of ports to hand out"
+        port = PORT_FIRST + (offset + n) % PORT_SPAN
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
 
 
 def view(address: str):

@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use tarn_metadata::brokers::{self, BrokerRegistration};
 use tarn_metadata::topics::{create_topic_records, NewTopic};
-use tarn_metadata::MetadataRecord;
+use tarn_metadata::{MetadataLogError, MetadataRecord};
 use tarn_protocol::error::{self, ErrorCode};
 use tarn_protocol::records::Part;
 
@@ -109,8 +109,15 @@ impl ControllerRefusal {
         }
     }
 
+    /// A commit that failed: NOT_CONTROLLER (so the requester looks for
+    /// the new controller and retries) when this node lost the lead
+    /// meanwhile, UNKNOWN_SERVER_ERROR otherwise.
     fn from_broker(e: BrokerError) -> Self {
-        ControllerRefusal::new(error::UNKNOWN_SERVER_ERROR, e.to_string())
+        let code = match &e {
+            BrokerError::Metadata(MetadataLogError::NotController { .. }) => error::NOT_CONTROLLER,
+            _ => error::UNKNOWN_SERVER_ERROR,
+        };
+        ControllerRefusal::new(code, e.to_string())
     }
 }
 

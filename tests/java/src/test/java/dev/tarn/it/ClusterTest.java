@@ -62,9 +62,27 @@ class ClusterTest {
     private final List<TarnBroker> nodes = new ArrayList<>();
     private final List<String> addresses = new ArrayList<>();
 
+    /** Ports are handed out below Linux's ephemeral range (32768 on), so no
+     * outgoing connection takes one while its node is down; each JVM starts
+     * at its own offset, and a port is checked free by binding it. */
+    private static final int PORT_FIRST = 20_000;
+    private static final int PORT_SPAN = 12_000;
+    private static final java.util.concurrent.atomic.AtomicInteger HANDED_OUT =
+            new java.util.concurrent.atomic.AtomicInteger();
+
     static int freePort() throws IOException {
-        try (ServerSocket s = new ServerSocket(0)) {
-            return s.getLocalPort();
+        int offset = (int) ((ProcessHandle.current().pid() * 13) % PORT_SPAN);
+        while (true) {
+            int n = HANDED_OUT.getAndIncrement();
+            if (n >= PORT_SPAN) {
+                throw new IOException("ran out of ports to hand out");
+            }
+            int port = PORT_FIRST + (offset + n) % PORT_SPAN;
+            try (ServerSocket s = new ServerSocket(port, 1, java.net.InetAddress.getLoopbackAddress())) {
+                return s.getLocalPort();
+            } catch (IOException inUse) {
+                // Taken: try the next one.
+            }
         }
     }
 
