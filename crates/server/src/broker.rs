@@ -104,38 +104,60 @@ pub struct Broker {
     producer_ids: Mutex<(i64, i64)>,
 }
 
-/// Reads or creates `meta.properties` (Kafka's file, as `tarn storage
-/// format` writes it) and returns the cluster id.
+/// Reads `meta.properties` (Kafka's file, as `tarn storage format` writes
+/// it) when there is one: the cluster id the directory was formatted
+/// for. Refuses a directory of another node.
+pub(crate) fn formatted_cluster_id(
+    env: &LogEnv,
+    data_dir: &Path,
+    node_id: i32,
+) -> Result<Option<String>, BrokerError> {
+    let path = data_dir.join(META_PROPERTIES_FILE);
+    let Some(bytes) = env.read_optional(&path)? else {
+        return Ok(None);
+    };
+    let meta = MetaProperties::parse(&String::from_utf8_lossy(&bytes))
+        .map_err(|e| BrokerError::Invalid(format!("{}: {e}", path.display())))?;
+    if meta.node_id != node_id {
+        return Err(BrokerError::Invalid(format!(
+            "{} belongs to node.id {}, not {node_id}",
+            path.display(),
+            meta.node_id
+        )));
+    }
+    Ok(Some(meta.cluster_id))
+}
+
+/// Writes `meta.properties` for `cluster_id`, with a new directory id.
+pub(crate) fn write_meta_properties(
+    env: &LogEnv,
+    data_dir: &Path,
+    node_id: i32,
+    cluster_id: &str,
+) -> Result<(), tarn_storage::StorageError> {
+    let meta = MetaProperties {
+        cluster_id: cluster_id.to_owned(),
+        node_id,
+        directory_id: Some(tarn_metadata::random_uuid().to_base64()),
+    };
+    env.write_atomically(
+        &data_dir.join(META_PROPERTIES_FILE),
+        meta.render().as_bytes(),
+    )
+}
+
+/// Reads or creates `meta.properties` and returns the cluster id.
 fn load_meta_properties(
     env: &LogEnv,
     data_dir: &Path,
     node_id: i32,
 ) -> Result<String, BrokerError> {
-    let path = data_dir.join(META_PROPERTIES_FILE);
-    match env.read_optional(&path)? {
-        Some(bytes) => {
-            let text = String::from_utf8_lossy(&bytes);
-            let meta = MetaProperties::parse(&text)
-                .map_err(|e| BrokerError::Invalid(format!("{}: {e}", path.display())))?;
-            if meta.node_id != node_id {
-                return Err(BrokerError::Invalid(format!(
-                    "{} belongs to node.id {}, not {node_id}",
-                    path.display(),
-                    meta.node_id
-                )));
-            }
-            Ok(meta.cluster_id)
-        }
-        None => {
-            let meta = MetaProperties {
-                cluster_id: tarn_metadata::random_uuid().to_base64(),
-                node_id,
-                directory_id: Some(tarn_metadata::random_uuid().to_base64()),
-            };
-            env.write_atomically(&path, meta.render().as_bytes())?;
-            Ok(meta.cluster_id)
-        }
+    if let Some(cluster_id) = formatted_cluster_id(env, data_dir, node_id)? {
+        return Ok(cluster_id);
     }
+    let cluster_id = tarn_metadata::random_uuid().to_base64();
+    write_meta_properties(env, data_dir, node_id, &cluster_id)?;
+    Ok(cluster_id)
 }
 
 impl Broker {

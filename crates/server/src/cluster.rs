@@ -16,14 +16,12 @@
 //! a node formatted for another cluster stops with INCONSISTENT_CLUSTER_ID.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 
-use tarn_config::meta_properties::{MetaProperties, META_PROPERTIES_FILE};
 use tarn_metadata::brokers::BrokerRegistration;
 use tarn_metadata::replicated::{PublishingMachine, QuorumMetadataLog};
 use tarn_metadata::{Endpoint, MetadataImage, MetadataPublisher, MetadataRecord, MetadataStore};
@@ -32,7 +30,9 @@ use tarn_quorum::tcp::{self, TcpTransport};
 use tarn_quorum::{Quorum, QuorumConfig, RpcKind};
 use tarn_storage::LogEnv;
 
-use crate::broker::{Broker, BrokerError, BrokerOptions};
+use crate::broker::{
+    formatted_cluster_id, write_meta_properties, Broker, BrokerError, BrokerOptions,
+};
 use crate::controller::{
     self, ControllerReply, ControllerRequest, ControllerTopology, CONTROLLER_API_KEY,
 };
@@ -112,29 +112,6 @@ impl ControllerTopology for QuorumTopology {
         }
         self.controllers.get(&leader).cloned()
     }
-}
-
-/// Reads `meta.properties` when there is one: the cluster id it was
-/// formatted for. Refuses a directory of another node.
-fn formatted_cluster_id(
-    env: &LogEnv,
-    data_dir: &Path,
-    node_id: i32,
-) -> Result<Option<String>, BrokerError> {
-    let path = data_dir.join(META_PROPERTIES_FILE);
-    let Some(bytes) = env.read_optional(&path)? else {
-        return Ok(None);
-    };
-    let meta = MetaProperties::parse(&String::from_utf8_lossy(&bytes))
-        .map_err(|e| BrokerError::Invalid(format!("{}: {e}", path.display())))?;
-    if meta.node_id != node_id {
-        return Err(BrokerError::Invalid(format!(
-            "{} belongs to node.id {}, not {node_id}",
-            path.display(),
-            meta.node_id
-        )));
-    }
-    Ok(Some(meta.cluster_id))
 }
 
 /// Starts a node of a cluster: opens its logs, starts its part of the
@@ -436,15 +413,9 @@ async fn adopt_cluster_id(
                 }
                 broker.set_cluster_id(agreed);
                 if formatted.is_none() {
-                    let meta = MetaProperties {
-                        cluster_id: agreed.clone(),
-                        node_id: broker.node_id,
-                        directory_id: Some(tarn_metadata::random_uuid().to_base64()),
-                    };
-                    let path = data_dir.join(META_PROPERTIES_FILE);
-                    if let Err(e) = env.write_atomically(&path, meta.render().as_bytes()) {
-                        tracing::error!(path = %path.display(), error = %e, "write meta.properties");
-                        fatal.send_replace(Some(format!("write {}: {e}", path.display())));
+                    if let Err(e) = write_meta_properties(&env, &data_dir, broker.node_id, agreed) {
+                        tracing::error!(error = %e, "write meta.properties");
+                        fatal.send_replace(Some(format!("write meta.properties: {e}")));
                     }
                 }
                 tracing::info!(cluster_id = %agreed, "joined the cluster");
