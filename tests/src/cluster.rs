@@ -33,6 +33,8 @@ pub struct View {
     pub cluster_id: String,
     /// topic -> partition leaders, by partition.
     pub leaders: BTreeMap<String, Vec<i32>>,
+    /// topic -> each partition's in-sync replicas (sorted), by partition.
+    pub isr: BTreeMap<String, Vec<Vec<i32>>>,
 }
 
 /// Ports handed out so far by this process.
@@ -272,6 +274,26 @@ impl Cluster {
                     (
                         t.name.clone().unwrap_or_default(),
                         partitions.into_iter().map(|(_, leader)| leader).collect(),
+                    )
+                })
+                .collect(),
+            isr: metadata
+                .topics
+                .iter()
+                .map(|t| {
+                    let mut partitions: Vec<_> = t
+                        .partitions
+                        .iter()
+                        .map(|p| {
+                            let mut isr = p.isr_nodes.clone();
+                            isr.sort();
+                            (p.partition_index, isr)
+                        })
+                        .collect();
+                    partitions.sort();
+                    (
+                        t.name.clone().unwrap_or_default(),
+                        partitions.into_iter().map(|(_, isr)| isr).collect(),
                     )
                 })
                 .collect(),

@@ -78,6 +78,14 @@ pub struct DescribeArgs {
     /// Only this topic (default: all).
     #[arg(long)]
     topic: Option<String>,
+    /// Only partitions whose ISR is smaller than their replicas (the
+    /// topic lines are left out, as kafka-topics.sh does).
+    #[arg(long)]
+    under_replicated_partitions: bool,
+    /// Only partitions with no leader, or a leader that is not a live
+    /// broker.
+    #[arg(long)]
+    unavailable_partitions: bool,
 }
 
 #[derive(Args)]
@@ -172,6 +180,8 @@ fn list(args: Common) -> Result<()> {
 
 fn describe(args: DescribeArgs) -> Result<()> {
     let response = fetch_metadata(&args.common.bootstrap_server, args.topic.as_deref())?;
+    let live: std::collections::BTreeSet<i32> =
+        response.brokers.iter().map(|b| b.node_id).collect();
     let mut topics = response.topics;
     topics.sort_by(|a, b| a.name.cmp(&b.name));
     for topic in topics {
@@ -187,12 +197,22 @@ fn describe(args: DescribeArgs) -> Result<()> {
             .partitions
             .first()
             .map_or(0, |p| p.replica_nodes.len());
-        println!(
-            "Topic: {name}\tTopicId: {}\tPartitionCount: {}\tReplicationFactor: {replication}",
-            topic.topic_id,
-            topic.partitions.len()
-        );
+        let filtered = args.under_replicated_partitions || args.unavailable_partitions;
+        if !filtered {
+            println!(
+                "Topic: {name}\tTopicId: {}\tPartitionCount: {}\tReplicationFactor: {replication}",
+                topic.topic_id,
+                topic.partitions.len()
+            );
+        }
         for p in topic.partitions {
+            let under_replicated = p.isr_nodes.len() < p.replica_nodes.len();
+            let unavailable = p.leader_id < 0 || !live.contains(&p.leader_id);
+            if (args.under_replicated_partitions && !under_replicated)
+                || (args.unavailable_partitions && !unavailable)
+            {
+                continue;
+            }
             let join = |v: &[i32]| v.iter().map(i32::to_string).collect::<Vec<_>>().join(",");
             println!(
                 "\tTopic: {name}\tPartition: {}\tLeader: {}\tLeaderEpoch: {}\tReplicas: {}\tIsr: {}",

@@ -82,6 +82,17 @@ pub fn documentation(name: &str) -> Option<&'static str> {
         "broker.heartbeat.interval.ms" => "How often a broker sends a heartbeat to the controller.",
         "broker.session.timeout.ms" => "A broker that sends no heartbeat for this long is fenced by the controller.",
         "broker.rack" => "The rack of this broker, given to clients and used to spread replicas.",
+        // Replication.
+        "replica.lag.time.max.ms" => "A follower that has not caught up with the leader's log end for this long leaves the ISR.",
+        "replica.fetch.max.bytes" => "The most bytes a follower asks for per partition in one fetch (a larger first batch still comes whole).",
+        "replica.fetch.min.bytes" => "The least data a follower's fetch waits for before the leader answers.",
+        "replica.fetch.wait.max.ms" => "How long a follower's fetch waits at the leader for replica.fetch.min.bytes; below replica.lag.time.max.ms.",
+        "replica.fetch.response.max.bytes" => "The most bytes a follower asks for in one fetch response over all its partitions.",
+        "replica.fetch.backoff.ms" => "How long a follower waits before fetching a partition again after an error.",
+        "replica.socket.timeout.ms" => "How long a follower waits for a connection to its leader or for an answer beyond its fetch wait.",
+        "replica.selector.class" => "How the leader picks a replica for a consumer to read from (KIP-392): org.apache.kafka.common.replica.RackAwareReplicaSelector sends consumers with client.rack to a replica in their rack; empty is the leader.",
+        "num.replica.fetchers" => "Connections a follower keeps to each leader broker for fetching; partitions are spread over them.",
+        "replica.high.watermark.checkpoint.interval.ms" => "How often each partition's high watermark is written to replication-offset-checkpoint.",
         // Listeners.
         "listeners" => "Listeners as NAME://host:port, comma-separated; an empty host is every interface (Tarn's default: PLAINTEXT://127.0.0.1:9092).",
         "advertised.listeners" => "Listeners clients are told to connect to; by default the broker listeners themselves.",

@@ -44,6 +44,15 @@ pub struct ConfigDef {
     pub check: Check,
 }
 
+/// `replica.selector.class` values Tarn implements (empty: the leader).
+pub const RACK_AWARE_REPLICA_SELECTOR: &str =
+    "org.apache.kafka.common.replica.RackAwareReplicaSelector";
+const REPLICA_SELECTORS: &[&str] = &[
+    "",
+    "org.apache.kafka.common.replica.LeaderSelector",
+    RACK_AWARE_REPLICA_SELECTOR,
+];
+
 const fn def(
     name: &'static str,
     kind: ConfigType,
@@ -228,6 +237,27 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     def("broker.heartbeat.interval.ms", Int, "2000", AtLeast(1)),
     def("broker.session.timeout.ms", Int, "9000", AtLeast(1)),
     def("broker.rack", Str, "", Any),
+    // Replication between brokers (Kafka's ISR model).
+    def("replica.lag.time.max.ms", Long, "30000", AtLeast(1)),
+    def("replica.fetch.max.bytes", Int, "1048576", AtLeast(0)),
+    def("replica.fetch.min.bytes", Int, "1", AtLeast(1)),
+    def("replica.fetch.wait.max.ms", Int, "500", AtLeast(0)),
+    def(
+        "replica.fetch.response.max.bytes",
+        Int,
+        "10485760",
+        AtLeast(0),
+    ),
+    def("replica.fetch.backoff.ms", Int, "1000", AtLeast(0)),
+    def("replica.socket.timeout.ms", Int, "30000", AtLeast(1)),
+    def("num.replica.fetchers", Int, "1", AtLeast(1)),
+    def("replica.selector.class", Str, "", OneOf(REPLICA_SELECTORS)),
+    def(
+        "replica.high.watermark.checkpoint.interval.ms",
+        Long,
+        "5000",
+        AtLeast(1),
+    ),
     // Listeners. Tarn listens on the loopback address by default, where
     // Kafka's `PLAINTEXT://:9092` listens on every interface.
     def("listeners", Str, "PLAINTEXT://127.0.0.1:9092", Any),

@@ -291,6 +291,26 @@ impl<S: GroupStore> GroupCoordinator<S> {
         ids.len()
     }
 
+    /// Drops the groups that offsets partition `partition` holds, when
+    /// this broker stops leading it: their requests are answered
+    /// NOT_COORDINATOR from then on (the new leader loads them), and
+    /// members waiting in a join or sync are let go. Returns how many.
+    pub fn unload_partition(&self, partition: i32) -> usize {
+        let Some(count) = self.store.partition_count() else {
+            return 0;
+        };
+        let mut groups = self.groups.write();
+        let ids: Vec<String> = groups
+            .keys()
+            .filter(|id| partition_for(id, count) == partition)
+            .cloned()
+            .collect();
+        for id in &ids {
+            groups.remove(id);
+        }
+        ids.len()
+    }
+
     // ------------------------------------------------------------------
     // Group lookup and common checks
 

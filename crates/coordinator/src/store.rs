@@ -26,7 +26,7 @@ use tarn_protocol::error::{self, ErrorCode};
 use tarn_protocol::record_batch::{BatchIter, RecordBatchBuilder, RecordIter};
 
 use tarn_replication::durability::AppendCompletion;
-use tarn_replication::replica_manager::{Partition, PartitionError};
+use tarn_replication::replica_manager::{Partition, PartitionError, ReadLimit};
 
 use super::records::CoordinatorRecord;
 
@@ -86,9 +86,10 @@ pub fn build_batch(records: &[CoordinatorRecord], now_ms: i64) -> Vec<u8> {
 /// or its commit was too large.
 pub fn coordinator_error(code: ErrorCode) -> ErrorCode {
     match code {
-        error::UNKNOWN_TOPIC_OR_PARTITION | error::NOT_ENOUGH_REPLICAS => {
-            error::COORDINATOR_NOT_AVAILABLE
-        }
+        error::UNKNOWN_TOPIC_OR_PARTITION
+        | error::NOT_ENOUGH_REPLICAS
+        | error::NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        | error::REQUEST_TIMED_OUT => error::COORDINATOR_NOT_AVAILABLE,
         error::NOT_LEADER_OR_FOLLOWER | error::KAFKA_STORAGE_ERROR => error::NOT_COORDINATOR,
         error::MESSAGE_TOO_LARGE | error::RECORD_LIST_TOO_LARGE | error::INVALID_FETCH_SIZE => {
             error::INVALID_COMMIT_OFFSET_SIZE
@@ -97,6 +98,10 @@ pub fn coordinator_error(code: ErrorCode) -> ErrorCode {
         other => other,
     }
 }
+
+/// How long a coordinator's answer waits for its writes to reach the
+/// in-sync replicas (Kafka's `offsets.commit.timeout.ms` default).
+const OFFSET_COMMIT_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(5000);
 
 /// The offsets topic's partitions hosted here, attached once the topic
 /// exists (at start-up, or when the first group API creates it).
@@ -114,6 +119,18 @@ impl OffsetsTopicStore {
     /// Starts serving the given partitions (index = partition id).
     pub fn attach(&self, partitions: Vec<Option<Arc<Partition>>>) {
         *self.partitions.write() = Some(partitions);
+    }
+
+    /// Serves offsets partition `index` from `partition`, or stops (None).
+    /// No-op before the topic is attached or for an index beyond it.
+    pub fn set_partition(&self, index: i32, partition: Option<Arc<Partition>>) {
+        let mut guard = self.partitions.write();
+        if let Some(slot) = guard
+            .as_mut()
+            .and_then(|all| usize::try_from(index).ok().and_then(|i| all.get_mut(i)))
+        {
+            *slot = partition;
+        }
     }
 
     pub fn partition(&self, partition: i32) -> Option<Arc<Partition>> {
@@ -163,9 +180,14 @@ impl GroupStore for OffsetsTopicStore {
         }
     }
 
+    /// Durability as the partition's flush settings ask, and replication
+    /// to every in-sync replica (as an acks=all produce), so an answered
+    /// commit survives this leader's loss.
     fn durability_barrier(&self, partition: i32) -> AppendCompletion {
         match self.partition(partition) {
-            Some(p) => p.durability_barrier(),
+            Some(p) => p
+                .durability_barrier()
+                .and(p.replication_barrier(OFFSET_COMMIT_TIMEOUT)),
             None => AppendCompletion::ready(),
         }
     }
@@ -179,7 +201,8 @@ pub struct LoadError {
     pub message: String,
 }
 
-/// Reads every record of one offsets-topic partition, oldest first. Bad
+/// Reads every record of one offsets-topic partition, oldest first, to
+/// its log end. Bad
 /// records are logged and skipped; a storage error stops the load.
 pub fn load_partition(
     partition: &Partition,
@@ -192,9 +215,13 @@ pub fn load_partition(
     let offsets = partition.offsets().map_err(|e| load_error(e.message))?;
     let mut next = offsets.log_start_offset;
     let mut loaded = 0;
-    while next < offsets.high_watermark {
+    // To the log end, not the high watermark: a new leader's log is the
+    // partition's, and what it has past the high watermark is committed
+    // as soon as the followers catch up.
+    let end = partition.log_end_offset();
+    while next < end {
         let (data, _) = partition
-            .read(next, LOAD_CHUNK_BYTES, true)
+            .read(next, LOAD_CHUNK_BYTES, true, ReadLimit::LogEnd)
             .map_err(|e| load_error(e.message))?;
         if data.is_empty() {
             break;

@@ -15,6 +15,7 @@ pub const MESSAGE_TOO_LARGE: ErrorCode = 10;
 pub const INVALID_TOPIC_EXCEPTION: ErrorCode = 17;
 pub const RECORD_LIST_TOO_LARGE: ErrorCode = 18;
 pub const NOT_ENOUGH_REPLICAS: ErrorCode = 19;
+pub const NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode = 20;
 pub const INVALID_REQUIRED_ACKS: ErrorCode = 21;
 pub const INVALID_TIMESTAMP: ErrorCode = 32;
 pub const UNSUPPORTED_VERSION: ErrorCode = 35;

@@ -19,18 +19,18 @@
 //! `tarn_storage::flush`), so nothing is acknowledged on the strength of a
 //! later fsync.
 //!
-//! Replication extends the same value: a completion of an acks=all append
-//! will also wait for the in-sync replicas to reach the append's end
-//! (another `Wait` arm fed by the high watermark), so callers do not
-//! change.
+//! Replication extends the same value: [`AppendCompletion::replicated`]
+//! waits for the in-sync replicas to reach an offset (the partition's high
+//! watermark), so a coordinator's answer covers both with one barrier.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::watch;
 
 use tarn_protocol::error;
 
-use crate::replica_manager::PartitionError;
+use crate::replica_manager::{Partition, PartitionError};
 
 /// What a partition has made durable, published to its waiting completions.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -108,7 +108,23 @@ enum Wait {
         upto: i64,
         state: watch::Receiver<DurableState>,
     },
+    /// Until the high watermark of `partition` reaches `upto` while it
+    /// is led here in `leader_epoch`, at most `timeout`.
+    Replicated {
+        partition: Arc<Partition>,
+        upto: i64,
+        leader_epoch: i32,
+        timeout: Duration,
+    },
     All(Vec<Wait>),
+}
+
+impl Wait {
+    fn replicated_now(partition: &Partition, upto: i64, leader_epoch: i32) -> bool {
+        partition.high_watermark() >= upto
+            && partition.leader_epoch() == leader_epoch
+            && partition.role() == crate::replica_manager::Role::Leader
+    }
 }
 
 /// See the module docs.
@@ -128,6 +144,24 @@ impl AppendCompletion {
     /// The write cannot be made durable.
     pub fn failed(e: PartitionError) -> AppendCompletion {
         AppendCompletion::pending(Wait::Ready(Err(e)))
+    }
+
+    /// Resolves once every in-sync replica of `partition` has everything
+    /// below `upto` (its high watermark reached it), while this broker
+    /// leads it in `leader_epoch`: NOT_LEADER_OR_FOLLOWER if leadership
+    /// moves first, REQUEST_TIMED_OUT after `timeout`.
+    pub fn replicated(
+        partition: Arc<Partition>,
+        upto: i64,
+        leader_epoch: i32,
+        timeout: Duration,
+    ) -> AppendCompletion {
+        AppendCompletion::pending(Wait::Replicated {
+            partition,
+            upto,
+            leader_epoch,
+            timeout,
+        })
     }
 
     fn pending(wait: Wait) -> AppendCompletion {
@@ -165,6 +199,12 @@ impl AppendCompletion {
                     let s = state.borrow();
                     s.failure.is_none() && s.durable_offset >= *upto
                 }
+                Wait::Replicated {
+                    partition,
+                    upto,
+                    leader_epoch,
+                    ..
+                } => Wait::replicated_now(partition, *upto, *leader_epoch),
                 Wait::All(all) => all.iter().all(ready),
             }
         }
@@ -198,6 +238,12 @@ impl AppendCompletion {
                         })
                     }
                 }
+                Wait::Replicated {
+                    partition,
+                    upto,
+                    leader_epoch,
+                    ..
+                } => Wait::replicated_now(partition, *upto, *leader_epoch).then_some(Ok(())),
                 Wait::All(all) => {
                     let mut outcome = Ok(());
                     for w in all {
@@ -254,6 +300,12 @@ async fn resolve(wait: Wait) -> Result<(), PartitionError> {
                 ));
             }
         },
+        Wait::Replicated {
+            partition,
+            upto,
+            leader_epoch,
+            timeout,
+        } => partition.wait_replicated(upto, leader_epoch, timeout).await,
         Wait::All(all) => {
             let mut first_error = None;
             for w in all {

@@ -52,7 +52,9 @@ use tarn_metadata::{MetadataImage, TopicInfo};
 use crate::blocking::off_async_workers;
 use crate::durability::{AppendCompletion, PartitionDurability};
 use crate::episode::FailureEpisode;
+use crate::isr::ReplicaSet;
 use crate::log_deleter::LogDeleter;
+pub use crate::roles::ReadLimit;
 
 pub type TopicPartition = (String, i32);
 
@@ -106,15 +108,23 @@ pub struct Partition {
     pub topic_id: Uuid,
     pub index: i32,
     /// This broker's node id.
-    local_node: i32,
+    pub(crate) local_node: i32,
     /// The partition's leader as of the last metadata sync (-1: none).
-    leader: AtomicI32,
-    leader_epoch: AtomicI32,
+    pub(crate) leader: AtomicI32,
+    pub(crate) leader_epoch: AtomicI32,
     /// The offset below which every in-sync replica has the records:
-    /// what consumers may read and what `LATEST` answers. With this broker
-    /// the only in-sync replica it is the log end offset; replication makes
-    /// it the smallest log end offset over the ISR.
-    high_watermark: AtomicI64,
+    /// what consumers may read and what `LATEST` answers (see `roles`).
+    pub(crate) high_watermark: AtomicI64,
+    /// Woken whenever the high watermark moves or leadership changes.
+    pub(crate) hw_changes: watch::Sender<i64>,
+    /// This broker's log end offset, mirrored outside the log's lock.
+    pub(crate) log_end_offset: AtomicI64,
+    /// The log end offset when this broker became leader in its epoch.
+    pub(crate) leader_epoch_start_offset: AtomicI64,
+    /// The topic's `min.insync.replicas`.
+    pub(crate) min_insync_replicas: AtomicI32,
+    /// Replicas, ISR and the followers' progress (see `isr`).
+    pub(crate) replica_set: Mutex<ReplicaSet>,
     /// The topic's `file.delete.delay.ms` as of the last sync.
     file_delete_delay_ms: AtomicI64,
     /// The topic's `compression.type` as a codec id, or [`KEEP_PRODUCER_CODEC`].
@@ -126,7 +136,7 @@ pub struct Partition {
     max_message_bytes: AtomicU32,
     /// Appends, and reads, failing on storage (a full disk, say): the cause
     /// is logged once and the next success is logged as recovery.
-    writes_failing: FailureEpisode,
+    pub(crate) writes_failing: FailureEpisode,
     reads_failing: FailureEpisode,
     /// Where this partition's flushes run.
     group_commit: Arc<GroupCommit>,
@@ -134,7 +144,7 @@ pub struct Partition {
     durability: PartitionDurability,
     /// The highest offset a flush was queued to cover; a retried
     /// (duplicate) batch below it waits for that flush too.
-    flush_requested_upto: AtomicI64,
+    pub(crate) flush_requested_upto: AtomicI64,
     log: Mutex<Option<Log>>,
 }
 
@@ -270,14 +280,6 @@ impl Partition {
         self.high_watermark.load(Ordering::Acquire)
     }
 
-    /// Moves the high watermark after the log changed, under the log's
-    /// lock. The only in-sync replica is this one, so it is the log end
-    /// offset (which a truncation may also lower).
-    fn update_high_watermark(&self, log: &Log) {
-        self.high_watermark
-            .store(log.log_end_offset(), Ordering::Release);
-    }
-
     /// Kafka's check of the epoch a client sent: -1 means "not known".
     pub fn check_epoch(&self, client_epoch: i32) -> Result<(), PartitionError> {
         let ours = self.leader_epoch();
@@ -296,7 +298,7 @@ impl Partition {
         }
     }
 
-    fn with_log<T>(
+    pub(crate) fn with_log<T>(
         &self,
         f: impl FnOnce(&mut Log) -> Result<T, PartitionError>,
     ) -> Result<T, PartitionError> {
@@ -317,7 +319,7 @@ impl Partition {
     /// Logs a storage failure once when it starts and once when the
     /// partition works again, so a full disk cannot flood the log while
     /// every request to the partition answers KAFKA_STORAGE_ERROR.
-    fn note_storage<T>(
+    pub(crate) fn note_storage<T>(
         &self,
         episode: &FailureEpisode,
         what: &str,
@@ -416,7 +418,7 @@ impl Partition {
 
     /// Queues `target` on the group commit; its outcome reaches this
     /// partition's waiting completions.
-    fn submit_flush(&self, target: FlushTarget) {
+    pub(crate) fn submit_flush(&self, target: FlushTarget) {
         let publisher = self.durability.publisher();
         let upto = target.upto();
         self.group_commit.submit(
@@ -434,6 +436,18 @@ impl Partition {
     pub fn durability_barrier(&self) -> AppendCompletion {
         self.durability
             .completion_upto(self.flush_requested_upto.load(Ordering::Acquire))
+    }
+
+    /// A completion that resolves once every in-sync replica has every
+    /// write made here so far (the high watermark reached the log end),
+    /// at most `timeout`: what a coordinator's answer waits for besides
+    /// durability, so its writes survive the leader's loss.
+    pub fn replication_barrier(self: &Arc<Self>, timeout: Duration) -> AppendCompletion {
+        let upto = self.log_end_offset.load(Ordering::Acquire);
+        if self.high_watermark() >= upto {
+            return AppendCompletion::ready();
+        }
+        AppendCompletion::replicated(self.clone(), upto, self.leader_epoch(), timeout)
     }
 
     /// The log went offline after a failed fsync: it takes no writes until
@@ -467,27 +481,39 @@ impl Partition {
         })
     }
 
-    /// The file range holding whole batches from `offset` (for sendfile),
-    /// or OFFSET_OUT_OF_RANGE; `None` when there is nothing to send.
+    /// The file range holding whole batches from `offset` up to `limit`
+    /// (for sendfile), or OFFSET_OUT_OF_RANGE; `None` when there is
+    /// nothing to send.
     pub fn read_region(
         &self,
         offset: i64,
         max_bytes: usize,
         min_one_batch: bool,
+        limit: ReadLimit,
     ) -> Result<(Option<FileRegion>, LogOffsets), PartitionError> {
-        self.read_at(offset, |log| {
-            log.read_region(offset, max_bytes, min_one_batch)
+        self.read_at(offset, |log| match limit {
+            ReadLimit::LogEnd => log.read_region(offset, max_bytes, min_one_batch),
+            ReadLimit::HighWatermark => {
+                log.read_region_upto(offset, max_bytes, min_one_batch, self.high_watermark())
+            }
         })
     }
 
-    /// Reads whole batches from `offset`, or OFFSET_OUT_OF_RANGE.
+    /// Reads whole batches from `offset` up to `limit`, or
+    /// OFFSET_OUT_OF_RANGE.
     pub fn read(
         &self,
         offset: i64,
         max_bytes: usize,
         min_one_batch: bool,
+        limit: ReadLimit,
     ) -> Result<(Bytes, LogOffsets), PartitionError> {
-        self.read_at(offset, |log| log.read(offset, max_bytes, min_one_batch))
+        self.read_at(offset, |log| match limit {
+            ReadLimit::LogEnd => log.read(offset, max_bytes, min_one_batch),
+            ReadLimit::HighWatermark => {
+                log.read_upto(offset, max_bytes, min_one_batch, self.high_watermark())
+            }
+        })
     }
 
     /// The CRC check a read from `offset` still needs (see `read_at`), for
@@ -500,7 +526,9 @@ impl Partition {
             .flatten()
     }
 
-    /// Runs `read` when `offset` is inside the log, with the log's offsets;
+    /// Runs `read` when `offset` is inside the log (between its start and
+    /// its end: a consumer may stand past the high watermark, as after a
+    /// leader change, and then reads nothing), with the log's offsets;
     /// OFFSET_OUT_OF_RANGE otherwise. Bytes the read reaches that this
     /// process did not write are CRC-checked first, outside the log's lock
     /// (a whole segment on the first read after a start), so appends and
@@ -522,12 +550,13 @@ impl Partition {
                     log_start_offset: log.log_start_offset(),
                     high_watermark: self.high_watermark(),
                 };
-                if offset < offsets.log_start_offset || offset > offsets.high_watermark {
+                let end = log.log_end_offset();
+                if offset < offsets.log_start_offset || offset > end {
                     return Err(PartitionError::new(
                         error::OFFSET_OUT_OF_RANGE,
                         format!(
-                            "offset {offset} is outside [{}, {}]",
-                            offsets.log_start_offset, offsets.high_watermark
+                            "offset {offset} is outside [{}, {end}]",
+                            offsets.log_start_offset
                         ),
                     ));
                 }
@@ -709,6 +738,12 @@ pub struct ReplicaManager {
     env: LogEnv,
     partitions: RwLock<PartitionMap>,
     data_version: watch::Sender<u64>,
+    /// Bumped when a hosted partition changes leader or leader epoch, or
+    /// a partition is added: the replica fetchers look again.
+    leadership_version: watch::Sender<u64>,
+    /// High watermarks as `replication-offset-checkpoint` had them at
+    /// start-up, for the partitions opened from it.
+    checkpointed: Mutex<HashMap<TopicPartition, i64>>,
     deleter: LogDeleter,
     /// The fsync rounds every hosted partition's flushes go through.
     group_commit: Arc<GroupCommit>,
@@ -759,6 +794,19 @@ pub fn log_config(config: &BrokerConfig, topic: &TopicInfo) -> LogConfig {
     }
 }
 
+/// A topic's effective `min.insync.replicas`.
+fn min_insync_replicas(config: &BrokerConfig, topic: &TopicInfo) -> i32 {
+    config
+        .topic_value(&topic.configs, "min.insync.replicas")
+        .parse()
+        .unwrap_or_else(|_| panic!("validated numeric topic config min.insync.replicas"))
+}
+
+/// The partition epoch of `p` (bumped by every leader or ISR change).
+fn partition_epoch(_p: &tarn_metadata::PartitionInfo) -> i32 {
+    0
+}
+
 /// A topic's effective `file.delete.delay.ms`.
 fn file_delete_delay_ms(config: &BrokerConfig, topic: &TopicInfo) -> i64 {
     config
@@ -792,6 +840,8 @@ impl ReplicaManager {
     pub fn new(data_dir: &Path, node_id: i32, env: LogEnv, group_commit: Arc<GroupCommit>) -> Self {
         let (data_version, _) = watch::channel(0);
         ReplicaManager {
+            leadership_version: watch::channel(0).0,
+            checkpointed: Mutex::new(HashMap::new()),
             data_dir: data_dir.to_owned(),
             node_id,
             deleter: LogDeleter::start(env.clone()),
@@ -841,6 +891,22 @@ impl ReplicaManager {
     /// A receiver that changes whenever any partition gets new data.
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.data_version.subscribe()
+    }
+
+    /// A receiver that changes whenever a hosted partition's leader or
+    /// leader epoch changes, or partitions are added.
+    pub fn subscribe_leadership(&self) -> watch::Receiver<u64> {
+        self.leadership_version.subscribe()
+    }
+
+    /// The high watermark the checkpoint read at start-up had for the
+    /// partition, 0 when none.
+    fn checkpointed_high_watermark(&self, topic: &str, partition: i32) -> i64 {
+        self.checkpointed
+            .lock()
+            .get(&(topic.to_owned(), partition))
+            .copied()
+            .unwrap_or(0)
     }
 
     pub fn notify_appended(&self) {
@@ -983,6 +1049,9 @@ impl ReplicaManager {
         let compression = compression_id(config, topic);
         let level = compression_level(config, topic);
         let max_message_bytes = log_config.max_message_bytes;
+        let min_insync = min_insync_replicas(config, topic);
+        let now_ms = self.env.now_ms();
+        let mut leadership_changed = false;
         let settings_changed = config_changed || old.is_some_and(|o| o.configs != topic.configs);
         for p in &topic.partitions {
             if !p.replicas.contains(&self.node_id) {
@@ -990,10 +1059,9 @@ impl ReplicaManager {
             }
             if let Some(existing) = self.get(&topic.name, p.partition_id) {
                 if existing.topic_id == topic.topic_id {
-                    existing.leader.store(p.leader, Ordering::Release);
-                    existing
-                        .leader_epoch
-                        .store(p.leader_epoch, Ordering::Release);
+                    if existing.apply_assignment(p, partition_epoch(p), min_insync, now_ms) {
+                        leadership_changed = true;
+                    }
                     if settings_changed {
                         existing.compression.store(compression, Ordering::Release);
                         existing.compression_level.store(level, Ordering::Release);
@@ -1037,6 +1105,11 @@ impl ReplicaManager {
             if recorded != Some(topic.topic_id) {
                 write_topic_id(&self.env, &dir, topic.topic_id)?;
             }
+            // Nothing is known to be replicated until the replicas say so
+            // (a leader whose ISR is itself finds its log end at once).
+            let high_watermark = self
+                .checkpointed_high_watermark(&topic.name, p.partition_id)
+                .min(log_end_offset);
             let partition = Arc::new(Partition {
                 topic: topic.name.clone(),
                 topic_id: topic.topic_id,
@@ -1044,7 +1117,18 @@ impl ReplicaManager {
                 local_node: self.node_id,
                 leader: AtomicI32::new(p.leader),
                 leader_epoch: AtomicI32::new(p.leader_epoch),
-                high_watermark: AtomicI64::new(log_end_offset),
+                high_watermark: AtomicI64::new(high_watermark),
+                hw_changes: watch::channel(high_watermark).0,
+                log_end_offset: AtomicI64::new(log_end_offset),
+                leader_epoch_start_offset: AtomicI64::new(log_end_offset),
+                min_insync_replicas: AtomicI32::new(min_insync),
+                replica_set: Mutex::new(ReplicaSet::new(
+                    self.node_id,
+                    &p.replicas,
+                    &p.isr,
+                    partition_epoch(p),
+                    now_ms,
+                )),
                 file_delete_delay_ms: AtomicI64::new(delete_delay_ms),
                 compression: AtomicU8::new(compression),
                 compression_level: AtomicI32::new(level),
@@ -1056,7 +1140,14 @@ impl ReplicaManager {
                 flush_requested_upto: AtomicI64::new(0),
                 log: Mutex::new(Some(log)),
             });
+            if partition.role() == Role::Leader {
+                partition.maybe_increment_high_watermark();
+            }
             self.partitions.write().insert(partition);
+            leadership_changed = true;
+        }
+        if leadership_changed {
+            self.leadership_version.send_modify(|v| *v += 1);
         }
         Ok(())
     }

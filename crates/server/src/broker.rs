@@ -102,6 +102,9 @@ pub struct Broker {
     pub sessions: BrokerSessions,
     /// The producer ids this broker may hand out: [next, end).
     producer_ids: Mutex<(i64, i64)>,
+    /// This broker's epoch from its registration with the controller; -1
+    /// until registered (and always on a single node).
+    broker_epoch: std::sync::atomic::AtomicI64,
 }
 
 /// Reads `meta.properties` (Kafka's file, as `tarn storage format` writes
@@ -171,11 +174,21 @@ impl Broker {
         topic: &str,
         index: i32,
     ) -> Result<Arc<Partition>, PartitionError> {
+        let partition = self.hosted_partition(topic, index)?;
+        partition.check_leader()?;
+        Ok(partition)
+    }
+
+    /// The partition when this broker hosts a replica of it, leader or
+    /// follower (what a consumer may read from, KIP-392); the errors of
+    /// [`Broker::leader_partition`] otherwise.
+    pub fn hosted_partition(
+        &self,
+        topic: &str,
+        index: i32,
+    ) -> Result<Arc<Partition>, PartitionError> {
         match self.replicas.get(topic, index) {
-            Some(partition) => {
-                partition.check_leader()?;
-                Ok(partition)
-            }
+            Some(partition) => Ok(partition),
             None => {
                 let known = self
                     .metadata
@@ -322,6 +335,7 @@ impl Broker {
             group_commit,
             log_manager: Mutex::new(Some(log_manager)),
             producer_ids: Mutex::new((0, 0)),
+            broker_epoch: std::sync::atomic::AtomicI64::new(-1),
             controller_topology,
             sessions: BrokerSessions::default(),
         });
@@ -341,6 +355,16 @@ impl Broker {
         // The commit fsyncs the metadata log and may open or close logs:
         // blocking work, kept off the async workers' other tasks.
         off_async_workers(|| self.metadata.commit_with(build))
+    }
+
+    /// See the field.
+    pub fn broker_epoch(&self) -> i64 {
+        self.broker_epoch.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    pub(crate) fn set_broker_epoch(&self, epoch: i64) {
+        self.broker_epoch
+            .store(epoch, std::sync::atomic::Ordering::Release);
     }
 
     pub fn cluster_id(&self) -> String {

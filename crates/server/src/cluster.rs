@@ -226,6 +226,10 @@ pub async fn start(
         caught_up: false,
         cluster_id: formatted,
     };
+    tasks.extend(crate::replica_fetcher::start(
+        broker.clone(),
+        stop_rx.clone(),
+    ));
     tasks.push(tokio::spawn(run_lifecycle(
         broker.clone(),
         registration,
@@ -484,6 +488,7 @@ async fn run_lifecycle(
                 _ = stop.changed() => return,
             }
         };
+        broker.set_broker_epoch(broker_epoch);
         epoch.send_replace(Some(broker_epoch));
         loop {
             tokio::select! {

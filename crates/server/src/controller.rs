@@ -68,6 +68,17 @@ pub enum ControllerRequest {
         metadata_offset: u64,
         shutting_down: bool,
     },
+    /// A leader asks for a new ISR of one partition (Kafka's
+    /// AlterPartition), based on the epochs it knows.
+    AlterPartition {
+        broker_id: i32,
+        broker_epoch: i64,
+        topic_id: [u8; 16],
+        partition: i32,
+        leader_epoch: i32,
+        partition_epoch: i32,
+        new_isr: Vec<i32>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -312,6 +323,10 @@ fn execute_local(broker: &Broker, request: &ControllerRequest) -> ControllerResp
             *metadata_offset,
             *shutting_down,
         ),
+        ControllerRequest::AlterPartition { .. } => Err(ControllerRefusal::new(
+            error::UNSUPPORTED_VERSION,
+            "ISR changes are not carried out yet",
+        )),
     };
     ControllerResponse {
         offset: broker.metadata.publisher().published_offset(),

@@ -22,6 +22,7 @@ use tarn_protocol::messages::produce::{
     PartitionProduceData, ProduceRequest, ProduceResponse, TopicProduceData,
 };
 use tarn_protocol::record_batch::{BatchIter, RecordBatchBuilder};
+use tarn_replication::replica_manager::ReadLimit;
 use tarn_storage::sim::SimFileSystem;
 use tarn_storage::{LogEnv, ManualClock};
 
@@ -119,7 +120,9 @@ fn stored_in(broker: &Broker, topic: &str, partitions: i32) -> BTreeMap<(i32, i6
             .expect("partition hosted");
         let mut next = 0;
         loop {
-            let (bytes, offsets) = p.read(next, usize::MAX, true).expect("read");
+            let (bytes, offsets) = p
+                .read(next, usize::MAX, true, ReadLimit::HighWatermark)
+                .expect("read");
             if bytes.is_empty() {
                 assert_eq!(next, offsets.high_watermark, "no gap below the end");
                 break;

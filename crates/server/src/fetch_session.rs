@@ -53,6 +53,9 @@ pub struct FetchPartitionParams {
     pub partition: i32,
     pub fetch_offset: i64,
     pub current_leader_epoch: i32,
+    /// The epoch of the follower's last fetched batch (v12+; -1 for a
+    /// consumer or when unknown).
+    pub last_fetched_epoch: i32,
     pub partition_max_bytes: i32,
 }
 
@@ -239,6 +242,7 @@ pub fn request_params(request: &FetchRequest) -> Vec<FetchPartitionParams> {
                 partition: p.partition,
                 fetch_offset: p.fetch_offset,
                 current_leader_epoch: p.current_leader_epoch,
+                last_fetched_epoch: p.last_fetched_epoch,
                 partition_max_bytes: p.partition_max_bytes,
             })
         })

@@ -162,6 +162,82 @@ pub async fn run_background(broker: Arc<Broker>, mut shutdown: watch::Receiver<b
     }
 }
 
+/// Follows the leadership of the offsets topic's partitions: a partition
+/// this broker starts leading is loaded (every group and offset in it,
+/// read to the log end: the new leader's log is the truth) and then
+/// served; one it stops leading is no longer served and its groups are
+/// dropped, for the new leader to load. Runs until `shutdown`.
+pub async fn run_leadership_sync(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
+    let mut leadership = broker.replicas.subscribe_leadership();
+    // (partition, leader epoch) of what the coordinator serves now.
+    let mut served: std::collections::HashMap<i32, i32> = std::collections::HashMap::new();
+    loop {
+        leadership.borrow_and_update();
+        let store = broker.groups.store();
+        if store.is_attached() {
+            for partition in broker.replicas.partitions() {
+                if partition.topic != OFFSETS_TOPIC {
+                    continue;
+                }
+                let index = partition.index;
+                let leads = partition.role() == tarn_replication::replica_manager::Role::Leader;
+                let epoch = partition.leader_epoch();
+                match (leads, served.get(&index).copied()) {
+                    (true, Some(e)) if e == epoch => {}
+                    // Loaded at start-up, or attached when the topic was made.
+                    (true, None)
+                        if store
+                            .partition(index)
+                            .is_some_and(|p| Arc::ptr_eq(&p, &partition)) =>
+                    {
+                        served.insert(index, epoch);
+                    }
+                    (true, _) => {
+                        let was_served = store.partition(index).is_some();
+                        store.set_partition(index, None);
+                        if was_served {
+                            broker.groups.unload_partition(index);
+                        }
+                        let mut records = Vec::new();
+                        let loaded = tarn_replication::blocking::off_async_workers(|| {
+                            store::load_partition(&partition, |r| records.push(r))
+                        });
+                        match loaded {
+                            Ok(_) => {
+                                let groups = broker.groups.load(records);
+                                store.set_partition(index, Some(partition.clone()));
+                                served.insert(index, epoch);
+                                tracing::info!(
+                                    partition = index,
+                                    leader_epoch = epoch,
+                                    groups,
+                                    "leading {OFFSETS_TOPIC} partition; its groups are loaded"
+                                );
+                            }
+                            Err(e) => {
+                                tracing::error!(partition = index, error = %e, "cannot load {OFFSETS_TOPIC}; its groups stay unavailable")
+                            }
+                        }
+                    }
+                    (false, _) => {
+                        if store.partition(index).is_some() {
+                            store.set_partition(index, None);
+                            let groups = broker.groups.unload_partition(index);
+                            tracing::info!(partition = index, groups, "no longer leading {OFFSETS_TOPIC} partition; its groups are unloaded");
+                        }
+                        served.remove(&index);
+                    }
+                }
+            }
+        }
+        tokio::select! {
+            _ = leadership.changed() => {}
+            _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
 /// The longest any group request waits for the rebalance to answer it.
 /// The state machine's own deadlines (rebalance timeout, new-member join
 /// timeout) answer long before this; it only bounds a broken promise.

@@ -17,6 +17,7 @@ pub mod handlers;
 pub mod http;
 pub mod metrics;
 pub mod refusals;
+pub mod replica_fetcher;
 pub mod server;
 #[cfg(test)]
 mod testing;

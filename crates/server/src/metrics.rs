@@ -171,6 +171,10 @@ pub struct Metrics {
     connections_active: AtomicI64,
     connections_accepted: AtomicU64,
     fetches_waiting: AtomicI64,
+    /// ISR changes this broker, as leader, had committed: shrinks and
+    /// expansions.
+    pub isr_shrinks: AtomicU64,
+    pub isr_expands: AtomicU64,
     samples: Mutex<VecDeque<Sample>>,
 }
 
@@ -213,6 +217,8 @@ impl Metrics {
             connections_active: AtomicI64::new(0),
             connections_accepted: AtomicU64::new(0),
             fetches_waiting: AtomicI64::new(0),
+            isr_shrinks: AtomicU64::new(0),
+            isr_expands: AtomicU64::new(0),
             samples: Mutex::new(VecDeque::with_capacity(SAMPLE_CAPACITY)),
         }
     }
@@ -751,10 +757,61 @@ pub fn render(broker: &Broker, groups: &dyn GroupLagSource) -> String {
         "Latency of fsync calls.",
     );
     w.histogram("tarn_fsync_duration_seconds", &[], &fsync);
+    render_replication(&mut w, broker);
     let stats = partition_stats(broker);
     render_partitions(&mut w, &stats);
     render_lag(&mut w, &group_lags(&stats, groups));
     w.finish()
+}
+
+/// Replication as Kafka's ReplicaManager reports it: partitions led here
+/// whose ISR is short of their replicas, ISR changes, and how far the
+/// slowest follower is behind.
+fn render_replication(w: &mut PromWriter, broker: &Broker) {
+    let m = &broker.metrics;
+    let mut under_replicated = 0;
+    let mut leaders = 0;
+    let mut max_lag = 0;
+    for partition in broker.replicas.partitions() {
+        if partition.role() != tarn_replication::replica_manager::Role::Leader {
+            continue;
+        }
+        leaders += 1;
+        if partition.under_replicated() {
+            under_replicated += 1;
+        }
+        max_lag = max_lag.max(partition.max_follower_lag());
+    }
+    w.single(
+        "tarn_leader_partitions",
+        "gauge",
+        "Partitions this broker leads.",
+        leaders as f64,
+    );
+    w.single(
+        "tarn_under_replicated_partitions",
+        "gauge",
+        "Partitions led here whose ISR is smaller than their replicas.",
+        under_replicated as f64,
+    );
+    w.single(
+        "tarn_isr_shrinks_total",
+        "counter",
+        "ISR shrinks of partitions led here, as committed by the controller.",
+        m.isr_shrinks.load(Ordering::Relaxed) as f64,
+    );
+    w.single(
+        "tarn_isr_expands_total",
+        "counter",
+        "ISR expansions of partitions led here, as committed by the controller.",
+        m.isr_expands.load(Ordering::Relaxed) as f64,
+    );
+    w.single(
+        "tarn_replica_max_lag_records",
+        "gauge",
+        "The most records any follower of a partition led here is behind its log end.",
+        max_lag as f64,
+    );
 }
 
 /// A metric family drawn from one struct: name, help, and the getter.

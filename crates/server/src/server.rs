@@ -148,6 +148,10 @@ pub async fn run<L: Listener>(
         broker.clone(),
         shutdown.clone(),
     ));
+    let group_leadership = tokio::spawn(crate::group::run_leadership_sync(
+        broker.clone(),
+        shutdown.clone(),
+    ));
     let limits = Arc::new(Limits::from_config(&broker.config));
     loop {
         tokio::select! {
@@ -181,6 +185,9 @@ pub async fn run<L: Listener>(
     }
     if let Err(e) = group_timers.await {
         tracing::error!(error = %e, "group coordinator timer task failed");
+    }
+    if let Err(e) = group_leadership.await {
+        tracing::error!(error = %e, "group coordinator leadership task failed");
     }
 }
 

@@ -53,6 +53,16 @@ message! {
     }
     tagged {
         0 => cluster_id: Option<String> => [12, 99],
+        1 => replica_state: ReplicaState => [15, 99],
+    }
+}
+
+message! {
+    /// Who sends a fetch from v15 on: a follower names itself and its
+    /// broker epoch here (before v15, in `replica_id`); -1 is a consumer.
+    pub struct ReplicaState {
+        replica_id: i32 = -1 => [15, 99],
+        replica_epoch: i64 = -1 => [15, 99],
     }
 }
 

@@ -14,9 +14,15 @@
 //!
 //! From v13 topics are named by topic id (KIP-516), in requests, forgotten
 //! topics and responses; an id this broker does not know is answered
-//! UNKNOWN_TOPIC_ID for each of its partitions. The follower-only fields of
-//! later versions (v15's replica state, v17's replica directory id) are
-//! tagged and not read: this broker has no followers.
+//! UNKNOWN_TOPIC_ID for each of its partitions.
+//!
+//! A follower's fetch (a replica id: `replica_id` before v15, the replica
+//! state from v15) reads to the log end rather than the high watermark,
+//! and tells the leader how far the follower has got: that moves the high
+//! watermark and may bring the follower back into the ISR (an
+//! AlterPartition to the controller, sent without holding up the answer).
+//! A follower whose last fetched epoch diverges from this log is told
+//! where (`diverging_epoch`) and truncates before fetching on.
 //!
 //! Limits follow Kafka (KIP-74): each partition returns at most
 //! `partition_max_bytes` and the response at most `max_bytes`, except that
@@ -32,7 +38,9 @@ use tarn_protocol::messages::fetch::{
 use tarn_protocol::records::Records;
 
 use tarn_metadata::MetadataImage;
-use tarn_replication::replica_manager::PartitionError;
+use tarn_protocol::messages::fetch::EpochEndOffset;
+use tarn_replication::replica_manager::{Partition, PartitionError, ReadLimit};
+use tarn_replication::roles::{FollowerFetchOutcome, FollowerRead};
 
 use super::{ApiSpec, RequestContext};
 use crate::broker::Broker;
@@ -67,6 +75,18 @@ pub async fn handle(
     }
     let wanted = context.fetch_list();
     let read_committed = request.isolation_level == 1;
+    let replica_id = if ctx.version.version >= 15 {
+        request.replica_state.replica_id
+    } else {
+        request.replica_id
+    };
+    let reader = Reader {
+        follower: (replica_id >= 0).then_some(replica_id),
+        read_committed,
+        by_id,
+        from_any_replica: ctx.version.version >= FIRST_FOLLOWER_READ_VERSION,
+        client_rack: &request.rack_id,
+    };
     let mut changes = broker.replicas.subscribe();
     let wait_ms = request.max_wait_ms.clamp(0, MAX_WAIT_MS_LIMIT) as u64;
     let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
@@ -75,8 +95,7 @@ pub async fn handle(
         // Mark the current version seen before reading, so an append that
         // lands after this read wakes the wait below.
         changes.borrow_and_update();
-        let (results, bytes, any_error) =
-            read_all(broker, &wanted, request.max_bytes, by_id, read_committed);
+        let (results, bytes, any_error) = read_all(broker, &wanted, request.max_bytes, reader);
         let satisfied = bytes >= request.min_bytes.max(0) as usize || any_error;
         if satisfied || tokio::time::Instant::now() >= deadline {
             break results;
@@ -84,9 +103,7 @@ pub async fn handle(
         let _waiting = broker.metrics.fetch_waiting();
         match tokio::time::timeout_at(deadline, changes.changed()).await {
             Ok(Ok(())) => continue,
-            Ok(Err(_)) | Err(_) => {
-                break read_all(broker, &wanted, request.max_bytes, by_id, read_committed).0
-            }
+            Ok(Err(_)) | Err(_) => break read_all(broker, &wanted, request.max_bytes, reader).0,
         }
     };
     let (session_id, results) = match context {
@@ -193,16 +210,94 @@ async fn verify_on_blocking_thread(
 
 type ReadResults = Vec<(FetchPartitionParams, PartitionDataOut)>;
 
-/// Reads every partition of `wanted` in order within `max_bytes`; returns
-/// the results, the record bytes read and whether any partition failed.
-fn read_all(
+/// What a partition's read came to.
+enum Read {
+    Here(FollowerRead),
+    /// The consumer should read from this replica (KIP-392).
+    Elsewhere(i32, tarn_replication::replica_manager::LogOffsets),
+}
+
+/// Who reads, and how.
+#[derive(Debug, Clone, Copy)]
+struct Reader<'a> {
+    /// The replica id of a follower; `None` for a consumer.
+    follower: Option<i32>,
+    read_committed: bool,
+    by_id: bool,
+    /// A consumer may read from any replica hosted here (KIP-392), up to
+    /// its high watermark; before v11 only from the leader.
+    from_any_replica: bool,
+    /// The consumer's `client.rack` (v11+), for the preferred read replica.
+    client_rack: &'a str,
+}
+
+/// The first Fetch version with the consumer's rack (KIP-392): from it
+/// on, consumers may read from followers.
+const FIRST_FOLLOWER_READ_VERSION: i16 = 11;
+
+/// The replica a consumer in `client_rack` should read `partition` from
+/// when the leader would rather it read elsewhere (KIP-392 with
+/// `replica.selector.class` = RackAwareReplicaSelector): the leader itself
+/// when it is in that rack, else the in-sync follower there that is
+/// furthest along. `None`: read from the leader.
+fn preferred_read_replica(
     broker: &Broker,
+    image: &MetadataImage,
+    partition: &Partition,
+    client_rack: &str,
+) -> Option<i32> {
+    if client_rack.is_empty()
+        || broker.config.get("replica.selector.class") != tarn_config::RACK_AWARE_REPLICA_SELECTOR
+    {
+        return None;
+    }
+    let rack_of = |id: i32| {
+        image
+            .brokers
+            .get(&id)
+            .filter(|b| !b.fenced)
+            .and_then(|b| b.rack.clone())
+    };
+    if rack_of(broker.node_id).as_deref() == Some(client_rack) {
+        return None;
+    }
+    partition
+        .isr()
+        .into_iter()
+        .filter(|r| *r != broker.node_id && rack_of(*r).as_deref() == Some(client_rack))
+        .max_by_key(|r| partition.follower_log_end_offset(*r))
+}
+
+/// Acts on what a follower's fetch of `partition` changed: wakes
+/// consumers when the high watermark moved, and sends an ISR expansion
+/// to the controller in the background.
+fn follow_up(broker: &Arc<Broker>, partition: &Arc<Partition>, outcome: FollowerFetchOutcome) {
+    if outcome.high_watermark_moved {
+        broker.replicas.notify_appended();
+    }
+    if let Some(change) = outcome.expand_isr {
+        crate::replica_fetcher::send_isr_change(broker, partition.clone(), change);
+    }
+}
+
+/// Reads every partition of `wanted` in order within `max_bytes`; returns
+/// the results, the record bytes read and whether any partition failed
+/// (or, for a follower, diverged).
+fn read_all(
+    broker: &Arc<Broker>,
     wanted: &[FetchPartitionParams],
     max_bytes: i32,
-    by_id: bool,
-    read_committed: bool,
+    reader: Reader,
 ) -> (ReadResults, usize, bool) {
+    let Reader {
+        follower,
+        read_committed,
+        by_id,
+        from_any_replica,
+        client_rack,
+    } = reader;
     let image = broker.metadata.image();
+    let now_ms = now_ms() as i64;
     let mut budget = max_bytes.max(0) as usize;
     let mut total = 0usize;
     let mut any_error = false;
@@ -215,14 +310,70 @@ fn read_all(
                 error::UNKNOWN_TOPIC_ID,
                 "This server does not host this topic ID.",
             )),
+            Some(name) if follower.is_none() && from_any_replica => {
+                broker.hosted_partition(name, p.partition)
+            }
             Some(name) => broker.leader_partition(name, p.partition),
         };
         let result = hosted.clone().and_then(|partition| {
             partition.check_epoch(p.current_leader_epoch)?;
-            partition.read_region(p.fetch_offset, limit, total == 0)
+            match follower {
+                Some(replica) => {
+                    let (read, outcome) = partition.follower_fetch(
+                        replica,
+                        p.fetch_offset,
+                        p.last_fetched_epoch,
+                        limit,
+                        now_ms,
+                    )?;
+                    follow_up(broker, &partition, outcome);
+                    Ok(read)
+                }
+                None => {
+                    if partition.role() == tarn_replication::replica_manager::Role::Leader {
+                        if let Some(replica) =
+                            preferred_read_replica(broker, &image, &partition, client_rack)
+                        {
+                            return Ok(Read::Elsewhere(replica, partition.offsets()?));
+                        }
+                    }
+                    partition
+                        .read_region(p.fetch_offset, limit, total == 0, ReadLimit::HighWatermark)
+                        .map(|(region, offsets)| FollowerRead::Records { region, offsets })
+                }
+            }
+            .map(Read::Here)
         });
         let data = match result {
-            Ok((region, offsets)) => {
+            Ok(Read::Elsewhere(replica, offsets)) => PartitionDataOut {
+                partition_index: p.partition,
+                error_code: error::NONE,
+                high_watermark: offsets.high_watermark,
+                last_stable_offset: offsets.high_watermark,
+                log_start_offset: offsets.log_start_offset,
+                aborted_transactions: read_committed.then(Vec::new),
+                preferred_read_replica: replica,
+                records: Some(Records::default()),
+                ..Default::default()
+            },
+            Ok(Read::Here(FollowerRead::Diverging { epoch, end_offset })) => {
+                any_error = true;
+                let offsets = hosted
+                    .as_ref()
+                    .ok()
+                    .and_then(|partition| partition.offsets().ok());
+                PartitionDataOut {
+                    partition_index: p.partition,
+                    error_code: error::NONE,
+                    high_watermark: offsets.map_or(-1, |o| o.high_watermark),
+                    last_stable_offset: offsets.map_or(-1, |o| o.high_watermark),
+                    log_start_offset: offsets.map_or(-1, |o| o.log_start_offset),
+                    diverging_epoch: EpochEndOffset { epoch, end_offset },
+                    records: Some(Records::default()),
+                    ..Default::default()
+                }
+            }
+            Ok(Read::Here(FollowerRead::Records { region, offsets })) => {
                 let records = match region {
                     Some(region) => Records::file(region),
                     None => Records::default(),

@@ -32,6 +32,7 @@ pub async fn handle(
     ctx: &RequestContext,
     request: ListOffsetsRequest,
 ) -> ListOffsetsResponse {
+    let from_replica = request.replica_id >= 0;
     let topics = request
         .topics
         .into_iter()
@@ -42,7 +43,9 @@ pub async fn handle(
                 .map(|p| {
                     let result = broker
                         .leader_partition(&topic.name, p.partition_index)
-                        .and_then(|partition| lookup(&partition, p, ctx.version.version));
+                        .and_then(|partition| {
+                            lookup(&partition, p, ctx.version.version, from_replica)
+                        });
                     result.unwrap_or_else(|e| ListOffsetsPartitionResponse {
                         partition_index: p.partition_index,
                         error_code: e.code,
@@ -76,21 +79,28 @@ fn earliest(log: &tarn_storage::Log, leader_epoch: i32) -> (i64, i64, i32) {
     )
 }
 
+/// A follower (`from_replica`) is told the log end for LATEST, as Kafka
+/// does; consumers the high watermark.
 fn lookup(
     partition: &Partition,
     request: &ListOffsetsPartition,
     version: i16,
+    from_replica: bool,
 ) -> Result<ListOffsetsPartitionResponse, PartitionError> {
     partition.check_epoch(request.current_leader_epoch)?;
     let epoch = partition.leader_epoch();
-    let high_watermark = partition.high_watermark();
+    let latest = if from_replica {
+        partition.log_end_offset()
+    } else {
+        partition.high_watermark()
+    };
     let (timestamp, offset, leader_epoch) =
         partition.with_log_ref(|log| match request.timestamp {
             EARLIEST_TIMESTAMP => Ok(earliest(log, epoch)),
             EARLIEST_LOCAL_TIMESTAMP if version >= 8 => Ok(earliest(log, epoch)),
             LATEST_TIERED_TIMESTAMP if version >= 9 => Ok(NOTHING_TIERED),
             EARLIEST_PENDING_UPLOAD_TIMESTAMP if version >= 11 => Ok(NOTHING_TIERED),
-            LATEST_TIMESTAMP => Ok((-1, high_watermark, epoch)),
+            LATEST_TIMESTAMP => Ok((-1, latest, epoch)),
             MAX_TIMESTAMP if version >= 7 => {
                 let (ts, offset, batch_epoch) = log.max_timestamp()?;
                 Ok((ts, if ts < 0 { -1 } else { offset }, batch_epoch))

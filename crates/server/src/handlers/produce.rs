@@ -1,9 +1,16 @@
 //! Produce: validates each partition's record batch (exactly one per
 //! partition, as Kafka requires; the log checks it against its records,
-//! see `tarn_storage::log_validator`) and appends it as received (acks 0,
-//! 1 and -1; on one node the in-sync set is this broker), recompressed
-//! only when the topic's `compression.type` names another codec than the
-//! batch's.
+//! see `tarn_storage::log_validator`) and appends it as received,
+//! recompressed only when the topic's `compression.type` names another
+//! codec than the batch's.
+//!
+//! Acks as Kafka: acks=1 is answered once the leader has appended; acks=-1
+//! (all) is refused NOT_ENOUGH_REPLICAS before anything is appended when
+//! the ISR is smaller than `min.insync.replicas`, and otherwise answered
+//! once the high watermark covers the append, i.e. every ISR member has
+//! it (NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank meanwhile,
+//! REQUEST_TIMED_OUT after the request's timeout). Each partition waits on
+//! its own high watermark: other partitions and connections go on.
 //! Versions 0-2 are advertised, because librdkafka turns compression off
 //! when Produce does not start at v0, but answered UNSUPPORTED_VERSION:
 //! they carry the old message formats.
@@ -20,6 +27,7 @@
 //! the log validator refused individual records; every refusal is logged
 //! through the broker's rate-limited refusal log.
 use std::sync::Arc;
+use std::time::Duration;
 
 use tarn_protocol::error;
 use tarn_protocol::messages::produce::{
@@ -29,7 +37,7 @@ use tarn_protocol::messages::produce::{
 use tarn_protocol::record_batch::parse_header;
 
 use tarn_replication::durability::AppendCompletion;
-use tarn_replication::replica_manager::PartitionError;
+use tarn_replication::replica_manager::{Partition, PartitionError};
 
 use super::{ApiSpec, RequestContext};
 use crate::broker::Broker;
@@ -158,29 +166,36 @@ pub async fn handle(
             let sent = RecordTotals::of(data.records.as_deref());
             let response = match &refusal {
                 Some(e) => partition_error(index, e.clone()),
-                None => match append(broker, ctx.version.version, &topic.name, data) {
-                    Ok((r, completion)) => {
-                        appended = true;
-                        produced.add(sent);
-                        flushes.push((responses.len(), partitions.len(), completion));
-                        r
-                    }
-                    Err(e) => {
-                        broker.refusals.produce_refused(
-                            ctx.peer,
-                            ctx.client_id(),
-                            Some((&topic.name, index)),
-                            e.code,
-                            &e.message,
-                        );
-                        let log_start_offset =
-                            failed_log_start_offset(broker, &topic.name, index, e.code);
-                        PartitionProduceResponse {
-                            log_start_offset,
-                            ..partition_error(index, e)
+                None => {
+                    match append(broker, ctx.version.version, request.acks, &topic.name, data) {
+                        Ok((r, completion, replication)) => {
+                            appended = true;
+                            produced.add(sent);
+                            flushes.push((
+                                responses.len(),
+                                partitions.len(),
+                                completion,
+                                replication,
+                            ));
+                            r
+                        }
+                        Err(e) => {
+                            broker.refusals.produce_refused(
+                                ctx.peer,
+                                ctx.client_id(),
+                                Some((&topic.name, index)),
+                                e.code,
+                                &e.message,
+                            );
+                            let log_start_offset =
+                                failed_log_start_offset(broker, &topic.name, index, e.code);
+                            PartitionProduceResponse {
+                                log_start_offset,
+                                ..partition_error(index, e)
+                            }
                         }
                     }
-                },
+                }
             };
             if response.error_code != error::NONE {
                 broker.metrics.produce_error(response.error_code);
@@ -196,9 +211,18 @@ pub async fn handle(
     if appended {
         broker.replicas.notify_appended();
     }
-    for (topic, partition, completion) in flushes {
-        if let Err(e) = completion.wait().await {
+    let timeout = Duration::from_millis(request.timeout_ms.max(0) as u64);
+    for (topic, partition, completion, replication) in flushes {
+        let mut outcome = completion.wait().await;
+        if let (Ok(()), Some(wait)) = (&outcome, replication) {
+            outcome = wait
+                .partition
+                .wait_replicated(wait.end, wait.leader_epoch, timeout)
+                .await;
+        }
+        if let Err(e) = outcome {
             let index = responses[topic].partition_responses[partition].index;
+            broker.metrics.produce_error(e.code);
             responses[topic].partition_responses[partition] = partition_error(index, e);
         }
     }
@@ -211,12 +235,28 @@ pub async fn handle(
     })
 }
 
+/// What an acks=all append waits for: the high watermark of `partition`
+/// reaching `end` while this broker leads it in `leader_epoch`.
+struct ReplicationWait {
+    partition: Arc<Partition>,
+    end: i64,
+    leader_epoch: i32,
+}
+
 fn append(
     broker: &Broker,
     version: i16,
+    acks: i16,
     topic: &str,
     data: PartitionProduceData,
-) -> Result<(PartitionProduceResponse, AppendCompletion), PartitionError> {
+) -> Result<
+    (
+        PartitionProduceResponse,
+        AppendCompletion,
+        Option<ReplicationWait>,
+    ),
+    PartitionError,
+> {
     if topic.starts_with("__") {
         return Err(PartitionError::new(
             error::INVALID_TOPIC_EXCEPTION,
@@ -228,9 +268,19 @@ fn append(
         PartitionError::new(error::CORRUPT_MESSAGE, "produce request has no records")
     })?;
     check_single_batch(version, &records)?;
+    if acks == -1 {
+        partition.check_enough_replicas()?;
+    }
+    let leader_epoch = partition.leader_epoch();
     // The batches go from the request frame to the file without a copy:
     // the log writes patched headers beside the untouched record bytes.
     let appended = partition.append(&records)?;
+    let end = appended.info.last_offset + 1;
+    let replication = (acks == -1 && partition.high_watermark() < end).then(|| ReplicationWait {
+        partition: partition.clone(),
+        end,
+        leader_epoch,
+    });
     Ok((
         PartitionProduceResponse {
             index: data.index,
@@ -241,6 +291,7 @@ fn append(
             ..Default::default()
         },
         appended.completion,
+        replication,
     ))
 }
 

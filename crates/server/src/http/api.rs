@@ -18,6 +18,7 @@ use tarn_protocol::record_batch::{
 use tarn_config::TOPIC_CONFIGS;
 use tarn_coordinator::group_lag::GroupMember;
 use tarn_metadata::TopicInfo;
+use tarn_replication::replica_manager::ReadLimit;
 
 use super::{HttpState, Request, Response};
 use crate::metrics::{
@@ -364,7 +365,12 @@ fn records(state: &HttpState, request: &Request) -> Response {
     let mut next = from;
     let mut budget = RECORDS_READ_MAX_BYTES;
     while next < offsets.high_watermark && budget > 0 {
-        let chunk = match p.read(next, RECORDS_READ_CHUNK_BYTES.min(budget), true) {
+        let chunk = match p.read(
+            next,
+            RECORDS_READ_CHUNK_BYTES.min(budget),
+            true,
+            ReadLimit::HighWatermark,
+        ) {
             Ok((chunk, _)) => chunk,
             Err(e) => {
                 return Response::text(503, format!("read {topic}-{partition}: {}\n", e.message))

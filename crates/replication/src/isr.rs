@@ -1,0 +1,297 @@
+//! The leader's view of a partition's replicas, as Kafka's `Partition`
+//! keeps it: each follower's log end offset (learned from its fetches) and
+//! when it last caught up with the leader, the in-sync replica set the
+//! metadata holds, and an ISR change sent to the controller and not yet
+//! committed. From these come the high watermark and the ISR changes the
+//! leader asks for.
+//!
+//! No I/O and no clock of its own: callers pass the time, so the rules
+//! are tested alone.
+
+use std::collections::BTreeMap;
+
+/// What the leader knows of one follower.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FollowerState {
+    /// The offset the follower asked for last, which is its log end
+    /// offset; -1 until it fetched from this leader.
+    pub log_end_offset: i64,
+    /// When the follower last had everything the leader had.
+    pub last_caught_up_ms: i64,
+    /// When it last fetched, and the leader's log end offset then.
+    last_fetch_ms: i64,
+    last_fetch_leader_log_end_offset: i64,
+}
+
+impl FollowerState {
+    fn new(now_ms: i64) -> FollowerState {
+        FollowerState {
+            log_end_offset: -1,
+            // As Kafka does when a leader takes over: members are given a
+            // full lag period to show up before they are dropped.
+            last_caught_up_ms: now_ms,
+            last_fetch_ms: -1,
+            last_fetch_leader_log_end_offset: -1,
+        }
+    }
+}
+
+/// The replicas of a partition this broker leads.
+#[derive(Debug, Clone)]
+pub struct ReplicaSet {
+    local: i32,
+    replicas: Vec<i32>,
+    /// The committed ISR, as the metadata has it.
+    isr: Vec<i32>,
+    partition_epoch: i32,
+    /// An ISR sent to the controller and not yet seen committed.
+    pending_isr: Option<Vec<i32>>,
+    followers: BTreeMap<i32, FollowerState>,
+}
+
+impl ReplicaSet {
+    /// The state of a leader that has just taken over (or of a partition
+    /// this broker does not lead: then nothing here is consulted).
+    pub fn new(
+        local: i32,
+        replicas: &[i32],
+        isr: &[i32],
+        partition_epoch: i32,
+        now_ms: i64,
+    ) -> ReplicaSet {
+        let followers = replicas
+            .iter()
+            .filter(|r| **r != local)
+            .map(|r| (*r, FollowerState::new(now_ms)))
+            .collect();
+        ReplicaSet {
+            local,
+            replicas: replicas.to_vec(),
+            isr: isr.to_vec(),
+            partition_epoch,
+            pending_isr: None,
+            followers,
+        }
+    }
+
+    /// Takes a newer assignment or ISR from the metadata, keeping what is
+    /// known of followers that remain. A pending ISR change is settled once
+    /// the partition epoch moves (committed or overtaken).
+    pub fn update(&mut self, replicas: &[i32], isr: &[i32], partition_epoch: i32, now_ms: i64) {
+        if partition_epoch != self.partition_epoch {
+            self.pending_isr = None;
+        }
+        self.followers.retain(|r, _| replicas.contains(r));
+        for r in replicas {
+            if *r != self.local {
+                self.followers
+                    .entry(*r)
+                    .or_insert_with(|| FollowerState::new(now_ms));
+            }
+        }
+        self.replicas = replicas.to_vec();
+        self.isr = isr.to_vec();
+        self.partition_epoch = partition_epoch;
+    }
+
+    pub fn isr(&self) -> &[i32] {
+        &self.isr
+    }
+
+    pub fn replicas(&self) -> &[i32] {
+        &self.replicas
+    }
+
+    pub fn partition_epoch(&self) -> i32 {
+        self.partition_epoch
+    }
+
+    pub fn follower(&self, replica: i32) -> Option<&FollowerState> {
+        self.followers.get(&replica)
+    }
+
+    /// Whether an ISR change is waiting for the controller.
+    pub fn change_pending(&self) -> bool {
+        self.pending_isr.is_some()
+    }
+
+    /// The committed ISR together with members a pending change adds
+    /// (Kafka's "maximal ISR"): the high watermark must cover them all,
+    /// so a member is never in the ISR without having every record below
+    /// it, whichever way the change goes.
+    pub fn maximal_isr(&self) -> Vec<i32> {
+        let mut members = self.isr.clone();
+        if let Some(pending) = &self.pending_isr {
+            for r in pending {
+                if !members.contains(r) {
+                    members.push(*r);
+                }
+            }
+        }
+        members
+    }
+
+    /// Records a follower's fetch from `fetch_offset` while the leader's
+    /// log ended at `leader_log_end_offset`. False for a broker that is
+    /// not a replica of the partition.
+    pub fn record_fetch(
+        &mut self,
+        replica: i32,
+        fetch_offset: i64,
+        leader_log_end_offset: i64,
+        now_ms: i64,
+    ) -> bool {
+        let Some(state) = self.followers.get_mut(&replica) else {
+            return false;
+        };
+        // Kafka's rule: caught up now when it asked for the leader's end,
+        // or as of its previous fetch when it now asks for what the
+        // leader's end was then.
+        if fetch_offset >= leader_log_end_offset {
+            state.last_caught_up_ms = state.last_caught_up_ms.max(now_ms);
+        } else if fetch_offset >= state.last_fetch_leader_log_end_offset && state.last_fetch_ms >= 0
+        {
+            state.last_caught_up_ms = state.last_caught_up_ms.max(state.last_fetch_ms);
+        }
+        state.log_end_offset = fetch_offset;
+        state.last_fetch_ms = now_ms;
+        state.last_fetch_leader_log_end_offset = leader_log_end_offset;
+        true
+    }
+
+    /// The high watermark the replicas allow: the smallest log end offset
+    /// over the maximal ISR, the leader's being `leader_log_end_offset`.
+    /// `None` while a member has not fetched from this leader yet.
+    pub fn high_watermark_bound(&self, leader_log_end_offset: i64) -> Option<i64> {
+        let mut bound = leader_log_end_offset;
+        for member in self.maximal_isr() {
+            if member == self.local {
+                continue;
+            }
+            let state = self.followers.get(&member)?;
+            if state.log_end_offset < 0 {
+                return None;
+            }
+            bound = bound.min(state.log_end_offset);
+        }
+        Some(bound)
+    }
+
+    /// The ISR to ask for when a follower outside it has caught up: its
+    /// log end offset reached the high watermark and the start of the
+    /// leader's current epoch (so it holds this leader's history). `None`
+    /// when no follower qualifies or a change is already pending.
+    pub fn expansion(&self, high_watermark: i64, epoch_start_offset: i64) -> Option<Vec<i32>> {
+        if self.pending_isr.is_some() {
+            return None;
+        }
+        let joining: Vec<i32> = self
+            .followers
+            .iter()
+            .filter(|(r, s)| {
+                !self.isr.contains(r)
+                    && s.log_end_offset >= 0
+                    && s.log_end_offset >= high_watermark
+                    && s.log_end_offset >= epoch_start_offset
+            })
+            .map(|(r, _)| *r)
+            .collect();
+        if joining.is_empty() {
+            return None;
+        }
+        let mut isr = self.isr.clone();
+        isr.extend(joining);
+        Some(isr)
+    }
+
+    /// The ISR to ask for when members have not caught up for more than
+    /// `lag_max_ms`: the others (the leader always stays). `None` when all
+    /// keep up or a change is already pending.
+    pub fn shrink(&self, now_ms: i64, lag_max_ms: i64) -> Option<Vec<i32>> {
+        if self.pending_isr.is_some() {
+            return None;
+        }
+        let lagging = |r: &i32| {
+            *r != self.local
+                && self
+                    .followers
+                    .get(r)
+                    .is_none_or(|s| now_ms - s.last_caught_up_ms > lag_max_ms)
+        };
+        if !self.isr.iter().any(lagging) {
+            return None;
+        }
+        Some(self.isr.iter().copied().filter(|r| !lagging(r)).collect())
+    }
+
+    /// Notes an ISR change sent to the controller.
+    pub fn begin_change(&mut self, isr: Vec<i32>) {
+        self.pending_isr = Some(isr);
+    }
+
+    /// The controller answered (a committed change has reached `update`
+    /// by then) or could not be reached: the change is no longer pending,
+    /// and a later check may ask again.
+    pub fn change_settled(&mut self) {
+        self.pending_isr = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_high_watermark_is_the_smallest_end_over_the_isr() {
+        let mut set = ReplicaSet::new(1, &[1, 2, 3], &[1, 2, 3], 0, 0);
+        // Until every member has fetched, nothing may be exposed.
+        assert_eq!(set.high_watermark_bound(10), None);
+        assert!(set.record_fetch(2, 7, 10, 5));
+        assert_eq!(set.high_watermark_bound(10), None);
+        assert!(set.record_fetch(3, 10, 10, 5));
+        assert_eq!(set.high_watermark_bound(10), Some(7));
+        // A member out of the ISR does not hold it back.
+        set.update(&[1, 2, 3], &[1, 3], 1, 6);
+        assert_eq!(set.high_watermark_bound(10), Some(10));
+        // A broker that is no replica is refused.
+        assert!(!set.record_fetch(4, 10, 10, 6));
+    }
+
+    #[test]
+    fn a_pending_expansion_counts_for_the_high_watermark() {
+        let mut set = ReplicaSet::new(1, &[1, 2], &[1], 0, 0);
+        assert_eq!(set.high_watermark_bound(5), Some(5));
+        set.record_fetch(2, 5, 8, 1);
+        assert_eq!(set.expansion(5, 0), Some(vec![1, 2]));
+        // Not before it has the start of this leader's epoch.
+        assert_eq!(set.expansion(5, 6), None);
+        set.begin_change(vec![1, 2]);
+        assert_eq!(set.maximal_isr(), vec![1, 2]);
+        assert_eq!(set.high_watermark_bound(8), Some(5));
+        assert_eq!(set.expansion(5, 0), None, "one change at a time");
+        set.change_settled();
+        assert_eq!(set.high_watermark_bound(8), Some(8));
+        // A committed change clears the pending one.
+        set.begin_change(vec![1, 2]);
+        set.update(&[1, 2], &[1, 2], 1, 2);
+        assert!(!set.change_pending());
+        assert_eq!(set.isr(), &[1, 2]);
+    }
+
+    #[test]
+    fn followers_that_do_not_catch_up_leave_the_isr() {
+        let mut set = ReplicaSet::new(1, &[1, 2, 3], &[1, 2, 3], 0, 1_000);
+        assert_eq!(set.shrink(30_000, 30_000), None);
+        // 2 keeps up; 3 fetches but stays behind the leader's end.
+        set.record_fetch(2, 100, 100, 20_000);
+        set.record_fetch(3, 50, 100, 20_000);
+        set.record_fetch(3, 60, 120, 25_000);
+        assert_eq!(set.shrink(31_001, 30_000), Some(vec![1, 2]));
+        // Fetching up to where the leader ended at its previous fetch
+        // counts as caught up as of that fetch.
+        set.record_fetch(3, 120, 130, 31_000);
+        assert_eq!(set.follower(3).unwrap().last_caught_up_ms, 25_000);
+        assert_eq!(set.shrink(31_001, 30_000), None);
+        assert_eq!(set.shrink(55_001, 30_000), Some(vec![1]));
+    }
+}

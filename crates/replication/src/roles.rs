@@ -1,0 +1,480 @@
+//! How a partition acts as leader or follower (Kafka's `Partition`).
+//!
+//! As leader it takes produce requests, serves followers' fetches from its
+//! log end and consumers' up to the high watermark, tracks each follower's
+//! progress ([`ReplicaSet`]) and moves the high watermark to the smallest
+//! log end offset over the ISR — never while the ISR is smaller than
+//! `min.insync.replicas` (KIP-966), and never backwards. A produce with
+//! acks=all waits until the high watermark covers it.
+//!
+//! As follower it appends the leader's batches as they are, truncates
+//! where its log diverges from the leader's (by leader epoch), and keeps
+//! the high watermark the leader reports, capped by its own log end.
+//!
+//! Lock order: the log's lock, then the replica set's. Nothing here takes
+//! the log's lock while holding the replica set's.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use tarn_metadata::PartitionInfo;
+use tarn_protocol::error;
+use tarn_protocol::records::FileRegion;
+use tarn_storage::{AppendInfo, Log};
+
+use crate::blocking::off_async_workers;
+use crate::isr::ReplicaSet;
+use crate::replica_manager::{LogOffsets, Partition, PartitionError, Role};
+
+/// Where a read may go: consumers stop at the high watermark, followers
+/// read to the log end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadLimit {
+    HighWatermark,
+    LogEnd,
+}
+
+/// What the leader answers a follower's fetch.
+#[derive(Debug)]
+pub enum FollowerRead {
+    /// The follower's log diverges from ours: its last fetched epoch ends
+    /// at `end_offset` here (`epoch` is the largest of ours not above it;
+    /// -1 and -1 when we know none).
+    Diverging { epoch: i32, end_offset: i64 },
+    Records {
+        region: Option<FileRegion>,
+        offsets: LogOffsets,
+    },
+}
+
+/// What recording a follower's fetch asks of the caller.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct FollowerFetchOutcome {
+    /// The high watermark moved: wake consumers and acks=all waiters.
+    pub high_watermark_moved: bool,
+    /// Ask the controller for this ISR (a follower caught up).
+    pub expand_isr: Option<IsrChange>,
+}
+
+/// An ISR change for the controller (Kafka's AlterPartition), with the
+/// epochs it was based on so a stale one is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IsrChange {
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+    pub new_isr: Vec<i32>,
+}
+
+impl Partition {
+    /// This broker's log end offset (read without the log's lock).
+    pub fn log_end_offset(&self) -> i64 {
+        self.log_end_offset.load(Ordering::Acquire)
+    }
+
+    /// The committed in-sync replicas, as the metadata last said.
+    pub fn isr(&self) -> Vec<i32> {
+        self.replica_set.lock().isr().to_vec()
+    }
+
+    pub fn replicas(&self) -> Vec<i32> {
+        self.replica_set.lock().replicas().to_vec()
+    }
+
+    pub fn min_insync_replicas(&self) -> usize {
+        self.min_insync_replicas.load(Ordering::Acquire).max(1) as usize
+    }
+
+    /// Whether the ISR is smaller than the replicas.
+    pub fn under_replicated(&self) -> bool {
+        let set = self.replica_set.lock();
+        set.isr().len() < set.replicas().len()
+    }
+
+    /// Leader: the log end offset follower `replica` last fetched from,
+    /// -1 when unknown.
+    pub fn follower_log_end_offset(&self, replica: i32) -> i64 {
+        self.replica_set
+            .lock()
+            .follower(replica)
+            .map_or(-1, |f| f.log_end_offset)
+    }
+
+    /// Leader: how many records the slowest follower (of those that have
+    /// fetched) is behind this log's end; 0 elsewhere.
+    pub fn max_follower_lag(&self) -> i64 {
+        if self.role() != Role::Leader {
+            return 0;
+        }
+        let end = self.log_end_offset();
+        let set = self.replica_set.lock();
+        set.replicas()
+            .iter()
+            .filter_map(|r| set.follower(*r))
+            .filter(|f| f.log_end_offset >= 0)
+            .map(|f| end - f.log_end_offset)
+            .max()
+            .unwrap_or(0)
+            .max(0)
+    }
+
+    /// Takes the partition's state from the metadata: its leader, leader
+    /// epoch, replicas and ISR. Becoming leader (or leader in a new epoch)
+    /// starts the followers' tracking afresh. Returns whether this broker's
+    /// role or the leader epoch changed.
+    pub(crate) fn apply_assignment(
+        &self,
+        p: &PartitionInfo,
+        partition_epoch: i32,
+        min_insync_replicas: i32,
+        now_ms: i64,
+    ) -> bool {
+        self.min_insync_replicas
+            .store(min_insync_replicas, Ordering::Release);
+        let old_leader = self.leader.swap(p.leader, Ordering::AcqRel);
+        let old_epoch = self.leader_epoch.swap(p.leader_epoch, Ordering::AcqRel);
+        let changed = old_leader != p.leader || old_epoch != p.leader_epoch;
+        {
+            let mut set = self.replica_set.lock();
+            if changed && p.leader == self.local_node {
+                *set = ReplicaSet::new(
+                    self.local_node,
+                    &p.replicas,
+                    &p.isr,
+                    partition_epoch,
+                    now_ms,
+                );
+                self.leader_epoch_start_offset
+                    .store(self.log_end_offset(), Ordering::Release);
+            } else {
+                set.update(&p.replicas, &p.isr, partition_epoch, now_ms);
+            }
+        }
+        if self.role() == Role::Leader {
+            self.maybe_increment_high_watermark();
+        }
+        // Waiters re-check who leads.
+        self.hw_changes.send_modify(|_| {});
+        changed
+    }
+
+    /// After any change of the log, under its lock: mirrors the log end
+    /// and moves the high watermark as the role allows (a truncation may
+    /// lower it on a follower).
+    pub(crate) fn update_high_watermark(&self, log: &Log) {
+        let end = log.log_end_offset();
+        self.log_end_offset.store(end, Ordering::Release);
+        match self.role() {
+            Role::Leader => {
+                self.maybe_increment_high_watermark();
+            }
+            Role::Follower => {
+                if self.high_watermark.fetch_min(end, Ordering::AcqRel) > end {
+                    self.hw_changes.send_replace(end);
+                }
+            }
+        }
+    }
+
+    /// Leader: raises the high watermark to what the ISR allows. Returns
+    /// whether it moved.
+    pub(crate) fn maybe_increment_high_watermark(&self) -> bool {
+        let bound = {
+            let set = self.replica_set.lock();
+            if set.isr().len() < self.min_insync_replicas() {
+                return false;
+            }
+            match set.high_watermark_bound(self.log_end_offset()) {
+                Some(bound) => bound,
+                None => return false,
+            }
+        };
+        let old = self.high_watermark.fetch_max(bound, Ordering::AcqRel);
+        if bound > old {
+            self.hw_changes.send_replace(bound);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// NOT_ENOUGH_REPLICAS when an acks=all produce may not even be
+    /// appended: the ISR is smaller than `min.insync.replicas`.
+    pub fn check_enough_replicas(&self) -> Result<(), PartitionError> {
+        let isr = self.replica_set.lock().isr().len();
+        let min = self.min_insync_replicas();
+        if isr < min {
+            return Err(PartitionError::new(
+                error::NOT_ENOUGH_REPLICAS,
+                format!(
+                    "The size of the current ISR {isr} is insufficient to satisfy the min.isr requirement of {min} for partition {}-{}",
+                    self.topic, self.index
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Waits until the high watermark reaches `end` (acks=all), at most
+    /// `timeout`: REQUEST_TIMED_OUT then, NOT_LEADER_OR_FOLLOWER when this
+    /// broker stops leading in `leader_epoch` meanwhile, and
+    /// NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below
+    /// `min.insync.replicas` after the append.
+    pub async fn wait_replicated(
+        &self,
+        end: i64,
+        leader_epoch: i32,
+        timeout: Duration,
+    ) -> Result<(), PartitionError> {
+        let mut changes = self.hw_changes.subscribe();
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            changes.borrow_and_update();
+            if self.role() != Role::Leader || self.leader_epoch() != leader_epoch {
+                return Err(PartitionError::new(
+                    error::NOT_LEADER_OR_FOLLOWER,
+                    format!(
+                        "leadership of {}-{} moved while the produce waited for its replicas",
+                        self.topic, self.index
+                    ),
+                ));
+            }
+            if self.high_watermark() >= end {
+                let isr = self.replica_set.lock().isr().len();
+                let min = self.min_insync_replicas();
+                if isr < min {
+                    return Err(PartitionError::new(
+                        error::NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+                        format!("the ISR of {}-{} shrank to {isr}, below min.insync.replicas {min}, after the append", self.topic, self.index),
+                    ));
+                }
+                return Ok(());
+            }
+            match tokio::time::timeout_at(deadline, changes.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => unreachable!("the partition holds the sender"),
+                Err(_) => {
+                    return Err(PartitionError::new(
+                        error::REQUEST_TIMED_OUT,
+                        format!(
+                            "the replicas of {}-{} did not reach offset {end} in time",
+                            self.topic, self.index
+                        ),
+                    ))
+                }
+            }
+        }
+    }
+
+    /// Leader: serves a follower's fetch. Checks the follower's last
+    /// fetched epoch against this log first (Fetch v12+): when they
+    /// diverge, the answer says where, with no records. Otherwise records
+    /// the follower's position (which may move the high watermark or let
+    /// it join the ISR) and reads from `fetch_offset` to the log end.
+    pub fn follower_fetch(
+        &self,
+        replica: i32,
+        fetch_offset: i64,
+        last_fetched_epoch: i32,
+        max_bytes: usize,
+        now_ms: i64,
+    ) -> Result<(FollowerRead, FollowerFetchOutcome), PartitionError> {
+        self.check_leader()?;
+        if last_fetched_epoch >= 0 {
+            let (epoch, end_offset) =
+                self.with_log_ref(|log| log.end_offset_for_epoch(last_fetched_epoch))?;
+            // An epoch this log does not know (it has none, or the
+            // follower's is newer) is not reported: the read below then
+            // finds the follower's offset out of range, and the follower
+            // settles it with ListOffsets.
+            if epoch >= 0 && (end_offset < fetch_offset || epoch < last_fetched_epoch) {
+                return Ok((
+                    FollowerRead::Diverging { epoch, end_offset },
+                    FollowerFetchOutcome::default(),
+                ));
+            }
+        }
+        let outcome = self.record_follower_fetch(replica, fetch_offset, now_ms)?;
+        let (region, offsets) =
+            self.read_region(fetch_offset, max_bytes, true, ReadLimit::LogEnd)?;
+        Ok((FollowerRead::Records { region, offsets }, outcome))
+    }
+
+    fn record_follower_fetch(
+        &self,
+        replica: i32,
+        fetch_offset: i64,
+        now_ms: i64,
+    ) -> Result<FollowerFetchOutcome, PartitionError> {
+        let leader_end = self.log_end_offset();
+        {
+            let mut set = self.replica_set.lock();
+            if !set.record_fetch(replica, fetch_offset.min(leader_end), leader_end, now_ms) {
+                return Err(PartitionError::new(
+                    error::NOT_LEADER_OR_FOLLOWER,
+                    format!(
+                        "broker {replica} is not a replica of {}-{}",
+                        self.topic, self.index
+                    ),
+                ));
+            }
+        }
+        let high_watermark_moved = self.maybe_increment_high_watermark();
+        let expand_isr = {
+            let mut set = self.replica_set.lock();
+            let wanted = set.expansion(
+                self.high_watermark(),
+                self.leader_epoch_start_offset.load(Ordering::Acquire),
+            );
+            wanted.map(|new_isr| {
+                set.begin_change(new_isr.clone());
+                IsrChange {
+                    leader_epoch: self.leader_epoch(),
+                    partition_epoch: set.partition_epoch(),
+                    new_isr,
+                }
+            })
+        };
+        Ok(FollowerFetchOutcome {
+            high_watermark_moved,
+            expand_isr,
+        })
+    }
+
+    /// Leader: the ISR without members that have not caught up for
+    /// `lag_max_ms`, as a change for the controller (marked pending).
+    pub fn maybe_shrink_isr(&self, now_ms: i64, lag_max_ms: i64) -> Option<IsrChange> {
+        if self.role() != Role::Leader {
+            return None;
+        }
+        let mut set = self.replica_set.lock();
+        let new_isr = set.shrink(now_ms, lag_max_ms)?;
+        set.begin_change(new_isr.clone());
+        Some(IsrChange {
+            leader_epoch: self.leader_epoch(),
+            partition_epoch: set.partition_epoch(),
+            new_isr,
+        })
+    }
+
+    /// The controller answered an ISR change (its commit, if any, is
+    /// published) or could not be reached: it is no longer pending.
+    pub fn isr_change_done(&self) {
+        self.replica_set.lock().change_settled();
+    }
+
+    /// Follower: appends batches its leader sent, as they are. Runs on
+    /// the calling thread (a roll may fsync): call it off async workers.
+    /// A flush that `flush.messages` makes due is queued, not awaited: no
+    /// one waits on a follower's append.
+    pub fn append_as_follower(&self, records: &[u8]) -> Result<AppendInfo, PartitionError> {
+        let step = self.with_log(|log| {
+            let info = log.append_as_follower(records)?;
+            let flush = if log.flush_due() {
+                log.prepare_flush()?
+            } else {
+                None
+            };
+            Ok((info, flush))
+        });
+        let (info, flush) = self.note_storage(&self.writes_failing, "appending", step)?;
+        if let Some(target) = flush {
+            self.flush_requested_upto
+                .fetch_max(target.upto(), Ordering::AcqRel);
+            self.submit_flush(target);
+        }
+        Ok(info)
+    }
+
+    /// Follower: takes the leader's high watermark, capped by this log's
+    /// end.
+    pub fn update_follower_high_watermark(&self, leader_high_watermark: i64) {
+        let hw = leader_high_watermark.min(self.log_end_offset()).max(0);
+        if self.high_watermark.swap(hw, Ordering::AcqRel) != hw {
+            self.hw_changes.send_replace(hw);
+        }
+    }
+
+    /// Follower: removes everything at and after `offset`.
+    pub fn truncate_to(&self, offset: i64) -> Result<(), PartitionError> {
+        let step = self.with_log(|log| {
+            if offset < log.log_end_offset() {
+                tracing::info!(topic = %self.topic, partition = self.index, from = log.log_end_offset(), to = offset, "truncating to the leader's log");
+                off_async_workers(|| log.truncate_to(offset))?;
+            }
+            Ok(())
+        });
+        self.note_storage(&self.writes_failing, "truncating", step)
+    }
+
+    /// Follower: empties the log and starts it at `offset` (the leader's
+    /// log start is past this log's end).
+    pub fn truncate_fully_and_start_at(&self, offset: i64) -> Result<(), PartitionError> {
+        let step = self.with_log(|log| {
+            tracing::info!(topic = %self.topic, partition = self.index, offset, "starting over at the leader's log start");
+            off_async_workers(|| log.truncate_fully_and_start_at(offset))?;
+            Ok(())
+        });
+        self.note_storage(&self.writes_failing, "truncating", step)
+    }
+
+    /// Follower: what the next fetch from the leader sends: this log's
+    /// end, the epoch of its last batch, and its start.
+    pub fn fetch_position(&self) -> Result<(i64, i32, i64), PartitionError> {
+        self.with_log_ref(|log| {
+            (
+                log.log_end_offset(),
+                log.latest_epoch().unwrap_or(-1),
+                log.log_start_offset(),
+            )
+        })
+    }
+
+    /// Follower: the truncation point for a divergence the leader
+    /// reported, from this log's own end for that epoch.
+    pub fn divergence_truncation_offset(
+        &self,
+        epoch: i32,
+        end_offset: i64,
+    ) -> Result<i64, PartitionError> {
+        self.with_log_ref(|log| {
+            if epoch < 0 || end_offset < 0 {
+                // The leader knows no epoch of ours: keep what is committed.
+                return self.high_watermark().min(log.log_end_offset());
+            }
+            let (own_epoch, own_end) = log.end_offset_for_epoch(epoch);
+            let mut offset = end_offset.min(log.log_end_offset());
+            if own_epoch >= 0 && own_end >= 0 {
+                offset = offset.min(own_end);
+            }
+            offset
+        })
+    }
+
+    /// Follower: raises the log start offset to the leader's.
+    pub fn follow_log_start_offset(
+        &self,
+        leader_log_start_offset: i64,
+    ) -> Result<(), PartitionError> {
+        let step = self.with_log(|log| {
+            if leader_log_start_offset > log.log_start_offset()
+                && leader_log_start_offset <= log.log_end_offset()
+            {
+                log.delete_records_before(leader_log_start_offset)?;
+            }
+            Ok(())
+        });
+        self.note_storage(&self.writes_failing, "moving the log start", step)
+    }
+}
+
+impl std::fmt::Debug for Partition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Partition")
+            .field("topic", &self.topic)
+            .field("index", &self.index)
+            .field("leader", &self.leader())
+            .field("leader_epoch", &self.leader_epoch())
+            .field("high_watermark", &self.high_watermark())
+            .finish_non_exhaustive()
+    }
+}

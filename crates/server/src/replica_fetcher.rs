@@ -1,0 +1,515 @@
+//! Follower replication (Kafka's `ReplicaFetcherManager` and
+//! `ReplicaFetcherThread`): this broker fetches every partition it follows
+//! from the partition's leader, with the Fetch API as a follower (v15, its
+//! replica id and broker epoch in the replica state), and appends the
+//! leader's batches as they are.
+//!
+//! The manager watches the hosted partitions' leadership and keeps one
+//! fetcher per (leader broker, fetcher index) — `num.replica.fetchers`
+//! connections to each leader, partitions spread over them by hash — each
+//! a task with one connection to the leader's inter-broker listener.
+//! A fetch waits at the leader up to `replica.fetch.wait.max.ms` for new
+//! records, so a caught-up follower's next fetch is woken by the leader's
+//! append rather than by polling.
+//!
+//! Each fetch sends the log end and the epoch of the last fetched batch;
+//! when the leader answers that they diverge, the follower truncates to
+//! where the leader's log and its own agree (by leader epoch) before it
+//! fetches on, so it never keeps a record the leader does not have. A
+//! fetch offset the leader no longer has (OFFSET_OUT_OF_RANGE) is settled
+//! with ListOffsets: truncate to the leader's end, or start over at its
+//! log start. A partition the leader refuses (not leader, stale epoch) is
+//! left for `replica.fetch.backoff.ms`, until the metadata moves it.
+//!
+//! The leader side also runs here: the ISR expiration task shrinks the ISR
+//! of partitions whose followers have not caught up for
+//! `replica.lag.time.max.ms`, and ISR changes (shrinks and the expansions
+//! a follower's fetch triggers) go to the controller as AlterPartition.
+
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use tarn_client::Connection;
+use tarn_protocol::codec::Version;
+use tarn_protocol::error;
+use tarn_protocol::messages::fetch::{
+    FetchPartition, FetchRequest, FetchResponse, FetchTopic, PartitionData, ReplicaState,
+};
+use tarn_protocol::messages::list_offsets::{
+    ListOffsetsPartition, ListOffsetsRequest, ListOffsetsResponse, ListOffsetsTopic,
+};
+use tarn_protocol::record_batch::parse_header;
+use tarn_protocol::Uuid;
+use tarn_replication::blocking::off_async_workers;
+use tarn_replication::replica_manager::{Partition, Role};
+use tarn_replication::roles::IsrChange;
+
+use crate::broker::Broker;
+
+/// The Fetch version followers send: the first with the replica state.
+const FOLLOWER_FETCH_VERSION: i16 = 15;
+const FETCH_FLEXIBLE_MIN: i16 = 12;
+const LIST_OFFSETS_VERSION: i16 = 7;
+const LIST_OFFSETS_FLEXIBLE_MIN: i16 = 6;
+/// How often the manager looks again even without a leadership change
+/// (a leader's address may become known later).
+const RESCAN_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The replication settings a fetcher reads once at start.
+#[derive(Debug, Clone, Copy)]
+struct FetchSettings {
+    max_wait_ms: i32,
+    min_bytes: i32,
+    partition_max_bytes: i32,
+    response_max_bytes: i32,
+    backoff: Duration,
+    socket_timeout: Duration,
+    fetchers_per_leader: u64,
+}
+
+impl FetchSettings {
+    fn of(broker: &Broker) -> FetchSettings {
+        let config = broker.effective_config();
+        let int = |key: &str| config.get_i64(key);
+        FetchSettings {
+            max_wait_ms: int("replica.fetch.wait.max.ms") as i32,
+            min_bytes: int("replica.fetch.min.bytes") as i32,
+            partition_max_bytes: int("replica.fetch.max.bytes") as i32,
+            response_max_bytes: int("replica.fetch.response.max.bytes") as i32,
+            backoff: Duration::from_millis(int("replica.fetch.backoff.ms").max(0) as u64),
+            socket_timeout: Duration::from_millis(int("replica.socket.timeout.ms").max(1) as u64),
+            fetchers_per_leader: int("num.replica.fetchers").max(1) as u64,
+        }
+    }
+}
+
+/// A partition this broker follows, as a fetcher fetches it.
+#[derive(Clone)]
+struct Followed {
+    partition: Arc<Partition>,
+    leader_epoch: i32,
+}
+
+impl Followed {
+    fn key(&self) -> (Uuid, i32) {
+        (self.partition.topic_id, self.partition.index)
+    }
+}
+
+/// Starts the replica fetcher manager and the ISR expiration task; both
+/// end when `stop` turns true.
+pub fn start(broker: Arc<Broker>, stop: watch::Receiver<bool>) -> Vec<tokio::task::JoinHandle<()>> {
+    vec![
+        tokio::spawn(run_manager(broker.clone(), stop.clone())),
+        tokio::spawn(run_isr_expiration(broker, stop)),
+    ]
+}
+
+/// Keeps a fetcher for each (leader, index) with partitions to follow.
+async fn run_manager(broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
+    let settings = FetchSettings::of(&broker);
+    let mut leadership = broker.replicas.subscribe_leadership();
+    let mut fetchers: HashMap<(i32, u64), watch::Sender<Vec<Followed>>> = HashMap::new();
+    let mut tasks = Vec::new();
+    loop {
+        leadership.borrow_and_update();
+        let mut wanted: BTreeMap<(i32, u64), Vec<Followed>> = BTreeMap::new();
+        for partition in broker.replicas.partitions() {
+            let leader = partition.leader();
+            if partition.role() != Role::Follower || leader < 0 {
+                continue;
+            }
+            let mut hasher = DefaultHasher::new();
+            (&partition.topic, partition.index).hash(&mut hasher);
+            let index = hasher.finish() % settings.fetchers_per_leader;
+            wanted.entry((leader, index)).or_default().push(Followed {
+                leader_epoch: partition.leader_epoch(),
+                partition,
+            });
+        }
+        fetchers.retain(|key, _| wanted.contains_key(key));
+        for (key, partitions) in wanted {
+            match fetchers.get(&key) {
+                Some(sender) => {
+                    sender.send_replace(partitions);
+                }
+                None => {
+                    let (sender, receiver) = watch::channel(partitions);
+                    fetchers.insert(key, sender);
+                    tasks.push(tokio::spawn(run_fetcher(
+                        broker.clone(),
+                        key.0,
+                        settings,
+                        receiver,
+                        stop.clone(),
+                    )));
+                }
+            }
+        }
+        tasks.retain(|t: &tokio::task::JoinHandle<()>| !t.is_finished());
+        tokio::select! {
+            _ = leadership.changed() => {}
+            _ = tokio::time::sleep(RESCAN_INTERVAL) => {}
+            _ = stop.changed() => break,
+        }
+    }
+    drop(fetchers);
+    for task in tasks {
+        if let Err(e) = task.await {
+            tracing::error!(error = %e, "a replica fetcher failed");
+        }
+    }
+}
+
+/// The address of `leader`'s inter-broker listener, from the metadata.
+fn leader_address(broker: &Broker, leader: i32) -> Option<String> {
+    let image = broker.metadata.image();
+    let info = image.brokers.get(&leader)?;
+    let listener = broker.config.get("inter.broker.listener.name");
+    let (host, port) = info
+        .listener(if listener.is_empty() {
+            "PLAINTEXT"
+        } else {
+            listener
+        })
+        .unwrap_or((&info.host, info.port));
+    Some(format!("{host}:{port}"))
+}
+
+/// Fetches the partitions `partitions` holds from `leader` until the
+/// manager drops them all or the node stops.
+async fn run_fetcher(
+    broker: Arc<Broker>,
+    leader: i32,
+    settings: FetchSettings,
+    mut partitions: watch::Receiver<Vec<Followed>>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let client_id = format!("broker-{}-fetcher-{leader}", broker.node_id);
+    let mut connection: Option<Connection> = None;
+    let mut backoff_until: HashMap<(Uuid, i32), Instant> = HashMap::new();
+    loop {
+        if *stop.borrow() {
+            return;
+        }
+        let now = Instant::now();
+        backoff_until.retain(|_, until| *until > now);
+        let followed: Vec<Followed> = partitions
+            .borrow_and_update()
+            .iter()
+            .filter(|f| !backoff_until.contains_key(&f.key()))
+            .cloned()
+            .collect();
+        if followed.is_empty() {
+            let wake = backoff_until
+                .values()
+                .min()
+                .copied()
+                .unwrap_or(now + RESCAN_INTERVAL);
+            tokio::select! {
+                changed = partitions.changed() => if changed.is_err() { return },
+                _ = tokio::time::sleep_until(wake) => {}
+                _ = stop.changed() => return,
+            }
+            continue;
+        }
+        let conn = match connection.as_mut() {
+            Some(conn) => conn,
+            None => {
+                let Some(address) = leader_address(&broker, leader) else {
+                    sleep_or_stop(settings.backoff, &mut stop).await;
+                    continue;
+                };
+                match Connection::connect(&address, &client_id, settings.socket_timeout).await {
+                    Ok(conn) => connection.insert(conn),
+                    Err(e) => {
+                        tracing::info!(leader, error = %e, "cannot reach the leader; retrying");
+                        sleep_or_stop(settings.backoff, &mut stop).await;
+                        continue;
+                    }
+                }
+            }
+        };
+        let request = match fetch_request(&broker, &settings, &followed) {
+            Ok(request) => request,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot build a follower fetch");
+                sleep_or_stop(settings.backoff, &mut stop).await;
+                continue;
+            }
+        };
+        let version = Version::new(FOLLOWER_FETCH_VERSION, FETCH_FLEXIBLE_MIN);
+        let answer = tokio::select! {
+            answer = conn.call::<_, FetchResponse>(crate::handlers::fetch::KEY, version, &request) => answer,
+            _ = stop.changed() => return,
+        };
+        let response = match answer {
+            Ok(response) if response.error_code == error::NONE => response,
+            Ok(response) => {
+                tracing::info!(
+                    leader,
+                    error = response.error_code,
+                    "the leader refused a follower fetch"
+                );
+                sleep_or_stop(settings.backoff, &mut stop).await;
+                continue;
+            }
+            Err(e) => {
+                tracing::info!(leader, error = %e, "follower fetch failed; reconnecting");
+                connection = None;
+                sleep_or_stop(settings.backoff, &mut stop).await;
+                continue;
+            }
+        };
+        let by_key: HashMap<(Uuid, i32), &Followed> =
+            followed.iter().map(|f| (f.key(), f)).collect();
+        for topic in response.responses {
+            for data in topic.partitions {
+                let Some(followed) = by_key.get(&(topic.topic_id, data.partition_index)) else {
+                    continue;
+                };
+                let outcome = process_partition(&broker, conn, followed, data).await;
+                if let Err(reason) = outcome {
+                    tracing::debug!(topic = %followed.partition.topic, partition = followed.partition.index, leader, %reason, "partition backs off");
+                    backoff_until.insert(followed.key(), Instant::now() + settings.backoff);
+                }
+            }
+        }
+    }
+}
+
+async fn sleep_or_stop(duration: Duration, stop: &mut watch::Receiver<bool>) {
+    tokio::select! {
+        _ = tokio::time::sleep(duration) => {}
+        _ = stop.changed() => {}
+    }
+}
+
+/// The fetch for `followed`, each from its log end.
+fn fetch_request(
+    broker: &Broker,
+    settings: &FetchSettings,
+    followed: &[Followed],
+) -> Result<FetchRequest, String> {
+    let mut topics: Vec<FetchTopic> = Vec::new();
+    for f in followed {
+        let (fetch_offset, last_fetched_epoch, log_start_offset) =
+            f.partition.fetch_position().map_err(|e| e.message)?;
+        let partition = FetchPartition {
+            partition: f.partition.index,
+            current_leader_epoch: f.leader_epoch,
+            fetch_offset,
+            last_fetched_epoch,
+            log_start_offset,
+            partition_max_bytes: settings.partition_max_bytes,
+        };
+        match topics.last_mut() {
+            Some(t) if t.topic_id == f.partition.topic_id => t.partitions.push(partition),
+            _ => topics.push(FetchTopic {
+                topic: String::new(),
+                topic_id: f.partition.topic_id,
+                partitions: vec![partition],
+            }),
+        }
+    }
+    Ok(FetchRequest {
+        replica_id: -1,
+        max_wait_ms: settings.max_wait_ms,
+        min_bytes: settings.min_bytes,
+        max_bytes: settings.response_max_bytes,
+        isolation_level: 0,
+        session_id: 0,
+        session_epoch: -1,
+        topics,
+        forgotten_topics_data: Vec::new(),
+        rack_id: String::new(),
+        cluster_id: None,
+        replica_state: ReplicaState {
+            replica_id: broker.node_id,
+            replica_epoch: broker.broker_epoch(),
+        },
+    })
+}
+
+/// Applies the leader's answer for one partition; an error says why the
+/// partition should back off.
+async fn process_partition(
+    broker: &Broker,
+    conn: &mut Connection,
+    followed: &Followed,
+    data: PartitionData,
+) -> Result<(), String> {
+    let partition = &followed.partition;
+    if partition.role() != Role::Follower || partition.leader_epoch() != followed.leader_epoch {
+        // The metadata moved on while the fetch was out; its answer is stale.
+        return Ok(());
+    }
+    match data.error_code {
+        error::NONE => {}
+        error::OFFSET_OUT_OF_RANGE => return settle_out_of_range(broker, conn, followed).await,
+        code => {
+            return Err(format!(
+                "the leader answered {}",
+                crate::error_names::error_name(code)
+            ))
+        }
+    }
+    let diverging = &data.diverging_epoch;
+    if diverging.epoch >= 0 || diverging.end_offset >= 0 {
+        let offset = partition
+            .divergence_truncation_offset(diverging.epoch, diverging.end_offset)
+            .map_err(|e| e.message)?;
+        partition.truncate_to(offset).map_err(|e| e.message)?;
+        return Ok(());
+    }
+    if let Some(records) = data.records.as_deref() {
+        let whole = whole_batches(records);
+        if !whole.is_empty() {
+            off_async_workers(|| partition.append_as_follower(whole)).map_err(|e| e.message)?;
+        }
+    }
+    partition.update_follower_high_watermark(data.high_watermark);
+    if data.log_start_offset >= 0 {
+        off_async_workers(|| partition.follow_log_start_offset(data.log_start_offset))
+            .map_err(|e| e.message)?;
+    }
+    Ok(())
+}
+
+/// The prefix of `records` made of whole batches (a leader may cut the
+/// last one short at the size limit).
+fn whole_batches(records: &[u8]) -> &[u8] {
+    let mut end = 0;
+    while end < records.len() {
+        match parse_header(&records[end..]) {
+            Ok(header) if end + header.total_size() <= records.len() => end += header.total_size(),
+            _ => break,
+        }
+    }
+    &records[..end]
+}
+
+/// The leader does not have this log's end: asks it for its log end and
+/// start (as a replica, so LATEST is the log end) and truncates to its end
+/// or starts over at its start.
+async fn settle_out_of_range(
+    broker: &Broker,
+    conn: &mut Connection,
+    followed: &Followed,
+) -> Result<(), String> {
+    let partition = &followed.partition;
+    let latest = list_offset(broker, conn, followed, -1).await?;
+    let (end, _, _) = partition.fetch_position().map_err(|e| e.message)?;
+    if end > latest {
+        return partition.truncate_to(latest).map_err(|e| e.message);
+    }
+    let earliest = list_offset(broker, conn, followed, -2).await?;
+    if end < earliest {
+        return off_async_workers(|| partition.truncate_fully_and_start_at(earliest))
+            .map_err(|e| e.message);
+    }
+    Ok(())
+}
+
+async fn list_offset(
+    broker: &Broker,
+    conn: &mut Connection,
+    followed: &Followed,
+    timestamp: i64,
+) -> Result<i64, String> {
+    let partition = &followed.partition;
+    let request = ListOffsetsRequest {
+        replica_id: broker.node_id,
+        isolation_level: 0,
+        topics: vec![ListOffsetsTopic {
+            name: partition.topic.clone(),
+            partitions: vec![ListOffsetsPartition {
+                partition_index: partition.index,
+                current_leader_epoch: followed.leader_epoch,
+                timestamp,
+                ..Default::default()
+            }],
+        }],
+        timeout_ms: 0,
+    };
+    let version = Version::new(LIST_OFFSETS_VERSION, LIST_OFFSETS_FLEXIBLE_MIN);
+    let response: ListOffsetsResponse = conn
+        .call(crate::handlers::list_offsets::KEY, version, &request)
+        .await
+        .map_err(|e| e.to_string())?;
+    let answer = response
+        .topics
+        .first()
+        .and_then(|t| t.partitions.first())
+        .ok_or("the leader's ListOffsets answer names no partition")?;
+    if answer.error_code != error::NONE {
+        return Err(format!(
+            "ListOffsets: {}",
+            crate::error_names::error_name(answer.error_code)
+        ));
+    }
+    Ok(answer.offset)
+}
+
+/// Shrinks the ISR of led partitions whose followers have not caught up
+/// for `replica.lag.time.max.ms`, checking every half of it (as Kafka).
+async fn run_isr_expiration(broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
+    let lag_max_ms = broker
+        .effective_config()
+        .get_i64("replica.lag.time.max.ms")
+        .max(1);
+    let interval = Duration::from_millis((lag_max_ms as u64 / 2).max(1));
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(interval) => {}
+            _ = stop.changed() => return,
+        }
+        let now_ms = broker.replicas.env().now_ms();
+        for partition in broker.replicas.partitions() {
+            if let Some(change) = partition.maybe_shrink_isr(now_ms, lag_max_ms) {
+                tracing::info!(topic = %partition.topic, partition = partition.index, isr = ?change.new_isr, "shrinking the ISR: followers fell behind");
+                send_isr_change(&broker, partition, change);
+            }
+        }
+    }
+}
+
+/// Sends an ISR change of `partition` to the controller in the
+/// background. Once answered (and the answer's commit published here),
+/// the partition's pending change is settled either way.
+pub(crate) fn send_isr_change(broker: &Arc<Broker>, partition: Arc<Partition>, change: IsrChange) {
+    let broker = broker.clone();
+    tokio::spawn(async move {
+        let request = crate::controller::ControllerRequest::AlterPartition {
+            broker_id: broker.node_id,
+            broker_epoch: broker.broker_epoch(),
+            topic_id: partition.topic_id.0,
+            partition: partition.index,
+            leader_epoch: change.leader_epoch,
+            partition_epoch: change.partition_epoch,
+            new_isr: change.new_isr.clone(),
+        };
+        let shrink = change.new_isr.len() < partition.isr().len();
+        match broker.submit_to_controller(request).await {
+            Ok(_) => {
+                let counter = if shrink {
+                    &broker.metrics.isr_shrinks
+                } else {
+                    &broker.metrics.isr_expands
+                };
+                counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                tracing::info!(topic = %partition.topic, partition = partition.index, isr = ?change.new_isr, "ISR changed")
+            }
+            Err(e) => {
+                tracing::info!(topic = %partition.topic, partition = partition.index, isr = ?change.new_isr, error = %e, "the controller refused an ISR change")
+            }
+        }
+        partition.isr_change_done();
+    });
+}
