@@ -4,6 +4,7 @@
 //! goes through the `file` module's `FileSystem` trait, so tests can inject
 //! faults.
 
+pub mod checkpoint;
 pub mod cleaner;
 mod error;
 pub mod file;
@@ -20,6 +21,7 @@ pub mod retention;
 pub mod segment;
 pub mod sim;
 
+pub use checkpoint::{OffsetCheckpointFile, REPLICATION_OFFSET_CHECKPOINT_FILE};
 pub use cleaner::{CleanStats, CleanerConfig, CleaningPlan, Compressor, Decompressor};
 pub use error::{AppendError, RecordError, StorageError};
 pub use file::{Clock, FileCache, FileSystem, LogEnv, ManualClock, OsFileSystem, SystemClock};
