@@ -627,9 +627,25 @@ impl Log {
         max_bytes: usize,
         min_one_batch: bool,
     ) -> Result<Bytes, StorageError> {
+        self.read_upto(fetch_offset, max_bytes, min_one_batch, self.log_end_offset)
+    }
+
+    /// Like [`Log::read`], but only whole batches whose base offset is
+    /// below `max_offset` (exclusive; a high watermark, which lies on a
+    /// batch boundary). `min_one_batch` only applies to a first batch
+    /// below it. `fetch_offset` is still checked against [start, end]
+    /// (`OffsetOutOfRange`); within that, a `fetch_offset` at or past
+    /// `max_offset` reads nothing. The bound adds no I/O to the read.
+    pub fn read_upto(
+        &self,
+        fetch_offset: i64,
+        max_bytes: usize,
+        min_one_batch: bool,
+        max_offset: i64,
+    ) -> Result<Bytes, StorageError> {
         Ok(self
-            .read_from_segments(fetch_offset, |segment| {
-                segment.read(fetch_offset, max_bytes, min_one_batch)
+            .read_from_segments(fetch_offset, max_offset, |segment| {
+                segment.read_upto(fetch_offset, max_bytes, min_one_batch, max_offset)
             })?
             .unwrap_or_default())
     }
@@ -637,10 +653,11 @@ impl Log {
     /// Checks `fetch_offset` against [start, end] and asks the segments
     /// from the one holding it onwards, in order, until one answers: the
     /// next holds the following batch when compaction emptied the rest of
-    /// one.
+    /// one. Segments based at or past `max_offset` hold nothing to read.
     fn read_from_segments<'a, T>(
         &'a self,
         fetch_offset: i64,
+        max_offset: i64,
         read: impl Fn(&'a LogSegment) -> Result<Option<T>, StorageError>,
     ) -> Result<Option<T>, StorageError> {
         if fetch_offset < self.log_start_offset || fetch_offset > self.log_end_offset {
@@ -650,12 +667,19 @@ impl Log {
                 log_end_offset: self.log_end_offset,
             });
         }
+        if fetch_offset >= max_offset {
+            return Ok(None);
+        }
         let first = self
             .segments
             .range(..=fetch_offset)
             .next_back()
             .map_or(self.log_start_offset, |(base, _)| *base);
-        for segment in self.segments.range(first..).map(|(_, s)| s) {
+        let candidates = self
+            .segments
+            .range(first..)
+            .take_while(|(base, _)| **base < max_offset);
+        for (_, segment) in candidates {
             if let Some(found) = read(segment)? {
                 return Ok(Some(found));
             }
@@ -688,7 +712,7 @@ impl Log {
         }
         // The segment that answers the read: the first holding a batch at
         // or past the offset.
-        let found = match self.read_from_segments(fetch_offset, |segment| {
+        let found = match self.read_from_segments(fetch_offset, self.log_end_offset, |segment| {
             Ok(segment
                 .find_batch(fetch_offset)?
                 .map(|(position, _)| (segment, position)))
@@ -767,17 +791,32 @@ impl Log {
 
     /// Like [`Log::read`], but answers with the file range holding those
     /// batches (for sendfile) instead of their bytes; `None` when there is
-    /// nothing to send. The range stays valid after the log is changed:
-    /// appends only add bytes past it, and the file stays open while the
-    /// region holds it.
+    /// nothing to send. The range stays valid after appends, which only
+    /// add bytes past it, and retention, since the file stays open while
+    /// the region holds it; a truncation below its end shortens it (see
+    /// [`Log::read_region_upto`]).
     pub fn read_region(
         &self,
         fetch_offset: i64,
         max_bytes: usize,
         min_one_batch: bool,
     ) -> Result<Option<FileRegion>, StorageError> {
-        let region = self.read_from_segments(fetch_offset, |segment| {
-            segment.read_region(fetch_offset, max_bytes, min_one_batch)
+        self.read_region_upto(fetch_offset, max_bytes, min_one_batch, self.log_end_offset)
+    }
+
+    /// [`Log::read_upto`] as a file range, like [`Log::read_region`]. A
+    /// region handed out stays valid until the log is truncated below its
+    /// end ([`Log::truncate_to`]): then the file is shorter, and a send of
+    /// the region comes up short.
+    pub fn read_region_upto(
+        &self,
+        fetch_offset: i64,
+        max_bytes: usize,
+        min_one_batch: bool,
+        max_offset: i64,
+    ) -> Result<Option<FileRegion>, StorageError> {
+        let region = self.read_from_segments(fetch_offset, max_offset, |segment| {
+            segment.read_region_upto(fetch_offset, max_bytes, min_one_batch, max_offset)
         })?;
         Ok(region.filter(|r| r.len > 0))
     }
@@ -1271,6 +1310,108 @@ mod tests {
             log.read(-1, 1_000, true),
             Err(StorageError::OffsetOutOfRange { .. })
         ));
+    }
+
+    #[test]
+    fn reads_stop_below_the_high_watermark() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), LogConfig::default(), true).unwrap();
+        let mut sizes = Vec::new();
+        // Batches [0, 3), [3, 4), [4, 8).
+        for count in [3usize, 1, 4] {
+            let batch = build_batch_for_tests(0, count, 0);
+            sizes.push(batch.len());
+            log.append(&batch, 0).unwrap();
+        }
+        let bases = |bytes: &[u8]| {
+            headers(bytes)
+                .iter()
+                .map(|h| h.base_offset)
+                .collect::<Vec<_>>()
+        };
+        let upto = |fetch: i64, max_bytes: usize, min_one: bool, max_offset: i64| {
+            let bytes = log
+                .read_upto(fetch, max_bytes, min_one, max_offset)
+                .unwrap();
+            let region = log
+                .read_region_upto(fetch, max_bytes, min_one, max_offset)
+                .unwrap();
+            assert_eq!(
+                region.as_ref().map_or(0, |r| r.len as usize),
+                bytes.len(),
+                "the region covers the same bytes"
+            );
+            if let Some(region) = region {
+                assert_eq!(
+                    region.records,
+                    headers(&bytes)
+                        .iter()
+                        .map(|h| h.records_count as u64)
+                        .sum::<u64>()
+                );
+            }
+            bases(&bytes)
+        };
+        assert_eq!(upto(0, usize::MAX, false, 8), [0, 3, 4]);
+        assert_eq!(upto(0, usize::MAX, false, 5), [0, 3, 4], "4 is below 5");
+        assert_eq!(upto(0, usize::MAX, false, 4), [0, 3]);
+        assert_eq!(upto(0, usize::MAX, false, 3), [0]);
+        assert_eq!(upto(1, usize::MAX, false, 3), [0], "the batch holding 1");
+        assert_eq!(upto(0, usize::MAX, false, 1), [0]);
+        assert!(upto(3, usize::MAX, true, 3).is_empty(), "at the bound");
+        assert!(upto(5, usize::MAX, true, 3).is_empty(), "past the bound");
+        assert!(upto(0, usize::MAX, true, 0).is_empty());
+        // max_bytes and min_one_batch still apply, below the bound only.
+        assert_eq!(upto(0, sizes[0] + sizes[1], false, 8), [0, 3]);
+        assert_eq!(upto(0, 1, true, 8), [0]);
+        assert!(upto(0, 1, false, 8).is_empty());
+        assert!(upto(4, 1, true, 4).is_empty());
+        // The range check is the plain read's.
+        assert!(matches!(
+            log.read_upto(9, 100, true, 3),
+            Err(StorageError::OffsetOutOfRange { offset: 9, .. })
+        ));
+        assert!(log.read_upto(8, 100, true, 20).unwrap().is_empty());
+        assert_eq!(
+            log.read(0, usize::MAX, false).unwrap(),
+            log.read_upto(0, usize::MAX, false, i64::MAX).unwrap()
+        );
+    }
+
+    #[test]
+    fn a_bounded_read_touches_no_segment_at_or_past_the_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), small_config(), true).unwrap();
+        for i in 0..60 {
+            append_plain(&mut log, 2, 1_000 + i);
+        }
+        let bases = log.segment_base_offsets();
+        assert!(bases.len() > 4);
+        log.close().unwrap();
+        let log = Log::open(dir.path(), small_config(), true).unwrap();
+        let loaded = |log: &Log| -> Vec<bool> {
+            log.segments.values().map(|s| s.indexes_loaded()).collect()
+        };
+        let before = loaded(&log);
+        // From the last batch of segment 1, bounded at segment 2's base:
+        // one batch, and segment 2 (which would answer an empty read of
+        // segment 1's tail) is never opened.
+        let got = headers(
+            &log.read_upto(bases[2] - 2, usize::MAX, true, bases[2])
+                .unwrap(),
+        );
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].base_offset, bases[2] - 2);
+        assert!(log
+            .read_upto(bases[2], usize::MAX, true, bases[2])
+            .unwrap()
+            .is_empty());
+        let after = loaded(&log);
+        for (i, base) in bases.iter().enumerate() {
+            if *base != bases[1] {
+                assert_eq!(after[i], before[i], "segment {base}");
+            }
+        }
     }
 
     #[test]
