@@ -1,6 +1,8 @@
 //! Kafka-format partition logs: segments of v2 record batches with sparse
-//! offset and time indexes, crash recovery, leader-epoch checkpoints and
-//! idempotent-producer state. No sockets live here; all file-system access
+//! offset and time indexes, crash recovery, leader-epoch checkpoints,
+//! idempotent-producer state, what a follower replica's log needs (appends
+//! of a leader's batches, truncation), and the per-directory offset
+//! checkpoint files. No sockets live here; all file-system access
 //! goes through the `file` module's `FileSystem` trait, so tests can inject
 //! faults.
 

@@ -16,7 +16,10 @@
 //! or undoes an interrupted compaction swap, removes leftover `.deleted` and
 //! `.cleaned` files, rebuilds any inconsistent index, then rebuilds the max
 //! timestamp and producer state. Retention lives in `retention.rs`, the
-//! cleaner in `cleaner.rs`.
+//! cleaner in `cleaner.rs`, what a follower replica needs (appending a
+//! leader's batches as they are, truncating to the leader's log) in
+//! `log/follower.rs`. Reads can be bounded by a high watermark
+//! ([`Log::read_upto`]).
 //!
 //! Nothing counts as durable unless the fsync covering it succeeded: a
 //! failed fsync (of a flush, a roll or a close) takes the log offline, so
@@ -40,7 +43,7 @@ use tracing::{info, warn};
 
 use crate::error::{AppendError, StorageError};
 use crate::file::LogEnv;
-use crate::flush::{FlushTarget, LogDurability, RollFlush};
+use crate::flush::{FlushTarget, LogDurability, RollFlush, RollSynced};
 use crate::leader_epoch::LeaderEpochFileCache;
 pub use crate::log_config::*;
 use crate::log_validator::{validate_client_batch, ValidationConfig};
@@ -48,6 +51,8 @@ use crate::producer_state::{
     parse_snapshot_name, snapshot_path, ProducerStateError, ProducerStateManager, SequenceCheck,
 };
 use crate::segment::{first_record_at_or_after, LogSegment, SegmentVerifier, DELETED_SUFFIX};
+
+mod follower;
 
 /// Holds the log start offset when DeleteRecords moved it past the first
 /// segment's base offset (Kafka keeps it in `log-start-offset-checkpoint`).
@@ -111,9 +116,9 @@ pub struct Log {
     /// What is on disk, shared with the flushes handed out; also whether
     /// the log went offline after a failed fsync.
     durability: Arc<LogDurability>,
-    /// (base offset, size) of the active segment as last fsynced by a
-    /// [`RollFlush`], so the roll that follows need not fsync it again.
-    roll_synced: Arc<parking_lot::Mutex<Option<(i64, u64)>>>,
+    /// The active segment as last fsynced by a [`RollFlush`], so the roll
+    /// that follows need not fsync it again.
+    roll_synced: Arc<parking_lot::Mutex<Option<RollSynced>>>,
     /// Segments renamed to `*.deleted`, with when to remove their files.
     pub(crate) pending_deletes: Vec<(i64, Box<LogSegment>)>,
     /// Tests of the cleaner append batches in a stand-in codec that the
@@ -351,7 +356,12 @@ impl Log {
             max_timestamp = max_timestamp.max(header.max_timestamp);
         }
         let last_offset = next_offset - 1;
-        self.maybe_roll(records.len() as u64, last_offset, max_timestamp)?;
+        self.maybe_roll(
+            records.len() as u64,
+            base_offset,
+            last_offset,
+            max_timestamp,
+        )?;
         // The checkpoint goes first: if the write below fails, an epoch that
         // starts at the unchanged log end is harmless.
         self.leader_epoch_cache.assign(leader_epoch, base_offset)?;
@@ -426,6 +436,7 @@ impl Log {
             dir: self.dir.clone(),
             base_offset,
             size,
+            generation: self.durability.generation(),
             synced: self.roll_synced.clone(),
             durability: self.durability.clone(),
         }))
@@ -434,7 +445,12 @@ impl Log {
     /// A [`RollFlush`] covered the active segment as it is now.
     fn active_segment_roll_synced(&self) -> bool {
         let active = self.active_segment();
-        *self.roll_synced.lock() == Some((active.base_offset(), active.size()))
+        *self.roll_synced.lock()
+            == Some(RollSynced {
+                generation: self.durability.generation(),
+                base_offset: active.base_offset(),
+                size: active.size(),
+            })
     }
 
     /// Whether appending `records` rolls first (from the batch headers).
@@ -483,13 +499,6 @@ impl Log {
                 "produce request holds no record batches".into(),
             ));
         }
-        if records.len() as u64 > self.config.segment_bytes {
-            return Err(AppendError::MessageTooLarge(format!(
-                "record batches of {} bytes exceed segment.bytes {}",
-                records.len(),
-                self.config.segment_bytes
-            )));
-        }
         let validation = ValidationConfig {
             compacted: self.config.cleanup_policy.compact,
             timestamp_type: self.config.message_timestamp_type,
@@ -497,12 +506,41 @@ impl Log {
             timestamp_after_max_ms: self.config.message_timestamp_after_max_ms,
             now_ms: self.env.now_ms(),
         };
+        let batches = self.split_batches(records, Some(&validation))?;
+        if batches.len() > 1 && batches.iter().any(|(_, h)| h.has_producer_id()) {
+            return Err(AppendError::InvalidRecord(
+                "a produce from an idempotent producer must hold exactly one batch per partition"
+                    .into(),
+            ));
+        }
+        Ok(batches)
+    }
+
+    /// Splits `records` into whole v2 batches with valid headers and CRCs,
+    /// within `segment.bytes` in all; returns each batch's position and
+    /// header. With `client` (a produce) each batch must also be within
+    /// `max.message.bytes` and pass the record-level checks of Kafka's log
+    /// validator, and its header's max timestamp is set to the largest
+    /// record timestamp. A leader's batches (replication) get neither: the
+    /// leader ran them, as Kafka's follower append skips them too.
+    fn split_batches(
+        &self,
+        records: &[u8],
+        client: Option<&ValidationConfig>,
+    ) -> Result<Vec<(usize, RecordBatchHeader)>, AppendError> {
+        if records.len() as u64 > self.config.segment_bytes {
+            return Err(AppendError::MessageTooLarge(format!(
+                "record batches of {} bytes exceed segment.bytes {}",
+                records.len(),
+                self.config.segment_bytes
+            )));
+        }
         let mut batches = Vec::new();
         let mut position = 0;
         while position < records.len() {
             let rest = &records[position..];
-            let header = parse_header(rest).map_err(|e| batch_error(position, e))?;
-            if header.total_size() > self.config.max_message_bytes as usize {
+            let mut header = parse_header(rest).map_err(|e| batch_error(position, e))?;
+            if client.is_some() && header.total_size() > self.config.max_message_bytes as usize {
                 return Err(AppendError::MessageTooLarge(format!(
                     "batch at byte {position} is {} bytes, above max.message.bytes {}",
                     header.total_size(),
@@ -510,22 +548,15 @@ impl Log {
                 )));
             }
             validate_batch(rest).map_err(|e| batch_error(position, e))?;
-            let batch = &rest[..header.total_size()];
-            let mut header = header;
-            if self.checks_records() {
-                let validated = validate_client_batch(position, batch, &header, &validation)?;
+            if let Some(validation) = client.filter(|_| self.checks_records()) {
+                let batch = &rest[..header.total_size()];
+                let validated = validate_client_batch(position, batch, &header, validation)?;
                 if header.timestamp_type() == TimestampType::CreateTime {
                     header.max_timestamp = validated.max_timestamp;
                 }
             }
             batches.push((position, header));
             position += header.total_size();
-        }
-        if batches.len() > 1 && batches.iter().any(|(_, h)| h.has_producer_id()) {
-            return Err(AppendError::InvalidRecord(
-                "a produce from an idempotent producer must hold exactly one batch per partition"
-                    .into(),
-            ));
         }
         Ok(batches)
     }
@@ -540,9 +571,13 @@ impl Log {
         !self.skip_record_checks
     }
 
+    /// Rolls first when an append of `bytes` from `first_offset` (the log
+    /// end, or past it after a compaction gap in a leader's batches) to
+    /// `last_offset` does not belong in the active segment.
     fn maybe_roll(
         &mut self,
         bytes: u64,
+        first_offset: i64,
         last_offset: i64,
         max_timestamp: i64,
     ) -> Result<(), StorageError> {
@@ -557,7 +592,7 @@ impl Log {
             segment_bytes,
             segment_ms,
         )? {
-            self.roll()?;
+            self.roll_at(first_offset)?;
         }
         Ok(())
     }
@@ -568,7 +603,21 @@ impl Log {
     /// new segment's (empty) file is created at once, so a restart finds
     /// the log end even when retention then deletes every older segment.
     pub(crate) fn roll(&mut self) -> Result<(), StorageError> {
-        let new_base = self.log_end_offset;
+        self.roll_at(self.log_end_offset)
+    }
+
+    /// [`Log::roll`] to a segment based at `new_base`, at or past the log
+    /// end. A follower rolls at the first offset its leader sent, which
+    /// compaction may have put far past the end (as Kafka's `maybeRoll`
+    /// does, so the new segment's relative offsets cover it); the log end
+    /// then moves up to `new_base`, since no offset below it can come.
+    fn roll_at(&mut self, new_base: i64) -> Result<(), StorageError> {
+        assert!(
+            new_base >= self.log_end_offset,
+            "roll of {} at {new_base}, below the log end {}",
+            self.dir.display(),
+            self.log_end_offset
+        );
         if self.active_segment().base_offset() == new_base && self.active_segment().size() == 0 {
             return Ok(());
         }
@@ -599,6 +648,7 @@ impl Log {
         self.durability.note_dir_change();
         info!(dir = %self.dir.display(), base_offset = new_base, "rolled new segment");
         self.segments.insert(new_base, Box::new(segment));
+        self.log_end_offset = new_base;
         Ok(())
     }
 
@@ -863,6 +913,12 @@ impl Log {
         self.leader_epoch_cache.latest_epoch()
     }
 
+    /// Truncations so far (see `flush.rs`): work planned outside the lock
+    /// checks it did not change before it commits.
+    pub(crate) fn truncation_generation(&self) -> u64 {
+        self.durability.generation()
+    }
+
     /// The leader epoch that wrote `offset` (see
     /// [`LeaderEpochFileCache::epoch_for_offset`]).
     pub fn epoch_for_offset(&self, offset: i64) -> Option<i32> {
@@ -921,6 +977,7 @@ impl Log {
             dir: self.dir.clone(),
             dir_changes,
             upto,
+            generation: self.durability.generation(),
             durability: self.durability.clone(),
         }))
     }
@@ -933,7 +990,9 @@ impl Log {
         self.last_flush_ms = self.env.now_ms();
         let result = self.sync_active_and_dir();
         match &result {
-            Ok(()) => self.durability.advance(self.log_end_offset),
+            Ok(()) => self
+                .durability
+                .advance(self.log_end_offset, self.durability.generation()),
             Err(e) => self.durability.fail(&self.dir, e),
         }
         result
@@ -1099,7 +1158,7 @@ mod tests {
     use crate::segment::segment_file_name;
     use tarn_protocol::record_batch::{build_batch_for_tests, BatchIter, RecordBatchBuilder};
 
-    fn small_config() -> LogConfig {
+    pub(super) fn small_config() -> LogConfig {
         LogConfig {
             segment_bytes: 1_000,
             index_interval_bytes: 1,
@@ -1107,16 +1166,16 @@ mod tests {
         }
     }
 
-    fn headers(bytes: &[u8]) -> Vec<RecordBatchHeader> {
+    pub(super) fn headers(bytes: &[u8]) -> Vec<RecordBatchHeader> {
         BatchIter::new(bytes).map(|r| r.unwrap().1).collect()
     }
 
-    fn append_plain(log: &mut Log, records: usize, timestamp: i64) -> AppendInfo {
+    pub(super) fn append_plain(log: &mut Log, records: usize, timestamp: i64) -> AppendInfo {
         let batch = build_batch_for_tests(0, records, timestamp);
         log.append(&batch, 0).unwrap()
     }
 
-    fn idempotent(pid: i64, epoch: i16, seq: i32, records: usize) -> Vec<u8> {
+    pub(super) fn idempotent(pid: i64, epoch: i16, seq: i32, records: usize) -> Vec<u8> {
         let mut builder = RecordBatchBuilder::new().producer(pid, epoch, seq);
         for i in 0..records {
             builder = builder.record(1_000 + i as i64, None, Some(b"x"));
@@ -1124,12 +1183,12 @@ mod tests {
         builder.build()
     }
 
-    fn file_len(dir: &Path, name: &str) -> u64 {
+    pub(super) fn file_len(dir: &Path, name: &str) -> u64 {
         std::fs::metadata(dir.join(name)).unwrap().len()
     }
 
     /// Reads everything from `from` to the log end, batch run by batch run.
-    fn read_all(log: &Log, from: i64) -> Vec<RecordBatchHeader> {
+    pub(super) fn read_all(log: &Log, from: i64) -> Vec<RecordBatchHeader> {
         let mut out = Vec::new();
         let mut next = from;
         while next < log.log_end_offset() {
@@ -1601,7 +1660,7 @@ mod tests {
         }
     }
 
-    fn active_log_name(log: &Log) -> String {
+    pub(super) fn active_log_name(log: &Log) -> String {
         segment_file_name(*log.segment_base_offsets().last().unwrap(), "log")
     }
 
