@@ -196,6 +196,8 @@ pub struct CleaningPlan {
     delete_retention_ms: i64,
     /// producer id -> base offset of its last batch in the log.
     last_batch_of_producer: HashMap<i64, i64>,
+    /// The log's truncation generation when planned.
+    generation: u64,
 }
 
 /// Phase 2's output: cleaned groups waiting in `.swap` files.
@@ -204,6 +206,8 @@ pub struct CleanedSegments {
     groups: Vec<CleanedGroup>,
     end_offset: i64,
     stats: CleanStats,
+    /// The log's truncation generation when planned.
+    generation: u64,
 }
 
 #[derive(Debug)]
@@ -324,12 +328,15 @@ impl Log {
             now_ms,
             delete_retention_ms: self.config.delete_retention_ms,
             last_batch_of_producer,
+            generation: self.truncation_generation(),
         }))
     }
 
     /// Phase 3: replaces the cleaned segments with their `.swap` files and
     /// records the new checkpoint. Groups whose segments changed since the
-    /// plan (retention deleted them) are dropped.
+    /// plan (retention deleted them) are dropped, and so is everything
+    /// after a truncation since the plan: a truncated segment can regrow
+    /// to its planned size with other batches.
     pub fn complete_cleaning(
         &mut self,
         cleaned: CleanedSegments,
@@ -346,12 +353,15 @@ impl Log {
         let now_ms = self.env.now_ms();
         let deadline = now_ms.saturating_add(self.config.file_delete_delay_ms);
         let mut groups = Vec::new();
+        let truncated = cleaned.generation != self.truncation_generation();
         for group in cleaned.groups {
-            let intact = group.members.iter().all(|m| {
-                self.segments
-                    .get(&m.base_offset)
-                    .is_some_and(|s| s.size() == m.size)
-            }) && self.active_segment().base_offset() > group.base_offset;
+            let intact = !truncated
+                && group.members.iter().all(|m| {
+                    self.segments
+                        .get(&m.base_offset)
+                        .is_some_and(|s| s.size() == m.size)
+                })
+                && self.active_segment().base_offset() > group.base_offset;
             if intact {
                 groups.push(group);
             } else {
@@ -388,7 +398,9 @@ impl Log {
             }
         }
         self.env.sync_dir(&self.dir)?;
-        write_checkpoint(&self.env, &self.dir, cleaned.end_offset)?;
+        if !truncated {
+            write_checkpoint(&self.env, &self.dir, cleaned.end_offset)?;
+        }
         self.max_timestamp = self.rebuild_max_timestamp()?;
         info!(
             dir = %self.dir.display(),
@@ -428,6 +440,22 @@ fn read_checkpoint(env: &LogEnv, dir: &Path) -> Result<Option<i64>, StorageError
         .parse()
         .map(Some)
         .map_err(|_| StorageError::corrupt(path.display().to_string(), "not an offset"))
+}
+
+/// Lowers the cleaner checkpoint to `log_end_offset` when a truncation
+/// left it past the end: batches appended there later were never cleaned
+/// (Kafka's `LogCleaner.maybeTruncateCheckpoint`).
+pub(crate) fn truncate_checkpoint(
+    env: &LogEnv,
+    dir: &Path,
+    log_end_offset: i64,
+) -> Result<(), StorageError> {
+    match read_checkpoint(env, dir)? {
+        Some(checkpoint) if checkpoint > log_end_offset => {
+            write_checkpoint(env, dir, log_end_offset)
+        }
+        _ => Ok(()),
+    }
 }
 
 fn write_checkpoint(env: &LogEnv, dir: &Path, offset: i64) -> Result<(), StorageError> {
@@ -604,6 +632,7 @@ impl CleaningPlan {
             groups,
             end_offset,
             stats,
+            generation: self.generation,
         })
     }
 
@@ -1568,6 +1597,33 @@ mod tests {
         }
         log.complete_cleaning(cleaned).unwrap();
         assert_eq!(latest(&read_all(&log)), latest(&before));
+    }
+
+    #[test]
+    fn a_truncation_while_cleaning_drops_what_was_cleaned() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open_in(&env(), dir.path(), config(), true).unwrap();
+        fill(&mut log, 12, 6);
+        let bases = log.segment_base_offsets();
+        let sizes = inactive_segment_sizes(dir.path(), &log);
+        let before = read_all(&log);
+        let plan = log
+            .plan_cleaning(10_000, CleanerConfig::default())
+            .unwrap()
+            .expect("due");
+        let cleaned = plan.run().unwrap();
+        let swaps: Vec<PathBuf> = cleaned.groups.iter().map(|g| g.swap.clone()).collect();
+        assert!(!swaps.is_empty());
+        // A follower cuts one batch off its active segment: every planned
+        // segment keeps its size, yet the plan is about another log now.
+        let end = log.log_end_offset();
+        log.truncate_to(end - 1).unwrap();
+        log.complete_cleaning(cleaned).unwrap();
+        assert_eq!(log.segment_base_offsets(), bases);
+        assert_eq!(inactive_segment_sizes(dir.path(), &log), sizes);
+        assert_eq!(read_all(&log), before[..before.len() - 1]);
+        assert!(swaps.iter().all(|swap| !swap.exists()));
+        assert_eq!(log.cleaner_checkpoint().unwrap(), 0, "nothing was cleaned");
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! `StorageError` is what the disk or our own files can go wrong with; every
 //! I/O error carries a short context naming the operation and the file.
 //! `AppendError` is what a produce can be refused for, one variant per Kafka
-//! error code the broker will send back.
+//! error code the broker will send back, plus the two ways a follower's
+//! append of its leader's batches can be refused, which stay in the broker.
 
 use std::io;
 
@@ -95,6 +96,22 @@ pub enum AppendError {
         message: String,
         errors: Vec<RecordError>,
     },
+    /// Replication only (never sent to a client): a leader's batches start
+    /// below this replica's log end offset (Kafka's
+    /// `UnexpectedAppendOffsetException`). `last_offset` is the last offset
+    /// of the whole append, so a fetcher can tell a log start offset that
+    /// falls inside a batch (then Kafka truncates fully and starts at
+    /// `first_offset`) from a real divergence.
+    #[error("unexpected append offset: the first offset {first_offset} (append up to {last_offset}) is below the log end offset {log_end_offset}")]
+    UnexpectedAppendOffset {
+        first_offset: i64,
+        last_offset: i64,
+        log_end_offset: i64,
+    },
+    /// Replication only: a leader's batches overlap or go backwards
+    /// (Kafka's `OffsetsOutOfOrderException`).
+    #[error("out of order offsets: {0}")]
+    OffsetsOutOfOrder(String),
     #[error(transparent)]
     Storage(#[from] StorageError),
 }

@@ -20,7 +20,12 @@
 //! the server limits. A slow disk delays only the requests waiting for it.
 //!
 //! Invariant: a log's durable offset only grows, and only after an fsync
-//! that began after every byte below it was written and that succeeded.
+//! that began after every byte below it was written and that succeeded;
+//! the one exception is a truncation (a follower cutting its log back to
+//! its leader's), which sets it to the new log end once the truncated
+//! files are fsynced. Each truncation starts a new generation: a flush
+//! handed out before it covers bytes that may be gone, so it still runs
+//! its fsync but no longer moves the durable offset.
 //!
 //! A failed fsync is fatal for the log ([`LogDurability::fail`]): Linux may
 //! drop the dirty pages of a failed writeback and report the next fsync as
@@ -61,6 +66,9 @@ pub struct LogDurability {
     /// `dir_changes` as of the start of the last successful directory
     /// fsync.
     dir_synced: AtomicU64,
+    /// Truncations so far; a flush only advances the durable offset of
+    /// the generation it was prepared in.
+    generation: AtomicU64,
     /// Why the log went offline; set once, never cleared.
     failure: parking_lot::Mutex<Option<String>>,
 }
@@ -102,12 +110,41 @@ impl LogDurability {
         }
     }
 
-    /// Records that offsets below `upto` are on disk, unless the log went
-    /// offline meanwhile.
-    pub(crate) fn advance(&self, upto: i64) {
-        let failure = self.failure.lock();
+    /// Takes the log offline because `what` could not be completed, which
+    /// leaves its files in a state only a restart's recovery may trust.
+    pub(crate) fn fail_because(&self, dir: &std::path::Path, what: &str, error: &StorageError) {
+        let mut failure = self.failure.lock();
         if failure.is_none() {
+            tracing::error!(dir = %dir.display(), error = %error, "{what} failed; the log is offline until the broker restarts");
+            *failure = Some(format!("{what}: {error}"));
+        }
+    }
+
+    /// Records that offsets below `upto` are on disk, unless the log went
+    /// offline meanwhile or was truncated since generation `generation`
+    /// (when the flush was prepared).
+    pub(crate) fn advance(&self, upto: i64, generation: u64) {
+        let failure = self.failure.lock();
+        if failure.is_none() && self.generation.load(Ordering::Acquire) == generation {
             self.durable_offset.fetch_max(upto, Ordering::AcqRel);
+        }
+    }
+
+    /// The current generation (see the module docs).
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// The log was truncated to end at `log_end_offset` and the truncated
+    /// files were fsynced: starts a new generation, so flushes prepared
+    /// before cannot claim bytes that are gone, and sets the durable
+    /// offset to the new end (lower, or higher when the fsync covered
+    /// unflushed data below it).
+    pub(crate) fn truncated(&self, log_end_offset: i64) {
+        let failure = self.failure.lock();
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        if failure.is_none() {
+            self.durable_offset.store(log_end_offset, Ordering::Release);
         }
     }
 
@@ -138,6 +175,8 @@ pub struct FlushTarget {
     pub(crate) dir: PathBuf,
     pub(crate) dir_changes: Option<u64>,
     pub(crate) upto: i64,
+    /// The log's truncation generation when this was prepared.
+    pub(crate) generation: u64,
     pub(crate) durability: Arc<LogDurability>,
 }
 
@@ -152,10 +191,30 @@ impl FlushTarget {
         self.durability.check(&self.dir)?;
         let result = self.sync();
         match &result {
-            Ok(()) => self.durability.advance(self.upto),
+            Ok(()) => self.durability.advance(self.upto, self.generation),
             Err(e) => self.durability.fail(&self.dir, e),
         }
         result
+    }
+
+    /// Makes this target cover `other` too (same log, or another log's
+    /// target on the same file): the later directory change, and the
+    /// offsets of the newer generation, since an older one's may be past
+    /// a truncation.
+    fn absorb(&mut self, other: &FlushTarget) {
+        self.dir_changes = self.dir_changes.max(other.dir_changes);
+        if !Arc::ptr_eq(&self.durability, &other.durability) {
+            self.upto = self.upto.max(other.upto);
+            return;
+        }
+        match self.generation.cmp(&other.generation) {
+            std::cmp::Ordering::Less => {
+                self.generation = other.generation;
+                self.upto = other.upto;
+            }
+            std::cmp::Ordering::Equal => self.upto = self.upto.max(other.upto),
+            std::cmp::Ordering::Greater => {}
+        }
     }
 
     fn sync(&self) -> Result<(), StorageError> {
@@ -179,11 +238,14 @@ impl FlushTarget {
 pub struct RollFlush {
     pub(crate) files: Vec<crate::file::FileToSync>,
     pub(crate) dir: PathBuf,
-    /// The segment and its size the fsyncs cover.
+    /// The segment and its size the fsyncs cover, and the log's
+    /// truncation generation then: after a truncation the same segment
+    /// may regrow to the same size with other bytes.
     pub(crate) base_offset: i64,
     pub(crate) size: u64,
+    pub(crate) generation: u64,
     /// Where the log learns that they ran.
-    pub(crate) synced: Arc<Mutex<Option<(i64, u64)>>>,
+    pub(crate) synced: Arc<Mutex<Option<RollSynced>>>,
     pub(crate) durability: Arc<LogDurability>,
 }
 
@@ -198,9 +260,22 @@ impl RollFlush {
                 return Err(e);
             }
         }
-        *self.synced.lock() = Some((self.base_offset, self.size));
+        *self.synced.lock() = Some(RollSynced {
+            generation: self.generation,
+            base_offset: self.base_offset,
+            size: self.size,
+        });
         Ok(())
     }
+}
+
+/// What the last [`RollFlush`] fsynced: the active segment at `size`
+/// bytes, in truncation generation `generation`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RollSynced {
+    pub(crate) generation: u64,
+    pub(crate) base_offset: i64,
+    pub(crate) size: u64,
 }
 
 /// Called once with the outcome of the round that covered a request.
@@ -282,8 +357,7 @@ impl GroupCommit {
         if let Some(&i) = queue.by_log.get(&key) {
             let queued = &mut queue.pending[i];
             if Arc::ptr_eq(&queued.target.file, &target.file) {
-                queued.target.upto = queued.target.upto.max(target.upto);
-                queued.target.dir_changes = queued.target.dir_changes.max(target.dir_changes);
+                queued.target.absorb(&target);
                 queued.done.extend(done);
                 return;
             }
@@ -297,8 +371,7 @@ impl GroupCommit {
                     done: Vec::new(),
                 },
             );
-            queued.target.upto = queued.target.upto.max(replaced.target.upto);
-            queued.target.dir_changes = queued.target.dir_changes.max(replaced.target.dir_changes);
+            queued.target.absorb(&replaced.target);
             queued.done.append(&mut replaced.done);
             queued.done.extend(done);
             return;
@@ -374,8 +447,7 @@ fn run_round(shared: &Shared, round: Vec<Request>) {
             .find(|(d, _)| Arc::ptr_eq(&d.file, &t.file) || d.path == t.path)
         {
             Some((d, members)) => {
-                d.upto = d.upto.max(t.upto);
-                d.dir_changes = d.dir_changes.max(t.dir_changes);
+                d.absorb(t);
                 members.push(i);
             }
             None => distinct.push((t.clone(), vec![i])),
@@ -393,7 +465,7 @@ fn run_round(shared: &Shared, round: Vec<Request>) {
             for &i in members {
                 let t = &round[i].target;
                 if !Arc::ptr_eq(&t.durability, &target.durability) {
-                    t.durability.advance(t.upto);
+                    t.durability.advance(t.upto, t.generation);
                 }
             }
         }
@@ -466,6 +538,7 @@ mod tests {
             dir: PathBuf::from("gated"),
             dir_changes: None,
             upto,
+            generation: 0,
             durability: durability.clone(),
         };
         let commit = GroupCommit::start().unwrap();
@@ -496,6 +569,45 @@ mod tests {
         assert_eq!(done_rx.recv().unwrap(), (12, false));
         assert_eq!(file.syncs.load(Ordering::SeqCst), 2);
         assert_eq!(durability.durable_offset(), 11);
+    }
+
+    #[test]
+    fn a_merged_flush_keeps_the_offsets_of_the_newest_generation() {
+        let file = Arc::new(GatedFile {
+            syncs: AtomicI64::new(0),
+            started: Mutex::new(None),
+            release: Mutex::new(None),
+        });
+        let durability = Arc::new(LogDurability::new(0));
+        let target = |upto: i64| FlushTarget {
+            env: LogEnv::shared_default(),
+            file: file.clone(),
+            path: PathBuf::from("truncated.log"),
+            dir: PathBuf::from("truncated"),
+            dir_changes: None,
+            upto,
+            generation: durability.generation(),
+            durability: durability.clone(),
+        };
+        let before = target(10);
+        // The log is cut back to 3, then grows to 5.
+        durability.truncated(3);
+        let after = target(5);
+        for (mut merged, other) in [(before.clone(), &after), (after.clone(), &before)] {
+            merged.absorb(other);
+            assert_eq!((merged.upto, merged.generation), (5, 1));
+        }
+        before.run().unwrap();
+        assert_eq!(
+            durability.durable_offset(),
+            3,
+            "the old flush claims nothing"
+        );
+        let mut merged = before.clone();
+        merged.absorb(&after);
+        merged.run().unwrap();
+        assert_eq!(durability.durable_offset(), 5);
+        assert_eq!(file.syncs.load(Ordering::SeqCst), 2);
     }
 
     #[test]

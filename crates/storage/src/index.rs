@@ -213,6 +213,20 @@ impl<E: IndexEntry> IndexFile<E> {
         Ok(())
     }
 
+    /// Keeps the first `keep` entries, in memory and in the file (which
+    /// may hold fewer of them, since entries reach it lazily).
+    fn truncate_entries(&mut self, keep: usize) -> Result<(), StorageError> {
+        if self.load_problem.is_some() {
+            // Unreadable contents served as an empty index: drop them.
+            return self.clear();
+        }
+        self.entries_mut().truncate(keep);
+        if self.file_entries() > keep {
+            self.file.truncate((keep * E::SIZE) as u64)?;
+        }
+        Ok(())
+    }
+
     fn sync(&mut self) -> Result<(), StorageError> {
         self.persist()?;
         self.file.sync()
@@ -353,6 +367,17 @@ impl OffsetIndex {
         &mut self,
     ) -> Result<Option<crate::file::FileToSync>, StorageError> {
         self.inner.persisted_handle()
+    }
+
+    /// Drops the entries for offsets at or after `offset` (Kafka's
+    /// `OffsetIndex.truncateTo`), in memory and in the file.
+    pub fn truncate_to(&mut self, offset: i64) -> Result<(), StorageError> {
+        let base_offset = self.base_offset;
+        let keep = self
+            .inner
+            .entries()
+            .partition_point(|e| base_offset + i64::from(e.relative_offset) < offset);
+        self.inner.truncate_entries(keep)
     }
 
     pub fn clear(&mut self) -> Result<(), StorageError> {
@@ -512,6 +537,18 @@ impl TimeIndex {
         &mut self,
     ) -> Result<Option<crate::file::FileToSync>, StorageError> {
         self.inner.persisted_handle()
+    }
+
+    /// Drops the entries whose offset is at or after `offset` (Kafka's
+    /// `TimeIndex.truncateTo`); the rest still hold for the batches left,
+    /// since each speaks only of batches up to its own offset.
+    pub fn truncate_to(&mut self, offset: i64) -> Result<(), StorageError> {
+        let base_offset = self.base_offset;
+        let keep = self
+            .inner
+            .entries()
+            .partition_point(|e| base_offset + i64::from(e.relative_offset) < offset);
+        self.inner.truncate_entries(keep)
     }
 
     pub fn clear(&mut self) -> Result<(), StorageError> {

@@ -120,6 +120,15 @@ impl LeaderEpochFileCache {
         self.write(entries)
     }
 
+    /// Drops every entry (Kafka's `clearAndFlush`), for a log that starts
+    /// over empty.
+    pub fn clear(&mut self) -> Result<(), StorageError> {
+        if self.entries.is_empty() {
+            return Ok(());
+        }
+        self.write(Vec::new())
+    }
+
     /// Kafka's OffsetForLeaderEpoch answer: the largest epoch <= `requested`
     /// and the start offset of the next higher epoch, or `log_end_offset`
     /// when `requested` is the latest epoch. An epoch above every known one

@@ -1,9 +1,12 @@
 //! Kafka-format partition logs: segments of v2 record batches with sparse
-//! offset and time indexes, crash recovery, leader-epoch checkpoints and
-//! idempotent-producer state. No sockets live here; all file-system access
+//! offset and time indexes, crash recovery, leader-epoch checkpoints,
+//! idempotent-producer state, what a follower replica's log needs (appends
+//! of a leader's batches, truncation), and the per-directory offset
+//! checkpoint files. No sockets live here; all file-system access
 //! goes through the `file` module's `FileSystem` trait, so tests can inject
 //! faults.
 
+pub mod checkpoint;
 pub mod cleaner;
 mod error;
 pub mod file;
@@ -20,6 +23,7 @@ pub mod retention;
 pub mod segment;
 pub mod sim;
 
+pub use checkpoint::{OffsetCheckpointFile, REPLICATION_OFFSET_CHECKPOINT_FILE};
 pub use cleaner::{CleanStats, CleanerConfig, CleaningPlan, Compressor, Decompressor};
 pub use error::{AppendError, RecordError, StorageError};
 pub use file::{Clock, FileCache, FileSystem, LogEnv, ManualClock, OsFileSystem, SystemClock};

@@ -16,7 +16,10 @@
 //! or undoes an interrupted compaction swap, removes leftover `.deleted` and
 //! `.cleaned` files, rebuilds any inconsistent index, then rebuilds the max
 //! timestamp and producer state. Retention lives in `retention.rs`, the
-//! cleaner in `cleaner.rs`.
+//! cleaner in `cleaner.rs`, what a follower replica needs (appending a
+//! leader's batches as they are, truncating to the leader's log) in
+//! `log/follower.rs`. Reads can be bounded by a high watermark
+//! ([`Log::read_upto`]).
 //!
 //! Nothing counts as durable unless the fsync covering it succeeded: a
 //! failed fsync (of a flush, a roll or a close) takes the log offline, so
@@ -40,7 +43,7 @@ use tracing::{info, warn};
 
 use crate::error::{AppendError, StorageError};
 use crate::file::LogEnv;
-use crate::flush::{FlushTarget, LogDurability, RollFlush};
+use crate::flush::{FlushTarget, LogDurability, RollFlush, RollSynced};
 use crate::leader_epoch::LeaderEpochFileCache;
 pub use crate::log_config::*;
 use crate::log_validator::{validate_client_batch, ValidationConfig};
@@ -48,6 +51,8 @@ use crate::producer_state::{
     parse_snapshot_name, snapshot_path, ProducerStateError, ProducerStateManager, SequenceCheck,
 };
 use crate::segment::{first_record_at_or_after, LogSegment, SegmentVerifier, DELETED_SUFFIX};
+
+mod follower;
 
 /// Holds the log start offset when DeleteRecords moved it past the first
 /// segment's base offset (Kafka keeps it in `log-start-offset-checkpoint`).
@@ -111,9 +116,9 @@ pub struct Log {
     /// What is on disk, shared with the flushes handed out; also whether
     /// the log went offline after a failed fsync.
     durability: Arc<LogDurability>,
-    /// (base offset, size) of the active segment as last fsynced by a
-    /// [`RollFlush`], so the roll that follows need not fsync it again.
-    roll_synced: Arc<parking_lot::Mutex<Option<(i64, u64)>>>,
+    /// The active segment as last fsynced by a [`RollFlush`], so the roll
+    /// that follows need not fsync it again.
+    roll_synced: Arc<parking_lot::Mutex<Option<RollSynced>>>,
     /// Segments renamed to `*.deleted`, with when to remove their files.
     pub(crate) pending_deletes: Vec<(i64, Box<LogSegment>)>,
     /// Tests of the cleaner append batches in a stand-in codec that the
@@ -351,7 +356,12 @@ impl Log {
             max_timestamp = max_timestamp.max(header.max_timestamp);
         }
         let last_offset = next_offset - 1;
-        self.maybe_roll(records.len() as u64, last_offset, max_timestamp)?;
+        self.maybe_roll(
+            records.len() as u64,
+            base_offset,
+            last_offset,
+            max_timestamp,
+        )?;
         // The checkpoint goes first: if the write below fails, an epoch that
         // starts at the unchanged log end is harmless.
         self.leader_epoch_cache.assign(leader_epoch, base_offset)?;
@@ -426,6 +436,7 @@ impl Log {
             dir: self.dir.clone(),
             base_offset,
             size,
+            generation: self.durability.generation(),
             synced: self.roll_synced.clone(),
             durability: self.durability.clone(),
         }))
@@ -434,7 +445,12 @@ impl Log {
     /// A [`RollFlush`] covered the active segment as it is now.
     fn active_segment_roll_synced(&self) -> bool {
         let active = self.active_segment();
-        *self.roll_synced.lock() == Some((active.base_offset(), active.size()))
+        *self.roll_synced.lock()
+            == Some(RollSynced {
+                generation: self.durability.generation(),
+                base_offset: active.base_offset(),
+                size: active.size(),
+            })
     }
 
     /// Whether appending `records` rolls first (from the batch headers).
@@ -483,13 +499,6 @@ impl Log {
                 "produce request holds no record batches".into(),
             ));
         }
-        if records.len() as u64 > self.config.segment_bytes {
-            return Err(AppendError::MessageTooLarge(format!(
-                "record batches of {} bytes exceed segment.bytes {}",
-                records.len(),
-                self.config.segment_bytes
-            )));
-        }
         let validation = ValidationConfig {
             compacted: self.config.cleanup_policy.compact,
             timestamp_type: self.config.message_timestamp_type,
@@ -497,12 +506,41 @@ impl Log {
             timestamp_after_max_ms: self.config.message_timestamp_after_max_ms,
             now_ms: self.env.now_ms(),
         };
+        let batches = self.split_batches(records, Some(&validation))?;
+        if batches.len() > 1 && batches.iter().any(|(_, h)| h.has_producer_id()) {
+            return Err(AppendError::InvalidRecord(
+                "a produce from an idempotent producer must hold exactly one batch per partition"
+                    .into(),
+            ));
+        }
+        Ok(batches)
+    }
+
+    /// Splits `records` into whole v2 batches with valid headers and CRCs,
+    /// within `segment.bytes` in all; returns each batch's position and
+    /// header. With `client` (a produce) each batch must also be within
+    /// `max.message.bytes` and pass the record-level checks of Kafka's log
+    /// validator, and its header's max timestamp is set to the largest
+    /// record timestamp. A leader's batches (replication) get neither: the
+    /// leader ran them, as Kafka's follower append skips them too.
+    fn split_batches(
+        &self,
+        records: &[u8],
+        client: Option<&ValidationConfig>,
+    ) -> Result<Vec<(usize, RecordBatchHeader)>, AppendError> {
+        if records.len() as u64 > self.config.segment_bytes {
+            return Err(AppendError::MessageTooLarge(format!(
+                "record batches of {} bytes exceed segment.bytes {}",
+                records.len(),
+                self.config.segment_bytes
+            )));
+        }
         let mut batches = Vec::new();
         let mut position = 0;
         while position < records.len() {
             let rest = &records[position..];
-            let header = parse_header(rest).map_err(|e| batch_error(position, e))?;
-            if header.total_size() > self.config.max_message_bytes as usize {
+            let mut header = parse_header(rest).map_err(|e| batch_error(position, e))?;
+            if client.is_some() && header.total_size() > self.config.max_message_bytes as usize {
                 return Err(AppendError::MessageTooLarge(format!(
                     "batch at byte {position} is {} bytes, above max.message.bytes {}",
                     header.total_size(),
@@ -510,22 +548,15 @@ impl Log {
                 )));
             }
             validate_batch(rest).map_err(|e| batch_error(position, e))?;
-            let batch = &rest[..header.total_size()];
-            let mut header = header;
-            if self.checks_records() {
-                let validated = validate_client_batch(position, batch, &header, &validation)?;
+            if let Some(validation) = client.filter(|_| self.checks_records()) {
+                let batch = &rest[..header.total_size()];
+                let validated = validate_client_batch(position, batch, &header, validation)?;
                 if header.timestamp_type() == TimestampType::CreateTime {
                     header.max_timestamp = validated.max_timestamp;
                 }
             }
             batches.push((position, header));
             position += header.total_size();
-        }
-        if batches.len() > 1 && batches.iter().any(|(_, h)| h.has_producer_id()) {
-            return Err(AppendError::InvalidRecord(
-                "a produce from an idempotent producer must hold exactly one batch per partition"
-                    .into(),
-            ));
         }
         Ok(batches)
     }
@@ -540,9 +571,13 @@ impl Log {
         !self.skip_record_checks
     }
 
+    /// Rolls first when an append of `bytes` from `first_offset` (the log
+    /// end, or past it after a compaction gap in a leader's batches) to
+    /// `last_offset` does not belong in the active segment.
     fn maybe_roll(
         &mut self,
         bytes: u64,
+        first_offset: i64,
         last_offset: i64,
         max_timestamp: i64,
     ) -> Result<(), StorageError> {
@@ -557,7 +592,7 @@ impl Log {
             segment_bytes,
             segment_ms,
         )? {
-            self.roll()?;
+            self.roll_at(first_offset)?;
         }
         Ok(())
     }
@@ -568,7 +603,21 @@ impl Log {
     /// new segment's (empty) file is created at once, so a restart finds
     /// the log end even when retention then deletes every older segment.
     pub(crate) fn roll(&mut self) -> Result<(), StorageError> {
-        let new_base = self.log_end_offset;
+        self.roll_at(self.log_end_offset)
+    }
+
+    /// [`Log::roll`] to a segment based at `new_base`, at or past the log
+    /// end. A follower rolls at the first offset its leader sent, which
+    /// compaction may have put far past the end (as Kafka's `maybeRoll`
+    /// does, so the new segment's relative offsets cover it); the log end
+    /// then moves up to `new_base`, since no offset below it can come.
+    fn roll_at(&mut self, new_base: i64) -> Result<(), StorageError> {
+        assert!(
+            new_base >= self.log_end_offset,
+            "roll of {} at {new_base}, below the log end {}",
+            self.dir.display(),
+            self.log_end_offset
+        );
         if self.active_segment().base_offset() == new_base && self.active_segment().size() == 0 {
             return Ok(());
         }
@@ -599,6 +648,7 @@ impl Log {
         self.durability.note_dir_change();
         info!(dir = %self.dir.display(), base_offset = new_base, "rolled new segment");
         self.segments.insert(new_base, Box::new(segment));
+        self.log_end_offset = new_base;
         Ok(())
     }
 
@@ -627,9 +677,25 @@ impl Log {
         max_bytes: usize,
         min_one_batch: bool,
     ) -> Result<Bytes, StorageError> {
+        self.read_upto(fetch_offset, max_bytes, min_one_batch, self.log_end_offset)
+    }
+
+    /// Like [`Log::read`], but only whole batches whose base offset is
+    /// below `max_offset` (exclusive; a high watermark, which lies on a
+    /// batch boundary). `min_one_batch` only applies to a first batch
+    /// below it. `fetch_offset` is still checked against [start, end]
+    /// (`OffsetOutOfRange`); within that, a `fetch_offset` at or past
+    /// `max_offset` reads nothing. The bound adds no I/O to the read.
+    pub fn read_upto(
+        &self,
+        fetch_offset: i64,
+        max_bytes: usize,
+        min_one_batch: bool,
+        max_offset: i64,
+    ) -> Result<Bytes, StorageError> {
         Ok(self
-            .read_from_segments(fetch_offset, |segment| {
-                segment.read(fetch_offset, max_bytes, min_one_batch)
+            .read_from_segments(fetch_offset, max_offset, |segment| {
+                segment.read_upto(fetch_offset, max_bytes, min_one_batch, max_offset)
             })?
             .unwrap_or_default())
     }
@@ -637,10 +703,11 @@ impl Log {
     /// Checks `fetch_offset` against [start, end] and asks the segments
     /// from the one holding it onwards, in order, until one answers: the
     /// next holds the following batch when compaction emptied the rest of
-    /// one.
+    /// one. Segments based at or past `max_offset` hold nothing to read.
     fn read_from_segments<'a, T>(
         &'a self,
         fetch_offset: i64,
+        max_offset: i64,
         read: impl Fn(&'a LogSegment) -> Result<Option<T>, StorageError>,
     ) -> Result<Option<T>, StorageError> {
         if fetch_offset < self.log_start_offset || fetch_offset > self.log_end_offset {
@@ -650,12 +717,19 @@ impl Log {
                 log_end_offset: self.log_end_offset,
             });
         }
+        if fetch_offset >= max_offset {
+            return Ok(None);
+        }
         let first = self
             .segments
             .range(..=fetch_offset)
             .next_back()
             .map_or(self.log_start_offset, |(base, _)| *base);
-        for segment in self.segments.range(first..).map(|(_, s)| s) {
+        let candidates = self
+            .segments
+            .range(first..)
+            .take_while(|(base, _)| **base < max_offset);
+        for (_, segment) in candidates {
             if let Some(found) = read(segment)? {
                 return Ok(Some(found));
             }
@@ -688,7 +762,7 @@ impl Log {
         }
         // The segment that answers the read: the first holding a batch at
         // or past the offset.
-        let found = match self.read_from_segments(fetch_offset, |segment| {
+        let found = match self.read_from_segments(fetch_offset, self.log_end_offset, |segment| {
             Ok(segment
                 .find_batch(fetch_offset)?
                 .map(|(position, _)| (segment, position)))
@@ -767,17 +841,32 @@ impl Log {
 
     /// Like [`Log::read`], but answers with the file range holding those
     /// batches (for sendfile) instead of their bytes; `None` when there is
-    /// nothing to send. The range stays valid after the log is changed:
-    /// appends only add bytes past it, and the file stays open while the
-    /// region holds it.
+    /// nothing to send. The range stays valid after appends, which only
+    /// add bytes past it, and retention, since the file stays open while
+    /// the region holds it; a truncation below its end shortens it (see
+    /// [`Log::read_region_upto`]).
     pub fn read_region(
         &self,
         fetch_offset: i64,
         max_bytes: usize,
         min_one_batch: bool,
     ) -> Result<Option<FileRegion>, StorageError> {
-        let region = self.read_from_segments(fetch_offset, |segment| {
-            segment.read_region(fetch_offset, max_bytes, min_one_batch)
+        self.read_region_upto(fetch_offset, max_bytes, min_one_batch, self.log_end_offset)
+    }
+
+    /// [`Log::read_upto`] as a file range, like [`Log::read_region`]. A
+    /// region handed out stays valid until the log is truncated below its
+    /// end ([`Log::truncate_to`]): then the file is shorter, and a send of
+    /// the region comes up short.
+    pub fn read_region_upto(
+        &self,
+        fetch_offset: i64,
+        max_bytes: usize,
+        min_one_batch: bool,
+        max_offset: i64,
+    ) -> Result<Option<FileRegion>, StorageError> {
+        let region = self.read_from_segments(fetch_offset, max_offset, |segment| {
+            segment.read_region_upto(fetch_offset, max_bytes, min_one_batch, max_offset)
         })?;
         Ok(region.filter(|r| r.len > 0))
     }
@@ -822,6 +911,12 @@ impl Log {
 
     pub fn latest_epoch(&self) -> Option<i32> {
         self.leader_epoch_cache.latest_epoch()
+    }
+
+    /// Truncations so far (see `flush.rs`): work planned outside the lock
+    /// checks it did not change before it commits.
+    pub(crate) fn truncation_generation(&self) -> u64 {
+        self.durability.generation()
     }
 
     /// The leader epoch that wrote `offset` (see
@@ -882,6 +977,7 @@ impl Log {
             dir: self.dir.clone(),
             dir_changes,
             upto,
+            generation: self.durability.generation(),
             durability: self.durability.clone(),
         }))
     }
@@ -894,7 +990,9 @@ impl Log {
         self.last_flush_ms = self.env.now_ms();
         let result = self.sync_active_and_dir();
         match &result {
-            Ok(()) => self.durability.advance(self.log_end_offset),
+            Ok(()) => self
+                .durability
+                .advance(self.log_end_offset, self.durability.generation()),
             Err(e) => self.durability.fail(&self.dir, e),
         }
         result
@@ -1060,7 +1158,7 @@ mod tests {
     use crate::segment::segment_file_name;
     use tarn_protocol::record_batch::{build_batch_for_tests, BatchIter, RecordBatchBuilder};
 
-    fn small_config() -> LogConfig {
+    pub(super) fn small_config() -> LogConfig {
         LogConfig {
             segment_bytes: 1_000,
             index_interval_bytes: 1,
@@ -1068,16 +1166,16 @@ mod tests {
         }
     }
 
-    fn headers(bytes: &[u8]) -> Vec<RecordBatchHeader> {
+    pub(super) fn headers(bytes: &[u8]) -> Vec<RecordBatchHeader> {
         BatchIter::new(bytes).map(|r| r.unwrap().1).collect()
     }
 
-    fn append_plain(log: &mut Log, records: usize, timestamp: i64) -> AppendInfo {
+    pub(super) fn append_plain(log: &mut Log, records: usize, timestamp: i64) -> AppendInfo {
         let batch = build_batch_for_tests(0, records, timestamp);
         log.append(&batch, 0).unwrap()
     }
 
-    fn idempotent(pid: i64, epoch: i16, seq: i32, records: usize) -> Vec<u8> {
+    pub(super) fn idempotent(pid: i64, epoch: i16, seq: i32, records: usize) -> Vec<u8> {
         let mut builder = RecordBatchBuilder::new().producer(pid, epoch, seq);
         for i in 0..records {
             builder = builder.record(1_000 + i as i64, None, Some(b"x"));
@@ -1085,12 +1183,12 @@ mod tests {
         builder.build()
     }
 
-    fn file_len(dir: &Path, name: &str) -> u64 {
+    pub(super) fn file_len(dir: &Path, name: &str) -> u64 {
         std::fs::metadata(dir.join(name)).unwrap().len()
     }
 
     /// Reads everything from `from` to the log end, batch run by batch run.
-    fn read_all(log: &Log, from: i64) -> Vec<RecordBatchHeader> {
+    pub(super) fn read_all(log: &Log, from: i64) -> Vec<RecordBatchHeader> {
         let mut out = Vec::new();
         let mut next = from;
         while next < log.log_end_offset() {
@@ -1271,6 +1369,108 @@ mod tests {
             log.read(-1, 1_000, true),
             Err(StorageError::OffsetOutOfRange { .. })
         ));
+    }
+
+    #[test]
+    fn reads_stop_below_the_high_watermark() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), LogConfig::default(), true).unwrap();
+        let mut sizes = Vec::new();
+        // Batches [0, 3), [3, 4), [4, 8).
+        for count in [3usize, 1, 4] {
+            let batch = build_batch_for_tests(0, count, 0);
+            sizes.push(batch.len());
+            log.append(&batch, 0).unwrap();
+        }
+        let bases = |bytes: &[u8]| {
+            headers(bytes)
+                .iter()
+                .map(|h| h.base_offset)
+                .collect::<Vec<_>>()
+        };
+        let upto = |fetch: i64, max_bytes: usize, min_one: bool, max_offset: i64| {
+            let bytes = log
+                .read_upto(fetch, max_bytes, min_one, max_offset)
+                .unwrap();
+            let region = log
+                .read_region_upto(fetch, max_bytes, min_one, max_offset)
+                .unwrap();
+            assert_eq!(
+                region.as_ref().map_or(0, |r| r.len as usize),
+                bytes.len(),
+                "the region covers the same bytes"
+            );
+            if let Some(region) = region {
+                assert_eq!(
+                    region.records,
+                    headers(&bytes)
+                        .iter()
+                        .map(|h| h.records_count as u64)
+                        .sum::<u64>()
+                );
+            }
+            bases(&bytes)
+        };
+        assert_eq!(upto(0, usize::MAX, false, 8), [0, 3, 4]);
+        assert_eq!(upto(0, usize::MAX, false, 5), [0, 3, 4], "4 is below 5");
+        assert_eq!(upto(0, usize::MAX, false, 4), [0, 3]);
+        assert_eq!(upto(0, usize::MAX, false, 3), [0]);
+        assert_eq!(upto(1, usize::MAX, false, 3), [0], "the batch holding 1");
+        assert_eq!(upto(0, usize::MAX, false, 1), [0]);
+        assert!(upto(3, usize::MAX, true, 3).is_empty(), "at the bound");
+        assert!(upto(5, usize::MAX, true, 3).is_empty(), "past the bound");
+        assert!(upto(0, usize::MAX, true, 0).is_empty());
+        // max_bytes and min_one_batch still apply, below the bound only.
+        assert_eq!(upto(0, sizes[0] + sizes[1], false, 8), [0, 3]);
+        assert_eq!(upto(0, 1, true, 8), [0]);
+        assert!(upto(0, 1, false, 8).is_empty());
+        assert!(upto(4, 1, true, 4).is_empty());
+        // The range check is the plain read's.
+        assert!(matches!(
+            log.read_upto(9, 100, true, 3),
+            Err(StorageError::OffsetOutOfRange { offset: 9, .. })
+        ));
+        assert!(log.read_upto(8, 100, true, 20).unwrap().is_empty());
+        assert_eq!(
+            log.read(0, usize::MAX, false).unwrap(),
+            log.read_upto(0, usize::MAX, false, i64::MAX).unwrap()
+        );
+    }
+
+    #[test]
+    fn a_bounded_read_touches_no_segment_at_or_past_the_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), small_config(), true).unwrap();
+        for i in 0..60 {
+            append_plain(&mut log, 2, 1_000 + i);
+        }
+        let bases = log.segment_base_offsets();
+        assert!(bases.len() > 4);
+        log.close().unwrap();
+        let log = Log::open(dir.path(), small_config(), true).unwrap();
+        let loaded = |log: &Log| -> Vec<bool> {
+            log.segments.values().map(|s| s.indexes_loaded()).collect()
+        };
+        let before = loaded(&log);
+        // From the last batch of segment 1, bounded at segment 2's base:
+        // one batch, and segment 2 (which would answer an empty read of
+        // segment 1's tail) is never opened.
+        let got = headers(
+            &log.read_upto(bases[2] - 2, usize::MAX, true, bases[2])
+                .unwrap(),
+        );
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].base_offset, bases[2] - 2);
+        assert!(log
+            .read_upto(bases[2], usize::MAX, true, bases[2])
+            .unwrap()
+            .is_empty());
+        let after = loaded(&log);
+        for (i, base) in bases.iter().enumerate() {
+            if *base != bases[1] {
+                assert_eq!(after[i], before[i], "segment {base}");
+            }
+        }
     }
 
     #[test]
@@ -1460,7 +1660,7 @@ mod tests {
         }
     }
 
-    fn active_log_name(log: &Log) -> String {
+    pub(super) fn active_log_name(log: &Log) -> String {
         segment_file_name(*log.segment_base_offsets().last().unwrap(), "log")
     }
 

@@ -61,7 +61,7 @@ pub fn segment_file_name(base_offset: i64, suffix: &str) -> String {
 }
 
 /// Why a scan of the log file stopped before the end.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct InvalidBatch {
     position: u64,
     reason: String,
@@ -163,6 +163,16 @@ pub const WRITEBACK_CHUNK_BYTES: u64 = 8 << 20;
 /// The file-name suffix a segment's files get when retention or the
 /// cleaner removes them; they are deleted after `file.delete.delay.ms`.
 pub const DELETED_SUFFIX: &str = ".deleted";
+
+/// What a header scan after the last offset-index entry found: where it
+/// began, the next offset, and the tail's (max timestamp, its batch's base
+/// offset) when it holds a batch.
+#[derive(Debug)]
+struct UnindexedTail {
+    start: u64,
+    next_offset: i64,
+    max_timestamp: Option<(i64, i64)>,
+}
 
 /// Everything derived from the log's contents: the indexes and the running
 /// values that decide the next index entry. Kept apart from the log file so
@@ -358,7 +368,7 @@ impl LogSegment {
     /// last offset-index entry to the end to find the next offset and the
     /// max timestamp of the unindexed tail.
     fn load_from_indexes(&mut self) -> Result<(), String> {
-        let state = &mut self.state;
+        let state = &self.state;
         if !state.offset_index.file_exists()
             && index_entry_expected(&self.log, state.index_interval_bytes)
                 .map_err(|e| e.to_string())?
@@ -368,46 +378,124 @@ impl LogSegment {
         if let Some(problem) = state.offset_index.problem(self.log.size()) {
             return Err(format!("offset index: {problem}"));
         }
+        let tail = match self.scan_unindexed_tail().map_err(|e| e.to_string())? {
+            Ok(tail) => tail,
+            Err(invalid) => {
+                return Err(format!(
+                    "invalid batch at position {}: {}",
+                    invalid.position, invalid.reason
+                ))
+            }
+        };
+        if let Some(problem) = self.state.time_index.problem(tail.next_offset) {
+            return Err(format!("time index: {problem}"));
+        }
+        self.apply_tail(&tail);
+        Ok(())
+    }
+
+    /// Reads the batch headers from the last offset-index entry to the end
+    /// of the file (at most one index interval, plus the last batch); the
+    /// inner `Err` says where and why they stopped making sense.
+    fn scan_unindexed_tail(&self) -> Result<Result<UnindexedTail, InvalidBatch>, StorageError> {
+        let state = &self.state;
         let last_entry = state.offset_index.last_entry();
-        let start = last_entry.map_or(0, |e| e.position);
-        let mut tail_max: Option<(i64, i64)> = None;
+        let start = u64::from(last_entry.map_or(0, |e| e.position));
+        let mut max_timestamp: Option<(i64, i64)> = None;
         let mut next_offset = last_entry.map_or(state.base_offset, |e| e.offset);
         let end = scan(
             &self.log,
-            u64::from(start),
+            start,
             state.base_offset,
             next_offset,
             false,
             &mut |_, header| {
-                if tail_max.is_none_or(|(ts, _)| header.max_timestamp > ts) {
-                    tail_max = Some((header.max_timestamp, header.base_offset));
+                if max_timestamp.is_none_or(|(ts, _)| header.max_timestamp > ts) {
+                    max_timestamp = Some((header.max_timestamp, header.base_offset));
                 }
                 next_offset = header.last_offset().saturating_add(1);
             },
-        )
-        .map_err(|e| e.to_string())?;
-        if let Some(invalid) = end {
-            return Err(format!(
-                "invalid batch at position {}: {}",
-                invalid.position, invalid.reason
-            ));
-        }
-        if let Some(problem) = state.time_index.problem(next_offset) {
-            return Err(format!("time index: {problem}"));
-        }
-        state.next_offset = next_offset;
-        state.bytes_since_last_index_entry = self.log.size() - u64::from(start);
-        if let Some(last) = state.time_index.last_entry() {
-            state.max_timestamp_so_far = last.timestamp;
-            state.offset_of_max_timestamp_so_far = last.offset;
-        }
-        if let Some((ts, offset)) = tail_max {
+        )?;
+        Ok(match end {
+            Some(invalid) => Err(invalid),
+            None => Ok(UnindexedTail {
+                start,
+                next_offset,
+                max_timestamp,
+            }),
+        })
+    }
+
+    /// Sets the running values from the indexes and the scanned tail: the
+    /// time index's last entry covers every batch up to the last offset
+    /// entry, the tail the rest.
+    fn apply_tail(&mut self, tail: &UnindexedTail) {
+        let state = &mut self.state;
+        state.next_offset = tail.next_offset;
+        state.bytes_since_last_index_entry = self.log.size() - tail.start;
+        (
+            state.max_timestamp_so_far,
+            state.offset_of_max_timestamp_so_far,
+        ) = state
+            .time_index
+            .last_entry()
+            .map_or((-1, state.base_offset), |last| {
+                (last.timestamp, last.offset)
+            });
+        if let Some((ts, offset)) = tail.max_timestamp {
             if ts > state.max_timestamp_so_far {
                 state.max_timestamp_so_far = ts;
                 state.offset_of_max_timestamp_so_far = offset;
             }
         }
-        Ok(())
+    }
+
+    /// Removes every batch at or after `offset` from the log file and both
+    /// indexes (Kafka's `LogSegment.truncateTo`). A batch that holds
+    /// `offset` without starting there goes whole, so the segment always
+    /// ends at a batch boundary, at or below `offset`. The next offset and
+    /// max timestamp are then found as on open: from the indexes and a
+    /// header scan of the last index interval. Returns the bytes removed.
+    /// `now_ms` restarts the time-based roll clock when nothing is left.
+    pub fn truncate_to(&mut self, offset: i64, now_ms: i64) -> Result<u64, StorageError> {
+        let (position, first_removed) = match self.find_batch(offset)? {
+            Some((position, header)) => (position, header.base_offset),
+            None => (self.log.size(), offset),
+        };
+        // Indexes first: a prefix of a valid index stays valid whatever
+        // the log file holds, so a crash in between leaves nothing wrong.
+        self.state.offset_index.truncate_to(first_removed)?;
+        self.state.time_index.truncate_to(first_removed)?;
+        let removed = self.log.size() - position;
+        if removed > 0 {
+            self.log.truncate(position)?;
+        }
+        self.writeback_mark = self.writeback_mark.min(position);
+        if position < self.unverified_bytes {
+            self.forget_unverified_from(position);
+        }
+        self.rolling_base_timestamp = None;
+        if self.log.size() == 0 {
+            self.created_ms = now_ms;
+        }
+        match self.scan_unindexed_tail()? {
+            Ok(tail) => self.apply_tail(&tail),
+            Err(invalid) => return Err(self.corrupt(invalid.position, &invalid.reason)),
+        }
+        Ok(removed)
+    }
+
+    /// The unverified bytes now end at `position`. A finished check keeps
+    /// what it found below it (a bad batch past it is gone, so the rest
+    /// checked out); a check still running elsewhere read bytes that were
+    /// cut, so its result goes to a cell nobody reads any more.
+    fn forget_unverified_from(&mut self, position: u64) {
+        self.unverified_bytes = position;
+        self.verified = Arc::new(match self.verified.get() {
+            Some(Some(bad)) if bad.position < position => OnceLock::from(Some(bad.clone())),
+            Some(_) => OnceLock::from(None),
+            None => OnceLock::new(),
+        });
     }
 
     /// Validates every batch, truncates at the first invalid one, and
@@ -708,8 +796,21 @@ impl LogSegment {
         max_bytes: usize,
         min_one_batch: bool,
     ) -> Result<Option<Bytes>, StorageError> {
+        self.read_upto(fetch_offset, max_bytes, min_one_batch, i64::MAX)
+    }
+
+    /// Like [`LogSegment::read`], but only batches whose base offset is
+    /// below `max_offset` (a high watermark); `Some` and empty when the
+    /// first batch from `fetch_offset` starts at or past it.
+    pub fn read_upto(
+        &self,
+        fetch_offset: i64,
+        max_bytes: usize,
+        min_one_batch: bool,
+        max_offset: i64,
+    ) -> Result<Option<Bytes>, StorageError> {
         Ok(self
-            .batch_range(fetch_offset, max_bytes, min_one_batch)?
+            .batch_range(fetch_offset, max_bytes, min_one_batch, max_offset)?
             .map(|(start, end, _)| self.read_bytes(start, end - start))
             .transpose()?
             .map(Bytes::from))
@@ -723,8 +824,19 @@ impl LogSegment {
         max_bytes: usize,
         min_one_batch: bool,
     ) -> Result<Option<FileRegion>, StorageError> {
+        self.read_region_upto(fetch_offset, max_bytes, min_one_batch, i64::MAX)
+    }
+
+    /// [`LogSegment::read_upto`] as a file range.
+    pub fn read_region_upto(
+        &self,
+        fetch_offset: i64,
+        max_bytes: usize,
+        min_one_batch: bool,
+        max_offset: i64,
+    ) -> Result<Option<FileRegion>, StorageError> {
         let Some((start, end, records)) =
-            self.batch_range(fetch_offset, max_bytes, min_one_batch)?
+            self.batch_range(fetch_offset, max_bytes, min_one_batch, max_offset)?
         else {
             return Ok(None);
         };
@@ -739,16 +851,23 @@ impl LogSegment {
     /// The whole batches a read from `fetch_offset` returns: file positions
     /// [start, end) and how many records they hold. At most `max_bytes`,
     /// except that with `min_one_batch` a first batch larger than that is
-    /// returned whole; `None` when no batch holds `fetch_offset`.
+    /// returned whole; only batches whose base offset is below
+    /// `max_offset`; `None` when no batch holds `fetch_offset`. The bound
+    /// costs nothing extra: the scan reads the header of the batch after
+    /// the last one it returns anyway.
     fn batch_range(
         &self,
         fetch_offset: i64,
         max_bytes: usize,
         min_one_batch: bool,
+        max_offset: i64,
     ) -> Result<Option<(u64, u64, u64)>, StorageError> {
         let Some((start, first)) = self.find_batch(fetch_offset)? else {
             return Ok(None);
         };
+        if first.base_offset >= max_offset {
+            return Ok(Some((start, start, 0)));
+        }
         let limit = self.readable_end(start)?;
         let count = |header: &RecordBatchHeader| u64::try_from(header.records_count).unwrap_or(0);
         let max_bytes = max_bytes as u64;
@@ -768,7 +887,7 @@ impl LogSegment {
                 self.header_at(end)?
             };
             let size = header.total_size() as u64;
-            if end - start + size > max_bytes {
+            if header.base_offset >= max_offset || end - start + size > max_bytes {
                 break;
             }
             end += size;
@@ -1055,6 +1174,83 @@ mod tests {
             assert_eq!(position, positions[(target / 3) as usize]);
         }
         assert!(segment.find_batch(30).unwrap().is_none());
+    }
+
+    #[test]
+    fn truncate_to_cuts_the_log_and_both_indexes_at_a_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = LogEnv::shared_default();
+        let open = |scanned: &mut usize| {
+            LogSegment::open(&env, dir.path(), 100, &config(1), false, &mut |_| {
+                *scanned += 1
+            })
+            .unwrap()
+        };
+        let mut segment = open(&mut 0);
+        let mut positions = Vec::new();
+        // Batches at 100, 102, .., 108 whose max timestamps are 51, 91,
+        // 71, 96, 61: the max is recomputed, not just kept.
+        for (i, ts) in [50, 90, 70, 95, 60].into_iter().enumerate() {
+            positions.push(segment.size());
+            append(
+                &mut segment,
+                build_batch_for_tests(100 + 2 * i as i64, 2, ts),
+            );
+        }
+        let total = segment.size();
+        // As a rolled segment: index files written, entries unloaded.
+        segment.on_become_inactive().unwrap();
+        segment.unload_indexes().unwrap();
+
+        assert_eq!(segment.truncate_to(106, 7).unwrap(), total - positions[3]);
+        assert_eq!(segment.size(), positions[3]);
+        assert_eq!(segment.next_offset(), 106);
+        assert_eq!(segment.max_timestamp(), (91, 102));
+        let offsets: Vec<(i64, u64)> = segment
+            .offset_index()
+            .entries()
+            .iter()
+            .map(|e| (e.offset, u64::from(e.position)))
+            .collect();
+        assert_eq!(offsets, [(102, positions[1]), (104, positions[2])]);
+        assert!(segment
+            .time_index()
+            .entries()
+            .iter()
+            .all(|e| e.offset < 106));
+        assert!(segment.find_batch(106).unwrap().is_none());
+
+        // Inside a batch: the whole batch goes.
+        segment.truncate_to(103, 7).unwrap();
+        assert_eq!(segment.size(), positions[1]);
+        assert_eq!(segment.next_offset(), 102);
+        assert_eq!(segment.max_timestamp(), (51, 100));
+        assert!(segment.offset_index().entries().is_empty());
+        assert!(segment.time_index().entries().is_empty());
+        // The files say the same: a reopen trusts them.
+        drop(segment);
+        let mut scanned = 0;
+        let mut segment = open(&mut scanned);
+        assert_eq!(scanned, 0, "a truncated index must not need a rebuild");
+        assert_eq!(segment.next_offset(), 102);
+        assert_eq!(segment.max_timestamp(), (51, 100));
+        append(&mut segment, build_batch_for_tests(102, 2, 40));
+        assert_eq!(segment.next_offset(), 104);
+
+        segment.truncate_to(100, 7).unwrap();
+        assert_eq!((segment.size(), segment.next_offset()), (0, 100));
+        assert_eq!(segment.max_timestamp(), (-1, 100));
+        assert_eq!(
+            segment.time_waited_for_roll(10, -1).unwrap(),
+            3,
+            "created anew at 7"
+        );
+        assert_eq!(
+            std::fs::metadata(segment.offset_index().path())
+                .unwrap()
+                .len(),
+            0
+        );
     }
 
     #[test]
