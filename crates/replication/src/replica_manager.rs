@@ -43,7 +43,8 @@ use tarn_protocol::Uuid;
 use tarn_storage::partition_metadata::{read_topic_id, write_topic_id};
 use tarn_storage::{
     AppendError, AppendInfo, CleanupPolicy, FlushTarget, GroupCommit, Log, LogConfig, LogEnv,
-    RecordError, SegmentVerifier, StorageError, DELETE_DIR_SUFFIX,
+    OffsetCheckpointFile, RecordError, SegmentVerifier, StorageError, DELETE_DIR_SUFFIX,
+    REPLICATION_OFFSET_CHECKPOINT_FILE,
 };
 
 use tarn_config::BrokerConfig;
@@ -218,6 +219,10 @@ impl From<AppendError> for PartitionError {
             } => error::INVALID_TIMESTAMP,
             AppendError::RecordErrors { .. } => error::INVALID_RECORD,
             AppendError::Storage(_) => error::KAFKA_STORAGE_ERROR,
+            // A follower's append of its leader's batches; never a client's.
+            AppendError::UnexpectedAppendOffset { .. } | AppendError::OffsetsOutOfOrder(_) => {
+                error::UNKNOWN_SERVER_ERROR
+            }
         };
         let message = e.to_string();
         let record_errors = match e {
@@ -794,6 +799,20 @@ pub fn log_config(config: &BrokerConfig, topic: &TopicInfo) -> LogConfig {
     }
 }
 
+/// The high watermarks of the last checkpoint; none when there is no
+/// file, or (logged) one that cannot be read: every partition then starts
+/// at 0, which is safe, as followers and the ISR bring it up.
+fn read_high_watermark_checkpoint(env: &LogEnv, data_dir: &Path) -> HashMap<TopicPartition, i64> {
+    let path = data_dir.join(REPLICATION_OFFSET_CHECKPOINT_FILE);
+    match OffsetCheckpointFile::read(env, &path) {
+        Ok(entries) => entries,
+        Err(e) => {
+            tracing::warn!(file = %path.display(), error = %e, "unreadable high-watermark checkpoint; high watermarks start at 0");
+            HashMap::new()
+        }
+    }
+}
+
 /// A topic's effective `min.insync.replicas`.
 fn min_insync_replicas(config: &BrokerConfig, topic: &TopicInfo) -> i32 {
     config
@@ -841,7 +860,7 @@ impl ReplicaManager {
         let (data_version, _) = watch::channel(0);
         ReplicaManager {
             leadership_version: watch::channel(0).0,
-            checkpointed: Mutex::new(HashMap::new()),
+            checkpointed: Mutex::new(read_high_watermark_checkpoint(&env, data_dir)),
             data_dir: data_dir.to_owned(),
             node_id,
             deleter: LogDeleter::start(env.clone()),
@@ -897,6 +916,23 @@ impl ReplicaManager {
     /// leader epoch changes, or partitions are added.
     pub fn subscribe_leadership(&self) -> watch::Receiver<u64> {
         self.leadership_version.subscribe()
+    }
+
+    /// Writes every hosted partition's high watermark to
+    /// `replication-offset-checkpoint` (Kafka's file and format), so a
+    /// restart starts from what was known replicated rather than from 0.
+    pub fn checkpoint_high_watermarks(&self) -> Result<(), StorageError> {
+        let mut entries: Vec<(String, i32, i64)> = self
+            .partitions()
+            .iter()
+            .map(|p| (p.topic.clone(), p.index, p.high_watermark()))
+            .collect();
+        entries.sort();
+        OffsetCheckpointFile::write(
+            &self.env,
+            &self.data_dir.join(REPLICATION_OFFSET_CHECKPOINT_FILE),
+            &entries,
+        )
     }
 
     /// The high watermark the checkpoint read at start-up had for the
@@ -1192,8 +1228,12 @@ impl ReplicaManager {
     /// next start-up to remove.
     pub fn shutdown(&self) -> Result<(), StorageError> {
         self.deleter.shutdown();
-        let partitions: Vec<Arc<Partition>> = self.partitions.write().drain();
         let mut first_error = None;
+        if let Err(e) = self.checkpoint_high_watermarks() {
+            tracing::error!(error = %e, "checkpoint high watermarks");
+            first_error = Some(e);
+        }
+        let partitions: Vec<Arc<Partition>> = self.partitions.write().drain();
         for partition in partitions {
             if let Err(e) = partition.close() {
                 tracing::error!(topic = %partition.topic, partition = partition.index, error = %e, "close log");

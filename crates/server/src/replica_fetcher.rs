@@ -21,6 +21,10 @@
 //! log start. A partition the leader refuses (not leader, stale epoch) is
 //! left for `replica.fetch.backoff.ms`, until the metadata moves it.
 //!
+//! The high watermarks are checkpointed every
+//! `replica.high.watermark.checkpoint.interval.ms`
+//! (`replication-offset-checkpoint`, Kafka's file).
+//!
 //! The leader side also runs here: the ISR expiration task shrinks the ISR
 //! of partitions whose followers have not caught up for
 //! `replica.lag.time.max.ms`, and ISR changes (shrinks and the expansions
@@ -107,8 +111,37 @@ impl Followed {
 pub fn start(broker: Arc<Broker>, stop: watch::Receiver<bool>) -> Vec<tokio::task::JoinHandle<()>> {
     vec![
         tokio::spawn(run_manager(broker.clone(), stop.clone())),
-        tokio::spawn(run_isr_expiration(broker, stop)),
+        tokio::spawn(run_isr_expiration(broker.clone(), stop.clone())),
+        tokio::spawn(run_high_watermark_checkpoints(broker, stop)),
     ]
+}
+
+/// Writes the high-watermark checkpoint every
+/// `replica.high.watermark.checkpoint.interval.ms`.
+async fn run_high_watermark_checkpoints(broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
+    let interval_ms = broker
+        .effective_config()
+        .get_i64("replica.high.watermark.checkpoint.interval.ms")
+        .max(1);
+    let failing = tarn_replication::episode::FailureEpisode::new();
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(interval_ms as u64)) => {}
+            _ = stop.changed() => return,
+        }
+        match off_async_workers(|| broker.replicas.checkpoint_high_watermarks()) {
+            Ok(()) => {
+                if failing.succeeded() {
+                    tracing::info!("high-watermark checkpoints are written again");
+                }
+            }
+            Err(e) => {
+                if failing.failed() {
+                    tracing::error!(error = %e, "cannot write the high-watermark checkpoint; retrying");
+                }
+            }
+        }
+    }
 }
 
 /// Keeps a fetcher for each (leader, index) with partitions to follow.

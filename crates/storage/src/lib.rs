@@ -34,4 +34,3 @@ pub use log::{remove_dirs_marked_for_deletion, AppendInfo, Log, DELETE_DIR_SUFFI
 pub use log_config::{CleanupPolicy, LogConfig};
 pub use producer_state::{BatchMetadata, ProducerStateEntry, ProducerStateManager, SequenceCheck};
 pub use segment::{LogSegment, SegmentVerifier};
-mod follower_stubs;
