@@ -219,6 +219,32 @@ impl Cluster {
         self.nodes[id as usize - 1].wait_exit(timeout)
     }
 
+    /// SIGSTOP: node `id` freezes (no heartbeats, no answers) but keeps
+    /// its sockets, as a long GC pause or a stalled VM would.
+    pub fn pause(&self, id: i32) {
+        self.signal(id, libc::SIGSTOP);
+    }
+
+    /// SIGCONT after [`Cluster::pause`].
+    pub fn resume(&self, id: i32) {
+        self.signal(id, libc::SIGCONT);
+    }
+
+    fn signal(&self, id: i32, signal: i32) {
+        let pid = self.nodes[id as usize - 1]
+            .pid()
+            .unwrap_or_else(|| panic!("node {id} is not running"));
+        let pid = i32::try_from(pid).expect("a pid fits i32");
+        // SAFETY: kill(2) with a pid this harness spawned and still owns.
+        let rc = unsafe { libc::kill(pid, signal) };
+        assert_eq!(
+            rc,
+            0,
+            "signal {signal} to node {id}: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+
     pub fn start_again(&mut self, id: i32) {
         self.nodes[id as usize - 1].start_again();
         self.running[id as usize - 1] = true;
