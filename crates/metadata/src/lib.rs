@@ -17,7 +17,7 @@ mod records;
 pub mod replicated;
 pub mod topics;
 
-pub use image::{BrokerInfo, MetadataImage, PartitionInfo, QuotaEntity, TopicInfo};
+pub use image::{BrokerInfo, MetadataImage, PartitionInfo, QuotaEntity, TopicInfo, NO_LEADER};
 pub use log::{FileMetadataLog, MetadataLog, MetadataLogError};
 pub use publisher::{MetadataDelta, MetadataListener, MetadataPublisher, PublishError};
 pub use records::{Endpoint, MetadataRecord};

@@ -1144,6 +1144,7 @@ mod tests {
                 isr: vec![1],
                 leader: 1,
                 leader_epoch: 0,
+                partition_epoch: 0,
             });
         }
         records
@@ -1161,6 +1162,7 @@ mod tests {
             isr: vec![2, 1],
             leader,
             leader_epoch,
+            partition_epoch: leader_epoch,
         };
         let topic = MetadataRecord::Topic {
             name: "placed".into(),
