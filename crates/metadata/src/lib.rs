@@ -9,6 +9,7 @@
 pub mod brokers;
 pub mod client_quotas;
 pub mod dynamic_config;
+pub mod elections;
 mod image;
 mod log;
 pub mod placement;
