@@ -6,7 +6,8 @@
 //! segment and index files like kafka-dump-log.sh; `perf` measures a broker
 //! like kafka-producer-perf-test.sh and kafka-consumer-perf-test.sh;
 //! `produce` and `consume` are kafka-console-producer.sh and
-//! kafka-console-consumer.sh.
+//! kafka-console-consumer.sh; `leader-election` is
+//! kafka-leader-election.sh.
 
 mod assignor;
 mod cluster;
@@ -17,6 +18,7 @@ mod coordinator;
 mod dump_log;
 mod groups;
 mod interrupt;
+mod leader_election;
 mod log_dirs;
 mod perf;
 mod produce;
@@ -62,6 +64,8 @@ enum Command {
     Groups(groups::GroupsArgs),
     /// Describe the broker's log directories and partition sizes (like kafka-log-dirs.sh).
     LogDirs(log_dirs::LogDirsArgs),
+    /// Elect preferred or unclean partition leaders (like kafka-leader-election.sh).
+    LeaderElection(leader_election::LeaderElectionArgs),
     /// Send lines of standard input as records (like kafka-console-producer.sh).
     Produce(produce::ProduceArgs),
     /// Print a topic's records (like kafka-console-consumer.sh).
@@ -83,6 +87,7 @@ fn main() -> Result<()> {
         Command::DumpLog(args) => dump_log::run(args),
         Command::Groups(args) => groups::run(args),
         Command::LogDirs(args) => log_dirs::run(args),
+        Command::LeaderElection(args) => leader_election::run(args),
         Command::Produce(args) => produce::run(args),
         Command::Consume(args) => consume::run(args),
         Command::Perf { command } => perf::run(command),

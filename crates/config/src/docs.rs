@@ -13,6 +13,9 @@ pub fn documentation(name: &str) -> Option<&'static str> {
         "delete.topic.enable" => "Whether DeleteTopics may delete topics.",
         "min.insync.replicas" => "The fewest in-sync replicas with which a produce with acks=all is accepted.",
         "unclean.leader.election.enable" => "Whether a replica outside the in-sync set may become leader, at the cost of losing records.",
+        "auto.leader.rebalance.enable" => "Whether the active controller periodically moves leadership back to each partition's preferred replica.",
+        "leader.imbalance.check.interval.seconds" => "How often the active controller looks for brokers that lead too few of the partitions they are preferred for.",
+        "leader.imbalance.per.broker.percentage" => "The share of its preferred partitions a broker may fail to lead before the controller moves their leadership back to it.",
         // Requests and connections.
         "message.max.bytes" => "The largest record batch the broker accepts (after the producer's compression).",
         "max.message.bytes" => "The largest record batch this topic accepts (after the producer's compression).",

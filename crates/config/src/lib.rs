@@ -156,6 +156,16 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     def("compression.zstd.level", Int, "3", Between(-131072, 22)),
     def("min.insync.replicas", Int, "1", AtLeast(1)),
     def("unclean.leader.election.enable", Bool, "false", Any),
+    // Leader balance, run by the active controller.
+    def("auto.leader.rebalance.enable", Bool, "true", Any),
+    def(
+        "leader.imbalance.check.interval.seconds",
+        Long,
+        "300",
+        AtLeast(1),
+    ),
+    // Kafka checks no range; above 100 no rebalance ever runs.
+    def("leader.imbalance.per.broker.percentage", Int, "10", Any),
     def("offsets.topic.num.partitions", Int, "50", AtLeast(1)),
     def("offsets.topic.replication.factor", Int, "1", AtLeast(1)),
     def("delete.topic.enable", Bool, "true", Any),

@@ -7,13 +7,19 @@
 //! unfenced once it has caught up with the metadata log, and fenced again
 //! when its session lapses or it asks to shut down. Records naming an
 //! older epoch change nothing (`MetadataImage::apply`).
+//!
+//! Fencing and unfencing carry their partition elections in the same
+//! commit (`crate::elections`): a fenced broker leads nothing from the
+//! entry that fences it on, and an unfenced one leads what waited for it
+//! from the entry that unfences it.
 
 use serde::{Deserialize, Serialize};
 
+use tarn_config::BrokerConfig;
 use tarn_protocol::error::{self, ErrorCode};
 
 use crate::records::{Endpoint, MetadataRecord};
-use crate::MetadataImage;
+use crate::{elections, MetadataImage};
 
 /// What a starting broker tells the controller.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -124,32 +130,71 @@ pub fn check_epoch(
     }
 }
 
-/// The record that unfences a caught-up broker, or none when it is
-/// unfenced already.
-pub fn unfence(image: &MetadataImage, broker_id: i32, broker_epoch: i64) -> Vec<MetadataRecord> {
+/// The records that unfence a caught-up broker and elect it where
+/// leaderless partitions wait for it, or none when it is unfenced already.
+/// `config` is the controller's effective config (for
+/// `unclean.leader.election.enable`).
+pub fn unfence(
+    image: &MetadataImage,
+    config: &BrokerConfig,
+    broker_id: i32,
+    broker_epoch: i64,
+) -> Vec<MetadataRecord> {
     match image.brokers.get(&broker_id) {
         Some(b) if b.broker_epoch == broker_epoch && b.fenced => {
-            vec![MetadataRecord::UnfenceBroker {
+            let record = MetadataRecord::UnfenceBroker {
                 broker_id,
                 broker_epoch,
-            }]
+            };
+            let mut after = image.clone();
+            after.apply(&record);
+            let mut records = vec![record];
+            records.extend(elections::changes_for_unfenced_broker(
+                &after, config, broker_id,
+            ));
+            records
         }
         _ => Vec::new(),
     }
 }
 
-/// The record that fences a broker whose session lapsed or that is
-/// shutting down, or none when it is fenced already.
-pub fn fence(image: &MetadataImage, broker_id: i32, broker_epoch: i64) -> Vec<MetadataRecord> {
-    match image.brokers.get(&broker_id) {
-        Some(b) if b.broker_epoch == broker_epoch && !b.fenced => {
-            vec![MetadataRecord::FenceBroker {
-                broker_id,
-                broker_epoch,
-            }]
-        }
-        _ => Vec::new(),
-    }
+/// The records that fence a broker whose session lapsed or that is
+/// shutting down, with the partition changes that move leadership off it
+/// and take it out of the ISRs it shares; the FenceBroker record is left
+/// out when it is fenced already, and nothing is returned when the epoch
+/// is not its current registration or nothing is left to change.
+pub fn fence(
+    image: &MetadataImage,
+    config: &BrokerConfig,
+    broker_id: i32,
+    broker_epoch: i64,
+) -> Vec<MetadataRecord> {
+    let Some(b) = image
+        .brokers
+        .get(&broker_id)
+        .filter(|b| b.broker_epoch == broker_epoch)
+    else {
+        return Vec::new();
+    };
+    let mut records = Vec::new();
+    let after = if b.fenced {
+        None
+    } else {
+        let record = MetadataRecord::FenceBroker {
+            broker_id,
+            broker_epoch,
+        };
+        let mut after = image.clone();
+        after.apply(&record);
+        records.push(record);
+        Some(after)
+    };
+    records.extend(elections::changes_for_fenced_broker(
+        after.as_ref().unwrap_or(image),
+        config,
+        broker_id,
+    ));
+    records
 }
 
 #[cfg(test)]
@@ -193,10 +238,10 @@ mod tests {
             register(&image, &registration(1, false)).unwrap(),
             (vec![], epoch)
         );
-        let records = unfence(&image, 2, epoch);
+        let records = unfence(&image, &BrokerConfig::default(), 2, epoch);
         applied(&mut image, records);
         assert!(!image.brokers[&2].fenced);
-        assert!(unfence(&image, 2, epoch).is_empty());
+        assert!(unfence(&image, &BrokerConfig::default(), 2, epoch).is_empty());
     }
 
     #[test]
@@ -207,7 +252,7 @@ mod tests {
         let refused = register(&image, &registration(2, true)).unwrap_err();
         assert_eq!(refused.code, error::DUPLICATE_BROKER_REGISTRATION);
 
-        let records = fence(&image, 2, first);
+        let records = fence(&image, &BrokerConfig::default(), 2, first);
         applied(&mut image, records);
         let (records, second) = register(&image, &registration(2, true)).unwrap();
         applied(&mut image, records);

@@ -1,4 +1,10 @@
 //! The in-memory metadata image: what the metadata log says right now.
+//!
+//! Topics are shared (`Arc<TopicInfo>`) between an image and the clones
+//! made of it on every commit; a record that changes a topic copies that
+//! topic alone (`Arc::make_mut`), so an older image never sees a newer
+//! change. A partition's epochs only grow: a `PartitionChange` bumps the
+//! partition epoch, and the leader epoch too when it names a leader.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -36,13 +42,55 @@ impl BrokerInfo {
     }
 }
 
+/// The leader id of a partition that has none.
+pub const NO_LEADER: i32 = -1;
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct PartitionInfo {
     pub partition_id: i32,
+    /// In preference order: the first is the preferred leader.
     pub replicas: Vec<i32>,
     pub isr: Vec<i32>,
+    /// [`NO_LEADER`] when the partition has none.
     pub leader: i32,
     pub leader_epoch: i32,
+    /// Bumped by every change of leader, ISR or replicas; an AlterPartition
+    /// must name the current one.
+    pub partition_epoch: i32,
+}
+
+impl PartitionInfo {
+    /// Applies a `PartitionChange`'s fields, as Kafka's
+    /// `PartitionRegistration.merge` does: a leader given (even the same
+    /// one) is a new leader epoch, and every change is a new partition
+    /// epoch.
+    pub fn apply_change(
+        &mut self,
+        leader: Option<i32>,
+        isr: Option<&[i32]>,
+        replicas: Option<&[i32]>,
+    ) {
+        if let Some(leader) = leader {
+            self.leader = leader;
+            self.leader_epoch += 1;
+        }
+        if let Some(isr) = isr {
+            self.isr = isr.to_vec();
+        }
+        if let Some(replicas) = replicas {
+            self.replicas = replicas.to_vec();
+        }
+        self.partition_epoch += 1;
+    }
+
+    pub fn has_leader(&self) -> bool {
+        self.leader != NO_LEADER
+    }
+
+    /// The first replica, which leads when it can.
+    pub fn preferred_leader(&self) -> Option<i32> {
+        self.replicas.first().copied()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -149,6 +197,7 @@ impl MetadataImage {
                     isr: p.isr.clone(),
                     leader: p.leader,
                     leader_epoch: p.leader_epoch,
+                    partition_epoch: p.partition_epoch,
                 });
             }
         }
@@ -179,6 +228,34 @@ impl MetadataImage {
             }
         }
         records
+    }
+
+    /// The partition `partition_id` of topic `topic_id`, if both exist.
+    pub fn partition(&self, topic_id: &Uuid, partition_id: i32) -> Option<&PartitionInfo> {
+        let topic = self.topics_by_id.get(topic_id)?;
+        partition_in(topic, partition_id)
+    }
+
+    fn apply_partition_change(
+        &mut self,
+        topic_id: Uuid,
+        partition_id: i32,
+        leader: Option<i32>,
+        isr: Option<&[i32]>,
+        replicas: Option<&[i32]>,
+    ) {
+        // Look before copying: a change to a partition that is gone (its
+        // topic deleted in the same entry, say) must not copy the topic.
+        let known = self.topics_by_id.get(&topic_id).and_then(|t| {
+            t.partitions
+                .binary_search_by_key(&partition_id, |p| p.partition_id)
+                .ok()
+        });
+        let (Some(index), Some(topic)) = (known, self.topics_by_id.get_mut(&topic_id)) else {
+            tracing::warn!(%topic_id, partition_id, "a partition change names no known partition");
+            return;
+        };
+        Arc::make_mut(topic).partitions[index].apply_change(leader, isr, replicas);
     }
 
     pub fn apply(&mut self, record: &MetadataRecord) {
@@ -249,6 +326,7 @@ impl MetadataImage {
                 isr,
                 leader,
                 leader_epoch,
+                partition_epoch,
             } => {
                 if let Some(topic) = self.topics_by_id.get_mut(&Uuid(*topic_id)) {
                     let topic = Arc::make_mut(topic);
@@ -258,6 +336,7 @@ impl MetadataImage {
                         isr: isr.clone(),
                         leader: *leader,
                         leader_epoch: *leader_epoch,
+                        partition_epoch: *partition_epoch,
                     };
                     match topic
                         .partitions
@@ -268,6 +347,19 @@ impl MetadataImage {
                     }
                 }
             }
+            MetadataRecord::PartitionChange {
+                topic_id,
+                partition_id,
+                leader,
+                isr,
+                replicas,
+            } => self.apply_partition_change(
+                Uuid(*topic_id),
+                *partition_id,
+                *leader,
+                isr.as_deref(),
+                replicas.as_deref(),
+            ),
             MetadataRecord::TopicConfig {
                 topic_id,
                 name,
@@ -324,6 +416,15 @@ impl MetadataImage {
     }
 }
 
+/// `topic`'s partition `partition_id`; partitions are kept in id order.
+pub(crate) fn partition_in(topic: &TopicInfo, partition_id: i32) -> Option<&PartitionInfo> {
+    topic
+        .partitions
+        .binary_search_by_key(&partition_id, |p| p.partition_id)
+        .ok()
+        .map(|i| &topic.partitions[i])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -361,6 +462,7 @@ mod tests {
                 isr: vec![2],
                 leader: 2,
                 leader_epoch: 4,
+                partition_epoch: 6,
             },
             MetadataRecord::ProducerIds {
                 broker_id: 2,
@@ -408,6 +510,7 @@ mod tests {
                 isr: vec![1],
                 leader: 1,
                 leader_epoch: 0,
+                partition_epoch: 0,
             });
         }
         image.apply(&MetadataRecord::TopicConfig {
@@ -422,6 +525,64 @@ mod tests {
         image.apply(&MetadataRecord::RemoveTopic { topic_id: id });
         assert!(image.topic("t").is_none());
         assert!(image.topic_by_id(&Uuid(id)).is_none());
+    }
+
+    #[test]
+    fn partition_changes_bump_epochs_and_leave_older_images_alone() {
+        let id = [3u8; 16];
+        let mut image = MetadataImage::default();
+        image.apply(&MetadataRecord::Topic {
+            name: "t".into(),
+            topic_id: id,
+        });
+        image.apply(&MetadataRecord::Partition {
+            topic_id: id,
+            partition_id: 0,
+            replicas: vec![1, 2],
+            isr: vec![1, 2],
+            leader: 1,
+            leader_epoch: 3,
+            partition_epoch: 7,
+        });
+        let before = image.clone();
+        let change = |leader, isr: Option<Vec<i32>>| MetadataRecord::PartitionChange {
+            topic_id: id,
+            partition_id: 0,
+            leader,
+            isr,
+            replicas: None,
+        };
+        // An ISR change alone keeps the leader epoch.
+        image.apply(&change(None, Some(vec![1])));
+        let p = image.partition(&Uuid(id), 0).unwrap();
+        assert_eq!((p.leader, p.leader_epoch, p.partition_epoch), (1, 3, 8));
+        assert_eq!(p.isr, [1]);
+        image.apply(&change(Some(NO_LEADER), None));
+        let p = image.partition(&Uuid(id), 0).unwrap();
+        assert_eq!((p.leader, p.leader_epoch, p.partition_epoch), (-1, 4, 9));
+        // The clone taken before shares nothing that changed.
+        let old = before.partition(&Uuid(id), 0).unwrap();
+        assert_eq!(
+            (old.leader, old.leader_epoch, old.partition_epoch),
+            (1, 3, 7)
+        );
+        assert_eq!(old.isr, [1, 2]);
+        // A change to a partition that does not exist changes nothing.
+        let unchanged = image.clone();
+        image.apply(&MetadataRecord::PartitionChange {
+            topic_id: id,
+            partition_id: 5,
+            leader: Some(1),
+            isr: None,
+            replicas: None,
+        });
+        assert_eq!(image, unchanged);
+        // Snapshots keep the epochs.
+        let mut rebuilt = MetadataImage::default();
+        for record in image.to_records() {
+            rebuilt.apply(&record);
+        }
+        assert_eq!(rebuilt, image);
     }
 
     #[test]

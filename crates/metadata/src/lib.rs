@@ -9,6 +9,7 @@
 pub mod brokers;
 pub mod client_quotas;
 pub mod dynamic_config;
+pub mod elections;
 mod image;
 mod log;
 pub mod placement;
@@ -17,7 +18,7 @@ mod records;
 pub mod replicated;
 pub mod topics;
 
-pub use image::{BrokerInfo, MetadataImage, PartitionInfo, QuotaEntity, TopicInfo};
+pub use image::{BrokerInfo, MetadataImage, PartitionInfo, QuotaEntity, TopicInfo, NO_LEADER};
 pub use log::{FileMetadataLog, MetadataLog, MetadataLogError};
 pub use publisher::{MetadataDelta, MetadataListener, MetadataPublisher, PublishError};
 pub use records::{Endpoint, MetadataRecord};

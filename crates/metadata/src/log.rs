@@ -475,6 +475,39 @@ mod tests {
     }
 
     #[test]
+    fn a_version_0_partition_has_partition_epoch_0_and_version_1_is_written() {
+        let value: Value = serde_json::from_str(
+            r#"{"type":"Partition","v":0,"topic_id":[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1],"partition_id":0,"replicas":[1],"isr":[1],"leader":1,"leader_epoch":4}"#,
+        )
+        .unwrap();
+        let Value::Object(fields) = value else {
+            unreachable!()
+        };
+        let MetadataRecord::Partition {
+            partition_epoch, ..
+        } = decode_record(fields).unwrap()
+        else {
+            panic!("not a partition record");
+        };
+        assert_eq!(partition_epoch, 0);
+        let body = encode_entry(&[MetadataRecord::Partition {
+            topic_id: [1; 16],
+            partition_id: 0,
+            replicas: vec![1],
+            isr: vec![1],
+            leader: 1,
+            leader_epoch: 4,
+            partition_epoch: 2,
+        }])
+        .unwrap();
+        let body = String::from_utf8(body).unwrap();
+        assert!(body.contains(r#""v":1"#), "{body}");
+        assert!(body.contains(r#""partition_epoch":2"#), "{body}");
+        // A build that reads Partition only up to version 0 refuses it.
+        assert_eq!(MetadataRecord::max_version("Partition"), Some(1));
+    }
+
+    #[test]
     fn every_record_type_round_trips_at_its_version() {
         let id = [7; 16];
         let records = vec![
@@ -512,6 +545,14 @@ mod tests {
                 isr: vec![1],
                 leader: 1,
                 leader_epoch: 2,
+                partition_epoch: 3,
+            },
+            MetadataRecord::PartitionChange {
+                topic_id: id,
+                partition_id: 0,
+                leader: Some(-1),
+                isr: Some(vec![1]),
+                replicas: None,
             },
             MetadataRecord::TopicConfig {
                 topic_id: id,

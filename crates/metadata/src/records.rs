@@ -62,6 +62,10 @@ pub enum MetadataRecord {
         name: String,
         topic_id: [u8; 16],
     },
+    /// A partition's whole state: new partitions, and snapshots. `leader`
+    /// -1 means it has none. Version 1 added the partition epoch, which
+    /// every change of leader, ISR or replicas bumps and which AlterPartition
+    /// checks; an older build would drop it and so accept stale requests.
     Partition {
         topic_id: [u8; 16],
         partition_id: i32,
@@ -69,6 +73,22 @@ pub enum MetadataRecord {
         isr: Vec<i32>,
         leader: i32,
         leader_epoch: i32,
+        #[serde(default)]
+        partition_epoch: i32,
+    },
+    /// A change to an existing partition (Kafka's PartitionChangeRecord):
+    /// each `Some` field replaces the partition's value. Applying it bumps
+    /// the partition epoch; a `leader` given (even the same one) also bumps
+    /// the leader epoch. An ISR-only change keeps the leader epoch.
+    PartitionChange {
+        topic_id: [u8; 16],
+        partition_id: i32,
+        #[serde(default)]
+        leader: Option<i32>,
+        #[serde(default)]
+        isr: Option<Vec<i32>>,
+        #[serde(default)]
+        replicas: Option<Vec<i32>>,
     },
     /// A topic config set (`value` Some) or removed (None).
     TopicConfig {
@@ -108,12 +128,12 @@ impl MetadataRecord {
         // Exhaustive, so a new record type is given its version here (and
         // its name in `max_version`).
         match self {
-            MetadataRecord::RegisterBroker { .. } => 1,
+            MetadataRecord::RegisterBroker { .. } | MetadataRecord::Partition { .. } => 1,
+            MetadataRecord::PartitionChange { .. } => 0,
             MetadataRecord::FenceBroker { .. }
             | MetadataRecord::UnfenceBroker { .. }
             | MetadataRecord::ClusterIdentity { .. } => 0,
             MetadataRecord::Topic { .. }
-            | MetadataRecord::Partition { .. }
             | MetadataRecord::TopicConfig { .. }
             | MetadataRecord::RemoveTopic { .. }
             | MetadataRecord::BrokerConfig { .. }
@@ -127,8 +147,8 @@ impl MetadataRecord {
     /// not know.
     pub fn max_version(kind: &str) -> Option<u16> {
         match kind {
-            "RegisterBroker" => Some(1),
-            "ClusterIdentity" | "FenceBroker" | "UnfenceBroker" | "Topic" | "Partition"
+            "RegisterBroker" | "Partition" => Some(1),
+            "ClusterIdentity" | "FenceBroker" | "UnfenceBroker" | "Topic" | "PartitionChange"
             | "TopicConfig" | "RemoveTopic" | "BrokerConfig" | "ProducerIds" | "ClientQuota" => {
                 Some(0)
             }
@@ -141,6 +161,7 @@ impl MetadataRecord {
         match self {
             MetadataRecord::Topic { topic_id, .. }
             | MetadataRecord::Partition { topic_id, .. }
+            | MetadataRecord::PartitionChange { topic_id, .. }
             | MetadataRecord::TopicConfig { topic_id, .. }
             | MetadataRecord::RemoveTopic { topic_id } => Some(Uuid(*topic_id)),
             MetadataRecord::RegisterBroker { .. }

@@ -99,6 +99,7 @@ impl NewPartition {
             isr: self.isr,
             replicas: self.replicas,
             leader_epoch: 0,
+            partition_epoch: 0,
         }
     }
 }

@@ -39,6 +39,19 @@ pub const FENCED_LEADER_EPOCH: ErrorCode = 74;
 /// A broker heartbeat or request named a registration that is not current.
 pub const STALE_BROKER_EPOCH: ErrorCode = 77;
 pub const UNKNOWN_LEADER_EPOCH: ErrorCode = 75;
+/// ElectLeaders: the preferred replica cannot lead (outside the ISR or
+/// fenced).
+pub const PREFERRED_LEADER_NOT_AVAILABLE: ErrorCode = 80;
+/// ElectLeaders (unclean): no replica of the partition can lead.
+pub const ELIGIBLE_LEADERS_NOT_AVAILABLE: ErrorCode = 83;
+/// ElectLeaders: the partition already has the leader the election would
+/// give it.
+pub const ELECTION_NOT_NEEDED: ErrorCode = 84;
+/// AlterPartition: the partition epoch named is not the current one.
+pub const INVALID_UPDATE_VERSION: ErrorCode = 95;
+/// AlterPartition: a member of the new ISR may not be in it (fenced or
+/// not registered).
+pub const INELIGIBLE_REPLICA: ErrorCode = 107;
 pub const INVALID_RECORD: ErrorCode = 87;
 pub const UNKNOWN_TOPIC_ID: ErrorCode = 100;
 pub const PRODUCER_FENCED: ErrorCode = 90;

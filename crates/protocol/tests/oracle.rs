@@ -1661,3 +1661,44 @@ fn acls() {
     };
     check::<_, k::DeleteAclsResponse>(&deleted, 1..=3, 2);
 }
+
+#[test]
+fn elect_leaders() {
+    use elect_leaders::*;
+    use kafka_protocol::messages as k;
+    let request = ElectLeadersRequest {
+        election_type: 0,
+        topic_partitions: Some(vec![ElectLeadersTopicPartitions {
+            topic: "t".into(),
+            partitions: vec![0, 3],
+        }]),
+        timeout_ms: 30_000,
+    };
+    check::<_, k::ElectLeadersRequest>(&request, 0..=2, 2);
+    let every = ElectLeadersRequest {
+        election_type: 1,
+        topic_partitions: None,
+        timeout_ms: 30_000,
+    };
+    check::<_, k::ElectLeadersRequest>(&every, 1..=2, 2);
+    let response = ElectLeadersResponse {
+        throttle_time_ms: 0,
+        error_code: 0,
+        replica_election_results: vec![ReplicaElectionResult {
+            topic: "t".into(),
+            partition_result: vec![
+                ElectLeadersPartitionResult {
+                    partition_id: 0,
+                    error_code: 0,
+                    error_message: None,
+                },
+                ElectLeadersPartitionResult {
+                    partition_id: 3,
+                    error_code: 84,
+                    error_message: Some("Leader election not needed for topic partition.".into()),
+                },
+            ],
+        }],
+    };
+    check::<_, k::ElectLeadersResponse>(&response, 0..=2, 2);
+}

@@ -821,11 +821,6 @@ fn min_insync_replicas(config: &BrokerConfig, topic: &TopicInfo) -> i32 {
         .unwrap_or_else(|_| panic!("validated numeric topic config min.insync.replicas"))
 }
 
-/// The partition epoch of `p` (bumped by every leader or ISR change).
-fn partition_epoch(_p: &tarn_metadata::PartitionInfo) -> i32 {
-    0
-}
-
 /// A topic's effective `file.delete.delay.ms`.
 fn file_delete_delay_ms(config: &BrokerConfig, topic: &TopicInfo) -> i64 {
     config
@@ -1095,7 +1090,7 @@ impl ReplicaManager {
             }
             if let Some(existing) = self.get(&topic.name, p.partition_id) {
                 if existing.topic_id == topic.topic_id {
-                    if existing.apply_assignment(p, partition_epoch(p), min_insync, now_ms) {
+                    if existing.apply_assignment(p, p.partition_epoch, min_insync, now_ms) {
                         leadership_changed = true;
                     }
                     if settings_changed {
@@ -1162,7 +1157,7 @@ impl ReplicaManager {
                     self.node_id,
                     &p.replicas,
                     &p.isr,
-                    partition_epoch(p),
+                    p.partition_epoch,
                     now_ms,
                 )),
                 file_delete_delay_ms: AtomicI64::new(delete_delay_ms),
@@ -1275,6 +1270,7 @@ mod tests {
                 isr: vec![1],
                 leader: 1,
                 leader_epoch: 0,
+                partition_epoch: 0,
             });
         }
         records
@@ -1292,6 +1288,7 @@ mod tests {
             isr: vec![2, 1],
             leader,
             leader_epoch,
+            partition_epoch: leader_epoch,
         };
         let topic = MetadataRecord::Topic {
             name: "placed".into(),

@@ -10,7 +10,8 @@
 //! A broker registers with the active controller when it starts (a new
 //! incarnation, a new broker epoch, fenced), heartbeats every
 //! `broker.heartbeat.interval.ms` and is unfenced once it has caught up;
-//! SIGTERM first asks the controller to fence it (controlled shutdown).
+//! SIGTERM first asks the controller to fence it and move its leadership
+//! elsewhere (controlled shutdown).
 //! The first active controller of a new cluster commits its id (the one
 //! `tarn storage format` gave it, or a new one); every node adopts it, and
 //! a node formatted for another cluster stops with INCONSISTENT_CLUSTER_ID.
@@ -41,6 +42,8 @@ use crate::controller::{
 const CONTROLLER_CONNECTIONS_MAX: usize = 64;
 /// How long a controlled shutdown waits for the controller's answer.
 const CONTROLLED_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a controlled shutdown waits before asking again.
+const CONTROLLED_SHUTDOWN_RETRY: Duration = Duration::from_millis(200);
 /// How long shutdown waits for each cluster task to stop.
 const TASK_STOP_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -208,6 +211,10 @@ pub async fn start(
             broker.clone(),
             stop_rx.clone(),
         )),
+        tokio::spawn(controller::run_leader_balancer(
+            broker.clone(),
+            stop_rx.clone(),
+        )),
         tokio::spawn(adopt_cluster_id(
             broker.clone(),
             env,
@@ -250,32 +257,56 @@ pub async fn start(
 
 impl ClusterNode {
     /// Asks the active controller to fence this broker, so clients and
-    /// placement leave it before it goes; gives up after a while (the
-    /// session timeout fences it anyway).
+    /// placement leave it before it goes and its partitions get new
+    /// leaders; asks again while the controller does not yet let it shut
+    /// down, and gives up after a while (the session timeout fences it
+    /// anyway).
     pub async fn controlled_shutdown(&self, broker: &Arc<Broker>) {
         let Some(broker_epoch) = *self.broker_epoch.borrow() else {
             return;
         };
-        let request = ControllerRequest::Heartbeat {
-            broker_id: broker.node_id,
-            broker_epoch,
-            metadata_offset: broker.metadata.publisher().published_offset(),
-            shutting_down: true,
-        };
-        match tokio::time::timeout(
-            CONTROLLED_SHUTDOWN_TIMEOUT,
-            broker.submit_to_controller(request),
-        )
-        .await
-        {
-            Ok(Ok(_)) => tracing::info!(
+        let deadline = tokio::time::Instant::now() + CONTROLLED_SHUTDOWN_TIMEOUT;
+        loop {
+            let request = ControllerRequest::Heartbeat {
+                broker_id: broker.node_id,
                 broker_epoch,
-                "controlled shutdown: the controller fenced this broker"
-            ),
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "controlled shutdown refused; shutting down anyway")
+                metadata_offset: broker.metadata.publisher().published_offset(),
+                shutting_down: true,
+            };
+            let answer =
+                tokio::time::timeout_at(deadline, broker.submit_to_controller(request)).await;
+            match answer {
+                Ok(Ok(ControllerReply::Heartbeat {
+                    may_shut_down: true,
+                    ..
+                })) => {
+                    tracing::info!(
+                        broker_epoch,
+                        "controlled shutdown: the controller fenced this broker and moved its leadership"
+                    );
+                    return;
+                }
+                Ok(Ok(other)) => {
+                    tracing::info!(reply = ?other, "controlled shutdown: not allowed to shut down yet")
+                }
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "controlled shutdown refused; shutting down anyway");
+                    return;
+                }
+                Err(_) => {
+                    tracing::warn!("controlled shutdown got no answer; shutting down anyway");
+                    return;
+                }
             }
-            Err(_) => tracing::warn!("controlled shutdown got no answer; shutting down anyway"),
+            if tokio::time::timeout_at(deadline, tokio::time::sleep(CONTROLLED_SHUTDOWN_RETRY))
+                .await
+                .is_err()
+            {
+                tracing::warn!(
+                    "controlled shutdown did not complete in time; shutting down anyway"
+                );
+                return;
+            }
         }
     }
 

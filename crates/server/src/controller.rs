@@ -13,7 +13,13 @@
 //! The active controller also keeps broker sessions: a broker that misses
 //! heartbeats for `broker.session.timeout.ms` is fenced, one that asks to
 //! shut down is fenced before it is told it may, and a fenced broker that
-//! has caught up with the metadata log is unfenced.
+//! has caught up with the metadata log is unfenced. Fencing and unfencing
+//! commit their partition elections in the same entry
+//! (`tarn_metadata::elections`): a broker told it may shut down leads
+//! nothing any more. Partition leaders change their ISR through
+//! [`ControllerRequest::AlterPartition`], and the leader balancer moves
+//! leadership back to preferred replicas every
+//! `leader.imbalance.check.interval.seconds`.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -25,8 +31,9 @@ use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
 use tarn_metadata::brokers::{self, BrokerRegistration};
+use tarn_metadata::elections::{self, AlterPartition};
 use tarn_metadata::topics::{create_topic_records, NewTopic};
-use tarn_metadata::{MetadataLogError, MetadataRecord};
+use tarn_metadata::{MetadataImage, MetadataLogError, MetadataRecord};
 use tarn_protocol::error::{self, ErrorCode};
 use tarn_protocol::records::Part;
 
@@ -68,13 +75,15 @@ pub enum ControllerRequest {
         metadata_offset: u64,
         shutting_down: bool,
     },
-    /// A leader asks for a new ISR of one partition (Kafka's
-    /// AlterPartition), based on the epochs it knows.
+    /// A partition leader's new ISR (Kafka's AlterPartition, one
+    /// partition): answered with [`ControllerReply::PartitionState`] once
+    /// committed, or refused with Kafka's code.
     AlterPartition {
         broker_id: i32,
         broker_epoch: i64,
         topic_id: [u8; 16],
         partition: i32,
+        /// The leader and partition epochs the leader holds now.
         leader_epoch: i32,
         partition_epoch: i32,
         new_isr: Vec<i32>,
@@ -100,6 +109,13 @@ pub enum ControllerReply {
     Heartbeat {
         fenced: bool,
         may_shut_down: bool,
+    },
+    /// A partition's state after an AlterPartition.
+    PartitionState {
+        leader: i32,
+        leader_epoch: i32,
+        partition_epoch: i32,
+        isr: Vec<i32>,
     },
 }
 
@@ -323,10 +339,26 @@ fn execute_local(broker: &Broker, request: &ControllerRequest) -> ControllerResp
             *metadata_offset,
             *shutting_down,
         ),
-        ControllerRequest::AlterPartition { .. } => Err(ControllerRefusal::new(
-            error::UNSUPPORTED_VERSION,
-            "ISR changes are not carried out yet",
-        )),
+        ControllerRequest::AlterPartition {
+            broker_id,
+            broker_epoch,
+            topic_id,
+            partition,
+            leader_epoch,
+            partition_epoch,
+            new_isr,
+        } => alter_partition(
+            broker,
+            &AlterPartition {
+                broker_id: *broker_id,
+                broker_epoch: *broker_epoch,
+                topic_id: *topic_id,
+                partition_id: *partition,
+                leader_epoch: *leader_epoch,
+                partition_epoch: *partition_epoch,
+                new_isr: new_isr.clone(),
+            },
+        ),
     };
     ControllerResponse {
         offset: broker.metadata.publisher().published_offset(),
@@ -499,19 +531,35 @@ fn heartbeat(
     if shutting_down {
         broker.sessions.remove(broker_id, broker_epoch);
         commit_fence(broker, broker_id, broker_epoch, "controlled shutdown")?;
+        // The fence and its elections are committed: the broker leads
+        // nothing now, unless the commit left a partition it still leads
+        // (it never should), and then it must keep asking.
+        let still_leads = elections::led_by(&broker.metadata.image(), broker_id);
+        if still_leads > 0 {
+            tracing::error!(
+                broker_id,
+                still_leads,
+                "a broker fenced for controlled shutdown still leads partitions"
+            );
+        }
         return Ok(ControllerReply::Heartbeat {
             fenced: true,
-            may_shut_down: true,
+            may_shut_down: still_leads == 0,
         });
     }
     let caught_up_at = broker
         .sessions
         .touch(broker_id, broker_epoch, known_offset(broker));
     if fenced && metadata_offset >= caught_up_at {
-        broker
-            .commit_metadata(|image| Ok((brokers::unfence(image, broker_id, broker_epoch), ())))
+        let elected = broker
+            .commit_metadata(|image| {
+                let records =
+                    brokers::unfence(image, &effective(broker, image), broker_id, broker_epoch);
+                let elected = records.len().saturating_sub(1);
+                Ok((records, elected))
+            })
             .map_err(ControllerRefusal::from_broker)?;
-        tracing::info!(broker_id, broker_epoch, "unfenced broker");
+        tracing::info!(broker_id, broker_epoch, elected, "unfenced broker");
         return Ok(ControllerReply::Heartbeat {
             fenced: false,
             may_shut_down: false,
@@ -523,27 +571,61 @@ fn heartbeat(
     })
 }
 
+/// The controller's effective config as `image` makes it: what decides
+/// `unclean.leader.election.enable` for topics that do not set it.
+fn effective(broker: &Broker, image: &MetadataImage) -> tarn_config::BrokerConfig {
+    broker.config_view(image).effective()
+}
+
 fn known_offset(broker: &Broker) -> u64 {
     broker.metadata.publisher().published_offset()
 }
 
+/// Fences the broker and moves its leadership and ISR memberships off it,
+/// in one commit.
 fn commit_fence(
     broker: &Broker,
     broker_id: i32,
     broker_epoch: i64,
     why: &str,
 ) -> Result<(), ControllerRefusal> {
-    let fenced = broker
+    let changed = broker
         .commit_metadata(|image| {
-            let records = brokers::fence(image, broker_id, broker_epoch);
-            let any = !records.is_empty();
-            Ok((records, any))
+            let records = brokers::fence(image, &effective(broker, image), broker_id, broker_epoch);
+            let changed = records.len();
+            Ok((records, changed))
         })
         .map_err(ControllerRefusal::from_broker)?;
-    if fenced {
-        tracing::info!(broker_id, broker_epoch, why, "fenced broker");
+    if changed > 0 {
+        tracing::info!(
+            broker_id,
+            broker_epoch,
+            why,
+            records = changed,
+            "fenced broker"
+        );
     }
     Ok(())
+}
+
+fn alter_partition(
+    broker: &Broker,
+    request: &AlterPartition,
+) -> Result<ControllerReply, ControllerRefusal> {
+    let state = broker
+        .commit_metadata(|image| {
+            Ok(match elections::alter_partition(image, request) {
+                Ok((records, state)) => (records, Ok(state)),
+                Err(e) => (vec![], Err(ControllerRefusal::new(e.code, e.message))),
+            })
+        })
+        .map_err(ControllerRefusal::from_broker)??;
+    Ok(ControllerReply::PartitionState {
+        leader: state.leader,
+        leader_epoch: state.leader_epoch,
+        partition_epoch: state.partition_epoch,
+        isr: state.isr,
+    })
 }
 
 /// The active controller's session timer: fences every broker whose
@@ -587,6 +669,69 @@ pub async fn run_session_timer(
             }
         }
     }
+}
+
+/// The most commits one balancer check makes: each carries at most
+/// `REBALANCE_ELECTIONS_MAX` preferred elections, and a check continues
+/// while the last one was full.
+const BALANCE_COMMITS_MAX: usize = 100;
+
+/// The active controller's leader balancer: every
+/// `leader.imbalance.check.interval.seconds` it commits
+/// `elections::periodic_elections` (preferred leaders back where a broker
+/// leads less than `leader.imbalance.per.broker.percentage` allows, if
+/// `auto.leader.rebalance.enable`). Runs on every node; does nothing
+/// while the node is not the active controller.
+pub async fn run_leader_balancer(
+    broker: Arc<Broker>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    let seconds = broker
+        .config
+        .get_i64("leader.imbalance.check.interval.seconds");
+    let interval = Duration::from_secs(seconds.max(1) as u64);
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(interval) => {}
+            _ = shutdown.changed() => return,
+        }
+        if !broker.is_active_controller() {
+            continue;
+        }
+        match tarn_replication::blocking::off_async_workers(|| balance_leaders(&broker)) {
+            Ok(0) => {}
+            Ok(changed) => tracing::info!(changed, "leader balancer changed partitions"),
+            Err(e) => tracing::warn!(error = %e, "leader balancer; will retry at the next check"),
+        }
+    }
+}
+
+/// One check of the leader balancer: the partitions it changed.
+pub fn balance_leaders(broker: &Broker) -> Result<usize, ControllerRefusal> {
+    let rebalance = broker
+        .config
+        .get_bool("auto.leader.rebalance.enable")
+        .then(|| {
+            broker
+                .config
+                .get_i64("leader.imbalance.per.broker.percentage")
+        });
+    let mut changed = 0;
+    for _ in 0..BALANCE_COMMITS_MAX {
+        let committed = broker
+            .commit_metadata(|image| {
+                let records =
+                    elections::periodic_elections(image, &effective(broker, image), rebalance);
+                let count = records.len();
+                Ok((records, count))
+            })
+            .map_err(ControllerRefusal::from_broker)?;
+        changed += committed;
+        if committed < elections::REBALANCE_ELECTIONS_MAX {
+            break;
+        }
+    }
+    Ok(changed)
 }
 
 /// Where the active controller is, as this node knows it.
@@ -683,5 +828,173 @@ impl Broker {
                 format!("{address} sent an unreadable controller response: {e}"),
             )
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tarn_protocol::Uuid;
+
+    /// A single node (broker 1, always the active controller) with topic
+    /// "t" whose one partition has replicas [1, 2] in `isr`, led by 1, and
+    /// broker 2 registered unfenced.
+    fn cluster_of_two(dir: &std::path::Path, isr: &[i32]) -> (Arc<Broker>, Uuid) {
+        let broker = crate::testing::broker_with_topic(dir, "t", 1);
+        let topic_id = broker.metadata.image().topic("t").unwrap().topic_id;
+        let isr = isr.to_vec();
+        broker
+            .commit_metadata(|_| {
+                let records = vec![
+                    MetadataRecord::RegisterBroker {
+                        broker_id: 2,
+                        host: "127.0.0.1".into(),
+                        port: 9093,
+                        rack: None,
+                        incarnation_id: [2; 16],
+                        broker_epoch: 0,
+                        listeners: vec![],
+                        fenced: false,
+                    },
+                    MetadataRecord::Partition {
+                        topic_id: topic_id.0,
+                        partition_id: 0,
+                        replicas: vec![1, 2],
+                        isr,
+                        leader: 1,
+                        leader_epoch: 0,
+                        partition_epoch: 0,
+                    },
+                ];
+                Ok((records, ()))
+            })
+            .unwrap();
+        (broker, topic_id)
+    }
+
+    fn epoch_of(broker: &Broker, broker_id: i32) -> i64 {
+        broker.metadata.image().brokers[&broker_id].broker_epoch
+    }
+
+    /// (leader, leader epoch, partition epoch, ISR) of t-0.
+    fn state(broker: &Broker, topic_id: &Uuid) -> (i32, i32, i32, Vec<i32>) {
+        let image = broker.metadata.image();
+        let p = image.partition(topic_id, 0).unwrap();
+        (p.leader, p.leader_epoch, p.partition_epoch, p.isr.clone())
+    }
+
+    fn run(
+        broker: &Broker,
+        request: ControllerRequest,
+    ) -> Result<ControllerReply, ControllerRefusal> {
+        execute_local(broker, &request).result
+    }
+
+    fn alter(
+        broker: &Broker,
+        topic_id: &Uuid,
+        partition_epoch: i32,
+        new_isr: &[i32],
+    ) -> ControllerRequest {
+        ControllerRequest::AlterPartition {
+            broker_id: 1,
+            broker_epoch: epoch_of(broker, 1),
+            topic_id: topic_id.0,
+            partition: 0,
+            leader_epoch: 0,
+            partition_epoch,
+            new_isr: new_isr.to_vec(),
+        }
+    }
+
+    fn heartbeat(broker: &Broker, broker_id: i32, shutting_down: bool) -> ControllerRequest {
+        ControllerRequest::Heartbeat {
+            broker_id,
+            broker_epoch: epoch_of(broker, broker_id),
+            metadata_offset: broker.metadata.publisher().published_offset(),
+            shutting_down,
+        }
+    }
+
+    #[test]
+    fn alter_partition_answers_the_committed_state_or_kafkas_refusal() {
+        let dir = tempfile::tempdir().unwrap();
+        let (broker, topic_id) = cluster_of_two(dir.path(), &[1]);
+        let reply = run(&broker, alter(&broker, &topic_id, 0, &[1, 2])).unwrap();
+        assert_eq!(
+            reply,
+            ControllerReply::PartitionState {
+                leader: 1,
+                leader_epoch: 0,
+                partition_epoch: 1,
+                isr: vec![1, 2],
+            }
+        );
+        assert_eq!(state(&broker, &topic_id), (1, 0, 1, vec![1, 2]));
+        let refused = run(&broker, alter(&broker, &topic_id, 0, &[1])).unwrap_err();
+        assert_eq!(refused.code, error::INVALID_UPDATE_VERSION);
+        assert_eq!(state(&broker, &topic_id), (1, 0, 1, vec![1, 2]));
+    }
+
+    #[test]
+    fn a_broker_may_shut_down_once_its_leadership_moved_and_leads_again_when_unfenced() {
+        let dir = tempfile::tempdir().unwrap();
+        let (broker, topic_id) = cluster_of_two(dir.path(), &[1, 2]);
+        // The follower leaves the ISR; the leader epoch stays.
+        let reply = run(&broker, heartbeat(&broker, 2, true)).unwrap();
+        assert_eq!(
+            reply,
+            ControllerReply::Heartbeat {
+                fenced: true,
+                may_shut_down: true
+            }
+        );
+        assert_eq!(state(&broker, &topic_id), (1, 0, 1, vec![1]));
+        // The leader, now the last ISR member, leaves the partition
+        // leaderless in the same commit that fences it.
+        let reply = run(&broker, heartbeat(&broker, 1, true)).unwrap();
+        assert_eq!(
+            reply,
+            ControllerReply::Heartbeat {
+                fenced: true,
+                may_shut_down: true
+            }
+        );
+        assert_eq!(state(&broker, &topic_id), (-1, 1, 2, vec![1]));
+        assert!(broker.metadata.image().brokers[&1].fenced);
+        // Back, caught up: unfenced, and it leads again.
+        let reply = run(&broker, heartbeat(&broker, 1, false)).unwrap();
+        assert_eq!(
+            reply,
+            ControllerReply::Heartbeat {
+                fenced: false,
+                may_shut_down: false
+            }
+        );
+        assert_eq!(state(&broker, &topic_id), (1, 2, 3, vec![1]));
+    }
+
+    #[test]
+    fn the_leader_balancer_moves_leadership_to_the_preferred_replica() {
+        let dir = tempfile::tempdir().unwrap();
+        let (broker, topic_id) = cluster_of_two(dir.path(), &[1, 2]);
+        // Broker 2 is preferred for t-0 but does not lead it.
+        broker
+            .commit_metadata(|_| {
+                Ok((
+                    vec![MetadataRecord::PartitionChange {
+                        topic_id: topic_id.0,
+                        partition_id: 0,
+                        leader: None,
+                        isr: None,
+                        replicas: Some(vec![2, 1]),
+                    }],
+                    (),
+                ))
+            })
+            .unwrap();
+        assert_eq!(balance_leaders(&broker).unwrap(), 1);
+        assert_eq!(state(&broker, &topic_id), (2, 1, 2, vec![1, 2]));
+        assert_eq!(balance_leaders(&broker).unwrap(), 0);
     }
 }

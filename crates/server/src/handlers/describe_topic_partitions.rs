@@ -104,7 +104,7 @@ fn describe(
         .unwrap_or_default()
         .iter()
         .map(|p| DescribeTopicPartitionsResponsePartition {
-            error_code: error::NONE,
+            error_code: partition_error(p),
             partition_index: p.partition_id,
             leader_id: p.leader,
             leader_epoch: p.leader_epoch,
@@ -157,6 +157,16 @@ fn refuse_all(
             })
             .collect(),
         ..Default::default()
+    }
+}
+
+/// A partition without a leader is answered LEADER_NOT_AVAILABLE (leader
+/// -1), as Kafka answers an offline partition, so clients wait and retry.
+fn partition_error(p: &tarn_metadata::PartitionInfo) -> i16 {
+    if p.has_leader() {
+        error::NONE
+    } else {
+        error::LEADER_NOT_AVAILABLE
     }
 }
 

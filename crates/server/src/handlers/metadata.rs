@@ -45,7 +45,7 @@ fn topic_response(topic: &TopicInfo, include_operations: bool) -> MetadataRespon
             .partitions
             .iter()
             .map(|p| MetadataResponsePartition {
-                error_code: error::NONE,
+                error_code: partition_error(p),
                 partition_index: p.partition_id,
                 leader_id: p.leader,
                 leader_epoch: p.leader_epoch,
@@ -179,6 +179,16 @@ async fn lookup(
     match broker.metadata.image().topic(&name) {
         Some(topic) => topic_response(topic, include_operations),
         None => topic_error(Some(name), Uuid::ZERO, error::LEADER_NOT_AVAILABLE),
+    }
+}
+
+/// A partition without a leader is answered LEADER_NOT_AVAILABLE (leader
+/// -1), as Kafka answers an offline partition, so clients wait and retry.
+fn partition_error(p: &tarn_metadata::PartitionInfo) -> i16 {
+    if p.has_leader() {
+        error::NONE
+    } else {
+        error::LEADER_NOT_AVAILABLE
     }
 }
 

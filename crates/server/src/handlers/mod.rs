@@ -25,6 +25,7 @@ pub mod describe_groups;
 pub mod describe_log_dirs;
 pub mod describe_producers;
 pub mod describe_topic_partitions;
+pub mod elect_leaders;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
@@ -97,6 +98,7 @@ pub const APIS: &[ApiSpec] = &[
     describe_log_dirs::SPEC,
     describe_producers::SPEC,
     describe_topic_partitions::SPEC,
+    elect_leaders::SPEC,
     describe_acls::SPEC,
     create_acls::SPEC,
     delete_acls::SPEC,
@@ -165,6 +167,7 @@ const FORWARDED: &[i16] = &[
     alter_configs::KEY,
     incremental_alter_configs::KEY,
     alter_client_quotas::KEY,
+    elect_leaders::KEY,
     create_acls::KEY,
     delete_acls::KEY,
 ];
@@ -288,6 +291,7 @@ pub async fn dispatch(
             describe_log_dirs,
             describe_producers,
             describe_topic_partitions,
+            elect_leaders,
             describe_acls,
             create_acls,
             delete_acls,
