@@ -10,9 +10,11 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use tarn_cli::client::Client;
 use tarn_e2e::cluster::Cluster;
 use tarn_e2e::kafka::{consume_all, watermarks, Outgoing, Record, TestProducer};
-use tarn_e2e::{cli, run_with_timeout};
+use tarn_e2e::{cli, run_with_timeout, wire};
+use tarn_protocol::error;
 
 const FORMED: Duration = Duration::from_secs(60);
 const TEST_LIMIT: Duration = Duration::from_secs(240);
@@ -204,26 +206,39 @@ fn acks_all_is_refused_while_the_isr_is_below_min_insync_replicas() {
             v.isr["strict"][0].len() == 2
         });
 
-        let mut producer = TestProducer::new(
-            &cluster.address(leader),
-            &[
-                ("acks", "all"),
-                ("enable.idempotence", "false"),
-                ("message.timeout.ms", "3000"),
-            ],
+        // The refusal, as the wire carries it (clients retry it until
+        // their delivery timeout).
+        let mut client = Client::connect(&cluster.address(leader)).expect("connect");
+        let refused =
+            wire::produce_version(&mut client, 9, -1, "strict", 0, wire::batch(1, 1, b"x"));
+        assert_eq!(
+            refused.error_code,
+            error::NOT_ENOUGH_REPLICAS,
+            "{refused:?}"
         );
-        producer.send("strict", &Record::kv("k", "refused").into());
-        let results = producer.flush(Duration::from_secs(30));
-        let error = results[0]
-            .as_ref()
-            .expect_err("acks=all below min.insync.replicas");
-        assert!(
-            error.contains("NotEnoughReplicas") || error.contains("in-sync replicas"),
-            "{error}"
+        // Nothing was appended.
+        let appended =
+            wire::produce_version(&mut client, 9, 1, "strict", 0, wire::batch(1, 1, b"y"));
+        assert_eq!(
+            (appended.error_code, appended.base_offset),
+            (error::NONE, 0),
+            "{appended:?}"
         );
         // acks=1 needs the leader alone; its record is appended, though not
         // exposed to consumers while the ISR is too small (KIP-966).
         let mut producer = TestProducer::new(&cluster.address(leader), &[("acks", "1")]);
         producer.produce_all("strict", &records("one", 1));
+        let (_, _, high) = watermarks(&cluster.address(leader), "strict")[0];
+        assert_eq!(high, 0, "the high watermark waits for min.insync.replicas");
+        // The follower returns: the ISR is whole, the high watermark
+        // covers both records, and acks=all is taken again.
+        cluster.start_again(follower);
+        cluster.wait_for(leader, FORMED, "the whole ISR again", |v| {
+            v.isr["strict"][0].len() == 3
+        });
+        let mut producer = TestProducer::new(&cluster.address(leader), &[("acks", "all")]);
+        producer.produce_all("strict", &records("all", 1));
+        let (_, _, high) = watermarks(&cluster.address(leader), "strict")[0];
+        assert_eq!(high, 3);
     });
 }
