@@ -1,8 +1,9 @@
 //! Clusters of real processes on loopback: the metadata quorum forms in any
 //! start order, a killed controller is replaced and metadata keeps
 //! committing, dead brokers are fenced and restarted ones rejoin with a new
-//! epoch, admin requests work on every broker, and clients produce to and
-//! consume from partitions led by different brokers.
+//! epoch, admin requests work on every broker, clients produce to and
+//! consume from partitions led by different brokers, and leadership moves
+//! off brokers that stop or die, as `tarn leader-election` then reports.
 //!
 //! Times are printed, never asserted (machines are shared): the waits are
 //! generous bounds on "eventually". bench/cluster.sh measures them.
@@ -310,5 +311,97 @@ fn a_node_that_lost_its_quorum_still_stops_on_sigterm() {
         // No controller answers its controlled shutdown: it gives up on
         // it and exits cleanly, within the harness's stop timeout.
         cluster.stop(3);
+    });
+}
+
+#[test]
+fn leadership_moves_off_stopped_and_dead_brokers_and_leader_election_reports_it() {
+    run_with_timeout(TEST_LIMIT, || {
+        let mut cluster = Cluster::start(
+            3,
+            &[1, 2, 3],
+            &[
+                ("broker.session.timeout.ms", "3000"),
+                ("broker.heartbeat.interval.ms", "500"),
+            ],
+        );
+        let controller = cluster.wait_until_formed(FORMED);
+        let out = create_topic(&cluster.address(controller), "elect", 3, 3);
+        assert!(out.status.success(), "{out}");
+        // New partitions are led by their preferred (first) replica.
+        let (view, _) = cluster.wait_for(controller, FORMED, "elect led", |v| {
+            v.leaders
+                .get("elect")
+                .is_some_and(|l| l.len() == 3 && !l.contains(&-1))
+        });
+        let preferred = view.leaders["elect"].clone();
+        let others: Vec<i32> = (1..=3).filter(|id| *id != controller).collect();
+        let (stopped, killed) = (others[0], others[1]);
+
+        // A controlled shutdown moves leadership before the broker exits.
+        cluster.stop(stopped);
+        let view = cluster.view(controller).expect("view");
+        assert!(
+            !view.leaders["elect"].contains(&stopped) && !view.leaders["elect"].contains(&-1),
+            "broker {stopped} stopped but leads: {view:?}"
+        );
+        cluster.start_again(stopped);
+        cluster.wait_until_formed(FORMED);
+
+        // A dead broker's partitions get new leaders once it is fenced.
+        cluster.kill(killed);
+        cluster.wait_for(
+            controller,
+            FORMED,
+            "the dead broker's partitions moved",
+            |v| v.leaders["elect"].iter().all(|l| *l == controller),
+        );
+
+        // Neither broker is back in the ISRs it left, so their preferred
+        // partitions cannot be elected; the controller's need nothing.
+        let bootstrap = cluster.address(controller);
+        let every = cli::run(&[
+            "leader-election",
+            "--bootstrap-server",
+            &bootstrap,
+            "--election-type",
+            "preferred",
+            "--all-topic-partitions",
+        ]);
+        assert!(!every.status.success(), "{every}");
+        for (partition, leader) in preferred.iter().enumerate() {
+            let line = format!(
+                "Error completing leader election (PREFERRED) for partition: elect-{partition}: PREFERRED_LEADER_NOT_AVAILABLE"
+            );
+            assert_eq!(
+                every.stderr.contains(&line),
+                *leader != controller,
+                "partition {partition} preferred by {leader}: {every}"
+            );
+        }
+        assert!(
+            every.stderr.contains("2 replica(s) could not be elected"),
+            "{every}"
+        );
+        let own = preferred
+            .iter()
+            .position(|l| *l == controller)
+            .expect("a partition the controller prefers");
+        let one = cli::run(&[
+            "leader-election",
+            "--bootstrap-server",
+            &bootstrap,
+            "--election-type",
+            "PREFERRED",
+            "--topic",
+            "elect",
+            "--partition",
+            &own.to_string(),
+        ]);
+        assert!(one.status.success(), "{one}");
+        assert_eq!(
+            one.stdout,
+            format!("Valid replica already elected for partitions elect-{own}\n")
+        );
     });
 }

@@ -86,6 +86,7 @@ const KAFKA_4_4_0: &[(i16, &str, i16, i16)] = &[
     (35, "DescribeLogDirs", 1, 5),
     (37, "CreatePartitions", 0, 3),
     (42, "DeleteGroups", 0, 3),
+    (43, "ElectLeaders", 0, 2),
     (44, "IncrementalAlterConfigs", 0, 1),
     (47, "OffsetDelete", 0, 0),
     (48, "DescribeClientQuotas", 0, 1),

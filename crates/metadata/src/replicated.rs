@@ -5,6 +5,14 @@
 //! An entry is the same versioned body the local log writes (one commit,
 //! one entry). A snapshot is the image as the records that rebuild it
 //! (`MetadataImage::to_records`), in that same body.
+//!
+//! A commit is planned against the image, so the image must hold every
+//! entry that can still commit before it: once per term after a read
+//! barrier, and again after one of this node's own proposals was left with
+//! an unknown outcome (it timed out, or committed but was not applied here
+//! in time). That entry may commit later, after a plan made without it (a
+//! fence planned on an image where the broker still leads, say); an empty
+//! entry committed after it settles it, since entries commit in log order.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -42,6 +50,11 @@ pub struct QuorumMetadataLog {
     /// The term in which this node, leading, last confirmed it had applied
     /// everything committed (see `prepare`).
     caught_up_in_term: Option<u64>,
+    /// The term in which a proposal of this node's was left with an
+    /// unknown outcome, not settled yet (see the module doc).
+    unsettled_in_term: Option<u64>,
+    /// How long a read barrier or a proposal may wait for the quorum.
+    quorum_timeout: Duration,
 }
 
 impl QuorumMetadataLog {
@@ -55,7 +68,53 @@ impl QuorumMetadataLog {
             publisher,
             runtime,
             caught_up_in_term: None,
+            unsettled_in_term: None,
+            quorum_timeout: QUORUM_TIMEOUT,
         }
+    }
+
+    /// The same log with another quorum timeout, for tests that make
+    /// proposals time out.
+    #[cfg(test)]
+    fn with_quorum_timeout(mut self, timeout: Duration) -> Self {
+        self.quorum_timeout = timeout;
+        self
+    }
+
+    /// Proposes `records` as one entry and waits until it is applied
+    /// here; an outcome left unknown marks `term` unsettled.
+    fn propose_and_apply(
+        &mut self,
+        quorum: &Quorum,
+        term: u64,
+        records: &[MetadataRecord],
+    ) -> Result<u64, MetadataLogError> {
+        let entry = entry(records)?;
+        let proposed = self.runtime.block_on(tokio::time::timeout(
+            self.quorum_timeout,
+            quorum.propose(entry),
+        ));
+        let committed = match proposed {
+            Ok(Ok(committed)) => committed,
+            // Refused before it was appended: nothing can commit later.
+            Ok(Err(e @ QuorumError::NotLeader { .. })) => return Err(quorum_error(e)),
+            Ok(Err(e)) => {
+                self.unsettled_in_term = Some(term);
+                return Err(quorum_error(e));
+            }
+            Err(_) => {
+                self.unsettled_in_term = Some(term);
+                return Err(MetadataLogError::Quorum(format!(
+                    "the entry was not known to commit within {:?}; it may still commit",
+                    self.quorum_timeout
+                )));
+            }
+        };
+        if let Err(e) = self.applied(committed.index) {
+            self.unsettled_in_term = Some(term);
+            return Err(e);
+        }
+        Ok(committed.index)
     }
 
     fn quorum(&self) -> Result<&Quorum, MetadataLogError> {
@@ -102,7 +161,9 @@ impl MetadataLog for QuorumMetadataLog {
     /// the quorum and waits until it has. Later commits in the same term
     /// come only from this node, each applied here before the next is
     /// planned (the store runs them one at a time), so the image is
-    /// already whole; a node that lost the lead fails at the proposal.
+    /// already whole — unless one was left with an unknown outcome, which
+    /// an empty entry settles first; a node that lost the lead fails at
+    /// the proposal.
     fn prepare(&mut self) -> Result<(), MetadataLogError> {
         let quorum = self.quorum()?.clone();
         let term = {
@@ -115,15 +176,31 @@ impl MetadataLog for QuorumMetadataLog {
             }
             status.term
         };
+        match self.unsettled_in_term {
+            // An entry of this term may still commit: commit an empty one
+            // after it, and apply both.
+            Some(unsettled) if unsettled == term => {
+                self.propose_and_apply(&quorum, term, &[])?;
+                self.unsettled_in_term = None;
+            }
+            // A later term's read barrier below settles it: the entry was
+            // committed before the new leader's first one, or never will be.
+            Some(_) => self.unsettled_in_term = None,
+            None => {}
+        }
         if self.caught_up_in_term == Some(term) {
             return Ok(());
         }
         let index = self
             .runtime
-            .block_on(tokio::time::timeout(QUORUM_TIMEOUT, quorum.read_barrier()))
+            .block_on(tokio::time::timeout(
+                self.quorum_timeout,
+                quorum.read_barrier(),
+            ))
             .map_err(|_| {
                 MetadataLogError::Quorum(format!(
-                    "no quorum confirmed this leader within {QUORUM_TIMEOUT:?}"
+                    "no quorum confirmed this leader within {:?}",
+                    self.quorum_timeout
                 ))
             })?
             .map_err(quorum_error)?;
@@ -135,21 +212,9 @@ impl MetadataLog for QuorumMetadataLog {
     }
 
     fn append(&mut self, records: &[MetadataRecord]) -> Result<u64, MetadataLogError> {
-        let entry = entry(records)?;
-        let committed = self
-            .runtime
-            .block_on(tokio::time::timeout(
-                QUORUM_TIMEOUT,
-                self.quorum()?.propose(entry),
-            ))
-            .map_err(|_| {
-                MetadataLogError::Quorum(format!(
-                    "the entry was not known to commit within {QUORUM_TIMEOUT:?}; it may still commit"
-                ))
-            })?
-            .map_err(quorum_error)?;
-        self.applied(committed.index)?;
-        Ok(committed.index)
+        let quorum = self.quorum()?.clone();
+        let term = quorum.status().borrow().term;
+        self.propose_and_apply(&quorum, term, records)
     }
 }
 
@@ -274,6 +339,115 @@ mod tests {
     fn commit(store: &MetadataStore, record: MetadataRecord) {
         tokio::task::block_in_place(|| store.commit_with(|_| Ok::<_, Failed>((vec![record], ()))))
             .unwrap();
+    }
+
+    /// Three voters on a simulated network, each with a store whose
+    /// proposals time out after `timeout`; the store of the leader, which
+    /// has committed topic "ready".
+    async fn three_voters(
+        net: &Arc<SimNetwork>,
+        timeout: Duration,
+    ) -> (MetadataStore, Vec<Quorum>) {
+        let voters: BTreeMap<u64, String> = (1..=3).map(|i| (i, format!("node-{i}"))).collect();
+        let mut stores = BTreeMap::new();
+        let mut quorums = Vec::new();
+        for id in 1..=3u64 {
+            let publisher = Arc::new(MetadataPublisher::new(MetadataImage::default(), 0));
+            let cell = Arc::new(OnceLock::new());
+            let log = QuorumMetadataLog::new(
+                cell.clone(),
+                publisher.clone(),
+                tokio::runtime::Handle::current(),
+            )
+            .with_quorum_timeout(timeout);
+            stores.insert(
+                id,
+                MetadataStore::replicated(Box::new(log), publisher.clone()),
+            );
+            let mut config = QuorumConfig::new(
+                id,
+                voters.clone(),
+                PathBuf::from("/data/__cluster_metadata-0"),
+            );
+            config.rng_seed = Some(id);
+            let fs: Arc<dyn FileSystem> = Arc::new(SimFileSystem::new(id));
+            let quorum = Quorum::start(
+                config,
+                fs,
+                net.transport(id),
+                Box::new(PublishingMachine::new(publisher)),
+            )
+            .await
+            .unwrap();
+            net.register(quorum.clone());
+            cell.set(quorum.clone()).unwrap();
+            quorums.push(quorum);
+        }
+        // Elections may still be settling: the store that commits first
+        // belongs to the leader.
+        for _ in 0..200 {
+            for (id, store) in &stores {
+                let ready = tokio::task::block_in_place(|| {
+                    store.commit_with(|_| Ok::<_, Failed>((vec![topic("ready", 1)], ())))
+                });
+                if ready.is_ok() {
+                    let id = *id;
+                    return (stores.remove(&id).unwrap(), quorums);
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("no leader committed");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_commit_with_an_unknown_outcome_is_settled_before_the_next_plan() {
+        let net = SimNetwork::new(11);
+        let (store, quorums) = three_voters(&net, Duration::from_millis(100)).await;
+        // Each message now takes 150 ms: an entry needs about 300 ms to
+        // commit, and the proposal gives up after 100 ms.
+        net.set_faults(tarn_quorum::sim::Faults {
+            loss_per_mille: 0,
+            delay_ms_min: 150,
+            delay_ms_max: 150,
+        });
+        let first = tokio::task::block_in_place(|| {
+            store.commit_with(|_| Ok::<_, Failed>((vec![topic("first", 2)], ())))
+        });
+        assert!(first.is_err(), "the proposal should have timed out");
+        // A plan made now must see "first", which may still commit; until
+        // the commit is settled, no plan is made at all.
+        let plans_without_first = std::sync::atomic::AtomicUsize::new(0);
+        let plan = |name: &str, id: u8| {
+            tokio::task::block_in_place(|| {
+                store.commit_with(|image| {
+                    if image.topic("first").is_none() {
+                        plans_without_first.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    Ok::<_, Failed>((vec![topic(name, id)], ()))
+                })
+            })
+        };
+        let _ = plan("second", 3);
+        net.set_faults(tarn_quorum::sim::Faults::NONE);
+        let mut third = plan("third", 4);
+        for _ in 0..50 {
+            if third.is_ok() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            third = plan("third", 4);
+        }
+        third.unwrap();
+        assert_eq!(
+            plans_without_first.load(std::sync::atomic::Ordering::Relaxed),
+            0,
+            "a plan saw an image without an entry that committed before it"
+        );
+        assert!(store.image().topic("first").is_some());
+        for quorum in quorums {
+            quorum.shutdown().await.unwrap();
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

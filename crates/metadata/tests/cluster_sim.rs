@@ -5,11 +5,21 @@
 //! whichever node leads, while the schedule partitions the network, drops
 //! and delays messages, and cuts nodes' power.
 //!
+//! Beside the topics, a controller registers a broker per node and, once
+//! a step, plans one change against the leader's image as the active
+//! controller does: fence or unfence a broker (with their elections),
+//! give a topic partitions, shrink or grow an ISR (AlterPartition), or run
+//! preferred elections. It plans only from an image that holds every
+//! committed entry (after a read barrier), and not again in a term where
+//! one of its proposals has an unknown outcome, since that entry may still
+//! commit after the plan.
+//!
 //! Checked at every step: a node's image holds only committed topics, and
 //! every acknowledged topic at or below the offset it has published (the
-//! image is a prefix of the committed log). After the faults heal: a new
-//! commit succeeds, and every node's image is the same and holds every
-//! acknowledged topic.
+//! image is a prefix of the committed log); in every partition the ISR is
+//! not empty, a leader is in it and is not fenced, and neither epoch ever
+//! goes down on a node. After the faults heal: a new commit succeeds, and
+//! every node's image is the same and holds every acknowledged topic.
 //!
 //! `TARN_SIM_SEED=n` replays one seed; `TARN_SIM_SEEDS=n` runs n seeds
 //! (8 by default); scripts/sim-cluster.sh runs many.
@@ -19,10 +29,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tarn_config::BrokerConfig;
+use tarn_metadata::brokers;
+use tarn_metadata::elections::{
+    self, AlterPartition, ElectionType, UNCLEAN_LEADER_ELECTION_ENABLE,
+};
 use tarn_metadata::replicated::{entry, PublishingMachine};
 use tarn_metadata::{MetadataImage, MetadataPublisher, MetadataRecord};
 use tarn_quorum::sim::{Faults, SimNetwork};
-use tarn_quorum::{NodeId, Quorum, QuorumConfig};
+use tarn_quorum::{NodeId, Quorum, QuorumConfig, QuorumError};
 use tarn_storage::sim::SimFileSystem;
 use tarn_storage::FileSystem;
 
@@ -54,6 +69,145 @@ struct Sim {
     /// Acknowledged topics by the offset they were committed at.
     acked: BTreeMap<u64, String>,
     starts: u64,
+    /// The term of a planned proposal whose outcome is unknown: no plan
+    /// is made again in it (see the module doc).
+    uncertain_term: Option<u64>,
+    /// The offset of the last acknowledged planned change.
+    planned_acked: u64,
+    planned_commits: u64,
+    /// Per running node, the epochs (leader, partition) each partition
+    /// had when last checked: they must never go down.
+    epochs: BTreeMap<NodeId, PartitionEpochs>,
+    /// The controller's config: unclean elections off unless a topic
+    /// turns them on.
+    config: BrokerConfig,
+}
+
+/// (leader epoch, partition epoch) by (topic id, partition).
+type PartitionEpochs = BTreeMap<([u8; 16], i32), (i32, i32)>;
+
+/// One change the controller may plan, with the random numbers it uses.
+#[derive(Debug, Clone, Copy)]
+enum Action {
+    RegisterBrokers,
+    Fence(u64),
+    Unfence(u64),
+    AddPartitions(u64),
+    AlterIsr(u64),
+    PreferredElections,
+}
+
+/// The records that carry `action` out on `image`, planned as the
+/// active controller plans them.
+fn plan(action: Action, image: &MetadataImage, config: &BrokerConfig) -> Vec<MetadataRecord> {
+    let pick = |n: usize, r: u64| (n > 0).then(|| (r % n as u64) as usize);
+    let brokers_with = |fenced: bool| -> Vec<(i32, i64)> {
+        image
+            .brokers
+            .values()
+            .filter(|b| b.fenced == fenced)
+            .map(|b| (b.broker_id, b.broker_epoch))
+            .collect()
+    };
+    match action {
+        Action::RegisterBrokers => Vec::new(),
+        Action::Fence(r) => {
+            let unfenced = brokers_with(false);
+            match pick(unfenced.len(), r) {
+                Some(i) => brokers::fence(image, config, unfenced[i].0, unfenced[i].1),
+                None => Vec::new(),
+            }
+        }
+        Action::Unfence(r) => {
+            let fenced = brokers_with(true);
+            match pick(fenced.len(), r) {
+                Some(i) => brokers::unfence(image, config, fenced[i].0, fenced[i].1),
+                None => Vec::new(),
+            }
+        }
+        Action::AddPartitions(r) => add_partitions(image, r),
+        Action::AlterIsr(r) => alter_isr(image, r),
+        Action::PreferredElections => {
+            elections::elect_leaders(image, ElectionType::Preferred, None)
+                .map(|outcome| outcome.records)
+                .unwrap_or_default()
+        }
+    }
+}
+
+/// Two partitions for the first topic that has none, on up to three
+/// unfenced brokers from a random one on, every replica in the ISR (as
+/// topic creation places them); every other such topic allows unclean
+/// elections.
+fn add_partitions(image: &MetadataImage, r: u64) -> Vec<MetadataRecord> {
+    let unfenced: Vec<i32> = image.unfenced_brokers().map(|b| b.broker_id).collect();
+    let Some(topic) = image.topics().find(|t| t.partitions.is_empty()) else {
+        return Vec::new();
+    };
+    if unfenced.is_empty() {
+        return Vec::new();
+    }
+    let mut records = Vec::new();
+    if r % 2 == 1 {
+        records.push(MetadataRecord::TopicConfig {
+            topic_id: topic.topic_id.0,
+            name: UNCLEAN_LEADER_ELECTION_ENABLE.into(),
+            value: Some("true".into()),
+        });
+    }
+    for partition_id in 0..2 {
+        let replicas: Vec<i32> = (0..unfenced.len().min(3))
+            .map(|k| unfenced[(r as usize + partition_id as usize + k) % unfenced.len()])
+            .collect();
+        records.push(MetadataRecord::Partition {
+            topic_id: topic.topic_id.0,
+            partition_id,
+            leader: replicas[0],
+            isr: replicas.clone(),
+            replicas,
+            leader_epoch: 0,
+            partition_epoch: 0,
+        });
+    }
+    records
+}
+
+/// A leader's AlterPartition for a random led partition: the leader and
+/// the unfenced replicas that the random bits pick.
+fn alter_isr(image: &MetadataImage, r: u64) -> Vec<MetadataRecord> {
+    let led: Vec<(&tarn_metadata::TopicInfo, &tarn_metadata::PartitionInfo)> = image
+        .topics()
+        .flat_map(|t| t.partitions.iter().map(move |p| (&**t, p)))
+        .filter(|(_, p)| p.has_leader())
+        .collect();
+    if led.is_empty() {
+        return Vec::new();
+    }
+    let (topic, p) = led[(r % led.len() as u64) as usize];
+    let new_isr: Vec<i32> = p
+        .replicas
+        .iter()
+        .copied()
+        .enumerate()
+        .filter(|(i, b)| {
+            *b == p.leader
+                || (r >> (8 + i) & 1 == 1 && image.brokers.get(b).is_some_and(|b| !b.fenced))
+        })
+        .map(|(_, b)| b)
+        .collect();
+    let request = AlterPartition {
+        broker_id: p.leader,
+        broker_epoch: image.brokers[&p.leader].broker_epoch,
+        topic_id: topic.topic_id.0,
+        partition_id: p.partition_id,
+        leader_epoch: p.leader_epoch,
+        partition_epoch: p.partition_epoch,
+        new_isr,
+    };
+    match elections::alter_partition(image, &request) {
+        Ok((records, _)) => records,
+        Err(e) => panic!("a leader's AlterPartition from the current state was refused: {e:?}"),
+    }
 }
 
 fn topic(name: &str, n: u64) -> MetadataRecord {
@@ -86,6 +240,11 @@ impl Sim {
             proposed: BTreeSet::new(),
             acked: BTreeMap::new(),
             starts: 0,
+            uncertain_term: None,
+            planned_acked: 0,
+            planned_commits: 0,
+            epochs: BTreeMap::new(),
+            config: BrokerConfig::default(),
         }
     }
 
@@ -103,6 +262,7 @@ impl Sim {
         let mut config = QuorumConfig::new(id, voters, PathBuf::from("/data/__cluster_metadata-0"));
         config.snapshot_every = 8;
         config.rng_seed = Some(self.seed.wrapping_mul(31) ^ (id << 32) ^ self.starts);
+        self.epochs.remove(&id);
         let node = self.nodes.get_mut(&id).expect("a node");
         // A restarted node builds its image again from its disk.
         node.publisher = Arc::new(MetadataPublisher::new(MetadataImage::default(), 0));
@@ -151,6 +311,110 @@ impl Sim {
         }
     }
 
+    /// Plans `action` on the leader's image, as the active controller
+    /// does, and proposes it; true when it was acknowledged.
+    async fn control(&mut self, action: Action) -> bool {
+        let Some(leader) = self.leader() else {
+            return false;
+        };
+        let term = leader.status().borrow().term;
+        if self.uncertain_term.is_some_and(|t| term <= t) {
+            return false;
+        }
+        // The image must hold everything committed before the plan.
+        let barrier = tokio::time::timeout(Duration::from_secs(5), leader.read_barrier());
+        let Ok(Ok(index)) = barrier.await else {
+            return false;
+        };
+        let mut status = leader.status();
+        let applied = tokio::time::timeout(
+            Duration::from_secs(5),
+            status.wait_for(|s| s.applied_index >= Some(index) || !s.running),
+        );
+        if !matches!(applied.await, Ok(Ok(s)) if s.running && s.term == term) {
+            return false;
+        }
+        let image = self.nodes[&leader.node_id()].publisher.image();
+        let records = match action {
+            Action::RegisterBrokers if image.brokers.is_empty() => self
+                .ids()
+                .into_iter()
+                .map(|id| MetadataRecord::RegisterBroker {
+                    broker_id: id as i32,
+                    host: format!("node-{id}"),
+                    port: 9092,
+                    rack: None,
+                    incarnation_id: [id as u8; 16],
+                    broker_epoch: 0,
+                    listeners: vec![],
+                    fenced: false,
+                })
+                .collect(),
+            action => plan(action, &image, &self.config),
+        };
+        if records.is_empty() {
+            return false;
+        }
+        let body = entry(&records).expect("encode an entry");
+        let proposal = tokio::time::timeout(Duration::from_secs(5), leader.propose(body));
+        match proposal.await {
+            Ok(Ok(committed)) => {
+                // Every earlier entry of this term is committed with it.
+                if self.uncertain_term == Some(committed.term) {
+                    self.uncertain_term = None;
+                }
+                self.planned_acked = self.planned_acked.max(committed.index);
+                self.planned_commits += 1;
+                true
+            }
+            // Never appended: no doubt about it.
+            Ok(Err(QuorumError::NotLeader { .. })) => false,
+            _ => {
+                self.uncertain_term = Some(term);
+                false
+            }
+        }
+    }
+
+    /// The partition invariants, on every running node.
+    fn check_partitions(&mut self, step: &str) {
+        for (id, node) in &self.nodes {
+            if node.quorum.is_none() {
+                continue;
+            }
+            let image = node.publisher.image();
+            let seen = self.epochs.entry(*id).or_default();
+            for t in image.topics() {
+                for p in &t.partitions {
+                    let at = format!(
+                        "seed {}: {step}: node {id}: {}-{}",
+                        self.seed, t.name, p.partition_id
+                    );
+                    assert!(!p.isr.is_empty(), "{at}: empty ISR");
+                    if p.has_leader() {
+                        assert!(
+                            p.isr.contains(&p.leader),
+                            "{at}: leader {} outside the ISR {:?}",
+                            p.leader,
+                            p.isr
+                        );
+                        let fenced = image.brokers.get(&p.leader).is_none_or(|b| b.fenced);
+                        assert!(!fenced, "{at}: led by fenced broker {}", p.leader);
+                    }
+                    let now = (p.leader_epoch, p.partition_epoch);
+                    let key = (t.topic_id.0, p.partition_id);
+                    if let Some(before) = seen.get(&key) {
+                        assert!(
+                            now.0 >= before.0 && now.1 >= before.1,
+                            "{at}: epochs went from {before:?} to {now:?}"
+                        );
+                    }
+                    seen.insert(key, now);
+                }
+            }
+        }
+    }
+
     /// The prefix property, on every running node.
     fn check(&self, step: &str) {
         for (id, node) in &self.nodes {
@@ -186,6 +450,12 @@ async fn run(seed: u64) {
     }
     let ids = sim.ids();
     let all: BTreeSet<NodeId> = ids.iter().copied().collect();
+    for _ in 0..100 {
+        if sim.control(Action::RegisterBrokers).await {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let mut n = 0;
     for step in 0..12 {
         match sim.rng.next(5) {
@@ -219,9 +489,12 @@ async fn run(seed: u64) {
         for _ in 0..4 {
             n += 1;
             sim.propose(n).await;
+            let action = random_action(&mut sim.rng);
+            sim.control(action).await;
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         sim.check(&format!("step {step}"));
+        sim.check_partitions(&format!("step {step}"));
     }
 
     // Heal everything; the cluster must commit again and converge.
@@ -247,7 +520,13 @@ async fn run(seed: u64) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let last = committed.unwrap_or_else(|| panic!("seed {seed}: no commit after healing"));
-    let last_index = *sim.acked.keys().last().expect("an acknowledged entry");
+    // The controller keeps working once healed.
+    for _ in 0..8 {
+        let action = random_action(&mut sim.rng);
+        sim.control(action).await;
+    }
+    let last_index =
+        (*sim.acked.keys().last().expect("an acknowledged entry")).max(sim.planned_acked);
     for _ in 0..600 {
         if sim
             .nodes
@@ -259,6 +538,7 @@ async fn run(seed: u64) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     sim.check("healed");
+    sim.check_partitions("healed");
     let images: Vec<Arc<MetadataImage>> = sim
         .nodes
         .values()
@@ -278,16 +558,31 @@ async fn run(seed: u64) {
             );
         }
     }
+    let partitions: usize = images[0].topics().map(|t| t.partitions.len()).sum();
     println!(
-        "seed {seed}: {size} nodes, {} starts, {} of {} proposals acknowledged",
+        "seed {seed}: {size} nodes, {} starts, {} of {} proposals acknowledged, {} controller changes, {partitions} partitions",
         sim.starts,
         sim.acked.len(),
-        sim.proposed.len()
+        sim.proposed.len(),
+        sim.planned_commits,
     );
     for node in sim.nodes.values_mut() {
         if let Some(quorum) = node.quorum.take() {
             quorum.shutdown().await.expect("shut down");
         }
+    }
+}
+
+/// One controller change, weighted towards fencing and unfencing.
+fn random_action(rng: &mut Rng) -> Action {
+    let r = rng.next(u64::from(u32::MAX));
+    match rng.next(5) {
+        0 => Action::Fence(r),
+        1 => Action::Unfence(r),
+        2 => Action::AddPartitions(r),
+        3 => Action::AlterIsr(r),
+        4 => Action::PreferredElections,
+        _ => Action::Fence(r),
     }
 }
 
