@@ -1,7 +1,9 @@
 """Real clients against a three-node cluster: kafka-python and confluent-kafka
 create a topic whose partitions are led by all three brokers, produce keyed
 records to it and read every one back in a consumer group; a SIGKILLed
-broker disappears from the survivors' metadata.
+broker disappears from the survivors' metadata; and both keep producing
+(acks=all, replication factor 3) through a partition leader's SIGKILL, with
+every acknowledged record read back.
 
 Each node is a broker and a controller (a voter of the metadata quorum) on
 fixed loopback ports, with its data dir under tmp_path; the fixture stops
@@ -26,7 +28,7 @@ from kafka.conn import BrokerConnection
 from kafka.protocol.metadata import MetadataRequest
 
 from conftest import TarnBroker, wait_until
-from tarn_clients import Got, Rec, assert_matches, ck_produce, kp_produce
+from tarn_clients import Got, Rec, assert_matches, ck_consume, ck_produce, kp_consume, kp_produce
 
 NODES = 3
 # Long enough for elections, broker sessions (9 s) and a slow machine.
@@ -316,3 +318,47 @@ def test_killed_broker_leaves_the_survivors_metadata(cluster):
     admin.create_topics([CkNewTopic("after-kill", 2, 1)], request_timeout=30)["after-kill"].result(timeout=60)
     leaders = cluster.wait_for_topic("after-kill", 2)
     assert set(leaders) <= set(survivors), f"after-kill placed on the dead broker: {leaders}"
+
+
+def test_clients_produce_and_consume_through_a_leaders_sigkill(cluster):
+    """kafka-python and confluent-kafka keep producing (acks=all, to a topic
+    of replication factor 3 and min.insync.replicas=2) while the leader of a
+    partition is SIGKILLed, see only retriable errors, and every record they
+    had acknowledged, before or after the kill, is read back once."""
+    topic = "failover"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
+    new = CkNewTopic(topic, 3, 3, config={"min.insync.replicas": "2"})
+    admin.create_topics([new], request_timeout=30)[topic].result(timeout=60)
+    leaders = cluster.wait_for_topic(topic, 3)
+    victim = leaders[0]
+
+    before_ck = keyed_records(60, "ck-before")
+    before_kp = keyed_records(60, "kp-before")
+    delivered = ck_produce(cluster.bootstrap(), topic, before_ck)
+    delivered += kp_produce(cluster.bootstrap(), topic, before_kp)
+
+    cluster.nodes[victim].kill9()
+    survivors = [i for i in cluster.nodes if i != victim]
+    # Both clients produce through the failover: they retry the leader's
+    # NOT_LEADER_OR_FOLLOWER and connection errors until the new leader,
+    # elected from the ISR once the controller fences the dead broker.
+    after_ck = keyed_records(60, "ck-after")
+    after_kp = keyed_records(60, "kp-after")
+    delivered += ck_produce(cluster.bootstrap(), topic, after_ck, **{"message.timeout.ms": 60000})
+    delivered += kp_produce(cluster.bootstrap(), topic, after_kp, retries=30, retry_backoff_ms=500,
+                            request_timeout_ms=20000, max_block_ms=60000)
+    for i in survivors:
+        def moved():
+            v = view_or_none(cluster.addresses[i])
+            found = v and v[2].get(topic)
+            return found if found and victim not in found and min(found) > 0 else None
+        wait_for(moved, f"node {i} to see new leaders of {topic}")
+
+    recs = before_ck + before_kp + after_ck + after_kp
+    expected = {position: rec for rec, position in zip(recs, delivered)}
+    assert len(expected) == len(recs), f"{topic}: two records acknowledged at one position"
+    for name, consume in (("confluent-kafka", ck_consume), ("kafka-python", kp_consume)):
+        got = consume(cluster.bootstrap(), topic, len(recs))
+        by_position = {(g.partition, g.offset): g.rec for g in got}
+        assert len(by_position) == len(recs), f"{name}: read {len(by_position)} of {len(recs)}"
+        assert by_position == expected, f"{name}: records differ from what was acknowledged"

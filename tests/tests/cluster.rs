@@ -347,6 +347,13 @@ fn leadership_moves_off_stopped_and_dead_brokers_and_leader_election_reports_it(
         );
         cluster.start_again(stopped);
         cluster.wait_until_formed(FORMED);
+        // It catches up and rejoins every ISR it left.
+        cluster.wait_for(
+            controller,
+            FORMED,
+            "the restarted broker in every ISR",
+            |v| v.isr["elect"].iter().all(|isr| isr.contains(&stopped)),
+        );
 
         // A dead broker's partitions get new leaders once it is fenced.
         cluster.kill(killed);
@@ -354,11 +361,11 @@ fn leadership_moves_off_stopped_and_dead_brokers_and_leader_election_reports_it(
             controller,
             FORMED,
             "the dead broker's partitions moved",
-            |v| v.leaders["elect"].iter().all(|l| *l == controller),
+            |v| v.leaders["elect"].iter().all(|l| *l != killed && *l != -1),
         );
 
-        // Neither broker is back in the ISRs it left, so their preferred
-        // partitions cannot be elected; the controller's need nothing.
+        // The dead broker's preferred partition cannot go back to it; the
+        // restarted broker's can, and does.
         let bootstrap = cluster.address(controller);
         let every = cli::run(&[
             "leader-election",
@@ -375,14 +382,20 @@ fn leadership_moves_off_stopped_and_dead_brokers_and_leader_election_reports_it(
             );
             assert_eq!(
                 every.stderr.contains(&line),
-                *leader != controller,
+                *leader == killed,
                 "partition {partition} preferred by {leader}: {every}"
             );
         }
         assert!(
-            every.stderr.contains("2 replica(s) could not be elected"),
+            every.stderr.contains("1 replica(s) could not be elected"),
             "{every}"
         );
+        let view = cluster.view(controller).expect("view");
+        for (partition, leader) in preferred.iter().enumerate() {
+            if *leader != killed {
+                assert_eq!(view.leaders["elect"][partition], *leader, "{view:?}");
+            }
+        }
         let own = preferred
             .iter()
             .position(|l| *l == controller)

@@ -293,6 +293,20 @@ impl Partition {
                 ));
             }
         }
+        // A follower ahead of this log has records it does not: it is
+        // told so (the read's OFFSET_OUT_OF_RANGE) before its position
+        // counts for the high watermark.
+        if fetch_offset > self.log_end_offset() {
+            return Err(PartitionError::new(
+                error::OFFSET_OUT_OF_RANGE,
+                format!(
+                    "follower {replica} fetches {}-{} at {fetch_offset}, past the leader's log end {}",
+                    self.topic,
+                    self.index,
+                    self.log_end_offset()
+                ),
+            ));
+        }
         let outcome = self.record_follower_fetch(replica, fetch_offset, now_ms)?;
         let (region, offsets) =
             self.read_region(fetch_offset, max_bytes, true, ReadLimit::LogEnd)?;
@@ -308,7 +322,7 @@ impl Partition {
         let leader_end = self.log_end_offset();
         {
             let mut set = self.replica_set.lock();
-            if !set.record_fetch(replica, fetch_offset.min(leader_end), leader_end, now_ms) {
+            if !set.record_fetch(replica, fetch_offset, leader_end, now_ms) {
                 return Err(PartitionError::new(
                     error::NOT_LEADER_OR_FOLLOWER,
                     format!(

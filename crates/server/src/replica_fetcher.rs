@@ -104,6 +104,16 @@ impl Followed {
     fn key(&self) -> (Uuid, i32) {
         (self.partition.topic_id, self.partition.index)
     }
+
+    /// What a back-off is for: the partition under one leader epoch, so a
+    /// new epoch is fetched at once.
+    fn backoff_key(&self) -> (Uuid, i32, i32) {
+        (
+            self.partition.topic_id,
+            self.partition.index,
+            self.leader_epoch,
+        )
+    }
 }
 
 /// Starts the replica fetcher manager and the ISR expiration task; both
@@ -226,9 +236,10 @@ async fn run_fetcher(
 ) {
     let client_id = format!("broker-{}-fetcher-{leader}", broker.node_id);
     let mut connection: Option<Connection> = None;
-    let mut backoff_until: HashMap<(Uuid, i32), Instant> = HashMap::new();
+    let mut backoff_until: HashMap<(Uuid, i32, i32), Instant> = HashMap::new();
     loop {
-        if *stop.borrow() {
+        // The manager dropped this fetcher: its partitions moved elsewhere.
+        if *stop.borrow() || partitions.has_changed().is_err() {
             return;
         }
         let now = Instant::now();
@@ -236,7 +247,7 @@ async fn run_fetcher(
         let followed: Vec<Followed> = partitions
             .borrow_and_update()
             .iter()
-            .filter(|f| !backoff_until.contains_key(&f.key()))
+            .filter(|f| !backoff_until.contains_key(&f.backoff_key()))
             .cloned()
             .collect();
         if followed.is_empty() {
@@ -310,7 +321,7 @@ async fn run_fetcher(
                 let outcome = process_partition(&broker, conn, followed, data).await;
                 if let Err(reason) = outcome {
                     tracing::debug!(topic = %followed.partition.topic, partition = followed.partition.index, leader, %reason, "partition backs off");
-                    backoff_until.insert(followed.key(), Instant::now() + settings.backoff);
+                    backoff_until.insert(followed.backoff_key(), Instant::now() + settings.backoff);
                 }
             }
         }
