@@ -7,7 +7,7 @@ wire protocol (Metadata v1, CreateTopics v2), so that every request goes to
 the broker chosen, one at a time or several in flight, with no client-side
 retries, caching or controller routing in the way.
 
-    cluster.py TARN_BIN WORK SECTION...    sections: commits fencing failover startup
+    cluster.py TARN_BIN WORK SECTION...    sections: commits fencing failover startup leaders
     cluster.py --report RAW OUT.md HEADER.md   RESULT lines of RAW into OUT.md
 
 Each figure is printed as one `RESULT section=... key=value ...` line on
@@ -17,7 +17,7 @@ to stderr. Any failed step raises, so the run exits non-zero.
 env: COMMITS_N=1000 (topics per commit-rate run) INFLIGHT=8 (connections with
 one CreateTopics each in flight) FENCE_REPS=3 FAILOVER_REPS=5 STARTUP_REPS=3
 STARTUP_TOPICS=100 STARTUP_PARTS=100 COMMITS_REPS=3 ATTEMPT_TIMEOUT_S=1.0
-LOG_LEVEL=warn
+LEADER_COUNTS=1,1000,10000 LOG_LEVEL=warn
 """
 
 import os
@@ -187,6 +187,14 @@ class Conn:
 
     def create(self, name, partitions, replication=1):
         return self.recv_create(self.send_create(name, partitions, replication))
+
+    def create_assigned(self, name, assignment, timeout_ms=120000):
+        """CreateTopics v2 with explicit replicas per partition (the first leads)."""
+        body = struct.pack(">i", 1) + string(name) + struct.pack(">ih", -1, -1) + struct.pack(">i", len(assignment))
+        for index, replicas in enumerate(assignment):
+            body += struct.pack(">ii", index, len(replicas)) + b"".join(struct.pack(">i", r) for r in replicas)
+        body += struct.pack(">i", 0) + struct.pack(">ib", timeout_ms, 0)
+        return self.recv_create(self.send(CREATE_TOPICS, 2, body))
 
 
 def create_ok(conn, name, partitions, replication=1):
@@ -551,6 +559,60 @@ def failover(tarn, work):
     cluster.shutdown()
 
 
+def leaders(tarn, work):
+    """SIGKILL a broker that leads P partitions (replication factor 3, the
+    victim first in every replica list); poll Metadata on a survivor until
+    the victim is absent (the controller fenced it: detection by session
+    timeout) and until every one of the P partitions has a new leader."""
+    counts = [int(x) for x in os.environ.get("LEADER_COUNTS", "1,1000,10000").split(",")]
+    per_topic = 1000
+    for count in counts:
+        cluster = Cluster(tarn, f"{work}/leaders-{count}", 3)
+        controller = cluster.start()
+        victim = max(i for i in cluster.nodes if i != controller)
+        others = [i for i in cluster.nodes if i != victim]
+        conn = Conn(cluster.nodes[controller].addr, 120.0)
+        names = []
+        for t in range((count + per_topic - 1) // per_topic):
+            n = min(per_topic, count - t * per_topic)
+            name = f"led-{count}-{t}"
+            error, message = conn.create_assigned(name, [[victim] + others] * n)
+            if error != 0:
+                raise RuntimeError(f"create {name}: error {error}: {message}")
+            names.append(name)
+        conn.close()
+        survivor = cluster.nodes[controller].addr
+        deadline = time.monotonic() + FORMED_TIMEOUT_S
+        while True:
+            _, _, topics = metadata_of(survivor, True, 10.0)
+            if all(n in topics and all(l == victim for l in topics[n]) for n in names):
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{count} partitions not all led by {victim}")
+            time.sleep(0.1)
+        time.sleep(2)  # let the followers fetch once
+        t_kill = time.monotonic()
+        cluster.nodes[victim].kill()
+        fenced = led = None
+        while led is None:
+            now = time.monotonic() - t_kill
+            if now > FENCE_TIMEOUT_S:
+                raise RuntimeError(f"{count} partitions: no new leaders {FENCE_TIMEOUT_S}s after the kill")
+            try:
+                brokers, _, topics = metadata_of(survivor, True, 10.0)
+            except (OSError, ConnectionError):
+                time.sleep(POLL_INTERVAL_S)
+                continue
+            if fenced is None and victim not in brokers:
+                fenced = now
+            if all(n in topics and all(l not in (victim, -1) for l in topics[n]) for n in names):
+                led = now
+            time.sleep(POLL_INTERVAL_S)
+        result("leaders", partitions=count, killed=victim, fenced_s=f"{fenced:.2f}", led_s=f"{led:.2f}",
+               after_fence_s=f"{led - fenced:.2f}")
+        cluster.shutdown()
+
+
 def time_to_full_metadata(node, topics, partitions):
     """Seconds from the node's process start to a Metadata answer listing every topic in full."""
     deadline = node.t0 + READY_TIMEOUT_S * 2
@@ -675,6 +737,17 @@ def report(raw, out, header):
                       f"| {r['attempts']} | {r['failures']} |")
         md += ["", f"min {min(secs):.2f} s, median {statistics.median(secs):.2f} s, max {max(secs):.2f} s: "
                f"median {verdict(statistics.median(secs) <= 3)}, max {verdict(max(secs) <= 3)}", ""]
+    if "leaders" in by:
+        md += ["## Leader failover: SIGKILL a broker leading P partitions (replication factor 3)", "",
+               "Detection by session timeout (broker.session.timeout.ms 9000): from the kill until a survivor's "
+               "Metadata no longer lists the broker (fenced), and until all P partitions have a new leader. "
+               "Target: new leaders within 1 s of the fence.", "",
+               "| partitions | kill to fenced | kill to all led | fenced to all led | |",
+               "|---:|---:|---:|---:|---|"]
+        for r in by["leaders"]:
+            md.append(f"| {r['partitions']} | {r['fenced_s']} s | {r['led_s']} s | {r['after_fence_s']} s "
+                      f"| {verdict(float(r['after_fence_s']) <= 1)} |")
+        md.append("")
     if "startup" in by:
         md += ["## Start-up with 10,000 partitions in the metadata", "",
                "From process start to the ready line, and to the first Metadata answer listing every topic "
@@ -691,7 +764,8 @@ def report(raw, out, header):
     Path(out).write_text("\n".join(md) + "\n")
 
 
-SECTIONS = {"commits": commits, "fencing": fencing, "failover": failover, "startup": startup}
+SECTIONS = {"commits": commits, "fencing": fencing, "failover": failover, "startup": startup,
+            "leaders": leaders}
 
 
 def main():

@@ -5,6 +5,7 @@
 # bench/results-cluster.txt).
 #
 #   bench/cluster.sh [SECTION...]     # commits fencing failover startup (all by default)
+#   OUT=bench/RESULTS-failover.md bench/cluster.sh leaders
 #
 # Sections (bench/cluster.py does the work, with its own small Kafka client
 # on the wire protocol so that each request goes to the broker chosen):
@@ -19,10 +20,15 @@
 #   startup   10,000 partitions (STARTUP_TOPICS x STARTUP_PARTS): restart a
 #             single node, and one node of a cluster; time to the ready line
 #             and to a full Metadata answer; target < 2 s
+#   leaders   (not in the default set) SIGKILL a broker leading 1, 1,000 and
+#             10,000 partitions of replication factor 3 (LEADER_COUNTS); time
+#             to its fence and to new leaders for all; target <= 1 s after
+#             the fence
 #
 # env: TARN_BIN (default: cargo build --release -p tarn-cli, target/release/tarn)
 #      COMMITS_N INFLIGHT FENCE_REPS FAILOVER_REPS STARTUP_REPS STARTUP_TOPICS
-#      STARTUP_PARTS LOG_LEVEL (see bench/cluster.py); KEEP=1 keeps the scratch
+#      STARTUP_PARTS LEADER_COUNTS LOG_LEVEL (see bench/cluster.py); OUT (the
+#      results file, bench/RESULTS-cluster.md); KEEP=1 keeps the scratch
 #      directory (data dirs and every node's stderr)
 # Needs python3 only. Exits non-zero if any step fails.
 set -euo pipefail
@@ -45,17 +51,19 @@ load=$(cut -d' ' -f1-3 /proc/loadavg)
 step "cluster.py ${sections[*]} ($work)"
 python3 "$repo/bench/cluster.py" "$tarn" "$work" "${sections[@]}" | tee "$work/raw.txt"
 
-cp "$work/raw.txt" bench/results-cluster.txt
+out=${OUT:-bench/RESULTS-cluster.md}
+raw_out=$(dirname "$out")/$(basename "$out" .md | sed 's/^RESULTS/results/' | tr 'A-Z' 'a-z').txt
+cp "$work/raw.txt" "$raw_out"
 commit=$(git rev-parse --short HEAD)
 dirty=$(git status --porcelain --untracked-files=no | grep -q . && echo " (with uncommitted changes)" || true)
 {
-  echo "# Tarn as a three-node cluster vs a single node"
+  if [ -n "${OUT:-}" ]; then echo "# Tarn as a three-node cluster: ${sections[*]}"; else echo "# Tarn as a three-node cluster vs a single node"; fi
   echo
   echo "Written by \`bench/cluster.sh ${sections[*]}\` on $(date -u '+%Y-%m-%d %H:%M UTC'), commit $commit$dirty,"
   echo "release build. Machine: $(nproc) cores ($(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)),"
   echo "$(awk '/^MemTotal/ { printf "%.0f GB", $2 / 1048576 }' /proc/meminfo) RAM, $(uname -sr), data in $(df -T /tmp | awk 'NR == 2 { print $2 }') on /tmp;"
   echo "load average before the run: $load. Every node runs on this machine with"
-  echo "its client, so absolute rates move with the machine's load: read the ratios. Raw figures: bench/results-cluster.txt."
+  echo "its client, so absolute rates move with the machine's load: read the ratios. Raw figures: $raw_out."
 } >"$work/header.md"
-python3 "$repo/bench/cluster.py" --report "$work/raw.txt" bench/RESULTS-cluster.md "$work/header.md"
-step "wrote bench/RESULTS-cluster.md"
+python3 "$repo/bench/cluster.py" --report "$work/raw.txt" "$out" "$work/header.md"
+step "wrote $out"

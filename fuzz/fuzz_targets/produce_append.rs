@@ -30,6 +30,7 @@ use tarn_protocol::record_batch::{
     compute_crc, decompressed_records, parse_header, validate_batch, BatchIter, RecordSkim,
 };
 use tarn_protocol::{Decode, Encode, Reader, Version};
+use tarn_replication::replica_manager::ReadLimit;
 use tarn_server::handlers::dispatch;
 use tarn_server::{Broker, BrokerConfig, BrokerError, BrokerOptions};
 
@@ -205,7 +206,7 @@ fn check_appended(world: &World, topic: &str, before: i64) -> i64 {
     let mut next = before;
     while next < end {
         let (bytes, _) = partition
-            .read(next, usize::MAX, true)
+            .read(next, usize::MAX, true, ReadLimit::LogEnd)
             .expect("read what was appended");
         assert!(
             !bytes.is_empty(),

@@ -3,7 +3,7 @@ create a topic whose partitions are led by all three brokers, produce keyed
 records to it and read every one back in a consumer group; a SIGKILLed
 broker disappears from the survivors' metadata; and both keep producing
 (acks=all, replication factor 3) through a partition leader's SIGKILL, with
-every acknowledged record read back.
+every acknowledged record read back (aiokafka too).
 
 Each node is a broker and a controller (a voter of the metadata quorum) on
 fixed loopback ports, with its data dir under tmp_path; the fixture stops
@@ -12,6 +12,7 @@ on any panic in any node's stderr. Waits are generous bounds on
 "eventually"; times are never asserted (bench/cluster.sh measures them).
 """
 
+import asyncio
 import itertools
 import os
 import socket
@@ -20,6 +21,7 @@ import uuid
 from collections import Counter
 
 import confluent_kafka
+from aiokafka import AIOKafkaProducer
 import kafka
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic as CkNewTopic
@@ -320,8 +322,20 @@ def test_killed_broker_leaves_the_survivors_metadata(cluster):
     assert set(leaders) <= set(survivors), f"after-kill placed on the dead broker: {leaders}"
 
 
+async def aio_produce(bootstrap: str, topic: str, recs):
+    """Produces with aiokafka (acks=all, idempotent); (partition, offset) per record."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True,
+                                request_timeout_ms=40000, retry_backoff_ms=500)
+    await producer.start()
+    try:
+        futures = [await producer.send(topic, value=rec.value, key=rec.key) for rec in recs]
+        return [((m := await f).partition, m.offset) for f in futures]
+    finally:
+        await producer.stop()
+
+
 def test_clients_produce_and_consume_through_a_leaders_sigkill(cluster):
-    """kafka-python and confluent-kafka keep producing (acks=all, to a topic
+    """aiokafka, confluent-kafka and kafka-python keep producing (acks=all, to a topic
     of replication factor 3 and min.insync.replicas=2) while the leader of a
     partition is SIGKILLed, see only retriable errors, and every record they
     had acknowledged, before or after the kill, is read back once."""
@@ -342,8 +356,10 @@ def test_clients_produce_and_consume_through_a_leaders_sigkill(cluster):
     # Both clients produce through the failover: they retry the leader's
     # NOT_LEADER_OR_FOLLOWER and connection errors until the new leader,
     # elected from the ISR once the controller fences the dead broker.
+    after_aio = keyed_records(60, "aio-after")
     after_ck = keyed_records(60, "ck-after")
     after_kp = keyed_records(60, "kp-after")
+    delivered += asyncio.run(aio_produce(cluster.bootstrap(), topic, after_aio))
     delivered += ck_produce(cluster.bootstrap(), topic, after_ck, **{"message.timeout.ms": 60000})
     delivered += kp_produce(cluster.bootstrap(), topic, after_kp, retries=30, retry_backoff_ms=500,
                             request_timeout_ms=20000, max_block_ms=60000)
@@ -354,7 +370,7 @@ def test_clients_produce_and_consume_through_a_leaders_sigkill(cluster):
             return found if found and victim not in found and min(found) > 0 else None
         wait_for(moved, f"node {i} to see new leaders of {topic}")
 
-    recs = before_ck + before_kp + after_ck + after_kp
+    recs = before_ck + before_kp + after_aio + after_ck + after_kp
     expected = {position: rec for rec, position in zip(recs, delivered)}
     assert len(expected) == len(recs), f"{topic}: two records acknowledged at one position"
     for name, consume in (("confluent-kafka", ck_consume), ("kafka-python", kp_consume)):

@@ -48,7 +48,9 @@ import org.junit.jupiter.api.Test;
  * fixed loopback ports: the Admin client sees three brokers and a
  * controller from every node, and the producer (acks=all) and a consumer
  * group move records through a topic whose partitions are led by all three
- * brokers. Every node is stopped with SIGTERM (exit 0 required), and any
+ * brokers, and both keep working through a partition leader's SIGKILL on a
+ * topic of replication factor 3. Every node still running is stopped with
+ * SIGTERM (exit 0 required), and any
  * panic in any node's stderr fails the test. Waits are bounds on
  * "eventually"; times are not asserted (bench/cluster.sh measures them).
  */
@@ -299,5 +301,81 @@ class ClusterTest {
             committed.forEach((tp, om) -> got.put(tp, om.offset()));
             assertEquals(want, got, "committed offsets are the log end offsets");
         }
+    }
+
+    /**
+     * The producer (acks=all, idempotent by default) and a consumer group keep
+     * working through a partition leader's SIGKILL, on a topic of replication
+     * factor 3 and min.insync.replicas=2: the sends after the kill are
+     * retried through the election, and every acknowledged record is read
+     * back once, at its acknowledged offset.
+     */
+    @Test
+    void producerAndConsumerGroupSurviveALeadersSigkill() throws Exception {
+        String topic = Clients.unique("failover");
+        int victim;
+        try (Admin admin = admin(bootstrap())) {
+            eventually("three brokers", FORMED,
+                    () -> admin.describeCluster().nodes().get().size() == NODES ? true : null);
+            admin.createTopics(List.of(new NewTopic(topic, 3, (short) 3)
+                    .configs(Map.of("min.insync.replicas", "2")))).all().get();
+            TopicDescription description = eventually("every partition of " + topic + " led", FORMED, () -> {
+                TopicDescription d = admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic);
+                boolean led = d.partitions().size() == 3
+                        && d.partitions().stream().allMatch(p -> p.leader() != null && !p.leader().isEmpty()
+                                && p.isr().size() == 3);
+                return led ? d : null;
+            });
+            victim = description.partitions().get(0).leader().id();
+        }
+
+        Properties pp = common(bootstrap());
+        pp.put(ProducerConfig.ACKS_CONFIG, "all");
+        pp.put(ProducerConfig.LINGER_MS_CONFIG, "5");
+        pp.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "90000");
+        pp.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        pp.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        Map<TopicPartition, Map<Long, String>> acked = new HashMap<>();
+        try (KafkaProducer<String, String> producer = new KafkaProducer<>(pp)) {
+            for (int phase = 0; phase < 2; phase++) {
+                if (phase == 1) {
+                    nodes.get(victim - 1).kill();
+                }
+                List<Future<RecordMetadata>> futures = new ArrayList<>();
+                for (int i = 0; i < 100; i++) {
+                    futures.add(producer.send(new ProducerRecord<>(topic, "key-" + i, "value-" + phase + "-" + i)));
+                }
+                for (int i = 0; i < 100; i++) {
+                    RecordMetadata m = futures.get(i).get();
+                    String previous = acked.computeIfAbsent(new TopicPartition(topic, m.partition()),
+                            k -> new HashMap<>()).put(m.offset(), "value-" + phase + "-" + i);
+                    assertNull(previous, "two records acknowledged at " + m);
+                }
+            }
+        }
+
+        Properties cp = common(bootstrap());
+        cp.put(ConsumerConfig.GROUP_ID_CONFIG, Clients.unique("failover-group"));
+        cp.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        cp.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        cp.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        cp.put(ConsumerConfig.FETCH_MAX_WAIT_MS_CONFIG, "100");
+        Map<TopicPartition, Map<Long, String>> read = new HashMap<>();
+        try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(cp)) {
+            consumer.subscribe(List.of(topic));
+            long deadline = System.nanoTime() + FORMED.toNanos();
+            int count = 0;
+            while (count < 200) {
+                assertTrue(System.nanoTime() < deadline, "read " + count + " of 200 within " + FORMED);
+                for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(200))) {
+                    String previous = read.computeIfAbsent(new TopicPartition(topic, r.partition()),
+                            k -> new HashMap<>()).put(r.offset(), r.value());
+                    assertNull(previous, "read twice: " + r);
+                    count++;
+                }
+            }
+            consumer.commitSync();
+        }
+        assertEquals(acked, read, "every acknowledged record read back at its offset");
     }
 }
