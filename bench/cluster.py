@@ -283,7 +283,12 @@ class Node:
         """SIGTERM; a clean exit (status 0) is required."""
         proc, self.proc = self.proc, None
         proc.send_signal(signal.SIGTERM)
-        status = proc.wait(timeout=STOP_TIMEOUT_S)
+        try:
+            status = proc.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise RuntimeError(f"node {self.node_id} did not exit within {STOP_TIMEOUT_S}s of SIGTERM\n{self.tail()}")
         if status != 0:
             raise RuntimeError(f"node {self.node_id} exited {status} after SIGTERM\n{self.tail()}")
 

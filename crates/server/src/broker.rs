@@ -105,6 +105,8 @@ pub struct Broker {
     /// This broker's epoch from its registration with the controller; -1
     /// until registered (and always on a single node).
     broker_epoch: std::sync::atomic::AtomicI64,
+    /// ISR changes of partitions led here, waiting for the controller.
+    pub(crate) isr_changes: crate::replica_fetcher::IsrChangeQueue,
 }
 
 /// Reads `meta.properties` (Kafka's file, as `tarn storage format` writes
@@ -336,6 +338,7 @@ impl Broker {
             log_manager: Mutex::new(Some(log_manager)),
             producer_ids: Mutex::new((0, 0)),
             broker_epoch: std::sync::atomic::AtomicI64::new(-1),
+            isr_changes: crate::replica_fetcher::IsrChangeQueue::default(),
             controller_topology,
             sessions: BrokerSessions::default(),
         });

@@ -78,6 +78,14 @@ pub enum ControllerRequest {
     /// A partition leader's new ISR (Kafka's AlterPartition, one
     /// partition): answered with [`ControllerReply::PartitionState`] once
     /// committed, or refused with Kafka's code.
+    /// Many partitions' ISR changes from one leader, as Kafka's
+    /// AlterPartition request carries them: one commit for all, each
+    /// checked alone (distinct partitions only).
+    AlterPartitions {
+        broker_id: i32,
+        broker_epoch: i64,
+        updates: Vec<IsrUpdate>,
+    },
     AlterPartition {
         broker_id: i32,
         broker_epoch: i64,
@@ -117,6 +125,22 @@ pub enum ControllerReply {
         partition_epoch: i32,
         isr: Vec<i32>,
     },
+    /// What became of each change of an [`ControllerRequest::AlterPartitions`],
+    /// in its order: `None` committed (or already so), else the refusal.
+    PartitionsAltered {
+        refusals: Vec<Option<ControllerRefusal>>,
+    },
+}
+
+/// One partition's ISR change within [`ControllerRequest::AlterPartitions`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IsrUpdate {
+    pub topic_id: [u8; 16],
+    pub partition: i32,
+    /// The leader and partition epochs the leader holds now.
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+    pub new_isr: Vec<i32>,
 }
 
 /// A request the controller would not carry out, or a controller that
@@ -339,6 +363,11 @@ fn execute_local(broker: &Broker, request: &ControllerRequest) -> ControllerResp
             *metadata_offset,
             *shutting_down,
         ),
+        ControllerRequest::AlterPartitions {
+            broker_id,
+            broker_epoch,
+            updates,
+        } => alter_partitions(broker, *broker_id, *broker_epoch, updates),
         ControllerRequest::AlterPartition {
             broker_id,
             broker_epoch,
@@ -626,6 +655,43 @@ fn alter_partition(
         partition_epoch: state.partition_epoch,
         isr: state.isr,
     })
+}
+
+/// Carries out a leader's ISR changes of several partitions in one commit:
+/// each is checked against the image alone (they name distinct
+/// partitions), the accepted ones' records committed together.
+fn alter_partitions(
+    broker: &Broker,
+    broker_id: i32,
+    broker_epoch: i64,
+    updates: &[IsrUpdate],
+) -> Result<ControllerReply, ControllerRefusal> {
+    let refusals = broker
+        .commit_metadata(|image| {
+            let mut records = Vec::new();
+            let mut refusals = Vec::with_capacity(updates.len());
+            for u in updates {
+                let request = AlterPartition {
+                    broker_id,
+                    broker_epoch,
+                    topic_id: u.topic_id,
+                    partition_id: u.partition,
+                    leader_epoch: u.leader_epoch,
+                    partition_epoch: u.partition_epoch,
+                    new_isr: u.new_isr.clone(),
+                };
+                match elections::alter_partition(image, &request) {
+                    Ok((changes, _)) => {
+                        records.extend(changes);
+                        refusals.push(None);
+                    }
+                    Err(e) => refusals.push(Some(ControllerRefusal::new(e.code, e.message))),
+                }
+            }
+            Ok((records, refusals))
+        })
+        .map_err(ControllerRefusal::from_broker)?;
+    Ok(ControllerReply::PartitionsAltered { refusals })
 }
 
 /// The active controller's session timer: fences every broker whose

@@ -28,7 +28,8 @@
 //! The leader side also runs here: the ISR expiration task shrinks the ISR
 //! of partitions whose followers have not caught up for
 //! `replica.lag.time.max.ms`, and ISR changes (shrinks and the expansions
-//! a follower's fetch triggers) go to the controller as AlterPartition.
+//! a follower's fetch triggers) go to the controller in batches, one
+//! request at a time (AlterPartitions).
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, HashMap};
@@ -122,7 +123,8 @@ pub fn start(broker: Arc<Broker>, stop: watch::Receiver<bool>) -> Vec<tokio::tas
     vec![
         tokio::spawn(run_manager(broker.clone(), stop.clone())),
         tokio::spawn(run_isr_expiration(broker.clone(), stop.clone())),
-        tokio::spawn(run_high_watermark_checkpoints(broker, stop)),
+        tokio::spawn(run_high_watermark_checkpoints(broker.clone(), stop.clone())),
+        tokio::spawn(run_isr_change_sender(broker, stop)),
     ]
 }
 
@@ -524,36 +526,117 @@ async fn run_isr_expiration(broker: Arc<Broker>, mut stop: watch::Receiver<bool>
     }
 }
 
-/// Sends an ISR change of `partition` to the controller in the
-/// background. Once answered (and the answer's commit published here),
-/// the partition's pending change is settled either way.
+/// An ISR change waiting in the queue, with its partition.
+type QueuedChange = (Arc<Partition>, IsrChange);
+
+/// The most ISR changes one AlterPartitions request carries.
+const ISR_UPDATES_PER_REQUEST_MAX: usize = 1000;
+
+/// ISR changes waiting for the controller, one per partition (a newer
+/// change of a partition replaces the older): the ISR change sender sends
+/// them in batches, one request at a time, as Kafka's leader does with
+/// AlterPartition, so a thousand partitions losing a follower at once make
+/// one commit, not a thousand.
+#[derive(Default)]
+pub struct IsrChangeQueue {
+    pending: parking_lot::Mutex<BTreeMap<(Uuid, i32), QueuedChange>>,
+    wake: tokio::sync::Notify,
+}
+
+impl IsrChangeQueue {
+    fn push(&self, partition: Arc<Partition>, change: IsrChange) {
+        self.pending
+            .lock()
+            .insert((partition.topic_id, partition.index), (partition, change));
+        self.wake.notify_one();
+    }
+
+    fn take(&self, max: usize) -> Vec<QueuedChange> {
+        let mut pending = self.pending.lock();
+        let keys: Vec<(Uuid, i32)> = pending.keys().take(max).copied().collect();
+        keys.iter().filter_map(|k| pending.remove(k)).collect()
+    }
+}
+
+/// Queues an ISR change of `partition` for the controller (see
+/// [`IsrChangeQueue`]); a change adding a broker the metadata has fenced is
+/// dropped at once (the controller would refuse it: INELIGIBLE_REPLICA).
 pub(crate) fn send_isr_change(broker: &Arc<Broker>, partition: Arc<Partition>, change: IsrChange) {
-    let broker = broker.clone();
-    tokio::spawn(async move {
-        let request = crate::controller::ControllerRequest::AlterPartition {
-            broker_id: broker.node_id,
-            broker_epoch: broker.broker_epoch(),
-            topic_id: partition.topic_id.0,
-            partition: partition.index,
-            leader_epoch: change.leader_epoch,
-            partition_epoch: change.partition_epoch,
-            new_isr: change.new_isr.clone(),
-        };
-        let shrink = change.new_isr.len() < partition.isr().len();
-        match broker.submit_to_controller(request).await {
-            Ok(_) => {
-                let counter = if shrink {
-                    &broker.metrics.isr_shrinks
-                } else {
-                    &broker.metrics.isr_expands
-                };
-                counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                tracing::info!(topic = %partition.topic, partition = partition.index, isr = ?change.new_isr, "ISR changed")
-            }
-            Err(e) => {
-                tracing::info!(topic = %partition.topic, partition = partition.index, isr = ?change.new_isr, error = %e, "the controller refused an ISR change")
+    let image = broker.metadata.image();
+    let ineligible = change
+        .new_isr
+        .iter()
+        .any(|r| image.brokers.get(r).is_none_or(|b| b.fenced));
+    if ineligible {
+        partition.isr_change_done();
+        return;
+    }
+    broker.isr_changes.push(partition, change);
+}
+
+/// Sends queued ISR changes to the controller until `stop`; each
+/// partition's pending change is settled once the controller answered (and
+/// its commit is published here) or could not be reached.
+async fn run_isr_change_sender(broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
+    loop {
+        let batch = broker.isr_changes.take(ISR_UPDATES_PER_REQUEST_MAX);
+        if batch.is_empty() {
+            tokio::select! {
+                _ = broker.isr_changes.wake.notified() => continue,
+                _ = stop.changed() => return,
             }
         }
-        partition.isr_change_done();
-    });
+        let request = crate::controller::ControllerRequest::AlterPartitions {
+            broker_id: broker.node_id,
+            broker_epoch: broker.broker_epoch(),
+            updates: batch
+                .iter()
+                .map(|(p, c)| crate::controller::IsrUpdate {
+                    topic_id: p.topic_id.0,
+                    partition: p.index,
+                    leader_epoch: c.leader_epoch,
+                    partition_epoch: c.partition_epoch,
+                    new_isr: c.new_isr.clone(),
+                })
+                .collect(),
+        };
+        let answer = tokio::select! {
+            answer = broker.submit_to_controller(request) => answer,
+            _ = stop.changed() => return,
+        };
+        let refusals = match answer {
+            Ok(crate::controller::ControllerReply::PartitionsAltered { refusals }) => refusals,
+            Ok(other) => {
+                tracing::warn!(reply = ?other, "unexpected answer to ISR changes");
+                Vec::new()
+            }
+            Err(e) => {
+                tracing::info!(changes = batch.len(), error = %e, "the controller did not take ISR changes; they are asked again when due");
+                Vec::new()
+            }
+        };
+        let mut refused = 0;
+        for (i, (partition, change)) in batch.iter().enumerate() {
+            match refusals.get(i) {
+                Some(None) => {
+                    let counter = if change.new_isr.len() < partition.isr().len() {
+                        &broker.metrics.isr_shrinks
+                    } else {
+                        &broker.metrics.isr_expands
+                    };
+                    counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    tracing::info!(topic = %partition.topic, partition = partition.index, isr = ?change.new_isr, "ISR changed");
+                }
+                Some(Some(refusal)) => {
+                    refused += 1;
+                    tracing::debug!(topic = %partition.topic, partition = partition.index, isr = ?change.new_isr, error = %refusal, "the controller refused an ISR change");
+                }
+                None => {}
+            }
+            partition.isr_change_done();
+        }
+        if refused > 0 {
+            tracing::info!(refused, of = batch.len(), "the controller refused ISR changes (stale epochs or ineligible replicas); the metadata has the current ISRs");
+        }
+    }
 }
