@@ -151,6 +151,14 @@ impl TestProducer {
     /// queue is full.
     pub fn send(&mut self, topic: &str, outgoing: &Outgoing) -> usize {
         let index = self.sent;
+        self.try_send(topic, outgoing)
+            .unwrap_or_else(|err| panic!("queue record #{index} for {topic}: {err}"))
+    }
+
+    /// Like [`TestProducer::send`], but a refusal to queue (the producer
+    /// went into a fatal state, say) is returned rather than a panic.
+    pub fn try_send(&mut self, topic: &str, outgoing: &Outgoing) -> Result<usize, String> {
+        let index = self.sent;
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let mut record: BaseRecord<'_, [u8], [u8], usize> =
@@ -177,11 +185,11 @@ impl TestProducer {
                 {
                     thread::sleep(Duration::from_millis(10));
                 }
-                Err((err, _)) => panic!("queue record #{index} for {topic}: {err}"),
+                Err((err, _)) => return Err(err.to_string()),
             }
         }
         self.sent += 1;
-        index
+        Ok(index)
     }
 
     /// Waits until every queued record has a delivery report and returns all

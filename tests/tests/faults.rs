@@ -2,15 +2,19 @@
 //! replication factor 3 with `min.insync.replicas=2`, an idempotent
 //! acks=all producer and a consumer running throughout, while a seeded
 //! fault injector SIGKILLs partition leaders and the active controller,
-//! pauses brokers (SIGSTOP/SIGCONT) and cuts brokers off the controller
-//! quorum (a proxy the test controls), then heals everything.
+//! pauses brokers (SIGSTOP/SIGCONT), cuts brokers off the controller
+//! quorum (a proxy the test controls), and strands a leader (pauses both
+//! its followers, kills it, resumes them: a broker that acknowledged what
+//! only it had would lose it here), then heals everything.
 //!
 //! A checker then reads every partition back and counts, per kind:
 //! acknowledged records lost, records read twice, an offset holding
 //! different records across reads or across replicas (the replicas' log
 //! files are compared batch by batch), a consumer's offsets going
 //! backwards or skipping records, and records whose send failed but that
-//! were read. Every count must be zero.
+//! were read, and an idempotent producer turning fatal (what librdkafka
+//! does when a broker lost records it had acknowledged). Every count must
+//! be zero.
 //!
 //! CI runs the seeds in `CI_SEEDS` with a few faults each;
 //! `TARN_FAULT_SEEDS=1,2,3 TARN_FAULT_ROUNDS=12` runs others (and
@@ -72,6 +76,10 @@ enum Fault {
     KillController,
     Pause,
     Isolate,
+    /// Both followers of a partition's leader are paused, then the leader
+    /// is killed and they resume: only records every ISR member had may
+    /// have been acknowledged, or the new leader lacks them.
+    StrandLeader,
 }
 
 /// What the producer learned: each value's acknowledged place, or why it
@@ -80,6 +88,9 @@ enum Fault {
 struct History {
     acked: Vec<(String, i32, i64)>,
     failed: Vec<(String, String)>,
+    /// Why the producer stopped taking records early (an idempotent
+    /// producer turns fatal when the broker loses what it acknowledged).
+    fatal: Option<String>,
 }
 
 /// What the live consumer saw, and its anomalies.
@@ -102,6 +113,7 @@ struct Anomalies {
     backwards: usize,
     skipped: usize,
     failed_but_read: usize,
+    producer_fatal: usize,
 }
 
 fn seeds() -> (Vec<u64>, usize) {
@@ -171,11 +183,12 @@ fn run_seed(seed: u64, rounds: usize) -> Anomalies {
 
     thread::sleep(Duration::from_secs(2));
     for round in 0..rounds {
-        let fault = match rng.below(4) {
+        let fault = match rng.below(5) {
             0 => Fault::KillLeader,
             1 => Fault::KillController,
             2 => Fault::Pause,
-            _ => Fault::Isolate,
+            3 => Fault::Isolate,
+            _ => Fault::StrandLeader,
         };
         let hold = Duration::from_millis(2_000 + rng.below(3_000));
         let started = Instant::now();
@@ -222,7 +235,11 @@ fn run_seed(seed: u64, rounds: usize) -> Anomalies {
         "the producer got nothing acknowledged"
     );
 
+    if let Some(fatal) = &history.fatal {
+        println!("  the producer turned fatal: {fatal}");
+    }
     let mut anomalies = Anomalies {
+        producer_fatal: usize::from(history.fatal.is_some()),
         backwards: reads.backwards,
         skipped: reads.skipped,
         divergent_reads: reads.changed,
@@ -294,7 +311,7 @@ fn inject(cluster: &mut Cluster, rng: &mut Rng, fault: Fault, hold: Duration) ->
     let view = cluster.view(running[0]).expect("view");
     let victim = match fault {
         Fault::KillController => view.controller,
-        Fault::KillLeader => {
+        Fault::KillLeader | Fault::StrandLeader => {
             let leaders = &view.leaders[TOPIC];
             leaders[rng.below(leaders.len() as u64) as usize]
         }
@@ -317,13 +334,28 @@ fn inject(cluster: &mut Cluster, rng: &mut Rng, fault: Fault, hold: Duration) ->
             thread::sleep(hold);
             cluster.heal();
         }
+        Fault::StrandLeader => {
+            let followers: Vec<i32> = running.iter().copied().filter(|id| *id != victim).collect();
+            for f in &followers {
+                cluster.pause(*f);
+            }
+            thread::sleep(hold);
+            cluster.kill(victim);
+            for f in &followers {
+                cluster.resume(*f);
+            }
+            thread::sleep(hold);
+            cluster.start_again(victim);
+        }
     }
     victim
 }
 
-/// Produces numbered values in rounds of 50 until `stop`, recording each
-/// outcome. The message timeout outlasts any fault, so a send fails only
-/// when something is wrong.
+/// Produces numbered values, about a thousand a second, until `stop`,
+/// never waiting for acknowledgements meanwhile (so a fault meets records
+/// in flight on every partition), then waits for every outcome and
+/// records it. The message timeout outlasts any fault, so a send fails
+/// only when something is wrong.
 fn produce(bootstrap: &str, stop: &AtomicBool, history: &Mutex<History>) {
     let mut producer = TestProducer::new(
         bootstrap,
@@ -335,20 +367,25 @@ fn produce(bootstrap: &str, stop: &AtomicBool, history: &Mutex<History>) {
     );
     let mut sent = 0usize;
     while !stop.load(Ordering::SeqCst) {
-        let first = sent;
-        for i in 0..50 {
-            let n = first + i;
-            let record: Outgoing = Record::kv(&format!("k{n}"), &format!("v{n}")).into();
-            producer.send(TOPIC, &record);
-        }
-        sent += 50;
-        let results = producer.flush(Duration::from_secs(150));
-        let mut history = history.lock().expect("history");
-        for (n, result) in results.iter().enumerate().skip(first) {
-            match result {
-                Ok(d) => history.acked.push((format!("v{n}"), d.partition, d.offset)),
-                Err(e) => history.failed.push((format!("v{n}"), e.clone())),
+        for _ in 0..10 {
+            let record: Outgoing = Record::kv(&format!("k{sent}"), &format!("v{sent}")).into();
+            if let Err(e) = producer.try_send(TOPIC, &record) {
+                history.lock().expect("history").fatal = Some(e);
+                break;
             }
+            sent += 1;
+        }
+        if history.lock().expect("history").fatal.is_some() {
+            break;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    let results = producer.flush(Duration::from_secs(150));
+    let mut history = history.lock().expect("history");
+    for (n, result) in results.iter().enumerate() {
+        match result {
+            Ok(d) => history.acked.push((format!("v{n}"), d.partition, d.offset)),
+            Err(e) => history.failed.push((format!("v{n}"), e.clone())),
         }
     }
 }
