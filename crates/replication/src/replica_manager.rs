@@ -1310,6 +1310,106 @@ mod tests {
         partition.check_leader().unwrap();
     }
 
+    /// A batch of `n` records for a leader's append.
+    fn batch(n: usize) -> Vec<u8> {
+        let mut builder = tarn_protocol::record_batch::RecordBatchBuilder::new();
+        for i in 0..n {
+            builder = builder.record(1_000 + i as i64, None, Some(b"v"));
+        }
+        builder.build()
+    }
+
+    #[test]
+    fn the_high_watermark_follows_the_isr_and_min_insync_replicas() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = BrokerConfig::default();
+        let replicas = ReplicaManager::new(dir.path(), 1, LogEnv::os(8), group_commit());
+        let state = |isr: Vec<i32>, partition_epoch: i32| MetadataRecord::Partition {
+            topic_id: [9; 16],
+            partition_id: 0,
+            replicas: vec![1, 2, 3],
+            isr,
+            leader: 1,
+            leader_epoch: 0,
+            partition_epoch,
+        };
+        let strict = MetadataRecord::TopicConfig {
+            topic_id: [9; 16],
+            name: "min.insync.replicas".into(),
+            value: Some("2".into()),
+        };
+        let topic = MetadataRecord::Topic {
+            name: "r".into(),
+            topic_id: [9; 16],
+        };
+        let image = apply(
+            &Arc::new(MetadataImage::default()),
+            &[topic, strict, state(vec![1, 2, 3], 0)],
+        );
+        replicas.sync(&image, &config, true).unwrap();
+        let p = replicas.get("r", 0).unwrap();
+        let appended = p.append(&batch(3)).unwrap();
+        assert_eq!(appended.info.last_offset, 2);
+        // No follower has fetched yet: nothing is exposed.
+        assert_eq!(p.high_watermark(), 0);
+        let now = 1_000;
+        p.follower_fetch(2, 3, -1, 1 << 20, now).unwrap();
+        assert_eq!(p.high_watermark(), 0, "follower 3 has not fetched");
+        p.follower_fetch(3, 1, -1, 1 << 20, now).unwrap();
+        assert_eq!(p.high_watermark(), 1);
+        p.follower_fetch(3, 3, -1, 1 << 20, now).unwrap();
+        assert_eq!(p.high_watermark(), 3);
+        // A follower past the leader's end is told so, and does not count.
+        let ahead = p.follower_fetch(2, 9, -1, 1 << 20, now).unwrap_err();
+        assert_eq!(ahead.code, error::OFFSET_OUT_OF_RANGE);
+        // A follower whose last fetched epoch this log lacks past its
+        // offset is told where its log diverges.
+        match p.follower_fetch(2, 5, 0, 1 << 20, now).unwrap().0 {
+            crate::roles::FollowerRead::Diverging { epoch, end_offset } => {
+                assert_eq!((epoch, end_offset), (0, 3))
+            }
+            other => panic!("expected a divergence, got {other:?}"),
+        }
+
+        // Down to one in-sync replica: acks=all is refused, and the high
+        // watermark stays where it was while acks=1 appends go on.
+        let image = apply(&image, &[state(vec![1], 1)]);
+        replicas.sync(&image, &config, true).unwrap();
+        assert_eq!(
+            p.check_enough_replicas().unwrap_err().code,
+            error::NOT_ENOUGH_REPLICAS
+        );
+        p.append(&batch(1)).unwrap().completion.defer_to_barrier();
+        assert_eq!((p.log_end_offset(), p.high_watermark()), (4, 3));
+        // Back to two: the high watermark moves to what both have.
+        let image = apply(&image, &[state(vec![1, 2], 2)]);
+        replicas.sync(&image, &config, true).unwrap();
+        p.follower_fetch(2, 4, 0, 1 << 20, now).unwrap();
+        assert_eq!(p.high_watermark(), 4);
+        p.check_enough_replicas().unwrap();
+        replicas.shutdown().unwrap();
+    }
+
+    #[test]
+    fn min_insync_replicas_above_the_replication_factor_is_capped_by_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = BrokerConfig::default();
+        let replicas = ReplicaManager::new(dir.path(), 1, LogEnv::os(8), group_commit());
+        let mut records = topic("single", 4, 1);
+        records.push(MetadataRecord::TopicConfig {
+            topic_id: [4; 16],
+            name: "min.insync.replicas".into(),
+            value: Some("2".into()),
+        });
+        let image = apply(&Arc::new(MetadataImage::default()), &records);
+        replicas.sync(&image, &config, true).unwrap();
+        let p = replicas.get("single", 0).unwrap();
+        p.check_enough_replicas().unwrap();
+        p.append(&batch(2)).unwrap().completion.defer_to_barrier();
+        assert_eq!(p.high_watermark(), 2);
+        replicas.shutdown().unwrap();
+    }
+
     #[test]
     fn sync_opens_new_partitions_applies_config_changes_and_deletes_gone_topics() {
         let dir = tempfile::tempdir().unwrap();

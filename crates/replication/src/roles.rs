@@ -4,7 +4,8 @@
 //! log end and consumers' up to the high watermark, tracks each follower's
 //! progress ([`ReplicaSet`]) and moves the high watermark to the smallest
 //! log end offset over the ISR — never while the ISR is smaller than
-//! `min.insync.replicas` (KIP-966), and never backwards. A produce with
+//! `min.insync.replicas` (KIP-966; capped at the replication factor, as
+//! Kafka's effective min ISR is), and never backwards. A produce with
 //! acks=all waits until the high watermark covers it.
 //!
 //! As follower it appends the leader's batches as they are, truncates
@@ -80,8 +81,26 @@ impl Partition {
         self.replica_set.lock().replicas().to_vec()
     }
 
+    /// The ISR size acks=all and the high watermark need: the topic's
+    /// `min.insync.replicas`, but never more than the replicas there are
+    /// (Kafka's effective min ISR).
     pub fn min_insync_replicas(&self) -> usize {
-        self.min_insync_replicas.load(Ordering::Acquire).max(1) as usize
+        let replicas = self.replica_set.lock().replicas().len();
+        self.effective_min_isr(replicas)
+    }
+
+    fn effective_min_isr(&self, replicas: usize) -> usize {
+        let configured = self.min_insync_replicas.load(Ordering::Acquire).max(1) as usize;
+        configured.min(replicas.max(1))
+    }
+
+    /// The committed ISR's size and the effective min ISR, under one lock.
+    fn isr_size_and_min(&self) -> (usize, usize) {
+        let set = self.replica_set.lock();
+        (
+            set.isr().len(),
+            self.effective_min_isr(set.replicas().len()),
+        )
     }
 
     /// Whether the ISR is smaller than the replicas.
@@ -180,7 +199,7 @@ impl Partition {
     pub(crate) fn maybe_increment_high_watermark(&self) -> bool {
         let bound = {
             let set = self.replica_set.lock();
-            if set.isr().len() < self.min_insync_replicas() {
+            if set.isr().len() < self.effective_min_isr(set.replicas().len()) {
                 return false;
             }
             match set.high_watermark_bound(self.log_end_offset()) {
@@ -200,8 +219,7 @@ impl Partition {
     /// NOT_ENOUGH_REPLICAS when an acks=all produce may not even be
     /// appended: the ISR is smaller than `min.insync.replicas`.
     pub fn check_enough_replicas(&self) -> Result<(), PartitionError> {
-        let isr = self.replica_set.lock().isr().len();
-        let min = self.min_insync_replicas();
+        let (isr, min) = self.isr_size_and_min();
         if isr < min {
             return Err(PartitionError::new(
                 error::NOT_ENOUGH_REPLICAS,
@@ -239,8 +257,7 @@ impl Partition {
                 ));
             }
             if self.high_watermark() >= end {
-                let isr = self.replica_set.lock().isr().len();
-                let min = self.min_insync_replicas();
+                let (isr, min) = self.isr_size_and_min();
                 if isr < min {
                     return Err(PartitionError::new(
                         error::NOT_ENOUGH_REPLICAS_AFTER_APPEND,
