@@ -3,7 +3,7 @@ create a topic whose partitions are led by all three brokers, produce keyed
 records to it and read every one back in a consumer group; a SIGKILLed
 broker disappears from the survivors' metadata; and both keep producing
 (acks=all, replication factor 3) through a partition leader's SIGKILL, with
-every acknowledged record read back (aiokafka too).
+every acknowledged record read back (aiokafka and kafkajs too).
 
 Each node is a broker and a controller (a voter of the metadata quorum) on
 fixed loopback ports, with its data dir under tmp_path; the fixture stops
@@ -14,6 +14,7 @@ on any panic in any node's stderr. Waits are generous bounds on
 
 import asyncio
 import itertools
+import json
 import os
 import socket
 import time
@@ -31,6 +32,7 @@ from kafka.protocol.metadata import MetadataRequest
 
 from conftest import TarnBroker, wait_until
 from tarn_clients import Got, Rec, assert_matches, ck_consume, ck_produce, kp_consume, kp_produce
+from test_kafkajs import run_node
 
 NODES = 3
 # Long enough for elections, broker sessions (9 s) and a slow machine.
@@ -335,7 +337,7 @@ async def aio_produce(bootstrap: str, topic: str, recs):
 
 
 def test_clients_produce_and_consume_through_a_leaders_sigkill(cluster):
-    """aiokafka, confluent-kafka and kafka-python keep producing (acks=all, to a topic
+    """aiokafka, kafkajs, confluent-kafka and kafka-python keep producing (acks=all, to a topic
     of replication factor 3 and min.insync.replicas=2) while the leader of a
     partition is SIGKILLed, see only retriable errors, and every record they
     had acknowledged, before or after the kill, is read back once."""
@@ -357,9 +359,13 @@ def test_clients_produce_and_consume_through_a_leaders_sigkill(cluster):
     # NOT_LEADER_OR_FOLLOWER and connection errors until the new leader,
     # elected from the ISR once the controller fences the dead broker.
     after_aio = keyed_records(60, "aio-after")
+    after_js = keyed_records(60, "js-after")
     after_ck = keyed_records(60, "ck-after")
     after_kp = keyed_records(60, "kp-after")
     delivered += asyncio.run(aio_produce(cluster.bootstrap(), topic, after_aio))
+    out = run_node("kafkajs_failover.js", cluster.bootstrap(), topic, "js-after", "60")
+    assert out.returncode == 0, f"kafkajs failed (exit {out.returncode})\n{out.stderr}\n{out.stdout}"
+    delivered += [tuple(d) for d in json.loads(out.stdout.strip().splitlines()[-1])["delivered"]]
     delivered += ck_produce(cluster.bootstrap(), topic, after_ck, **{"message.timeout.ms": 60000})
     delivered += kp_produce(cluster.bootstrap(), topic, after_kp, retries=30, retry_backoff_ms=500,
                             request_timeout_ms=20000, max_block_ms=60000)
@@ -370,7 +376,7 @@ def test_clients_produce_and_consume_through_a_leaders_sigkill(cluster):
             return found if found and victim not in found and min(found) > 0 else None
         wait_for(moved, f"node {i} to see new leaders of {topic}")
 
-    recs = before_ck + before_kp + after_aio + after_ck + after_kp
+    recs = before_ck + before_kp + after_aio + after_js + after_ck + after_kp
     expected = {position: rec for rec, position in zip(recs, delivered)}
     assert len(expected) == len(recs), f"{topic}: two records acknowledged at one position"
     for name, consume in (("confluent-kafka", ck_consume), ("kafka-python", kp_consume)):

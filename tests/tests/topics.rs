@@ -324,3 +324,36 @@ fn log_dirs_report_partition_sizes_as_kafka_log_dirs_does() {
         assert!(!out.status.success(), "no action: {out}");
     });
 }
+
+/// `tarn topics describe | head -1`: a reader that stops early ends the
+/// CLI quietly (as Unix tools end on SIGPIPE), not with a panic.
+#[test]
+fn cli_output_cut_short_by_its_reader_is_no_panic() {
+    run_with_timeout(TEST_TIMEOUT, || {
+        let broker = TarnBroker::start();
+        broker.create_topic("cut-short", 3);
+        let mut child = std::process::Command::new(tarn_e2e::tarn_bin())
+            .args([
+                "topics",
+                "describe",
+                "--bootstrap-server",
+                broker.bootstrap(),
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("run tarn topics describe");
+        // Close the read end before the CLI writes anything.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().expect("wait for tarn");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(
+            out.status.signal(),
+            Some(libc::SIGPIPE),
+            "{:?}: {stderr}",
+            out.status
+        );
+    });
+}

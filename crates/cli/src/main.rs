@@ -77,8 +77,23 @@ enum Command {
     },
 }
 
+/// Lets a command whose standard output is closed early (`tarn topics
+/// describe | head`) end quietly, as Unix tools do, instead of panicking in
+/// `println!`: Rust ignores SIGPIPE, so a write to a closed pipe would be
+/// an error every print turns into a panic. Sockets are unaffected (their
+/// writes never raise SIGPIPE). Not for `tarn serve`, which only logs.
+fn default_sigpipe() {
+    // SAFETY: restores the default disposition of one signal at start-up,
+    // before any thread is spawned.
+    let previous = unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    assert_ne!(previous, libc::SIG_ERR, "reset SIGPIPE");
+}
+
 fn main() -> Result<()> {
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Serve(_)) {
+        default_sigpipe();
+    }
     match cli.command {
         Command::Serve(args) => serve::run(args),
         Command::Storage { command } => storage::run(command),
