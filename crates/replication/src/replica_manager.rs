@@ -1365,7 +1365,9 @@ mod tests {
         // A follower whose last fetched epoch this log lacks past its
         // offset is told where its log diverges.
         match p.follower_fetch(2, 5, 0, 1 << 20, now).unwrap().0 {
-            crate::roles::FollowerRead::Diverging { epoch, end_offset } => {
+            crate::roles::FollowerRead::Diverging {
+                epoch, end_offset, ..
+            } => {
                 assert_eq!((epoch, end_offset), (0, 3))
             }
             other => panic!("expected a divergence, got {other:?}"),

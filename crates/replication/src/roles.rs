@@ -41,7 +41,11 @@ pub enum FollowerRead {
     /// The follower's log diverges from ours: its last fetched epoch ends
     /// at `end_offset` here (`epoch` is the largest of ours not above it;
     /// -1 and -1 when we know none).
-    Diverging { epoch: i32, end_offset: i64 },
+    Diverging {
+        epoch: i32,
+        end_offset: i64,
+        offsets: LogOffsets,
+    },
     Records {
         region: Option<FileRegion>,
         offsets: LogOffsets,
@@ -305,7 +309,11 @@ impl Partition {
             // settles it with ListOffsets.
             if epoch >= 0 && (end_offset < fetch_offset || epoch < last_fetched_epoch) {
                 return Ok((
-                    FollowerRead::Diverging { epoch, end_offset },
+                    FollowerRead::Diverging {
+                        epoch,
+                        end_offset,
+                        offsets: self.offsets()?,
+                    },
                     FollowerFetchOutcome::default(),
                 ));
             }

@@ -39,7 +39,7 @@ use tarn_protocol::records::Records;
 
 use tarn_metadata::MetadataImage;
 use tarn_protocol::messages::fetch::EpochEndOffset;
-use tarn_replication::replica_manager::{Partition, PartitionError, ReadLimit};
+use tarn_replication::replica_manager::{LogOffsets, Partition, PartitionError, ReadLimit};
 use tarn_replication::roles::{FollowerFetchOutcome, FollowerRead};
 
 use super::{ApiSpec, RequestContext};
@@ -214,7 +214,7 @@ type ReadResults = Vec<(FetchPartitionParams, PartitionDataOut)>;
 enum Read {
     Here(FollowerRead),
     /// The consumer should read from this replica (KIP-392).
-    Elsewhere(i32, tarn_replication::replica_manager::LogOffsets),
+    Elsewhere(i32, LogOffsets),
 }
 
 /// Who reads, and how.
@@ -277,6 +277,27 @@ fn follow_up(broker: &Arc<Broker>, partition: &Arc<Partition>, outcome: Follower
     }
     if let Some(change) = outcome.expand_isr {
         crate::replica_fetcher::send_isr_change(broker, partition.clone(), change);
+    }
+}
+
+/// A partition's answer with data (or none yet): its offsets and
+/// `records`. Kafka lists aborted transactions (none here: no transactions
+/// yet) only to read_committed fetches.
+fn answered(
+    partition_index: i32,
+    offsets: LogOffsets,
+    read_committed: bool,
+    records: Records,
+) -> PartitionDataOut {
+    PartitionDataOut {
+        partition_index,
+        error_code: error::NONE,
+        high_watermark: offsets.high_watermark,
+        last_stable_offset: offsets.high_watermark,
+        log_start_offset: offsets.log_start_offset,
+        aborted_transactions: read_committed.then(Vec::new),
+        records: Some(records),
+        ..Default::default()
     }
 }
 
@@ -346,31 +367,18 @@ fn read_all(
         });
         let data = match result {
             Ok(Read::Elsewhere(replica, offsets)) => PartitionDataOut {
-                partition_index: p.partition,
-                error_code: error::NONE,
-                high_watermark: offsets.high_watermark,
-                last_stable_offset: offsets.high_watermark,
-                log_start_offset: offsets.log_start_offset,
-                aborted_transactions: read_committed.then(Vec::new),
                 preferred_read_replica: replica,
-                records: Some(Records::default()),
-                ..Default::default()
+                ..answered(p.partition, offsets, read_committed, Records::default())
             },
-            Ok(Read::Here(FollowerRead::Diverging { epoch, end_offset })) => {
+            Ok(Read::Here(FollowerRead::Diverging {
+                epoch,
+                end_offset,
+                offsets,
+            })) => {
                 any_error = true;
-                let offsets = hosted
-                    .as_ref()
-                    .ok()
-                    .and_then(|partition| partition.offsets().ok());
                 PartitionDataOut {
-                    partition_index: p.partition,
-                    error_code: error::NONE,
-                    high_watermark: offsets.map_or(-1, |o| o.high_watermark),
-                    last_stable_offset: offsets.map_or(-1, |o| o.high_watermark),
-                    log_start_offset: offsets.map_or(-1, |o| o.log_start_offset),
                     diverging_epoch: EpochEndOffset { epoch, end_offset },
-                    records: Some(Records::default()),
-                    ..Default::default()
+                    ..answered(p.partition, offsets, read_committed, Records::default())
                 }
             }
             Ok(Read::Here(FollowerRead::Records { region, offsets })) => {
@@ -380,18 +388,7 @@ fn read_all(
                 };
                 total += records.len();
                 budget = budget.saturating_sub(records.len());
-                PartitionDataOut {
-                    partition_index: p.partition,
-                    error_code: error::NONE,
-                    high_watermark: offsets.high_watermark,
-                    last_stable_offset: offsets.high_watermark,
-                    log_start_offset: offsets.log_start_offset,
-                    // Kafka lists aborted transactions (none here: no
-                    // transactions yet) only to read_committed fetches.
-                    aborted_transactions: read_committed.then(Vec::new),
-                    records: Some(records),
-                    ..Default::default()
-                }
+                answered(p.partition, offsets, read_committed, records)
             }
             // As Kafka: an error carries no offsets (-1), and only a
             // partition it does not know gets an empty aborted list.
