@@ -449,10 +449,22 @@ impl Partition {
     /// durability, so its writes survive the leader's loss.
     pub fn replication_barrier(self: &Arc<Self>, timeout: Duration) -> AppendCompletion {
         let upto = self.log_end_offset.load(Ordering::Acquire);
+        self.replication_completion(upto, self.leader_epoch(), timeout)
+    }
+
+    /// A completion that resolves once the high watermark reaches `upto`
+    /// while this broker leads in `leader_epoch` (see
+    /// [`AppendCompletion::replicated`]); already resolved when it has.
+    pub fn replication_completion(
+        self: &Arc<Self>,
+        upto: i64,
+        leader_epoch: i32,
+        timeout: Duration,
+    ) -> AppendCompletion {
         if self.high_watermark() >= upto {
             return AppendCompletion::ready();
         }
-        AppendCompletion::replicated(self.clone(), upto, self.leader_epoch(), timeout)
+        AppendCompletion::replicated(self.clone(), upto, leader_epoch, timeout)
     }
 
     /// The log went offline after a failed fsync: it takes no writes until

@@ -37,7 +37,7 @@ use tarn_protocol::messages::produce::{
 use tarn_protocol::record_batch::parse_header;
 
 use tarn_replication::durability::AppendCompletion;
-use tarn_replication::replica_manager::{Partition, PartitionError};
+use tarn_replication::replica_manager::PartitionError;
 
 use super::{ApiSpec, RequestContext};
 use crate::broker::Broker;
@@ -155,6 +155,7 @@ pub async fn handle(
             .produce_refused(ctx.peer, ctx.client_id(), None, e.code, &e.message);
     }
     let mut appended = false;
+    let timeout = Duration::from_millis(request.timeout_ms.max(0) as u64);
     let mut responses = Vec::with_capacity(request.topic_data.len());
     // (topic index, partition index, completion) of appends still waiting.
     let mut flushes = Vec::new();
@@ -167,7 +168,15 @@ pub async fn handle(
             let response = match &refusal {
                 Some(e) => partition_error(index, e.clone()),
                 None => {
-                    match append(broker, ctx.version.version, request.acks, &topic.name, data) {
+                    let acks = request.acks;
+                    match append(
+                        broker,
+                        ctx.version.version,
+                        acks,
+                        timeout,
+                        &topic.name,
+                        data,
+                    ) {
                         Ok((r, completion, replication)) => {
                             appended = true;
                             produced.add(sent);
@@ -211,14 +220,10 @@ pub async fn handle(
     if appended {
         broker.replicas.notify_appended();
     }
-    let timeout = Duration::from_millis(request.timeout_ms.max(0) as u64);
     for (topic, partition, completion, replication) in flushes {
         let mut outcome = completion.wait().await;
-        if let (Ok(()), Some(wait)) = (&outcome, replication) {
-            outcome = wait
-                .partition
-                .wait_replicated(wait.end, wait.leader_epoch, timeout)
-                .await;
+        if let (Ok(()), Some(replicated)) = (&outcome, replication) {
+            outcome = replicated.wait().await;
         }
         if let Err(e) = outcome {
             let index = responses[topic].partition_responses[partition].index;
@@ -235,25 +240,21 @@ pub async fn handle(
     })
 }
 
-/// What an acks=all append waits for: the high watermark of `partition`
-/// reaching `end` while this broker leads it in `leader_epoch`.
-struct ReplicationWait {
-    partition: Arc<Partition>,
-    end: i64,
-    leader_epoch: i32,
-}
-
+/// Appends one partition's batch; the answer, the completion of its
+/// durability, and for acks=all the completion of its replication (waited
+/// for after durability, at most `timeout`).
 fn append(
     broker: &Broker,
     version: i16,
     acks: i16,
+    timeout: Duration,
     topic: &str,
     data: PartitionProduceData,
 ) -> Result<
     (
         PartitionProduceResponse,
         AppendCompletion,
-        Option<ReplicationWait>,
+        Option<AppendCompletion>,
     ),
     PartitionError,
 > {
@@ -276,11 +277,8 @@ fn append(
     // the log writes patched headers beside the untouched record bytes.
     let appended = partition.append(&records)?;
     let end = appended.info.last_offset + 1;
-    let replication = (acks == -1 && partition.high_watermark() < end).then(|| ReplicationWait {
-        partition: partition.clone(),
-        end,
-        leader_epoch,
-    });
+    let replication =
+        (acks == -1).then(|| partition.replication_completion(end, leader_epoch, timeout));
     Ok((
         PartitionProduceResponse {
             index: data.index,
