@@ -163,8 +163,10 @@ impl ReplicaSet {
     /// over the maximal ISR, the leader's being `leader_log_end_offset`.
     /// `None` while a member has not fetched from this leader yet.
     pub fn high_watermark_bound(&self, leader_log_end_offset: i64) -> Option<i64> {
+        // Every append asks this: walk the maximal ISR without collecting it.
+        let pending = self.pending_isr.iter().flatten();
         let mut bound = leader_log_end_offset;
-        for member in self.maximal_isr() {
+        for &member in self.isr.iter().chain(pending) {
             if member == self.local {
                 continue;
             }
