@@ -47,6 +47,9 @@ pub const ELIGIBLE_LEADERS_NOT_AVAILABLE: ErrorCode = 83;
 /// ElectLeaders: the partition already has the leader the election would
 /// give it.
 pub const ELECTION_NOT_NEEDED: ErrorCode = 84;
+/// ListPartitionReassignments' and a cancel's answer for a partition with
+/// no reassignment in progress.
+pub const NO_REASSIGNMENT_IN_PROGRESS: ErrorCode = 85;
 /// AlterPartition: the partition epoch named is not the current one.
 pub const INVALID_UPDATE_VERSION: ErrorCode = 95;
 /// AlterPartition: a member of the new ISR may not be in it (fenced or
