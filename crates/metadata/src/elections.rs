@@ -34,7 +34,7 @@ use tarn_config::BrokerConfig;
 use tarn_protocol::error::{self, ErrorCode};
 use tarn_protocol::Uuid;
 
-use crate::image::{partition_in, NO_LEADER};
+use crate::image::{partition_in, ChangeFields, NO_LEADER};
 use crate::{MetadataImage, MetadataRecord, PartitionInfo, TopicInfo};
 
 /// The topic config (and its broker default) that allows electing a
@@ -86,23 +86,42 @@ enum Election {
 
 /// The fields of a `PartitionChange`, `None` where unchanged.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-struct Change {
-    leader: Option<i32>,
-    isr: Option<Vec<i32>>,
+pub(crate) struct Change {
+    pub(crate) leader: Option<i32>,
+    pub(crate) isr: Option<Vec<i32>>,
+    pub(crate) replicas: Option<Vec<i32>>,
+    pub(crate) adding_replicas: Option<Vec<i32>>,
+    pub(crate) removing_replicas: Option<Vec<i32>>,
 }
 
 impl Change {
     fn is_empty(&self) -> bool {
-        self.leader.is_none() && self.isr.is_none()
+        self.leader.is_none()
+            && self.isr.is_none()
+            && self.replicas.is_none()
+            && self.adding_replicas.is_none()
+            && self.removing_replicas.is_none()
     }
 
-    fn record(self, topic_id: Uuid, partition_id: i32) -> MetadataRecord {
+    pub(crate) fn fields(&self) -> ChangeFields<'_> {
+        ChangeFields {
+            leader: self.leader,
+            isr: self.isr.as_deref(),
+            replicas: self.replicas.as_deref(),
+            adding_replicas: self.adding_replicas.as_deref(),
+            removing_replicas: self.removing_replicas.as_deref(),
+        }
+    }
+
+    pub(crate) fn record(self, topic_id: Uuid, partition_id: i32) -> MetadataRecord {
         MetadataRecord::PartitionChange {
             topic_id: topic_id.0,
             partition_id,
             leader: self.leader,
             isr: self.isr,
-            replicas: None,
+            replicas: self.replicas,
+            adding_replicas: self.adding_replicas,
+            removing_replicas: self.removing_replicas,
         }
     }
 }
@@ -331,12 +350,14 @@ pub fn alter_partition(
     if request.new_isr == p.isr {
         return Ok((Vec::new(), PartitionState::from(p)));
     }
-    let change = Change {
-        leader: None,
+    // The ISR that takes in a reassignment's last adding replica also
+    // completes it, in the same change (as Kafka's controller does).
+    let change = crate::reassignments::completion(image, p, &request.new_isr).unwrap_or(Change {
         isr: Some(request.new_isr.clone()),
-    };
+        ..Change::default()
+    });
     let mut after = p.clone();
-    after.apply_change(None, Some(&request.new_isr), None);
+    after.apply_change(&change.fields());
     Ok((
         vec![change.record(topic_id, partition_id)],
         PartitionState::from(&after),
@@ -502,7 +523,7 @@ pub fn elect_preferred(image: &MetadataImage, partitions: &[(String, i32)]) -> E
         if p.isr.contains(&preferred) && is_unfenced(image, preferred) {
             Ok(Change {
                 leader: Some(preferred),
-                isr: None,
+                ..Change::default()
             })
         } else {
             Err(error::PREFERRED_LEADER_NOT_AVAILABLE)
@@ -761,6 +782,8 @@ mod tests {
                 leader: *leader,
                 leader_epoch: 0,
                 partition_epoch: 0,
+                adding_replicas: Vec::new(),
+                removing_replicas: Vec::new(),
             });
         }
         image
@@ -847,6 +870,8 @@ mod tests {
                 leader: Some(2),
                 isr: Some(vec![3, 2]),
                 replicas: None,
+                adding_replicas: None,
+                removing_replicas: None,
             }]
         );
         let after = applied(&before, &records);
@@ -993,6 +1018,8 @@ mod tests {
             leader: Some(1),
             isr: None,
             replicas: None,
+            adding_replicas: None,
+            removing_replicas: None,
         });
         let code = |request: AlterPartition| alter_partition(&before, &request).unwrap_err().code;
         assert_eq!(

@@ -45,6 +45,17 @@ impl BrokerInfo {
 /// The leader id of a partition that has none.
 pub const NO_LEADER: i32 = -1;
 
+/// The fields a `PartitionChange` sets, `None` where it leaves the
+/// partition's value.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ChangeFields<'a> {
+    pub leader: Option<i32>,
+    pub isr: Option<&'a [i32]>,
+    pub replicas: Option<&'a [i32]>,
+    pub adding_replicas: Option<&'a [i32]>,
+    pub removing_replicas: Option<&'a [i32]>,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct PartitionInfo {
     pub partition_id: i32,
@@ -57,6 +68,10 @@ pub struct PartitionInfo {
     /// Bumped by every change of leader, ISR or replicas; an AlterPartition
     /// must name the current one.
     pub partition_epoch: i32,
+    /// A reassignment in progress (KIP-455): the replicas it adds and
+    /// those it will remove, both among `replicas`. Empty when none is.
+    pub adding_replicas: Vec<i32>,
+    pub removing_replicas: Vec<i32>,
 }
 
 impl PartitionInfo {
@@ -64,12 +79,14 @@ impl PartitionInfo {
     /// `PartitionRegistration.merge` does: a leader given (even the same
     /// one) is a new leader epoch, and every change is a new partition
     /// epoch.
-    pub fn apply_change(
-        &mut self,
-        leader: Option<i32>,
-        isr: Option<&[i32]>,
-        replicas: Option<&[i32]>,
-    ) {
+    pub fn apply_change(&mut self, change: &ChangeFields<'_>) {
+        let ChangeFields {
+            leader,
+            isr,
+            replicas,
+            adding_replicas,
+            removing_replicas,
+        } = *change;
         if let Some(leader) = leader {
             self.leader = leader;
             self.leader_epoch += 1;
@@ -80,7 +97,28 @@ impl PartitionInfo {
         if let Some(replicas) = replicas {
             self.replicas = replicas.to_vec();
         }
+        if let Some(adding) = adding_replicas {
+            self.adding_replicas = adding.to_vec();
+        }
+        if let Some(removing) = removing_replicas {
+            self.removing_replicas = removing.to_vec();
+        }
         self.partition_epoch += 1;
+    }
+
+    /// Whether a reassignment is in progress.
+    pub fn is_reassigning(&self) -> bool {
+        !self.adding_replicas.is_empty() || !self.removing_replicas.is_empty()
+    }
+
+    /// The replicas a reassignment in progress moves to (the replicas
+    /// without those it removes); the replicas when none is.
+    pub fn target_replicas(&self) -> Vec<i32> {
+        self.replicas
+            .iter()
+            .copied()
+            .filter(|r| !self.removing_replicas.contains(r))
+            .collect()
     }
 
     pub fn has_leader(&self) -> bool {
@@ -198,6 +236,8 @@ impl MetadataImage {
                     leader: p.leader,
                     leader_epoch: p.leader_epoch,
                     partition_epoch: p.partition_epoch,
+                    adding_replicas: p.adding_replicas.clone(),
+                    removing_replicas: p.removing_replicas.clone(),
                 });
             }
         }
@@ -240,9 +280,7 @@ impl MetadataImage {
         &mut self,
         topic_id: Uuid,
         partition_id: i32,
-        leader: Option<i32>,
-        isr: Option<&[i32]>,
-        replicas: Option<&[i32]>,
+        change: &ChangeFields<'_>,
     ) {
         // Look before copying: a change to a partition that is gone (its
         // topic deleted in the same entry, say) must not copy the topic.
@@ -255,7 +293,7 @@ impl MetadataImage {
             tracing::warn!(%topic_id, partition_id, "a partition change names no known partition");
             return;
         };
-        Arc::make_mut(topic).partitions[index].apply_change(leader, isr, replicas);
+        Arc::make_mut(topic).partitions[index].apply_change(change);
     }
 
     pub fn apply(&mut self, record: &MetadataRecord) {
@@ -327,6 +365,8 @@ impl MetadataImage {
                 leader,
                 leader_epoch,
                 partition_epoch,
+                adding_replicas,
+                removing_replicas,
             } => {
                 if let Some(topic) = self.topics_by_id.get_mut(&Uuid(*topic_id)) {
                     let topic = Arc::make_mut(topic);
@@ -337,6 +377,8 @@ impl MetadataImage {
                         leader: *leader,
                         leader_epoch: *leader_epoch,
                         partition_epoch: *partition_epoch,
+                        adding_replicas: adding_replicas.clone(),
+                        removing_replicas: removing_replicas.clone(),
                     };
                     match topic
                         .partitions
@@ -353,12 +395,18 @@ impl MetadataImage {
                 leader,
                 isr,
                 replicas,
+                adding_replicas,
+                removing_replicas,
             } => self.apply_partition_change(
                 Uuid(*topic_id),
                 *partition_id,
-                *leader,
-                isr.as_deref(),
-                replicas.as_deref(),
+                &ChangeFields {
+                    leader: *leader,
+                    isr: isr.as_deref(),
+                    replicas: replicas.as_deref(),
+                    adding_replicas: adding_replicas.as_deref(),
+                    removing_replicas: removing_replicas.as_deref(),
+                },
             ),
             MetadataRecord::TopicConfig {
                 topic_id,
@@ -463,6 +511,8 @@ mod tests {
                 leader: 2,
                 leader_epoch: 4,
                 partition_epoch: 6,
+                adding_replicas: Vec::new(),
+                removing_replicas: Vec::new(),
             },
             MetadataRecord::ProducerIds {
                 broker_id: 2,
@@ -511,6 +561,8 @@ mod tests {
                 leader: 1,
                 leader_epoch: 0,
                 partition_epoch: 0,
+                adding_replicas: Vec::new(),
+                removing_replicas: Vec::new(),
             });
         }
         image.apply(&MetadataRecord::TopicConfig {
@@ -543,6 +595,8 @@ mod tests {
             leader: 1,
             leader_epoch: 3,
             partition_epoch: 7,
+            adding_replicas: Vec::new(),
+            removing_replicas: Vec::new(),
         });
         let before = image.clone();
         let change = |leader, isr: Option<Vec<i32>>| MetadataRecord::PartitionChange {
@@ -551,6 +605,8 @@ mod tests {
             leader,
             isr,
             replicas: None,
+            adding_replicas: None,
+            removing_replicas: None,
         };
         // An ISR change alone keeps the leader epoch.
         image.apply(&change(None, Some(vec![1])));
@@ -575,6 +631,8 @@ mod tests {
             leader: Some(1),
             isr: None,
             replicas: None,
+            adding_replicas: None,
+            removing_replicas: None,
         });
         assert_eq!(image, unchanged);
         // Snapshots keep the epochs.

@@ -14,6 +14,7 @@ mod image;
 mod log;
 pub mod placement;
 pub mod publisher;
+pub mod reassignments;
 mod records;
 pub mod replicated;
 pub mod topics;

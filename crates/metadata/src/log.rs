@@ -475,7 +475,7 @@ mod tests {
     }
 
     #[test]
-    fn a_version_0_partition_has_partition_epoch_0_and_version_1_is_written() {
+    fn a_version_0_partition_has_partition_epoch_0_and_version_2_is_written() {
         let value: Value = serde_json::from_str(
             r#"{"type":"Partition","v":0,"topic_id":[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1],"partition_id":0,"replicas":[1],"isr":[1],"leader":1,"leader_epoch":4}"#,
         )
@@ -498,13 +498,15 @@ mod tests {
             leader: 1,
             leader_epoch: 4,
             partition_epoch: 2,
+            adding_replicas: Vec::new(),
+            removing_replicas: Vec::new(),
         }])
         .unwrap();
         let body = String::from_utf8(body).unwrap();
-        assert!(body.contains(r#""v":1"#), "{body}");
+        assert!(body.contains(r#""v":2"#), "{body}");
         assert!(body.contains(r#""partition_epoch":2"#), "{body}");
         // A build that reads Partition only up to version 0 refuses it.
-        assert_eq!(MetadataRecord::max_version("Partition"), Some(1));
+        assert_eq!(MetadataRecord::max_version("Partition"), Some(2));
     }
 
     #[test]
@@ -546,6 +548,8 @@ mod tests {
                 leader: 1,
                 leader_epoch: 2,
                 partition_epoch: 3,
+                adding_replicas: Vec::new(),
+                removing_replicas: Vec::new(),
             },
             MetadataRecord::PartitionChange {
                 topic_id: id,
@@ -553,6 +557,8 @@ mod tests {
                 leader: Some(-1),
                 isr: Some(vec![1]),
                 replicas: None,
+                adding_replicas: None,
+                removing_replicas: None,
             },
             MetadataRecord::TopicConfig {
                 topic_id: id,

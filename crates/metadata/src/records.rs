@@ -66,6 +66,9 @@ pub enum MetadataRecord {
     /// -1 means it has none. Version 1 added the partition epoch, which
     /// every change of leader, ISR or replicas bumps and which AlterPartition
     /// checks; an older build would drop it and so accept stale requests.
+    /// Version 2 added the replicas a reassignment is adding and removing
+    /// (both among `replicas`), which an older build would take for
+    /// settled members.
     Partition {
         topic_id: [u8; 16],
         partition_id: i32,
@@ -75,11 +78,17 @@ pub enum MetadataRecord {
         leader_epoch: i32,
         #[serde(default)]
         partition_epoch: i32,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        adding_replicas: Vec<i32>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        removing_replicas: Vec<i32>,
     },
     /// A change to an existing partition (Kafka's PartitionChangeRecord):
     /// each `Some` field replaces the partition's value. Applying it bumps
     /// the partition epoch; a `leader` given (even the same one) also bumps
     /// the leader epoch. An ISR-only change keeps the leader epoch.
+    /// Version 1 added a reassignment's adding and removing replicas
+    /// (`Some(vec![])` when it completes or is cancelled).
     PartitionChange {
         topic_id: [u8; 16],
         partition_id: i32,
@@ -89,6 +98,10 @@ pub enum MetadataRecord {
         isr: Option<Vec<i32>>,
         #[serde(default)]
         replicas: Option<Vec<i32>>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        adding_replicas: Option<Vec<i32>>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        removing_replicas: Option<Vec<i32>>,
     },
     /// A topic config set (`value` Some) or removed (None).
     TopicConfig {
@@ -128,8 +141,8 @@ impl MetadataRecord {
         // Exhaustive, so a new record type is given its version here (and
         // its name in `max_version`).
         match self {
-            MetadataRecord::RegisterBroker { .. } | MetadataRecord::Partition { .. } => 1,
-            MetadataRecord::PartitionChange { .. } => 0,
+            MetadataRecord::Partition { .. } => 2,
+            MetadataRecord::RegisterBroker { .. } | MetadataRecord::PartitionChange { .. } => 1,
             MetadataRecord::FenceBroker { .. }
             | MetadataRecord::UnfenceBroker { .. }
             | MetadataRecord::ClusterIdentity { .. } => 0,
@@ -147,11 +160,10 @@ impl MetadataRecord {
     /// not know.
     pub fn max_version(kind: &str) -> Option<u16> {
         match kind {
-            "RegisterBroker" | "Partition" => Some(1),
-            "ClusterIdentity" | "FenceBroker" | "UnfenceBroker" | "Topic" | "PartitionChange"
-            | "TopicConfig" | "RemoveTopic" | "BrokerConfig" | "ProducerIds" | "ClientQuota" => {
-                Some(0)
-            }
+            "Partition" => Some(2),
+            "RegisterBroker" | "PartitionChange" => Some(1),
+            "ClusterIdentity" | "FenceBroker" | "UnfenceBroker" | "Topic" | "TopicConfig"
+            | "RemoveTopic" | "BrokerConfig" | "ProducerIds" | "ClientQuota" => Some(0),
             _ => None,
         }
     }

@@ -100,6 +100,8 @@ impl NewPartition {
             replicas: self.replicas,
             leader_epoch: 0,
             partition_epoch: 0,
+            adding_replicas: Vec::new(),
+            removing_replicas: Vec::new(),
         }
     }
 }

@@ -167,6 +167,8 @@ fn add_partitions(image: &MetadataImage, r: u64) -> Vec<MetadataRecord> {
             replicas,
             leader_epoch: 0,
             partition_epoch: 0,
+            adding_replicas: Vec::new(),
+            removing_replicas: Vec::new(),
         });
     }
     records

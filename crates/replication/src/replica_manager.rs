@@ -7,7 +7,9 @@
 //! opens a log for every new partition assigned here, hands changed
 //! settings to live logs, and retires the logs of topics that are gone. So
 //! a commit costs in proportion to what it changed, not to the number of
-//! partitions. Appends and reads go through a `Partition`, which checks
+//! partitions. A partition a reassignment moved off this broker (no longer
+//! among its replicas) is retired like a deleted one. Appends and reads go
+//! through a `Partition`, which checks
 //! the leader epoch a client believes in against its own, and every
 //! append bumps `data_version` so long-polling fetches wake on new data.
 //!
@@ -1096,8 +1098,19 @@ impl ReplicaManager {
         let now_ms = self.env.now_ms();
         let mut leadership_changed = false;
         let settings_changed = config_changed || old.is_some_and(|o| o.configs != topic.configs);
+        let mut removed = Vec::new();
         for p in &topic.partitions {
             if !p.replicas.contains(&self.node_id) {
+                // A reassignment moved the partition off this broker: it
+                // stops following and deletes its replica, as Kafka's
+                // brokers do for a replica no longer assigned to them.
+                let mut map = self.partitions.write();
+                if map
+                    .get(&topic.name, p.partition_id)
+                    .is_some_and(|hosted| hosted.topic_id == topic.topic_id)
+                {
+                    removed.extend(map.remove(&topic.name, p.partition_id));
+                }
                 continue;
             }
             if let Some(existing) = self.get(&topic.name, p.partition_id) {
@@ -1187,6 +1200,13 @@ impl ReplicaManager {
                 partition.maybe_increment_high_watermark();
             }
             self.partitions.write().insert(partition);
+            leadership_changed = true;
+        }
+        if !removed.is_empty() {
+            for partition in &removed {
+                tracing::info!(topic = %partition.topic, partition = partition.index, "no longer a replica here; deleting it");
+            }
+            self.retire(&removed)?;
             leadership_changed = true;
         }
         if leadership_changed {
@@ -1283,6 +1303,8 @@ mod tests {
                 leader: 1,
                 leader_epoch: 0,
                 partition_epoch: 0,
+                adding_replicas: Vec::new(),
+                removing_replicas: Vec::new(),
             });
         }
         records
@@ -1301,6 +1323,8 @@ mod tests {
             leader,
             leader_epoch,
             partition_epoch: leader_epoch,
+            adding_replicas: Vec::new(),
+            removing_replicas: Vec::new(),
         };
         let topic = MetadataRecord::Topic {
             name: "placed".into(),
@@ -1344,6 +1368,8 @@ mod tests {
             leader: 1,
             leader_epoch: 0,
             partition_epoch,
+            adding_replicas: Vec::new(),
+            removing_replicas: Vec::new(),
         };
         let strict = MetadataRecord::TopicConfig {
             topic_id: [9; 16],
@@ -1458,6 +1484,40 @@ mod tests {
         assert!(replicas.get("b", 0).is_none());
         assert!(!dir.path().join("b-0").exists());
         assert!(dir.path().join("a-2").exists());
+    }
+
+    #[test]
+    fn a_replica_moved_off_this_broker_is_deleted() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = BrokerConfig::default();
+        let replicas = ReplicaManager::new(dir.path(), 1, LogEnv::os(8), group_commit());
+        let empty = Arc::new(MetadataImage::default());
+        let image = apply(&empty, &topic("a", 1, 2));
+        replicas.sync(&image, &config, true).unwrap();
+        let a1 = replicas.get("a", 1).unwrap();
+        assert_eq!(a1.append(&batch(3)).unwrap().info.last_offset, 2);
+        // A reassignment moves partition 0 to brokers 2 and 3 and adds
+        // them to partition 1: only partition 0 leaves this broker.
+        let moved = |partition_id, replicas: &[i32]| MetadataRecord::PartitionChange {
+            topic_id: [1; 16],
+            partition_id,
+            leader: Some(replicas[0]),
+            isr: Some(replicas.to_vec()),
+            replicas: Some(replicas.to_vec()),
+            adding_replicas: Some(Vec::new()),
+            removing_replicas: Some(Vec::new()),
+        };
+        let image = apply(&image, &[moved(0, &[2, 3]), moved(1, &[1, 2, 3])]);
+        let topics = [tarn_protocol::Uuid([1; 16])];
+        replicas.sync_topics(&image, &config, &topics).unwrap();
+        assert!(replicas.get("a", 0).is_none());
+        assert!(!dir.path().join("a-0").exists());
+        assert_eq!(ending_in(dir.path(), "-delete").len(), 1);
+        assert!(
+            Arc::ptr_eq(&a1, &replicas.get("a", 1).unwrap()),
+            "kept open"
+        );
+        assert_eq!(a1.log_end_offset(), 3);
     }
 
     #[test]

@@ -930,6 +930,8 @@ mod tests {
                         leader: 1,
                         leader_epoch: 0,
                         partition_epoch: 0,
+                        adding_replicas: Vec::new(),
+                        removing_replicas: Vec::new(),
                     },
                 ];
                 Ok((records, ()))
@@ -1054,6 +1056,8 @@ mod tests {
                         leader: None,
                         isr: None,
                         replicas: Some(vec![2, 1]),
+                        adding_replicas: None,
+                        removing_replicas: None,
                     }],
                     (),
                 ))

@@ -202,6 +202,8 @@ mod tests {
                         leader: 1,
                         leader_epoch: 0,
                         partition_epoch: 0,
+                        adding_replicas: Vec::new(),
+                        removing_replicas: Vec::new(),
                     },
                 ];
                 Ok((records, ()))
