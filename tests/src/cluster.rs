@@ -35,6 +35,9 @@ pub struct View {
     pub leaders: BTreeMap<String, Vec<i32>>,
     /// topic -> each partition's in-sync replicas (sorted), by partition.
     pub isr: BTreeMap<String, Vec<Vec<i32>>>,
+    /// topic -> each partition's replicas (in preference order), by
+    /// partition.
+    pub replicas: BTreeMap<String, Vec<Vec<i32>>>,
 }
 
 /// Ports handed out so far by this process.
@@ -320,6 +323,22 @@ impl Cluster {
                     (
                         t.name.clone().unwrap_or_default(),
                         partitions.into_iter().map(|(_, isr)| isr).collect(),
+                    )
+                })
+                .collect(),
+            replicas: metadata
+                .topics
+                .iter()
+                .map(|t| {
+                    let mut partitions: Vec<_> = t
+                        .partitions
+                        .iter()
+                        .map(|p| (p.partition_index, p.replica_nodes.clone()))
+                        .collect();
+                    partitions.sort();
+                    (
+                        t.name.clone().unwrap_or_default(),
+                        partitions.into_iter().map(|(_, r)| r).collect(),
                     )
                 })
                 .collect(),

@@ -88,6 +88,8 @@ const KAFKA_4_4_0: &[(i16, &str, i16, i16)] = &[
     (42, "DeleteGroups", 0, 3),
     (43, "ElectLeaders", 0, 2),
     (44, "IncrementalAlterConfigs", 0, 1),
+    (45, "AlterPartitionReassignments", 0, 1),
+    (46, "ListPartitionReassignments", 0, 0),
     (47, "OffsetDelete", 0, 0),
     (48, "DescribeClientQuotas", 0, 1),
     (49, "AlterClientQuotas", 0, 1),

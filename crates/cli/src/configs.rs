@@ -162,7 +162,7 @@ pub fn run(args: ConfigsArgs) -> Result<()> {
         bail!("Command must include exactly one action: --describe, --alter");
     }
     let entity = entity(&args)?;
-    let mut client = Client::connect(&args.bootstrap_server)?;
+    let mut client = crate::cluster::connect_bootstrap(&args.bootstrap_server)?;
     if args.describe {
         describe(&mut client, &entity, args.all)
     } else {

@@ -23,6 +23,7 @@ mod log_dirs;
 mod perf;
 mod produce;
 mod props;
+mod reassign;
 mod records;
 mod serve;
 mod storage;
@@ -66,6 +67,8 @@ enum Command {
     LogDirs(log_dirs::LogDirsArgs),
     /// Elect preferred or unclean partition leaders (like kafka-leader-election.sh).
     LeaderElection(leader_election::LeaderElectionArgs),
+    /// Move partitions' replicas between brokers (like kafka-reassign-partitions.sh).
+    ReassignPartitions(reassign::ReassignArgs),
     /// Send lines of standard input as records (like kafka-console-producer.sh).
     Produce(produce::ProduceArgs),
     /// Print a topic's records (like kafka-console-consumer.sh).
@@ -103,6 +106,7 @@ fn main() -> Result<()> {
         Command::Groups(args) => groups::run(args),
         Command::LogDirs(args) => log_dirs::run(args),
         Command::LeaderElection(args) => leader_election::run(args),
+        Command::ReassignPartitions(args) => reassign::run(args),
         Command::Produce(args) => produce::run(args),
         Command::Consume(args) => consume::run(args),
         Command::Perf { command } => perf::run(command),

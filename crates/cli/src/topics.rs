@@ -17,8 +17,6 @@ use tarn_protocol::messages::delete_topics::{
 use tarn_protocol::messages::metadata::{MetadataRequest, MetadataRequestTopic, MetadataResponse};
 use tarn_server::error_names::error_name;
 
-use tarn_cli::client::Client;
-
 #[derive(Subcommand)]
 pub enum TopicsCommand {
     /// Create a topic.
@@ -46,7 +44,7 @@ pub struct AlterArgs {
 
 #[derive(Args)]
 pub struct Common {
-    /// host:port of a broker.
+    /// host:port of a broker; several may be given, comma-separated.
     #[arg(long, default_value = "127.0.0.1:9092")]
     pub bootstrap_server: String,
 }
@@ -140,7 +138,7 @@ fn create(args: CreateArgs) -> Result<()> {
         timeout_ms: 30_000,
         validate_only: false,
     };
-    let mut client = Client::connect(&args.common.bootstrap_server)?;
+    let mut client = crate::cluster::connect_bootstrap(&args.common.bootstrap_server)?;
     let response: CreateTopicsResponse = client.call(19, 7, 5, &request)?;
     let result = response
         .topics
@@ -165,7 +163,7 @@ fn fetch_metadata(bootstrap: &str, topic: Option<&str>) -> Result<MetadataRespon
         allow_auto_topic_creation: false,
         ..Default::default()
     };
-    Client::connect(bootstrap)?.call(3, 12, 9, &request)
+    crate::cluster::connect_bootstrap(bootstrap)?.call(3, 12, 9, &request)
 }
 
 fn list(args: Common) -> Result<()> {
@@ -180,6 +178,9 @@ fn list(args: Common) -> Result<()> {
 
 fn describe(args: DescribeArgs) -> Result<()> {
     let response = fetch_metadata(&args.common.bootstrap_server, args.topic.as_deref())?;
+    // Kafka's tool asks for reassignments in progress too, to show the
+    // replicas being added and removed.
+    let reassigning = crate::reassign::ongoing(&args.common.bootstrap_server, None)?;
     let live: std::collections::BTreeSet<i32> =
         response.brokers.iter().map(|b| b.node_id).collect();
     let mut topics = response.topics;
@@ -193,10 +194,15 @@ fn describe(args: DescribeArgs) -> Result<()> {
                 topic.error_code
             );
         }
-        let replication = topic
-            .partitions
-            .first()
-            .map_or(0, |p| p.replica_nodes.len());
+        // A partition under reassignment counts its replicas without the
+        // ones being added, as kafka-topics.sh counts them.
+        let factor = |p: &tarn_protocol::messages::metadata::MetadataResponsePartition| {
+            let adding = reassigning
+                .get(&(name.clone(), p.partition_index))
+                .map_or(0, |(_, adding, _)| adding.len());
+            p.replica_nodes.len() - adding
+        };
+        let replication = topic.partitions.first().map_or(0, factor);
         let filtered = args.under_replicated_partitions || args.unavailable_partitions;
         if !filtered {
             println!(
@@ -205,8 +211,8 @@ fn describe(args: DescribeArgs) -> Result<()> {
                 topic.partitions.len()
             );
         }
-        for p in topic.partitions {
-            let under_replicated = p.isr_nodes.len() < p.replica_nodes.len();
+        for p in &topic.partitions {
+            let under_replicated = p.isr_nodes.len() < factor(p);
             let unavailable = p.leader_id < 0 || !live.contains(&p.leader_id);
             if (args.under_replicated_partitions && !under_replicated)
                 || (args.unavailable_partitions && !unavailable)
@@ -214,8 +220,16 @@ fn describe(args: DescribeArgs) -> Result<()> {
                 continue;
             }
             let join = |v: &[i32]| v.iter().map(i32::to_string).collect::<Vec<_>>().join(",");
+            let moving = match reassigning.get(&(name.clone(), p.partition_index)) {
+                Some((_, adding, removing)) => format!(
+                    "\tAdding Replicas: {}\tRemoving Replicas: {}",
+                    join(adding),
+                    join(removing)
+                ),
+                None => String::new(),
+            };
             println!(
-                "\tTopic: {name}\tPartition: {}\tLeader: {}\tLeaderEpoch: {}\tReplicas: {}\tIsr: {}",
+                "\tTopic: {name}\tPartition: {}\tLeader: {}\tLeaderEpoch: {}\tReplicas: {}\tIsr: {}{moving}",
                 p.partition_index,
                 p.leader_id,
                 p.leader_epoch,
@@ -239,7 +253,7 @@ fn alter(args: AlterArgs) -> Result<()> {
         timeout_ms: 30_000,
         validate_only: false,
     };
-    let mut client = Client::connect(&args.common.bootstrap_server)?;
+    let mut client = crate::cluster::connect_bootstrap(&args.common.bootstrap_server)?;
     let response: CreatePartitionsResponse = client.call(37, 3, 2, &request)?;
     let result = response
         .results
@@ -272,7 +286,7 @@ fn delete(args: DeleteArgs) -> Result<()> {
         topic_names: vec![],
         timeout_ms: 30_000,
     };
-    let mut client = Client::connect(&args.common.bootstrap_server)?;
+    let mut client = crate::cluster::connect_bootstrap(&args.common.bootstrap_server)?;
     let response: DeleteTopicsResponse = client.call(20, 6, 4, &request)?;
     let result = response
         .responses

@@ -1702,3 +1702,74 @@ fn elect_leaders() {
     };
     check::<_, k::ElectLeadersResponse>(&response, 0..=2, 2);
 }
+
+#[test]
+fn partition_reassignments() {
+    use kafka_protocol::messages as k;
+    use reassignments::*;
+    for allow in [true, false] {
+        let request = AlterPartitionReassignmentsRequest {
+            timeout_ms: 30_000,
+            allow_replication_factor_change: allow,
+            topics: vec![ReassignableTopic {
+                name: "t".into(),
+                partitions: vec![
+                    ReassignablePartition {
+                        partition_index: 0,
+                        replicas: Some(vec![2, 3, 4]),
+                    },
+                    ReassignablePartition {
+                        partition_index: 1,
+                        replicas: None,
+                    },
+                ],
+            }],
+        };
+        // Version 0 cannot say "false"; Kafka refuses to write it.
+        let versions = if allow { 0..=1 } else { 1..=1 };
+        check::<_, k::AlterPartitionReassignmentsRequest>(&request, versions.clone(), 0);
+        let response = AlterPartitionReassignmentsResponse {
+            throttle_time_ms: 0,
+            allow_replication_factor_change: allow,
+            error_code: 0,
+            error_message: None,
+            responses: vec![ReassignableTopicResponse {
+                name: "t".into(),
+                partitions: vec![ReassignablePartitionResponse {
+                    partition_index: 1,
+                    error_code: 85,
+                    error_message: Some("no reassignment is in progress".into()),
+                }],
+            }],
+        };
+        check::<_, k::AlterPartitionReassignmentsResponse>(&response, versions, 0);
+    }
+    for topics in [
+        None,
+        Some(vec![ListPartitionReassignmentsTopics {
+            name: "t".into(),
+            partition_indexes: vec![0, 2],
+        }]),
+    ] {
+        let request = ListPartitionReassignmentsRequest {
+            timeout_ms: 30_000,
+            topics,
+        };
+        check::<_, k::ListPartitionReassignmentsRequest>(&request, 0..=0, 0);
+    }
+    let response = ListPartitionReassignmentsResponse {
+        throttle_time_ms: 0,
+        error_code: 0,
+        error_message: None,
+        topics: vec![OngoingTopicReassignment {
+            name: "t".into(),
+            partitions: vec![OngoingPartitionReassignment {
+                partition_index: 0,
+                replicas: vec![2, 3, 4, 1],
+                adding_replicas: vec![4],
+                removing_replicas: vec![1],
+            }],
+        }],
+    };
+    check::<_, k::ListPartitionReassignmentsResponse>(&response, 0..=0, 0);
+}

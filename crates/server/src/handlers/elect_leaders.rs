@@ -89,7 +89,7 @@ fn elect(
 
 /// NOT_CONTROLLER when this node lost the lead during the commit (the
 /// client retries elsewhere), UNKNOWN_SERVER_ERROR otherwise.
-fn commit_error_code(e: &BrokerError) -> ErrorCode {
+pub(crate) fn commit_error_code(e: &BrokerError) -> ErrorCode {
     match e {
         BrokerError::Metadata(tarn_metadata::MetadataLogError::NotController { .. }) => {
             error::NOT_CONTROLLER

@@ -9,6 +9,7 @@
 
 pub mod alter_client_quotas;
 pub mod alter_configs;
+pub mod alter_partition_reassignments;
 pub mod api_versions;
 pub mod create_acls;
 pub mod create_partitions;
@@ -35,6 +36,7 @@ pub mod join_group;
 pub mod leave_group;
 pub mod list_groups;
 pub mod list_offsets;
+pub mod list_partition_reassignments;
 pub mod metadata;
 pub mod offset_commit;
 pub mod offset_delete;
@@ -99,6 +101,8 @@ pub const APIS: &[ApiSpec] = &[
     describe_producers::SPEC,
     describe_topic_partitions::SPEC,
     elect_leaders::SPEC,
+    alter_partition_reassignments::SPEC,
+    list_partition_reassignments::SPEC,
     describe_acls::SPEC,
     create_acls::SPEC,
     delete_acls::SPEC,
@@ -168,6 +172,8 @@ const FORWARDED: &[i16] = &[
     incremental_alter_configs::KEY,
     alter_client_quotas::KEY,
     elect_leaders::KEY,
+    alter_partition_reassignments::KEY,
+    list_partition_reassignments::KEY,
     create_acls::KEY,
     delete_acls::KEY,
 ];
@@ -292,6 +298,8 @@ pub async fn dispatch(
             describe_producers,
             describe_topic_partitions,
             elect_leaders,
+            alter_partition_reassignments,
+            list_partition_reassignments,
             describe_acls,
             create_acls,
             delete_acls,

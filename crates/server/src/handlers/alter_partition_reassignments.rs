@@ -1,0 +1,109 @@
+//! AlterPartitionReassignments (KIP-455): starts, changes or cancels (null
+//! replicas) the reassignment of each partition named, planned by
+//! `tarn_metadata::reassignments` on the active controller (a broker
+//! forwards the request there) and committed as one entry. The answer
+//! comes once the reassignment has started, not when it completes: the
+//! new replicas catch up, join the ISR, and the leader's AlterPartition
+//! that takes in the last of them completes it. Version 1 (KIP-860) may
+//! forbid a change of replication factor.
+use std::sync::Arc;
+
+use tarn_protocol::error;
+use tarn_protocol::messages::reassignments::{
+    AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse,
+    ReassignablePartitionResponse, ReassignableTopicResponse,
+};
+
+use tarn_metadata::elections::ElectionError;
+use tarn_metadata::reassignments::{self, Reassignment};
+
+use super::elect_leaders::commit_error_code;
+use super::{ApiSpec, RequestContext};
+use crate::broker::{Broker, BrokerError};
+
+pub const KEY: i16 = 45;
+pub const SPEC: ApiSpec = ApiSpec {
+    key: KEY,
+    name: "AlterPartitionReassignments",
+    min_version: 0,
+    max_version: 1,
+    flexible_min: 0,
+};
+
+pub async fn handle(
+    broker: &Arc<Broker>,
+    _ctx: &RequestContext,
+    request: AlterPartitionReassignmentsRequest,
+) -> AlterPartitionReassignmentsResponse {
+    let asked: Vec<Reassignment> = request
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(|p| Reassignment {
+                topic: t.name.clone(),
+                partition_id: p.partition_index,
+                target: p.replicas.clone(),
+            })
+        })
+        .collect();
+    let allow = request.allow_replication_factor_change;
+    let outcome = broker.commit_metadata(|image| -> Result<_, BrokerError> {
+        let (records, answers) = reassignments::alter_reassignments(image, &asked, allow);
+        Ok((records, answers))
+    });
+    let answers = match outcome {
+        Ok(answers) => answers,
+        Err(e) => {
+            tracing::error!(error = %e, "commit partition reassignments");
+            let failed = ElectionError {
+                code: commit_error_code(&e),
+                message: e.to_string(),
+            };
+            return AlterPartitionReassignmentsResponse {
+                throttle_time_ms: 0,
+                allow_replication_factor_change: allow,
+                error_code: failed.code,
+                error_message: Some(failed.message.clone()),
+                responses: by_topic(&asked, vec![Err(failed); asked.len()]),
+            };
+        }
+    };
+    let started = answers.iter().filter(|a| a.is_ok()).count();
+    if started > 0 {
+        tracing::info!(partitions = started, "partition reassignments changed");
+    }
+    AlterPartitionReassignmentsResponse {
+        throttle_time_ms: 0,
+        allow_replication_factor_change: allow,
+        error_code: error::NONE,
+        error_message: None,
+        responses: by_topic(&asked, answers),
+    }
+}
+
+/// The answers grouped by topic, topics in the order they first appear.
+fn by_topic(
+    asked: &[Reassignment],
+    answers: Vec<Result<(), ElectionError>>,
+) -> Vec<ReassignableTopicResponse> {
+    let mut topics: Vec<ReassignableTopicResponse> = Vec::new();
+    for (request, answer) in asked.iter().zip(answers) {
+        let (error_code, error_message) = match answer {
+            Ok(()) => (error::NONE, None),
+            Err(e) => (e.code, Some(e.message)),
+        };
+        let partition = ReassignablePartitionResponse {
+            partition_index: request.partition_id,
+            error_code,
+            error_message,
+        };
+        match topics.iter_mut().find(|t| t.name == request.topic) {
+            Some(topic) => topic.partitions.push(partition),
+            None => topics.push(ReassignableTopicResponse {
+                name: request.topic.clone(),
+                partitions: vec![partition],
+            }),
+        }
+    }
+    topics
+}
