@@ -242,3 +242,45 @@ fn acks_all_is_refused_while_the_isr_is_below_min_insync_replicas() {
         assert_eq!(high, 3);
     });
 }
+
+#[test]
+fn a_killed_broker_is_fenced_once_its_controller_connection_closes() {
+    run_with_timeout(TEST_LIMIT, || {
+        // Sessions that outlast the test: the fence can only come from the
+        // controller seeing the heartbeat connection close and the
+        // broker's listener refuse connections
+        // (`broker.session.fence.on.disconnect`, on by default).
+        let mut cluster = Cluster::start(3, &[1, 2, 3], &[("broker.session.timeout.ms", "600000")]);
+        let controller = cluster.wait_until_formed(FORMED);
+        create_topic(
+            &cluster.address(controller),
+            "quick",
+            3,
+            &["min.insync.replicas=2"],
+        );
+        let victim = (1..=3).find(|id| *id != controller).unwrap();
+        cluster.wait_for(controller, FORMED, "every partition led", |v| {
+            v.leaders["quick"].iter().all(|l| *l > 0)
+        });
+        let mut producer = TestProducer::new(
+            &cluster.address(controller),
+            &[("acks", "all"), ("enable.idempotence", "true")],
+        );
+        producer.produce_all("quick", &records("before", 100));
+
+        cluster.kill(victim);
+        let (view, took) = cluster.wait_for(controller, FORMED, "the dead broker fenced", |v| {
+            !v.brokers.contains_key(&victim)
+                && v.leaders["quick"].iter().all(|l| *l > 0 && *l != victim)
+        });
+        println!("broker {victim} fenced and its partitions led elsewhere {took:?} after the kill: {view:?}");
+        producer.produce_all("quick", &records("after", 100));
+        let consumed = consume_all(
+            &cluster.address(controller),
+            "quick",
+            200,
+            Duration::from_secs(60),
+        );
+        assert_eq!(consumed.len(), 200);
+    });
+}

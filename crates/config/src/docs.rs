@@ -33,6 +33,7 @@ pub fn documentation(name: &str) -> Option<&'static str> {
         "log.index.size.max.bytes" | "segment.index.bytes" => "The largest an offset or time index may grow; a full index rolls the segment.",
         "log.segment.delete.delay.ms" | "file.delete.delay.ms" => "How long a deleted segment's files wait before they are removed from disk.",
         "log.open.files.max" => "Segment files the broker keeps open at once (Tarn's own key); idle partitions hold none.",
+        "broker.session.fence.on.disconnect" => "Fence a broker as soon as its heartbeat connection closes and its listener refuses connections (it died), not after broker.session.timeout.ms (Tarn's own key).",
         // Retention.
         "log.retention.ms" | "retention.ms" => "Delete segments whose newest record is older than this; -1 keeps them forever.",
         "log.retention.bytes" | "retention.bytes" => "Delete the oldest segments once a partition is larger than this; -1 means no size limit.",

@@ -246,6 +246,10 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     ),
     def("broker.heartbeat.interval.ms", Int, "2000", AtLeast(1)),
     def("broker.session.timeout.ms", Int, "9000", AtLeast(1)),
+    // Tarn's own key (Kafka has none): the active controller fences a
+    // broker whose heartbeat connection closed once its listener refuses
+    // connections, without waiting out the session.
+    def("broker.session.fence.on.disconnect", Bool, "true", Any),
     def("broker.rack", Str, "", Any),
     // Replication between brokers (Kafka's ISR model).
     def("replica.lag.time.max.ms", Long, "30000", AtLeast(1)),

@@ -100,6 +100,10 @@ pub struct Broker {
     pub controller_topology: Arc<dyn ControllerTopology>,
     /// Broker sessions, while this node is the active controller.
     pub sessions: BrokerSessions,
+    /// The connection heartbeats travel on to the active controller (its
+    /// address and the connection): kept open, so that the controller
+    /// sees it close when this process dies.
+    pub(crate) heartbeat_connection: tokio::sync::Mutex<Option<(String, tarn_client::Connection)>>,
     /// The producer ids this broker may hand out: [next, end).
     producer_ids: Mutex<(i64, i64)>,
     /// This broker's epoch from its registration with the controller; -1
@@ -341,6 +345,7 @@ impl Broker {
             isr_changes: crate::replica_fetcher::IsrChangeQueue::default(),
             controller_topology,
             sessions: BrokerSessions::default(),
+            heartbeat_connection: tokio::sync::Mutex::new(None),
         });
         publisher.register(Arc::new(GroupsOnDeletion(Arc::downgrade(&broker))));
         Ok(broker)

@@ -373,11 +373,34 @@ async fn serve_controller_listener(
     }
 }
 
+/// Serves one CONTROLLER connection. When it ends (closed, or failed)
+/// after carrying a broker's heartbeats, and not because this node stops,
+/// the controller is told (`controller::heartbeat_connection_closed`).
 async fn serve_controller_connection(
+    stream: TcpStream,
+    broker: &Arc<Broker>,
+    quorum: &Quorum,
+    stop: watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    let mut heartbeats_from = None;
+    let outcome =
+        serve_controller_frames(stream, broker, quorum, stop.clone(), &mut heartbeats_from).await;
+    if let Some((broker_id, broker_epoch)) = heartbeats_from.filter(|_| !*stop.borrow()) {
+        tokio::spawn(controller::heartbeat_connection_closed(
+            broker.clone(),
+            broker_id,
+            broker_epoch,
+        ));
+    }
+    outcome
+}
+
+async fn serve_controller_frames(
     mut stream: TcpStream,
     broker: &Arc<Broker>,
     quorum: &Quorum,
     mut stop: watch::Receiver<bool>,
+    heartbeats_from: &mut Option<(i32, i64)>,
 ) -> std::io::Result<()> {
     use tokio::io::AsyncWriteExt;
     stream.set_nodelay(true)?;
@@ -406,7 +429,22 @@ async fn serve_controller_connection(
                     format!("unreadable controller request: {e}"),
                 )
             })?;
+            let heartbeat = match request {
+                ControllerRequest::Heartbeat {
+                    broker_id,
+                    broker_epoch,
+                    shutting_down,
+                    ..
+                } => Some((broker_id, broker_epoch, shutting_down)),
+                _ => None,
+            };
             let answer = controller::execute(broker, request).await;
+            if let Some((broker_id, broker_epoch, shutting_down)) = heartbeat {
+                // A broker shutting down closes the connection on purpose;
+                // one whose heartbeat was refused is not in a session here.
+                *heartbeats_from =
+                    (answer.result.is_ok() && !shutting_down).then_some((broker_id, broker_epoch));
+            }
             controller::encode_response(header.correlation_id, &answer).into()
         } else {
             return Err(std::io::Error::new(

@@ -876,15 +876,21 @@ impl Broker {
             return Err(unreachable("no active controller is known yet".into()));
         };
         let client_id = format!("broker-{}", self.node_id);
-        let mut connection =
-            tarn_client::Connection::connect(&address, &client_id, REQUEST_TIMEOUT)
-                .await
-                .map_err(|e| unreachable(e.to_string()))?;
         let frame = encode_request(1, &client_id, request);
-        let response = connection
-            .round_trip(&frame)
-            .await
-            .map_err(|e| unreachable(e.to_string()))?;
+        let response = if matches!(request, ControllerRequest::Heartbeat { .. }) {
+            self.heartbeat_round_trip(&address, &client_id, &frame)
+                .await
+                .map_err(|e| unreachable(e.to_string()))?
+        } else {
+            let mut connection =
+                tarn_client::Connection::connect(&address, &client_id, REQUEST_TIMEOUT)
+                    .await
+                    .map_err(|e| unreachable(e.to_string()))?;
+            connection
+                .round_trip(&frame)
+                .await
+                .map_err(|e| unreachable(e.to_string()))?
+        };
         if response.len() < 4 || response[..4] != 1i32.to_be_bytes() {
             return Err(unreachable(format!("{address} answered another request")));
         }
@@ -894,6 +900,95 @@ impl Broker {
                 format!("{address} sent an unreadable controller response: {e}"),
             )
         })
+    }
+}
+
+impl Broker {
+    /// Sends a heartbeat frame on the connection kept open to the active
+    /// controller at `address`, opening it first when there is none (or
+    /// it led elsewhere). A kept connection that fails is replaced once:
+    /// the controller may have closed it while idle.
+    async fn heartbeat_round_trip(
+        &self,
+        address: &str,
+        client_id: &str,
+        frame: &[u8],
+    ) -> Result<Bytes, tarn_client::ClientError> {
+        let mut kept = self.heartbeat_connection.lock().await;
+        if kept.as_ref().is_some_and(|(to, _)| to != address) {
+            *kept = None;
+        }
+        if let Some((_, connection)) = kept.as_mut() {
+            match connection.round_trip(frame).await {
+                Ok(response) => return Ok(response),
+                Err(e) => {
+                    tracing::debug!(error = %e, "the kept controller connection failed; opening another");
+                    *kept = None;
+                }
+            }
+        }
+        let mut connection =
+            tarn_client::Connection::connect(address, client_id, REQUEST_TIMEOUT).await?;
+        let response = connection.round_trip(frame).await?;
+        *kept = Some((address.to_owned(), connection));
+        Ok(response)
+    }
+}
+
+/// How long the active controller waits for a broker's listener to
+/// accept a connection when it probes a broker whose heartbeat
+/// connection closed.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The active controller saw the connection that carried the heartbeats
+/// of `broker_id` at `broker_epoch` close. With Tarn's
+/// `broker.session.fence.on.disconnect`, it probes the broker's client
+/// listener: a refused connection means no process listens there any
+/// more (it died: the kernel closed its sockets), and the broker is
+/// fenced at once instead of after `broker.session.timeout.ms`. A broker
+/// that accepts, or cannot be reached in time (paused, or cut off by the
+/// network), keeps its session, which times out as usual.
+pub async fn heartbeat_connection_closed(broker: Arc<Broker>, broker_id: i32, broker_epoch: i64) {
+    if !broker.is_active_controller()
+        || !broker.config.get_bool("broker.session.fence.on.disconnect")
+    {
+        return;
+    }
+    let address = {
+        let image = broker.metadata.image();
+        match image
+            .brokers
+            .get(&broker_id)
+            .filter(|b| b.broker_epoch == broker_epoch && !b.fenced)
+        {
+            Some(b) => format!("{}:{}", b.host, b.port),
+            None => return,
+        }
+    };
+    let probe = tokio::time::timeout(PROBE_TIMEOUT, tokio::net::TcpStream::connect(&address)).await;
+    match probe {
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {}
+        Ok(Err(e)) => {
+            tracing::info!(broker_id, %address, error = %e, "a broker's heartbeat connection closed and probing it failed; its session decides");
+            return;
+        }
+        Ok(Ok(_)) | Err(_) => return,
+    }
+    if !broker.is_active_controller() {
+        return;
+    }
+    broker.sessions.remove(broker_id, broker_epoch);
+    let outcome = tarn_replication::blocking::off_async_workers(|| {
+        commit_fence(
+            &broker,
+            broker_id,
+            broker_epoch,
+            "its controller connection closed and its listener refuses connections",
+        )
+    });
+    if let Err(e) = outcome {
+        // Its session still lapses: the session timer fences it then.
+        tracing::warn!(broker_id, error = %e, "fencing a broker whose connection closed failed; its session will time out");
     }
 }
 
