@@ -17,7 +17,7 @@ to stderr. Any failed step raises, so the run exits non-zero.
 env: COMMITS_N=1000 (topics per commit-rate run) INFLIGHT=8 (connections with
 one CreateTopics each in flight) FENCE_REPS=3 FAILOVER_REPS=5 STARTUP_REPS=3
 STARTUP_TOPICS=100 STARTUP_PARTS=100 COMMITS_REPS=3 ATTEMPT_TIMEOUT_S=1.0
-LEADER_COUNTS=1,1000,10000 LOG_LEVEL=warn
+LEADER_COUNTS=1,1000,10000 LEADER_DETECTIONS=session,disconnect LOG_LEVEL=warn
 """
 
 import os
@@ -46,6 +46,7 @@ POLL_INTERVAL_S = 0.02
 PANIC_MARKER = "panicked at "
 LOG_LEVEL = os.environ.get("LOG_LEVEL", "warn")
 
+PRODUCE = 0
 METADATA = 3
 CREATE_TOPICS = 19
 # Kafka error codes the failover loop expects while a controller is elected.
@@ -113,6 +114,49 @@ def string(s):
     return struct.pack(">h", len(b)) + b
 
 
+def _crc32c_table():
+    table = []
+    for n in range(256):
+        c = n
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+CRC32C = _crc32c_table()
+
+
+def crc32c(data):
+    c = 0xFFFFFFFF
+    for b in data:
+        c = CRC32C[(c ^ b) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF
+
+
+def varint(n):
+    """Kafka's zigzag varint."""
+    z = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while True:
+        if z < 0x80:
+            out.append(z)
+            return bytes(out)
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+
+
+def record_batch(value):
+    """A RecordBatch v2 holding one record with `value` and no key."""
+    now_ms = int(time.time() * 1000)
+    body = b"\x00" + varint(0) + varint(0) + varint(-1) + varint(len(value)) + value + varint(0)
+    record = varint(len(body)) + body
+    after_crc = (struct.pack(">hiqqqhi", 0, 0, now_ms, now_ms, -1, -1, -1)
+                 + struct.pack(">i", 1) + record)
+    after_length = struct.pack(">ibI", -1, 2, crc32c(after_crc)) + after_crc
+    return struct.pack(">qi", 0, len(after_length)) + after_length
+
+
 class Conn:
     """One connection; requests are answered in order (Kafka's contract)."""
 
@@ -149,9 +193,13 @@ class Conn:
             raise RuntimeError(f"correlation id {got}, expected {correlation}")
         return Reader(payload[4:])
 
-    def metadata(self, all_topics):
-        """Metadata v1: (brokers {id: host:port}, controller id, topics {name: [leader by partition]})."""
-        body = struct.pack(">i", -1 if all_topics else 0)
+    def metadata(self, all_topics, topics=()):
+        """Metadata v1 for every topic, none, or `topics`: (brokers {id: host:port}, controller id,
+        topics {name: [leader by partition]})."""
+        if all_topics:
+            body = struct.pack(">i", -1)
+        else:
+            body = struct.pack(">i", len(topics)) + b"".join(string(t) for t in topics)
         r = self.recv(self.send(METADATA, 1, body))
         brokers = {}
         for node_id, host, port, _rack in r.array(lambda: (r.i32(), r.string(), r.i32(), r.string())):
@@ -170,6 +218,15 @@ class Conn:
             if error == 0:
                 topics[name] = [leader for _, leader in sorted(parts)]
         return brokers, controller, topics
+
+    def produce(self, topic, partition, value, acks=-1, timeout_ms=1000):
+        """Produce v3 of one record to one partition; its error code."""
+        records = record_batch(value)
+        body = (struct.pack(">hhi", -1, acks, timeout_ms) + struct.pack(">i", 1) + string(topic)
+                + struct.pack(">ii", 1, partition) + struct.pack(">i", len(records)) + records)
+        r = self.recv(self.send(PRODUCE, 3, body))
+        answers = r.array(lambda: (r.string(), r.array(lambda: (r.i32(), r.i16(), r.take(">q"), r.take(">q")))))
+        return answers[0][1][0][1]
 
     def send_create(self, name, partitions, replication=1, timeout_ms=30000):
         body = (struct.pack(">i", 1) + string(name) + struct.pack(">ihii", partitions, replication, 0, 0)
@@ -203,10 +260,10 @@ def create_ok(conn, name, partitions, replication=1):
         raise RuntimeError(f"create {name}: error {error} ({ERRORS.get(error, '?')}): {message}")
 
 
-def metadata_of(addr, all_topics=False, timeout_s=2.0):
+def metadata_of(addr, all_topics=False, timeout_s=2.0, topics=()):
     conn = Conn(addr, timeout_s)
     try:
-        return conn.metadata(all_topics)
+        return conn.metadata(all_topics, topics)
     finally:
         conn.close()
 
@@ -220,8 +277,9 @@ NODES = []
 class Node:
     """One `tarn serve` process with a fixed data dir and fixed ports."""
 
-    def __init__(self, tarn, work, node_id, kafka_port, controller_port=None, voters=None):
+    def __init__(self, tarn, work, node_id, kafka_port, controller_port=None, voters=None, settings=()):
         self.tarn, self.node_id = tarn, node_id
+        self.settings = list(settings)
         self.dir = Path(work) / f"node{node_id}"
         self.data = self.dir / "data"
         self.kafka_port, self.controller_port, self.voters = kafka_port, controller_port, voters
@@ -241,7 +299,7 @@ class Node:
             "--set", f"controller.quorum.voters={self.voters}",
             "--set", f"node.id={self.node_id}",
             "--set", "process.roles=broker,controller",
-        ]
+        ] + [a for kv in self.settings for a in ("--set", kv)]
 
     def log_path(self, start):
         return self.dir / f"stderr-{start}.log"
@@ -306,12 +364,12 @@ class Node:
 
 
 class Cluster:
-    def __init__(self, tarn, work, n):
+    def __init__(self, tarn, work, n, settings=()):
         shutil.rmtree(work, ignore_errors=True)
         kafka = [free_port() for _ in range(n)]
         ctrl = [free_port() for _ in range(n)]
         voters = ",".join(f"{i + 1}@127.0.0.1:{ctrl[i]}" for i in range(n))
-        self.nodes = {i + 1: Node(tarn, work, i + 1, kafka[i], ctrl[i], voters) for i in range(n)}
+        self.nodes = {i + 1: Node(tarn, work, i + 1, kafka[i], ctrl[i], voters, settings) for i in range(n)}
 
     def start(self):
         for node in self.nodes.values():
@@ -564,58 +622,107 @@ def failover(tarn, work):
     cluster.shutdown()
 
 
+def first_ack(cluster, survivor, victim, topic, t_kill, acked, stop):
+    """Until an acks=all Produce to partition 0 of `topic` is answered NONE by
+    its leader (as a survivor's Metadata names it): acked["s"] is then the
+    seconds since the kill, acked["attempts"] the produces sent, and
+    acked["refused"] the refusals and connection failures by kind."""
+    attempts, refused = 0, {}
+    while not stop.is_set():
+        try:
+            _, _, topics = metadata_of(survivor, False, 2.0, [topic])
+            leader = topics.get(topic, [-1])[0]
+            if leader not in (victim, -1):
+                attempts += 1
+                conn = Conn(cluster.nodes[leader].addr, 2.0)
+                try:
+                    error = conn.produce(topic, 0, b"first-ack probe")
+                finally:
+                    conn.close()
+                if error == 0:
+                    acked.update(s=time.monotonic() - t_kill, attempts=attempts, refused=refused)
+                    return
+                refused[f"error {error}"] = refused.get(f"error {error}", 0) + 1
+        except (OSError, ConnectionError) as e:
+            # Expected while leadership moves; counted, and reported with the result.
+            refused[type(e).__name__] = refused.get(type(e).__name__, 0) + 1
+        time.sleep(POLL_INTERVAL_S)
+
+
 def leaders(tarn, work):
     """SIGKILL a broker that leads P partitions (replication factor 3, the
     victim first in every replica list); poll Metadata on a survivor until
-    the victim is absent (the controller fenced it: detection by session
-    timeout) and until every one of the P partitions has a new leader."""
+    the victim is absent (the controller fenced it) and until every one of
+    the P partitions has a new leader, while a prober sends acks=all
+    Produce requests to one of them until one is acknowledged. Twice: with
+    detection by session timeout alone (broker.session.fence.on.disconnect
+    off), and by the lost heartbeat connection (on, Tarn's default)."""
     counts = [int(x) for x in os.environ.get("LEADER_COUNTS", "1,1000,10000").split(",")]
+    detections = os.environ.get("LEADER_DETECTIONS", "session,disconnect").split(",")
     per_topic = 1000
-    for count in counts:
-        cluster = Cluster(tarn, f"{work}/leaders-{count}", 3)
-        controller = cluster.start()
-        victim = max(i for i in cluster.nodes if i != controller)
-        others = [i for i in cluster.nodes if i != victim]
-        conn = Conn(cluster.nodes[controller].addr, 120.0)
-        names = []
-        for t in range((count + per_topic - 1) // per_topic):
-            n = min(per_topic, count - t * per_topic)
-            name = f"led-{count}-{t}"
-            error, message = conn.create_assigned(name, [[victim] + others] * n)
-            if error != 0:
-                raise RuntimeError(f"create {name}: error {error}: {message}")
-            names.append(name)
-        conn.close()
-        survivor = cluster.nodes[controller].addr
-        deadline = time.monotonic() + FORMED_TIMEOUT_S
-        while True:
-            _, _, topics = metadata_of(survivor, True, 10.0)
-            if all(n in topics and all(l == victim for l in topics[n]) for n in names):
-                break
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{count} partitions not all led by {victim}")
-            time.sleep(0.1)
-        time.sleep(2)  # let the followers fetch once
-        t_kill = time.monotonic()
-        cluster.nodes[victim].kill()
-        fenced = led = None
-        while led is None:
-            now = time.monotonic() - t_kill
-            if now > FENCE_TIMEOUT_S:
-                raise RuntimeError(f"{count} partitions: no new leaders {FENCE_TIMEOUT_S}s after the kill")
+    for detection in detections:
+        if detection not in ("session", "disconnect"):
+            raise RuntimeError(f"unknown detection {detection}: session or disconnect")
+        on = "true" if detection == "disconnect" else "false"
+        settings = [f"broker.session.fence.on.disconnect={on}"]
+        for count in counts:
+            cluster = Cluster(tarn, f"{work}/leaders-{detection}-{count}", 3, settings)
+            controller = cluster.start()
+            victim = max(i for i in cluster.nodes if i != controller)
+            others = [i for i in cluster.nodes if i != victim]
+            conn = Conn(cluster.nodes[controller].addr, 120.0)
+            names = []
+            for t in range((count + per_topic - 1) // per_topic):
+                n = min(per_topic, count - t * per_topic)
+                name = f"led-{count}-{t}"
+                error, message = conn.create_assigned(name, [[victim] + others] * n)
+                if error != 0:
+                    raise RuntimeError(f"create {name}: error {error}: {message}")
+                names.append(name)
+            conn.close()
+            survivor = cluster.nodes[controller].addr
+            deadline = time.monotonic() + FORMED_TIMEOUT_S
+            while True:
+                _, _, topics = metadata_of(survivor, True, 10.0)
+                if all(n in topics and all(l == victim for l in topics[n]) for n in names):
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{count} partitions not all led by {victim}")
+                time.sleep(0.1)
+            time.sleep(2)  # let the followers fetch once
+            acked, stop = {}, threading.Event()
+            t_kill = time.monotonic()
+            cluster.nodes[victim].kill()
+            prober = threading.Thread(target=first_ack,
+                                      args=(cluster, survivor, victim, names[-1], t_kill, acked, stop))
+            prober.start()
+            fenced = led = None
             try:
-                brokers, _, topics = metadata_of(survivor, True, 10.0)
-            except (OSError, ConnectionError):
-                time.sleep(POLL_INTERVAL_S)
-                continue
-            if fenced is None and victim not in brokers:
-                fenced = now
-            if all(n in topics and all(l not in (victim, -1) for l in topics[n]) for n in names):
-                led = now
-            time.sleep(POLL_INTERVAL_S)
-        result("leaders", partitions=count, killed=victim, fenced_s=f"{fenced:.2f}", led_s=f"{led:.2f}",
-               after_fence_s=f"{led - fenced:.2f}")
-        cluster.shutdown()
+                while led is None:
+                    now = time.monotonic() - t_kill
+                    if now > FENCE_TIMEOUT_S:
+                        raise RuntimeError(f"{count} partitions: no new leaders {FENCE_TIMEOUT_S}s after the kill")
+                    try:
+                        brokers, _, topics = metadata_of(survivor, True, 10.0)
+                    except (OSError, ConnectionError):
+                        time.sleep(POLL_INTERVAL_S)
+                        continue
+                    if fenced is None and victim not in brokers:
+                        fenced = now
+                    if all(n in topics and all(l not in (victim, -1) for l in topics[n]) for n in names):
+                        led = now
+                    time.sleep(POLL_INTERVAL_S)
+                prober.join(FENCE_TIMEOUT_S)
+            finally:
+                stop.set()
+                prober.join()
+            if "s" not in acked:
+                raise RuntimeError(f"{count} partitions: no acknowledged produce {FENCE_TIMEOUT_S}s after the kill")
+            refused = "+".join(f"{k}:{v}" for k, v in sorted(acked["refused"].items())) or "none"
+            result("leaders", detection=detection, partitions=count, killed=victim, fenced_s=f"{fenced:.2f}",
+                   led_s=f"{led:.2f}", after_fence_s=f"{led - fenced:.2f}", first_ack_s=f"{acked['s']:.2f}",
+                   attempts=acked["attempts"], refused=refused)
+            cluster.shutdown()
 
 
 def time_to_full_metadata(node, topics, partitions):
@@ -744,13 +851,20 @@ def report(raw, out, header):
                f"median {verdict(statistics.median(secs) <= 3)}, max {verdict(max(secs) <= 3)}", ""]
     if "leaders" in by:
         md += ["## Leader failover: SIGKILL a broker leading P partitions (replication factor 3)", "",
-               "Detection by session timeout (broker.session.timeout.ms 9000): from the kill until a survivor's "
-               "Metadata no longer lists the broker (fenced), and until all P partitions have a new leader. "
-               "Target: new leaders within 1 s of the fence.", "",
-               "| partitions | kill to fenced | kill to all led | fenced to all led | |",
-               "|---:|---:|---:|---:|---|"]
+               "From the kill until a survivor's Metadata no longer lists the broker (fenced), until all P "
+               "partitions have a new leader, and until the first acks=all Produce to one of them is "
+               "acknowledged by its new leader (a prober polling every 20 ms). Detection by session: "
+               "broker.session.timeout.ms (9000) alone; by disconnect: the controller also fences a broker "
+               "whose heartbeat connection closed and whose listener refuses connections "
+               "(broker.session.fence.on.disconnect, Tarn's default). Target: new leaders within 1 s of "
+               "the fence.", "",
+               "| detection | partitions | kill to fenced | kill to all led | fenced to all led "
+               "| kill to first acked produce | produce attempts (refused) | |",
+               "|---|---:|---:|---:|---:|---:|---|---|"]
         for r in by["leaders"]:
-            md.append(f"| {r['partitions']} | {r['fenced_s']} s | {r['led_s']} s | {r['after_fence_s']} s "
+            md.append(f"| {r.get('detection', 'session')} | {r['partitions']} | {r['fenced_s']} s | {r['led_s']} s "
+                      f"| {r['after_fence_s']} s | {r.get('first_ack_s', '-')} s "
+                      f"| {r.get('attempts', '-')} ({r.get('refused', '-')}) "
                       f"| {verdict(float(r['after_fence_s']) <= 1)} |")
         md.append("")
     if "startup" in by:

@@ -65,6 +65,12 @@ const LIST_OFFSETS_FLEXIBLE_MIN: i16 = 6;
 /// How often the manager looks again even without a leadership change
 /// (a leader's address may become known later).
 const RESCAN_INTERVAL: Duration = Duration::from_secs(1);
+/// How long a partition waits before it is fetched again when its leader
+/// has not yet applied the metadata that made it leader (it answered
+/// NOT_LEADER_OR_FOLLOWER or UNKNOWN_LEADER_EPOCH): milliseconds, not
+/// `replica.fetch.backoff.ms`, as it catches up within milliseconds and
+/// acks=all writes wait for this follower meanwhile.
+const LEADER_CATCH_UP_BACKOFF: Duration = Duration::from_millis(20);
 
 /// The replication settings a fetcher reads once at start.
 #[derive(Debug, Clone, Copy)]
@@ -321,9 +327,14 @@ async fn run_fetcher(
                     continue;
                 };
                 let outcome = process_partition(&broker, conn, followed, data).await;
-                if let Err(reason) = outcome {
-                    tracing::debug!(topic = %followed.partition.topic, partition = followed.partition.index, leader, %reason, "partition backs off");
-                    backoff_until.insert(followed.backoff_key(), Instant::now() + settings.backoff);
+                if let Err(failed) = outcome {
+                    let delay = if failed.leader_catching_up {
+                        LEADER_CATCH_UP_BACKOFF
+                    } else {
+                        settings.backoff
+                    };
+                    tracing::debug!(topic = %followed.partition.topic, partition = followed.partition.index, leader, reason = %failed.reason, ?delay, "partition backs off");
+                    backoff_until.insert(followed.backoff_key(), Instant::now() + delay);
                 }
             }
         }
@@ -385,12 +396,28 @@ fn fetch_request(
 
 /// Applies the leader's answer for one partition; an error says why the
 /// partition should back off.
+/// Why a partition's fetch answer could not be taken, and whether it is
+/// the leader still catching up with the metadata that made it leader.
+struct PartitionFailed {
+    reason: String,
+    leader_catching_up: bool,
+}
+
+impl From<String> for PartitionFailed {
+    fn from(reason: String) -> Self {
+        PartitionFailed {
+            reason,
+            leader_catching_up: false,
+        }
+    }
+}
+
 async fn process_partition(
     broker: &Broker,
     conn: &mut Connection,
     followed: &Followed,
     data: PartitionData,
-) -> Result<(), String> {
+) -> Result<(), PartitionFailed> {
     let partition = &followed.partition;
     if partition.role() != Role::Follower || partition.leader_epoch() != followed.leader_epoch {
         // The metadata moved on while the fetch was out; its answer is stale.
@@ -398,12 +425,17 @@ async fn process_partition(
     }
     match data.error_code {
         error::NONE => {}
-        error::OFFSET_OUT_OF_RANGE => return settle_out_of_range(broker, conn, followed).await,
+        error::OFFSET_OUT_OF_RANGE => {
+            return Ok(settle_out_of_range(broker, conn, followed).await?);
+        }
         code => {
-            return Err(format!(
-                "the leader answered {}",
-                crate::error_names::error_name(code)
-            ))
+            return Err(PartitionFailed {
+                reason: format!("the leader answered {}", crate::error_names::error_name(code)),
+                leader_catching_up: matches!(
+                    code,
+                    error::NOT_LEADER_OR_FOLLOWER | error::UNKNOWN_LEADER_EPOCH
+                ),
+            })
         }
     }
     let diverging = &data.diverging_epoch;
