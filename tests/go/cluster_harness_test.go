@@ -81,10 +81,11 @@ type cluster struct {
 }
 
 // startCluster starts the nodes one after the other (a node prints its
-// ready line before the quorum has formed), waits until they form one
+// ready line before the quorum has formed), each with the key, value pairs
+// of settings on top of its cluster keys, waits until they form one
 // cluster, and registers the ordered stop with t.Cleanup. Register client
 // cleanups after this call so that they run first.
-func startCluster(t *testing.T) *cluster {
+func startCluster(t *testing.T, settings ...string) *cluster {
 	t.Helper()
 	kafkaPorts := make([]int, clusterNodes)
 	controllerPorts := make([]int, clusterNodes)
@@ -105,11 +106,13 @@ func startCluster(t *testing.T) *cluster {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatalf("create %s: %v", dir, err)
 		}
-		node := startTarn(t, fmt.Sprintf("node %d", id), dir, []string{"--set", "listeners=" + listeners},
+		keys := append([]string{
 			"node.id", strconv.Itoa(int(id)),
 			"process.roles", "broker,controller",
 			"controller.listener.names", "CONTROLLER",
-			"controller.quorum.voters", strings.Join(voters, ","))
+			"controller.quorum.voters", strings.Join(voters, ","),
+		}, settings...)
+		node := startTarn(t, fmt.Sprintf("node %d", id), dir, []string{"--set", "listeners=" + listeners}, keys...)
 		if want := fmt.Sprintf("127.0.0.1:%d", kafkaPorts[i]); node.bootstrap != want {
 			t.Fatalf("node %d listens on %s, its listeners say %s", id, node.bootstrap, want)
 		}

@@ -116,18 +116,32 @@ func newFranzClusterClient(t *testing.T, seeds []string, opts ...kgo.Opt) *kgo.C
 	return cl
 }
 
-func TestFranzProducesThroughALeadersSigkill(t *testing.T) {
-	c := startCluster(t)
-	const topic = "franz-failover"
-	adm := kadm.NewClient(newFranzClusterClient(t, c.bootstrap(), kgo.MetadataMinAge(100*time.Millisecond)))
+// newFranzClusterAdmin returns a kadm client seeded with the running
+// nodes, whose metadata is at most 100ms old (see newFranzAdmin).
+func newFranzClusterAdmin(t *testing.T, c *cluster) *kadm.Client {
+	t.Helper()
+	return kadm.NewClient(newFranzClusterClient(t, c.bootstrap(), kgo.MetadataMinAge(100*time.Millisecond)))
+}
+
+// franzCreateFailoverTopic creates topic with failoverPartitions
+// partitions of failoverReplicas replicas and min.insync.replicas
+// failoverMinISR, and returns its leaders by partition once every node sees
+// them.
+func franzCreateFailoverTopic(t *testing.T, c *cluster, adm *kadm.Client, topic string) []int32 {
+	t.Helper()
 	configs := map[string]*string{"min.insync.replicas": kadm.StringPtr(failoverMinISR)}
 	if resp, err := adm.CreateTopic(testContext(t), failoverPartitions, failoverReplicas, configs, topic); err != nil {
 		t.Fatalf("create topic %s: %v (%s)", topic, err, resp.ErrMessage)
 	}
-	leaders := c.waitForTopic(t, topic, failoverPartitions)
+	return c.waitForTopic(t, topic, failoverPartitions)
+}
 
-	clientLog := &franzClientLog{}
-	producer := newFranzClusterClient(t, c.bootstrap(),
+// newFranzFailoverProducer returns an idempotent acks=all producer seeded
+// with the running nodes, that retries every record for up to
+// failoverDelivery and logs to clientLog.
+func newFranzFailoverProducer(t *testing.T, c *cluster, clientLog *franzClientLog, extra ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	opts := append([]kgo.Opt{
 		kgo.WithLogger(clientLog),
 		// Idempotent writes are kgo's default; acks=all is what they require
 		// and what makes an acknowledged record survive its leader.
@@ -135,7 +149,18 @@ func TestFranzProducesThroughALeadersSigkill(t *testing.T) {
 		kgo.RecordDeliveryTimeout(failoverDelivery),
 		kgo.RequestRetries(failoverRetries),
 		kgo.RetryTimeout(failoverDelivery),
-		kgo.RetryBackoffFn(func(int) time.Duration { return failoverBackoff }))
+		kgo.RetryBackoffFn(func(int) time.Duration { return failoverBackoff }),
+	}, extra...)
+	return newFranzClusterClient(t, c.bootstrap(), opts...)
+}
+
+func TestFranzProducesThroughALeadersSigkill(t *testing.T) {
+	c := startCluster(t)
+	const topic = "franz-failover"
+	adm := newFranzClusterAdmin(t, c)
+	leaders := franzCreateFailoverTopic(t, c, adm, topic)
+	clientLog := &franzClientLog{}
+	producer := newFranzFailoverProducer(t, c, clientLog)
 	var acked []record
 	for round := range failoverRounds / 2 {
 		acked = append(acked, franzProduce(t, producer, topic, failoverRecords("before", round))...)
