@@ -9,7 +9,9 @@
 // it when the test fails). At the end the broker is sent SIGTERM and must
 // exit 0, and the test fails if its stderr holds a Rust panic. The binary is
 // $TARN_BIN (a relative path that does not exist from here is taken from the
-// repository root), default <repo>/target/debug/tarn.
+// repository root), default <repo>/target/debug/tarn. The failover tests
+// (cluster_test.go) start three such brokers as one cluster instead
+// (cluster_harness_test.go).
 //
 // Waits are on observable conditions with generous deadlines, never on the
 // wall clock.
@@ -84,6 +86,9 @@ func tarnBin(t *testing.T) string {
 
 // broker is one running `tarn serve`.
 type broker struct {
+	// name is what its logs are headed with: "tarn", or "node N" in a
+	// cluster.
+	name      string
 	bootstrap string // host:port for clients
 	http      string // host:port of /metrics, /health and the console
 	dataDir   string
@@ -94,6 +99,9 @@ type broker struct {
 	waitErr error
 	// drained receives the stdout pump's result once stdout reaches EOF.
 	drained chan error
+	// ended is set once the test has ended the broker on purpose (SIGTERM
+	// or SIGKILL), so that stop does not take its exit for a crash.
+	ended bool
 }
 
 // startBroker starts a broker with `--set key=value` for each pair in
@@ -102,11 +110,19 @@ type broker struct {
 // first.
 func startBroker(t *testing.T, settings ...string) *broker {
 	t.Helper()
+	return startTarn(t, "tarn", t.TempDir(), []string{"--listen", "127.0.0.1:0"}, settings...)
+}
+
+// startTarn is startBroker with the broker's name, scratch directory and
+// listener arguments given: a cluster node has fixed ports in its
+// `listeners` key, which does not combine with --listen.
+func startTarn(t *testing.T, name, scratch string, listen []string, settings ...string) *broker {
+	t.Helper()
 	if len(settings)%2 != 0 {
 		t.Fatalf("startBroker settings must be key, value pairs: %q", settings)
 	}
-	scratch := t.TempDir()
 	b := &broker{
+		name:    name,
 		dataDir: filepath.Join(scratch, "data"),
 		logPath: filepath.Join(scratch, "broker.stderr.log"),
 		exited:  make(chan struct{}),
@@ -115,7 +131,7 @@ func startBroker(t *testing.T, settings ...string) *broker {
 	if err := os.MkdirAll(b.dataDir, 0o755); err != nil {
 		t.Fatalf("create data dir: %v", err)
 	}
-	args := []string{"serve", "--data-dir", b.dataDir, "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"}
+	args := append([]string{"serve", "--data-dir", b.dataDir, "--http-listen", "127.0.0.1:0"}, listen...)
 	for i := 0; i < len(settings); i += 2 {
 		args = append(args, "--set", settings[i]+"="+settings[i+1])
 	}
@@ -232,20 +248,22 @@ func (b *broker) stop(t *testing.T) {
 	defer func() { t.Logf("%s", b.logs()) }()
 	select {
 	case <-b.exited:
-		t.Errorf("broker exited before the test ended: %v", b.waitErr)
+		if !b.ended {
+			t.Errorf("%s exited before the test ended: %v", b.name, b.waitErr)
+		}
 	default:
 		b.terminate(t)
 	}
 	select {
 	case err := <-b.drained:
 		if err != nil {
-			t.Errorf("broker stdout: %v", err)
+			t.Errorf("%s stdout: %v", b.name, err)
 		}
 	case <-time.After(stopTimeout):
-		t.Errorf("broker stdout still open %v after the broker exited", stopTimeout)
+		t.Errorf("%s stdout still open %v after it exited", b.name, stopTimeout)
 	}
 	if panics := b.panics(t); len(panics) > 0 {
-		t.Errorf("the broker panicked:\n%s", strings.Join(panics, "\n"))
+		t.Errorf("%s panicked:\n%s", b.name, strings.Join(panics, "\n"))
 	}
 }
 
@@ -253,21 +271,44 @@ func (b *broker) stop(t *testing.T) {
 // (after which the broker is killed).
 func (b *broker) terminate(t *testing.T) {
 	t.Helper()
+	b.ended = true
 	if err := b.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Errorf("send SIGTERM to the broker: %v", err)
+		t.Errorf("send SIGTERM to %s: %v", b.name, err)
 	}
 	select {
 	case <-b.exited:
 		if b.waitErr != nil {
-			t.Errorf("broker exited with %v after SIGTERM, want status 0", b.waitErr)
+			t.Errorf("%s exited with %v after SIGTERM, want status 0", b.name, b.waitErr)
 		}
 	case <-time.After(stopTimeout):
 		if err := b.cmd.Process.Kill(); err != nil {
-			t.Errorf("kill the broker: %v", err)
+			t.Errorf("kill %s: %v", b.name, err)
 		}
 		<-b.exited
-		t.Errorf("broker did not exit within %v of SIGTERM", stopTimeout)
+		t.Errorf("%s did not exit within %v of SIGTERM", b.name, stopTimeout)
 	}
+}
+
+// hasExited reports whether the broker process has exited, for whatever
+// reason.
+func (b *broker) hasExited() bool {
+	select {
+	case <-b.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// kill sends SIGKILL, as a crash would, and waits until the broker has
+// exited; stop then only checks its logs.
+func (b *broker) kill(t *testing.T) {
+	t.Helper()
+	b.ended = true
+	if err := b.cmd.Process.Kill(); err != nil {
+		t.Fatalf("send SIGKILL to %s: %v", b.name, err)
+	}
+	<-b.exited
 }
 
 func (b *broker) readLog() (string, error) {
@@ -288,7 +329,7 @@ func (b *broker) logs() string {
 	if len(lines) > logTailLines {
 		lines = lines[len(lines)-logTailLines:]
 	}
-	return fmt.Sprintf("----- tarn stderr (last %d lines) -----\n%s", len(lines), strings.Join(lines, "\n"))
+	return fmt.Sprintf("----- %s stderr (last %d lines) -----\n%s", b.name, len(lines), strings.Join(lines, "\n"))
 }
 
 // panics returns the lines of the broker's stderr that report a panic.
@@ -324,6 +365,13 @@ func (b *broker) dumpLog(t *testing.T, topic string, partition int32) string {
 // waitTimeout with what was awaited and check's last account of the state.
 func waitFor(t *testing.T, what string, check func() (done bool, state string)) {
 	t.Helper()
+	waitEvery(t, what, pollInterval, check)
+}
+
+// waitEvery is waitFor re-checking every interval, for a check that costs
+// more than a look at local state (a new connection to each broker).
+func waitEvery(t *testing.T, what string, interval time.Duration, check func() (done bool, state string)) {
+	t.Helper()
 	deadline := time.Now().Add(waitTimeout)
 	for {
 		done, state := check()
@@ -333,7 +381,7 @@ func waitFor(t *testing.T, what string, check func() (done bool, state string)) 
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %v waiting for %s; last state: %s", waitTimeout, what, state)
 		}
-		time.Sleep(pollInterval)
+		time.Sleep(interval)
 	}
 }
 

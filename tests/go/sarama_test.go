@@ -117,14 +117,14 @@ func fromSarama(msg *sarama.ConsumerMessage) record {
 
 // saramaReadPartitions reads each partition from the oldest offset until it
 // has as many records as acked holds for it.
-func saramaReadPartitions(t *testing.T, b *broker, cfg *sarama.Config, topic string, acked []record) []record {
+func saramaReadPartitions(t *testing.T, addrs []string, cfg *sarama.Config, topic string, acked []record) []record {
 	t.Helper()
 	// sarama adds partitions to its fetch sessions one long poll at a time;
 	// a short poll keeps the test quick (the broker answers a fetch with data
 	// at once whatever the wait).
 	readCfg := *cfg
 	readCfg.Consumer.MaxWaitTime = 100 * time.Millisecond
-	consumer, err := sarama.NewConsumer([]string{b.bootstrap}, &readCfg)
+	consumer, err := sarama.NewConsumer(addrs, &readCfg)
 	if err != nil {
 		t.Fatalf("sarama.NewConsumer: %v", err)
 	}
@@ -265,7 +265,7 @@ func TestSaramaProduceConsumeEveryCodec(t *testing.T) {
 					// Keyed records with the default (hashing) partitioner.
 					acked := saramaProduce(t, producer, topic, recs)
 					checkContiguous(t, acked)
-					checkConsumed(t, acked, saramaReadPartitions(t, b, cfg, topic, acked))
+					checkConsumed(t, acked, saramaReadPartitions(t, []string{b.bootstrap}, cfg, topic, acked))
 					checkBatchesOnDisk(t, b, topic, acked, c.name, idempotent)
 				})
 			}
@@ -631,5 +631,5 @@ func TestSaramaLogAppendTime(t *testing.T) {
 		}
 	}
 	checkContiguous(t, acked)
-	checkConsumed(t, acked, saramaReadPartitions(t, b, saramaConfig("sarama-lat-reader", sarama.DefaultVersion), topic, acked))
+	checkConsumed(t, acked, saramaReadPartitions(t, []string{b.bootstrap}, saramaConfig("sarama-lat-reader", sarama.DefaultVersion), topic, acked))
 }
