@@ -95,6 +95,10 @@ def test_console_pages_show_topics_records_and_groups(broker, tmp_path):
     assert re.search(r"Topics\s+3\s+53 partitions", text), text
     assert re.search(r"Records\s+137\b", text), text
     assert 'id="chart-records"' in overview and "<svg" in overview
+    # The single node is its own controller; it leads and holds all 53.
+    row = re.search(r'<tr data-broker="1">(.*?)</tr>', overview, re.S)
+    assert row, overview
+    assert re.search(r"serving\s*controller\s*53\s*53", text_of(row.group(1))), row.group(1)
 
     topics = dom(tmp_path, base + "#/topics")
     assert 'data-loaded="topics"' in topics, topics[-2000:]

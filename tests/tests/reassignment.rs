@@ -12,6 +12,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use tarn_e2e::cluster::Cluster;
+use tarn_e2e::http::{must, scrape};
 use tarn_e2e::kafka::{consume_all, Outgoing, Record, TestProducer};
 use tarn_e2e::{cli, run_with_timeout};
 
@@ -229,6 +230,13 @@ fn a_partition_moves_to_new_replicas_which_catch_up_before_the_old_one_leaves() 
             out.stdout.contains("ReplicationFactor: 1"),
             "counted without the adding replicas: {out}"
         );
+        let metrics = scrape(cluster.node(old));
+        assert_eq!(
+            must(&metrics, "tarn_reassigning_partitions"),
+            1.0,
+            "led by the old replica"
+        );
+        let elections_before = must(&metrics, "tarn_leader_elections_total");
         let out = reassign(&live, &["--execute", "--reassignment-json-file", file_arg]);
         assert!(
             !out.status.success(),
@@ -264,6 +272,12 @@ fn a_partition_moves_to_new_replicas_which_catch_up_before_the_old_one_leaves() 
         assert_ne!(
             view.leaders["moved"][0], old,
             "the removed replica led: {view:?}"
+        );
+        let metrics = scrape(cluster.node(old));
+        assert_eq!(must(&metrics, "tarn_reassigning_partitions"), 0.0);
+        assert!(
+            must(&metrics, "tarn_leader_elections_total") > elections_before,
+            "the hand-over from the removed leader is an election"
         );
         wait_gone(&cluster, old, "moved");
         let out = reassign(&live, &["--list"]);

@@ -348,6 +348,7 @@ impl Broker {
             heartbeat_connection: tokio::sync::Mutex::new(None),
         });
         publisher.register(Arc::new(GroupsOnDeletion(Arc::downgrade(&broker))));
+        publisher.register(Arc::new(ElectionsSeen(Arc::downgrade(&broker))));
         Ok(broker)
     }
 
@@ -493,6 +494,41 @@ impl MetadataListener for ReplicaSync {
             None => self.replicas.sync(image, &config, true),
         }
         .map_err(|e| e.to_string())
+    }
+}
+
+/// Counts the leader elections the metadata log commits
+/// (`tarn_leader_elections_total`).
+struct ElectionsSeen(std::sync::Weak<Broker>);
+
+impl MetadataListener for ElectionsSeen {
+    fn name(&self) -> &'static str {
+        "election metrics"
+    }
+
+    fn on_publish(
+        &self,
+        delta: &MetadataDelta<'_>,
+        _image: &Arc<MetadataImage>,
+    ) -> Result<(), String> {
+        let Some(broker) = self.0.upgrade() else {
+            return Ok(());
+        };
+        if delta.snapshot {
+            return Ok(());
+        }
+        let elected = delta
+            .records
+            .iter()
+            .filter(|r| {
+                matches!(r, MetadataRecord::PartitionChange { leader: Some(l), .. } if *l != tarn_metadata::NO_LEADER)
+            })
+            .count();
+        broker
+            .metrics
+            .leader_elections
+            .fetch_add(elected as u64, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
     }
 }
 

@@ -175,6 +175,9 @@ pub struct Metrics {
     /// expansions.
     pub isr_shrinks: AtomicU64,
     pub isr_expands: AtomicU64,
+    /// Leaders the metadata log gave partitions (a `PartitionChange` that
+    /// names one, as this node applied it): every election in the cluster.
+    pub leader_elections: AtomicU64,
     samples: Mutex<VecDeque<Sample>>,
 }
 
@@ -218,6 +221,7 @@ impl Metrics {
             connections_accepted: AtomicU64::new(0),
             fetches_waiting: AtomicI64::new(0),
             isr_shrinks: AtomicU64::new(0),
+            leader_elections: AtomicU64::new(0),
             isr_expands: AtomicU64::new(0),
             samples: Mutex::new(VecDeque::with_capacity(SAMPLE_CAPACITY)),
         }
@@ -805,6 +809,24 @@ fn render_replication(w: &mut PromWriter, broker: &Broker) {
         "counter",
         "ISR expansions of partitions led here, as committed by the controller.",
         m.isr_expands.load(Ordering::Relaxed) as f64,
+    );
+    w.single(
+        "tarn_leader_elections_total",
+        "counter",
+        "Partition leaders elected in the cluster (leadership given to a broker), as the metadata log committed them.",
+        m.leader_elections.load(Ordering::Relaxed) as f64,
+    );
+    let image = broker.metadata.image();
+    let reassigning = image
+        .topics()
+        .flat_map(|t| t.partitions.iter())
+        .filter(|p| p.leader == broker.node_id && p.is_reassigning())
+        .count();
+    w.single(
+        "tarn_reassigning_partitions",
+        "gauge",
+        "Partitions led here with a reassignment in progress.",
+        reassigning as f64,
     );
     w.single(
         "tarn_replica_max_lag_records",

@@ -430,7 +430,10 @@ async fn process_partition(
         }
         code => {
             return Err(PartitionFailed {
-                reason: format!("the leader answered {}", crate::error_names::error_name(code)),
+                reason: format!(
+                    "the leader answered {}",
+                    crate::error_names::error_name(code)
+                ),
                 leader_catching_up: matches!(
                     code,
                     error::NOT_LEADER_OR_FOLLOWER | error::UNKNOWN_LEADER_EPOCH

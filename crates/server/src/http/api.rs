@@ -82,6 +82,51 @@ struct Overview {
     traffic: TrafficTotals,
     /// The latest chart point: rates over the last sample interval.
     now: Option<SeriesPoint>,
+    /// Every registered broker, by id.
+    brokers: Vec<BrokerRow>,
+}
+
+#[derive(Serialize)]
+struct BrokerRow {
+    id: i32,
+    host: String,
+    port: i32,
+    rack: Option<String>,
+    /// Fenced brokers are registered but serve no client and lead nothing.
+    fenced: bool,
+    /// Partitions it leads, and holds a replica of, in the metadata.
+    leader_partitions: usize,
+    replica_partitions: usize,
+    /// The active controller, as this node knows it.
+    controller: bool,
+}
+
+fn brokers(state: &HttpState, image: &tarn_metadata::MetadataImage) -> Vec<BrokerRow> {
+    // A single node is its own controller, which its topology names as -1.
+    let controller = if state.broker.is_active_controller() {
+        state.broker.node_id
+    } else {
+        state.broker.controller_topology.active_id()
+    };
+    image
+        .brokers
+        .values()
+        .map(|b| {
+            let partitions = || image.topics().flat_map(|t| t.partitions.iter());
+            BrokerRow {
+                id: b.broker_id,
+                host: b.host.clone(),
+                port: b.port,
+                rack: b.rack.clone(),
+                fenced: b.fenced,
+                leader_partitions: partitions().filter(|p| p.leader == b.broker_id).count(),
+                replica_partitions: partitions()
+                    .filter(|p| p.replicas.contains(&b.broker_id))
+                    .count(),
+                controller: b.broker_id == controller,
+            }
+        })
+        .collect()
 }
 
 fn overview(state: &HttpState) -> Overview {
@@ -106,6 +151,7 @@ fn overview(state: &HttpState) -> Overview {
         total_lag: lags.iter().map(|l| l.lag).sum(),
         traffic: broker.metrics.traffic_totals(),
         now: broker.metrics.series().pop(),
+        brokers: brokers(state, &image),
     }
 }
 
@@ -166,6 +212,9 @@ struct PartitionDetail {
     leader_epoch: i32,
     replicas: Vec<i32>,
     isr: Vec<i32>,
+    /// A reassignment in progress: the replicas it adds and removes.
+    adding_replicas: Vec<i32>,
+    removing_replicas: Vec<i32>,
     /// `None` when this broker does not host the partition's log.
     log: Option<PartitionStats>,
     records: i64,
@@ -208,6 +257,8 @@ fn topic_detail(state: &HttpState, name: &str) -> Option<TopicDetail> {
                 leader_epoch: p.leader_epoch,
                 replicas: p.replicas.clone(),
                 isr: p.isr.clone(),
+                adding_replicas: p.adding_replicas.clone(),
+                removing_replicas: p.removing_replicas.clone(),
                 records: log.as_ref().map_or(0, record_count),
                 log,
             }
