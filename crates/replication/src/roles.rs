@@ -403,8 +403,9 @@ impl Partition {
 
     /// Follower: appends batches its leader sent, as they are. Runs on
     /// the calling thread (a roll may fsync): call it off async workers.
-    /// A flush that `flush.messages` makes due is queued, not awaited: no
-    /// one waits on a follower's append.
+    /// A flush that `flush.messages` makes due is queued, not awaited
+    /// here: the replica fetcher awaits `durability_barrier` before its
+    /// next fetch reports the new log end to the leader.
     pub fn append_as_follower(&self, records: &[u8]) -> Result<AppendInfo, PartitionError> {
         let step = self.with_log(|log| {
             let info = log.append_as_follower(records)?;

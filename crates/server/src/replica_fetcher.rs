@@ -52,6 +52,7 @@ use tarn_protocol::messages::list_offsets::{
 use tarn_protocol::record_batch::parse_header;
 use tarn_protocol::Uuid;
 use tarn_replication::blocking::off_async_workers;
+use tarn_replication::durability::AppendCompletion;
 use tarn_replication::replica_manager::{Partition, Role};
 use tarn_replication::roles::IsrChange;
 
@@ -321,13 +322,16 @@ async fn run_fetcher(
         };
         let by_key: HashMap<(Uuid, i32), &Followed> =
             followed.iter().map(|f| (f.key(), f)).collect();
+        let mut flushes = Vec::new();
         for topic in response.responses {
             for data in topic.partitions {
                 let Some(followed) = by_key.get(&(topic.topic_id, data.partition_index)) else {
                     continue;
                 };
                 let outcome = process_partition(&broker, conn, followed, data).await;
-                if let Err(failed) = outcome {
+                if let Ok(Some(flush)) = outcome {
+                    flushes.push((*followed, flush));
+                } else if let Err(failed) = outcome {
                     let delay = if failed.leader_catching_up {
                         LEADER_CATCH_UP_BACKOFF
                     } else {
@@ -336,6 +340,16 @@ async fn run_fetcher(
                     tracing::debug!(topic = %followed.partition.topic, partition = followed.partition.index, leader, reason = %failed.reason, ?delay, "partition backs off");
                     backoff_until.insert(followed.backoff_key(), Instant::now() + delay);
                 }
+            }
+        }
+        // The next fetch tells the leader this log's new end, which may
+        // move its high watermark and acknowledge acks=all writes: a flush
+        // that `flush.messages` made due must be done first, as Kafka's
+        // follower flushes inside its append.
+        for (followed, flush) in flushes {
+            if let Err(e) = flush.wait().await {
+                tracing::warn!(topic = %followed.partition.topic, partition = followed.partition.index, error = %e.message, "a follower's flush failed; the partition backs off");
+                backoff_until.insert(followed.backoff_key(), Instant::now() + settings.backoff);
             }
         }
     }
@@ -412,21 +426,26 @@ impl From<String> for PartitionFailed {
     }
 }
 
+/// Takes one partition's answer: appends its records, truncates on a
+/// divergence, settles an out-of-range offset. Returns the flush the
+/// append made due (`flush.messages`), if any, to be awaited before the
+/// next fetch.
 async fn process_partition(
     broker: &Broker,
     conn: &mut Connection,
     followed: &Followed,
     data: PartitionData,
-) -> Result<(), PartitionFailed> {
+) -> Result<Option<AppendCompletion>, PartitionFailed> {
     let partition = &followed.partition;
     if partition.role() != Role::Follower || partition.leader_epoch() != followed.leader_epoch {
         // The metadata moved on while the fetch was out; its answer is stale.
-        return Ok(());
+        return Ok(None);
     }
     match data.error_code {
         error::NONE => {}
         error::OFFSET_OUT_OF_RANGE => {
-            return Ok(settle_out_of_range(broker, conn, followed).await?);
+            settle_out_of_range(broker, conn, followed).await?;
+            return Ok(None);
         }
         code => {
             return Err(PartitionFailed {
@@ -447,12 +466,14 @@ async fn process_partition(
             .divergence_truncation_offset(diverging.epoch, diverging.end_offset)
             .map_err(|e| e.message)?;
         partition.truncate_to(offset).map_err(|e| e.message)?;
-        return Ok(());
+        return Ok(None);
     }
+    let mut flush = None;
     if let Some(records) = data.records.as_deref() {
         let whole = whole_batches(records);
         if !whole.is_empty() {
             off_async_workers(|| partition.append_as_follower(whole)).map_err(|e| e.message)?;
+            flush = Some(partition.durability_barrier());
         }
     }
     partition.update_follower_high_watermark(data.high_watermark);
@@ -460,7 +481,7 @@ async fn process_partition(
         off_async_workers(|| partition.follow_log_start_offset(data.log_start_offset))
             .map_err(|e| e.message)?;
     }
-    Ok(())
+    Ok(flush)
 }
 
 /// The prefix of `records` made of whole batches (a leader may cut the
