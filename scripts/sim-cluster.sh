@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Runs both deterministic cluster simulations over many seeds: the
+# Runs the deterministic cluster simulations over many seeds: the
 # quorum's (scripts/sim-quorum.sh: Raft's safety and liveness under
-# faults) and the cluster metadata's (crates/metadata/tests/cluster_sim.rs:
+# faults), the cluster metadata's (crates/metadata/tests/cluster_sim.rs:
 # every node's image a prefix of the committed log, and the same on every
-# node once the faults heal).
+# node once the faults heal) and data replication's
+# (crates/replication/tests/replication_sim.rs: no acknowledged record lost
+# and replicas identical after crashes, power cuts and a cut-off leader).
 #
 #   scripts/sim-cluster.sh [SEEDS]           # seeds 0..SEEDS (default 200)
 #   TARN_SIM_SEED=N scripts/sim-cluster.sh   # replay one seed
@@ -16,4 +18,10 @@ scripts/sim-quorum.sh "$seeds"
 if [[ -z "${TARN_SIM_SEED:-}" ]]; then
   export TARN_SIM_SEEDS="$seeds"
 fi
-exec cargo test -p tarn-metadata --test cluster_sim -- --nocapture
+cargo test -p tarn-metadata --test cluster_sim -- --nocapture
+if [[ -n "${TARN_SIM_SEED:-}" ]]; then
+  export TARN_REPLICATION_SIM_SEED="$TARN_SIM_SEED"
+else
+  export TARN_REPLICATION_SIM_SEEDS="$seeds"
+fi
+exec cargo test -p tarn-replication --test replication_sim -- --nocapture

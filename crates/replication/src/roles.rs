@@ -299,23 +299,40 @@ impl Partition {
         max_bytes: usize,
         now_ms: i64,
     ) -> Result<(FollowerRead, FollowerFetchOutcome), PartitionError> {
+        match self.follower_position(replica, fetch_offset, last_fetched_epoch, now_ms)? {
+            Err(diverging) => Ok((diverging, FollowerFetchOutcome::default())),
+            Ok(outcome) => {
+                let (region, offsets) =
+                    self.read_region(fetch_offset, max_bytes, true, ReadLimit::LogEnd)?;
+                Ok((FollowerRead::Records { region, offsets }, outcome))
+            }
+        }
+    }
+
+    /// Leader: a follower's fetch without its read (which the caller makes
+    /// as it sends): the divergence (`Err`, a [`FollowerRead::Diverging`])
+    /// or, once the follower's position is recorded, what that asks.
+    pub fn follower_position(
+        &self,
+        replica: i32,
+        fetch_offset: i64,
+        last_fetched_epoch: i32,
+        now_ms: i64,
+    ) -> Result<Result<FollowerFetchOutcome, FollowerRead>, PartitionError> {
         self.check_leader()?;
         if last_fetched_epoch >= 0 {
             let (epoch, end_offset) =
                 self.with_log_ref(|log| log.end_offset_for_epoch(last_fetched_epoch))?;
             // An epoch this log does not know (it has none, or the
-            // follower's is newer) is not reported: the read below then
-            // finds the follower's offset out of range, and the follower
+            // follower's is newer) is not reported: the read then finds
+            // the follower's offset out of range, and the follower
             // settles it with ListOffsets.
             if epoch >= 0 && (end_offset < fetch_offset || epoch < last_fetched_epoch) {
-                return Ok((
-                    FollowerRead::Diverging {
-                        epoch,
-                        end_offset,
-                        offsets: self.offsets()?,
-                    },
-                    FollowerFetchOutcome::default(),
-                ));
+                return Ok(Err(FollowerRead::Diverging {
+                    epoch,
+                    end_offset,
+                    offsets: self.offsets()?,
+                }));
             }
         }
         // A follower ahead of this log has records it does not: it is
@@ -332,10 +349,11 @@ impl Partition {
                 ),
             ));
         }
-        let outcome = self.record_follower_fetch(replica, fetch_offset, now_ms)?;
-        let (region, offsets) =
-            self.read_region(fetch_offset, max_bytes, true, ReadLimit::LogEnd)?;
-        Ok((FollowerRead::Records { region, offsets }, outcome))
+        Ok(Ok(self.record_follower_fetch(
+            replica,
+            fetch_offset,
+            now_ms,
+        )?))
     }
 
     fn record_follower_fetch(

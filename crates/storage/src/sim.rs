@@ -229,8 +229,12 @@ impl SimFileSystem {
             } else {
                 0
             };
+            // A file shrunk since its last fsync (truncated) comes back as
+            // it was then: the truncation was not made durable either.
             let mut survived = contents.durable.clone();
-            survived.extend_from_slice(&contents.written[durable_len..durable_len + keep]);
+            if keep > 0 {
+                survived.extend_from_slice(&contents.written[durable_len..durable_len + keep]);
+            }
             contents.written = survived;
         }
     }
@@ -508,6 +512,24 @@ mod tests {
         drop(log);
         let log = Log::open_in(&env, &dir, config, false).unwrap();
         assert_eq!(log.log_end_offset(), 0, "hinted bytes were never fsynced");
+    }
+
+    #[test]
+    fn a_file_shrunk_since_its_last_fsync_comes_back_as_it_was_synced() {
+        use crate::file::FileSystem;
+        let fs = SimFileSystem::new(3);
+        fs.create_dir_all(Path::new("/d")).unwrap();
+        let path = Path::new("/d/f");
+        let file = fs.open(path, true).unwrap();
+        file.write_all_at(&[7; 36], 0).unwrap();
+        file.sync().unwrap();
+        file.set_len(24).unwrap();
+        fs.power_cut(true);
+        assert_eq!(
+            fs.len(path).unwrap(),
+            Some(36),
+            "the shrink was never fsynced"
+        );
     }
 
     #[test]

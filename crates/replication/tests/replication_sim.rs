@@ -1,0 +1,839 @@
+//! A deterministic simulation of data replication: three brokers, each a
+//! real `ReplicaManager` on its own simulated file system, and a
+//! controller that commits the metadata with the real planners
+//! (`tarn_metadata::elections`, `brokers`). One seeded generator picks
+//! every step: acks=all produces to whoever believes it leads, follower
+//! fetches (Fetch's checks, divergence truncation, out-of-range settling,
+//! ISR expansion), ISR shrinks as time passes, metadata reaching each
+//! broker late, process crashes, power cuts (torn unsynced bytes), and a
+//! broker cut off from the others and the controller (a zombie leader).
+//! Then every fault heals, the replicas converge, and the checks run:
+//!
+//! - every acknowledged record is on the final leader at its offset;
+//! - an offset below a leader's high watermark never holds two different
+//!   records, in any read, on any replica;
+//! - every replica ends with the same records;
+//! - no record is stored twice.
+//!
+//! Two flush settings: with none (Kafka's default, durability from
+//! replication) a power cut hits a broker only while every other one is in
+//! sync and up; with `flush.messages=1` power cuts hit any broker at any
+//! time, several at once.
+//!
+//! `TARN_REPLICATION_SIM_SEEDS=N` runs N seeds per setting (default 64);
+//! `TARN_REPLICATION_SIM_SEED=S` replays one. A failure names its seed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::Arc;
+
+use tarn_config::BrokerConfig;
+use tarn_metadata::brokers;
+use tarn_metadata::elections::{alter_partition, AlterPartition};
+use tarn_metadata::topics::{create_topic_records, NewTopic};
+use tarn_metadata::{MetadataImage, MetadataRecord};
+use tarn_protocol::error;
+use tarn_protocol::record_batch::{BatchIter, RecordBatchBuilder, RecordIter};
+use tarn_replication::replica_manager::{Partition, ReadLimit, ReplicaManager, Role};
+use tarn_replication::roles::{FollowerRead, IsrChange};
+use tarn_storage::sim::SimFileSystem;
+use tarn_storage::GroupCommit;
+use tarn_storage::{LogEnv, ManualClock};
+
+const BROKERS: i32 = 3;
+const PARTITIONS: i32 = 2;
+const TOPIC: &str = "sim";
+const STEPS: usize = 3000;
+const LAG_MAX_MS: i64 = 30_000;
+const START_MS: i64 = 1_700_000_000_000;
+/// How many fetch rounds the healed cluster may take to converge.
+const CONVERGE_ROUNDS: usize = 400;
+
+/// xorshift64*, seeded.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n.max(1)
+    }
+
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Flush {
+    /// No fsync on append: durability from replication alone.
+    None,
+    /// `flush.messages=1` on every log.
+    EveryMessage,
+}
+
+struct Node {
+    fs: Arc<SimFileSystem>,
+    env: LogEnv,
+    /// `None` while the process is down.
+    replicas: Option<ReplicaManager>,
+    /// Its current registration.
+    epoch: i64,
+    /// How many of the controller's images it has applied.
+    applied: usize,
+    /// Cut off from the other brokers and the controller (clients still
+    /// reach it).
+    isolated: bool,
+}
+
+/// An acks=all produce waiting for its high watermark.
+struct Pending {
+    node: i32,
+    partition: Arc<Partition>,
+    leader_epoch: i32,
+    offset: i64,
+    value: String,
+}
+
+struct Sim {
+    seed: u64,
+    flush: Flush,
+    rng: Rng,
+    clock: Arc<ManualClock>,
+    now_ms: i64,
+    config: BrokerConfig,
+    group_commit: Arc<GroupCommit>,
+    runtime: tokio::runtime::Runtime,
+    /// Every image the controller committed, in order.
+    images: Vec<Arc<MetadataImage>>,
+    nodes: Vec<Node>,
+    pending: Vec<Pending>,
+    /// (partition, offset) -> value, of every acknowledged produce.
+    acked: BTreeMap<(i32, i64), String>,
+    /// (partition, offset) -> value, of everything seen below a leader's
+    /// high watermark.
+    committed: BTreeMap<(i32, i64), String>,
+    produced: usize,
+    log: Vec<String>,
+}
+
+impl Sim {
+    fn new(seed: u64, flush: Flush) -> Sim {
+        let clock = Arc::new(ManualClock::new(START_MS));
+        let overrides: Vec<(&str, &str)> = match flush {
+            Flush::None => vec![],
+            Flush::EveryMessage => vec![("log.flush.interval.messages", "1")],
+        };
+        let config = BrokerConfig::with_overrides(overrides).expect("valid settings");
+        let nodes = (1..=BROKERS)
+            .map(|id| {
+                let fs = Arc::new(SimFileSystem::new(seed * 31 + id as u64));
+                let env = LogEnv::new(fs.clone(), 64, clock.clone());
+                Node {
+                    fs,
+                    env,
+                    replicas: None,
+                    epoch: -1,
+                    applied: 0,
+                    isolated: false,
+                }
+            })
+            .collect();
+        let mut sim = Sim {
+            seed,
+            flush,
+            rng: Rng::new(seed),
+            clock,
+            now_ms: START_MS,
+            config,
+            group_commit: Arc::new(GroupCommit::start().expect("group commit")),
+            runtime: tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .build()
+                .expect("runtime"),
+            images: vec![Arc::new(MetadataImage::default())],
+            nodes,
+            pending: Vec::new(),
+            acked: BTreeMap::new(),
+            committed: BTreeMap::new(),
+            produced: 0,
+            log: Vec::new(),
+        };
+        for id in 1..=BROKERS {
+            sim.register(id, false);
+        }
+        let image = sim.image();
+        let (records, _) = create_topic_records(
+            &image,
+            &sim.config,
+            &NewTopic {
+                name: TOPIC,
+                num_partitions: PARTITIONS,
+                replication_factor: 3,
+                assignments: None,
+                configs: vec![("min.insync.replicas".into(), Some("2".into()))],
+            },
+        )
+        .expect("create the topic");
+        sim.commit(records);
+        for id in 1..=BROKERS {
+            sim.start(id);
+        }
+        sim
+    }
+
+    fn fail(&self, what: String) -> ! {
+        let tail: Vec<&String> = self.log.iter().rev().take(40).collect();
+        panic!(
+            "seed {} ({:?}): {what}\nlast steps, newest first:\n{}",
+            self.seed,
+            self.flush,
+            tail.iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+    }
+
+    fn note(&mut self, step: String) {
+        self.log.push(step);
+    }
+
+    fn image(&self) -> Arc<MetadataImage> {
+        self.images.last().expect("an image").clone()
+    }
+
+    fn commit(&mut self, records: Vec<MetadataRecord>) {
+        if records.is_empty() {
+            return;
+        }
+        let mut next = (*self.image()).clone();
+        for r in &records {
+            next.apply(r);
+        }
+        self.images.push(Arc::new(next));
+    }
+
+    fn node(&self, id: i32) -> &Node {
+        &self.nodes[id as usize - 1]
+    }
+
+    fn node_mut(&mut self, id: i32) -> &mut Node {
+        &mut self.nodes[id as usize - 1]
+    }
+
+    /// A new registration of broker `id` (fenced when `fenced`).
+    fn register(&mut self, id: i32, fenced: bool) {
+        let epoch = self.node(id).epoch + 1;
+        self.node_mut(id).epoch = epoch;
+        self.commit(vec![MetadataRecord::RegisterBroker {
+            broker_id: id,
+            host: "sim".into(),
+            port: 9000 + id,
+            rack: None,
+            incarnation_id: [epoch as u8; 16],
+            broker_epoch: epoch,
+            listeners: Vec::new(),
+            fenced,
+        }]);
+    }
+
+    /// Starts broker `id`'s process on its file system as it is.
+    fn start(&mut self, id: i32) {
+        let node = self.node(id);
+        let replicas = ReplicaManager::new(
+            Path::new("/data"),
+            id,
+            node.env.clone(),
+            self.group_commit.clone(),
+        );
+        self.node_mut(id).replicas = Some(replicas);
+        self.node_mut(id).applied = 0;
+        self.propagate(id, usize::MAX);
+    }
+
+    /// Broker `id` applies up to `count` more of the controller's images.
+    fn propagate(&mut self, id: i32, count: usize) {
+        let target = self
+            .images
+            .len()
+            .min(self.node(id).applied.saturating_add(count));
+        if self.node(id).replicas.is_none() || target <= self.node(id).applied {
+            return;
+        }
+        let image = self.images[target - 1].clone();
+        let clean = self.node(id).applied > 0;
+        let node = self.node(id);
+        if let Err(e) = node
+            .replicas
+            .as_ref()
+            .expect("running")
+            .sync(&image, &self.config, clean)
+        {
+            self.fail(format!("broker {id} cannot apply the metadata: {e}"));
+        }
+        self.node_mut(id).applied = target;
+    }
+
+    fn up(&self, id: i32) -> bool {
+        self.node(id).replicas.is_some()
+    }
+
+    fn connected(&self, a: i32, b: i32) -> bool {
+        self.up(a) && self.up(b) && !self.node(a).isolated && !self.node(b).isolated
+    }
+
+    fn partition(&self, id: i32, p: i32) -> Option<Arc<Partition>> {
+        self.node(id).replicas.as_ref()?.get(TOPIC, p)
+    }
+
+    fn wait<T>(&self, f: impl std::future::Future<Output = T>) -> T {
+        self.runtime.block_on(f)
+    }
+
+    /// The client sends one acks=all record to broker `id` for `p`.
+    fn produce(&mut self, id: i32, p: i32) {
+        let Some(partition) = self.partition(id, p) else {
+            return;
+        };
+        if partition.role() != Role::Leader || partition.check_enough_replicas().is_err() {
+            return;
+        }
+        self.produced += 1;
+        let value = format!("v{}", self.produced);
+        let batch = RecordBatchBuilder::new()
+            .record(self.now_ms, None, Some(value.as_bytes()))
+            .build();
+        let leader_epoch = partition.leader_epoch();
+        let appended = match partition.append(&batch) {
+            Ok(appended) => appended,
+            Err(e) => {
+                self.note(format!("produce {value} to {id} p{p}: {}", e.message));
+                return;
+            }
+        };
+        // The flush `flush.messages` asks for, before any acknowledgement.
+        if let Err(e) = self.wait(appended.completion.wait()) {
+            self.note(format!("produce {value} to {id} p{p}: flush {}", e.message));
+            return;
+        }
+        let offset = appended.info.last_offset;
+        self.note(format!(
+            "produce {value} to {id} p{p} at {offset} (epoch {leader_epoch})"
+        ));
+        self.pending.push(Pending {
+            node: id,
+            partition,
+            leader_epoch,
+            offset,
+            value,
+        });
+    }
+
+    /// Answers the produces whose records the ISR now has, and fails those
+    /// whose leader moved on or died.
+    fn settle_produces(&mut self) {
+        let pending = std::mem::take(&mut self.pending);
+        for w in pending {
+            let hosted = self.partition(w.node, w.partition.index);
+            let same = hosted
+                .as_ref()
+                .is_some_and(|h| Arc::ptr_eq(h, &w.partition));
+            if !same
+                || w.partition.leader_epoch() != w.leader_epoch
+                || w.partition.role() != Role::Leader
+            {
+                self.note(format!("produce {} failed: its leader moved", w.value));
+                continue;
+            }
+            if w.partition.high_watermark() > w.offset {
+                self.note(format!(
+                    "ack {} at p{} {}",
+                    w.value, w.partition.index, w.offset
+                ));
+                self.acked.insert((w.partition.index, w.offset), w.value);
+            } else {
+                self.pending.push(w);
+            }
+        }
+    }
+
+    /// An ISR change the leader `id` asks the controller for.
+    fn alter_isr(&mut self, id: i32, partition: &Partition, change: IsrChange) {
+        if self.node(id).isolated || !self.up(id) {
+            partition.isr_change_done();
+            return;
+        }
+        let image = self.image();
+        let topic_id = image.topic(TOPIC).expect("topic").topic_id;
+        let request = AlterPartition {
+            broker_id: id,
+            broker_epoch: self.node(id).epoch,
+            topic_id: topic_id.0,
+            partition_id: partition.index,
+            leader_epoch: change.leader_epoch,
+            partition_epoch: change.partition_epoch,
+            new_isr: change.new_isr.clone(),
+        };
+        match alter_partition(&image, &request) {
+            Ok((records, _)) => {
+                self.note(format!(
+                    "isr of p{} -> {:?} (asked by {id})",
+                    partition.index, change.new_isr
+                ));
+                self.commit(records);
+                // The answer comes once the leader has the change.
+                self.propagate(id, usize::MAX);
+            }
+            Err(e) => self.note(format!(
+                "isr change of p{} by {id} refused: {}",
+                partition.index, e.message
+            )),
+        }
+        partition.isr_change_done();
+    }
+
+    /// Follower `id` fetches `p` from the leader it knows, as the replica
+    /// fetcher and the Fetch handler do.
+    fn fetch(&mut self, id: i32, p: i32) {
+        let Some(follower) = self.partition(id, p) else {
+            return;
+        };
+        let leader_id = follower.leader();
+        if follower.role() != Role::Follower || leader_id < 0 || !self.connected(id, leader_id) {
+            return;
+        }
+        let Some(leader) = self.partition(leader_id, p) else {
+            return;
+        };
+        if leader.check_epoch(follower.leader_epoch()).is_err() || leader.role() != Role::Leader {
+            return;
+        }
+        let (fetch_offset, last_epoch, _) = match follower.fetch_position() {
+            Ok(position) => position,
+            Err(e) => self.fail(format!("broker {id} p{p}: fetch position: {}", e.message)),
+        };
+        // The simulated file system has no OS files to sendfile from: the
+        // fetch's checks and bookkeeping, then a plain read.
+        match leader.follower_position(id, fetch_offset, last_epoch, self.now_ms) {
+            Ok(Err(FollowerRead::Diverging {
+                epoch, end_offset, ..
+            })) => {
+                let to = follower
+                    .divergence_truncation_offset(epoch, end_offset)
+                    .unwrap_or_else(|e| self.fail(format!("divergence offset: {}", e.message)));
+                self.note(format!(
+                    "{id} p{p} diverges from {leader_id}: truncate to {to}"
+                ));
+                if let Err(e) = follower.truncate_to(to) {
+                    self.fail(format!("truncate: {}", e.message));
+                }
+            }
+            Ok(Err(FollowerRead::Records { .. })) => {
+                self.fail("a position answered records".into())
+            }
+            Ok(Ok(outcome)) => {
+                let (bytes, offsets) = leader
+                    .read(fetch_offset, 1 << 20, true, ReadLimit::LogEnd)
+                    .unwrap_or_else(|e| self.fail(format!("leader read: {}", e.message)));
+                if !bytes.is_empty() {
+                    if let Err(e) = follower.append_as_follower(&bytes) {
+                        self.fail(format!("{id} p{p}: follower append: {}", e.message));
+                    }
+                    // The replica fetcher waits for a flush made due before
+                    // it fetches (and so reports its log end) again.
+                    if let Err(e) = self.wait(follower.durability_barrier().wait()) {
+                        self.fail(format!("{id} p{p}: follower flush: {}", e.message));
+                    }
+                }
+                follower.update_follower_high_watermark(offsets.high_watermark);
+                if let Some(change) = outcome.expand_isr {
+                    self.alter_isr(leader_id, &leader, change);
+                }
+            }
+            Err(e) if e.code == error::OFFSET_OUT_OF_RANGE => {
+                // The follower is ahead: it truncates to the leader's end
+                // (ListOffsets LATEST for a replica).
+                let to = leader.log_end_offset();
+                self.note(format!("{id} p{p} ahead of {leader_id}: truncate to {to}"));
+                if let Err(e) = follower.truncate_to(to) {
+                    self.fail(format!("truncate: {}", e.message));
+                }
+            }
+            Err(e) => self.note(format!("{id} fetch p{p} from {leader_id}: {}", e.message)),
+        }
+    }
+
+    /// Time passes; leaders shrink the ISR of followers that fell behind.
+    fn tick(&mut self, ms: i64) {
+        self.now_ms += ms;
+        self.clock.set(self.now_ms);
+        for id in 1..=BROKERS {
+            for p in 0..PARTITIONS {
+                let Some(partition) = self.partition(id, p) else {
+                    continue;
+                };
+                if let Some(change) = partition.maybe_shrink_isr(self.now_ms, LAG_MAX_MS) {
+                    self.alter_isr(id, &partition, change);
+                }
+            }
+        }
+    }
+
+    /// The controller fences broker `id` (its session lapsed, or its
+    /// connection closed).
+    fn fence(&mut self, id: i32) {
+        let image = self.image();
+        let records = brokers::fence(&image, &self.config, id, self.node(id).epoch);
+        self.note(format!("fence {id}"));
+        self.commit(records);
+    }
+
+    /// Broker `id` caught up: the controller unfences it.
+    fn maybe_unfence(&mut self, id: i32) {
+        let image = self.image();
+        let fenced = image.brokers.get(&id).is_some_and(|b| b.fenced);
+        if !fenced
+            || !self.up(id)
+            || self.node(id).isolated
+            || self.node(id).applied < self.images.len()
+        {
+            return;
+        }
+        let records = brokers::unfence(&image, &self.config, id, self.node(id).epoch);
+        self.note(format!("unfence {id}"));
+        self.commit(records);
+    }
+
+    /// Whether a power cut may hit broker `id` now without the settings
+    /// promising more than they keep: always with every message flushed;
+    /// without flushes, only while every other broker is up, connected,
+    /// current and in every ISR (a single fault).
+    fn power_cut_allowed(&self, id: i32) -> bool {
+        if self.flush == Flush::EveryMessage {
+            return true;
+        }
+        let image = self.image();
+        let Some(topic) = image.topic(TOPIC) else {
+            return false;
+        };
+        (1..=BROKERS).filter(|o| *o != id).all(|o| {
+            self.up(o) && !self.node(o).isolated && self.node(o).applied == self.images.len()
+        }) && topic
+            .partitions
+            .iter()
+            .all(|p| p.isr.len() == p.replicas.len())
+    }
+
+    /// Broker `id`'s process dies; with `power`, its machine loses what
+    /// was not fsynced (torn at seeded points).
+    fn crash(&mut self, id: i32, power: bool) {
+        let node = self.node_mut(id);
+        let Some(replicas) = node.replicas.take() else {
+            return;
+        };
+        node.fs.halt();
+        assert!(
+            replicas.shutdown().is_err(),
+            "a halted machine writes nothing"
+        );
+        drop(replicas);
+        if power {
+            node.fs.power_cut(true);
+        }
+        node.fs.restart();
+        self.note(format!("crash {id} (power cut: {power})"));
+        self.fence(id);
+    }
+
+    fn restart(&mut self, id: i32) {
+        self.note(format!("restart {id}"));
+        self.register(id, true);
+        self.start(id);
+        self.maybe_unfence(id);
+    }
+
+    /// Every record below each leader's high watermark, checked against
+    /// what was seen committed before.
+    fn observe_committed(&mut self) {
+        for id in 1..=BROKERS {
+            for p in 0..PARTITIONS {
+                let Some(partition) = self.partition(id, p) else {
+                    continue;
+                };
+                if partition.role() != Role::Leader {
+                    continue;
+                }
+                let hw = partition.high_watermark();
+                for (offset, value) in records_of(&partition, ReadLimit::HighWatermark) {
+                    if offset >= hw {
+                        continue;
+                    }
+                    match self.committed.get(&(p, offset)) {
+                        Some(seen) if *seen != value => self.fail(format!(
+                            "p{p} offset {offset} was committed as {seen}, leader {id} now has {value}"
+                        )),
+                        Some(_) => {}
+                        None => {
+                            self.committed.insert((p, offset), value);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn step(&mut self) {
+        let id = 1 + self.rng.below(BROKERS as u64) as i32;
+        let p = self.rng.below(PARTITIONS as u64) as i32;
+        match self.rng.below(100) {
+            0..=29 => {
+                // The client sends to the leader its metadata (that of a
+                // broker it asked, perhaps behind) names.
+                let applied = self.node(id).applied;
+                let leader = (applied > 0)
+                    .then(|| {
+                        self.images[applied - 1]
+                            .topic(TOPIC)
+                            .map(|t| t.partitions[p as usize].leader)
+                    })
+                    .flatten()
+                    .unwrap_or(-1);
+                if leader > 0 {
+                    self.produce(leader, p);
+                }
+            }
+            30..=64 => self.fetch(id, p),
+            65..=79 => {
+                let count = 1 + self.rng.below(3) as usize;
+                self.propagate(id, count);
+                self.maybe_unfence(id);
+            }
+            80..=87 => {
+                let ms = 1 + self.rng.below(15_000) as i64;
+                self.tick(ms);
+            }
+            88..=90 => {
+                if self.up(id) && self.rng.chance(50) {
+                    let power = self.rng.chance(50) && self.power_cut_allowed(id);
+                    self.crash(id, power);
+                }
+            }
+            91..=94 => {
+                if !self.up(id) {
+                    self.restart(id);
+                }
+            }
+            95..=96 => {
+                if self.up(id) && !self.node(id).isolated && self.rng.chance(30) {
+                    self.note(format!("isolate {id}"));
+                    self.node_mut(id).isolated = true;
+                    self.fence(id);
+                }
+            }
+            97..=98 => {
+                if self.node(id).isolated {
+                    self.note(format!("heal {id}"));
+                    self.node_mut(id).isolated = false;
+                    self.propagate(id, usize::MAX);
+                    self.maybe_unfence(id);
+                }
+            }
+            _ => self.observe_committed(),
+        }
+        self.settle_produces();
+    }
+
+    /// Every fault heals; fetches run until every replica is in every ISR
+    /// with the leader's whole log.
+    fn heal_and_converge(&mut self) {
+        for id in 1..=BROKERS {
+            if !self.up(id) {
+                self.restart(id);
+            }
+            if self.node(id).isolated {
+                self.node_mut(id).isolated = false;
+            }
+        }
+        for _ in 0..CONVERGE_ROUNDS {
+            for id in 1..=BROKERS {
+                self.propagate(id, usize::MAX);
+                self.maybe_unfence(id);
+            }
+            for id in 1..=BROKERS {
+                for p in 0..PARTITIONS {
+                    self.fetch(id, p);
+                }
+            }
+            self.settle_produces();
+            self.tick(100);
+            if self.converged() {
+                return;
+            }
+        }
+        let image = self.image();
+        self.fail(format!(
+            "the healed cluster did not converge: {:?}",
+            image.topic(TOPIC).map(|t| t.partitions.clone())
+        ));
+    }
+
+    fn converged(&self) -> bool {
+        let image = self.image();
+        let topic = image.topic(TOPIC).expect("topic");
+        topic.partitions.iter().all(|p| {
+            if p.leader < 0 || p.isr.len() != p.replicas.len() {
+                return false;
+            }
+            let Some(leader) = self.partition(p.leader, p.partition_id) else {
+                return false;
+            };
+            let end = leader.log_end_offset();
+            leader.high_watermark() == end
+                && p.replicas.iter().all(|r| {
+                    self.node(*r).applied == self.images.len()
+                        && self
+                            .partition(*r, p.partition_id)
+                            .is_some_and(|f| f.log_end_offset() == end)
+                })
+        })
+    }
+
+    fn check(&mut self) {
+        self.observe_committed();
+        let image = self.image();
+        let topic = image.topic(TOPIC).expect("topic").clone();
+        for p in &topic.partitions {
+            let index = p.partition_id;
+            let leader = self.partition(p.leader, index).expect("leader hosted");
+            let final_log: BTreeMap<i64, String> =
+                records_of(&leader, ReadLimit::LogEnd).into_iter().collect();
+            for ((q, offset), value) in &self.acked {
+                if *q != index {
+                    continue;
+                }
+                match final_log.get(offset) {
+                    Some(v) if v == value => {}
+                    other => self.fail(format!(
+                        "acknowledged {value} at p{index} {offset} is lost: the final leader {} has {other:?}",
+                        p.leader
+                    )),
+                }
+            }
+            let values: BTreeSet<&String> = final_log.values().collect();
+            if values.len() != final_log.len() {
+                self.fail(format!("p{index}: a record is stored twice"));
+            }
+            for r in &p.replicas {
+                let replica = self.partition(*r, index).expect("replica hosted");
+                let copy: BTreeMap<i64, String> = records_of(&replica, ReadLimit::LogEnd)
+                    .into_iter()
+                    .collect();
+                if copy != final_log {
+                    self.fail(format!(
+                        "p{index}: replica {r} has {} records, the leader {} has {}",
+                        copy.len(),
+                        p.leader,
+                        final_log.len()
+                    ));
+                }
+            }
+        }
+    }
+}
+
+/// (offset, value) of every record of `partition` up to `limit`.
+fn records_of(partition: &Partition, limit: ReadLimit) -> Vec<(i64, String)> {
+    let mut out = Vec::new();
+    let mut next = partition.offsets().expect("offsets").log_start_offset;
+    loop {
+        let (bytes, _) = partition.read(next, usize::MAX, true, limit).expect("read");
+        if bytes.is_empty() {
+            return out;
+        }
+        for item in BatchIter::new(&bytes) {
+            let (position, header) = item.expect("stored batches are valid");
+            let batch = &bytes[position..position + header.total_size()];
+            for record in RecordIter::new(batch, &header).expect("uncompressed") {
+                let record = record.expect("record");
+                let offset = header.base_offset + i64::from(record.offset_delta);
+                let value =
+                    String::from_utf8(record.value.expect("a value").to_vec()).expect("utf-8");
+                out.push((offset, value));
+            }
+            next = header.last_offset() + 1;
+        }
+    }
+}
+
+/// What one seed did, for its summary line.
+struct Ran {
+    produced: usize,
+    acked: usize,
+    /// Log lines by what they start with after the broker: crash, power
+    /// cuts, isolations, truncations.
+    counts: BTreeMap<&'static str, usize>,
+}
+
+fn run(seed: u64, flush: Flush) -> Ran {
+    let mut sim = Sim::new(seed, flush);
+    for _ in 0..STEPS {
+        sim.step();
+    }
+    sim.heal_and_converge();
+    sim.check();
+    let mut counts = BTreeMap::new();
+    for (kind, needle) in [
+        ("crashes", "crash "),
+        ("power cuts", "power cut: true"),
+        ("isolations", "isolate "),
+        ("truncations", "truncate to"),
+        ("isr changes", "isr of"),
+    ] {
+        counts.insert(kind, sim.log.iter().filter(|l| l.contains(needle)).count());
+    }
+    Ran {
+        produced: sim.produced,
+        acked: sim.acked.len(),
+        counts,
+    }
+}
+
+fn seeds() -> Vec<u64> {
+    if let Ok(seed) = std::env::var("TARN_REPLICATION_SIM_SEED") {
+        return vec![seed.parse().expect("TARN_REPLICATION_SIM_SEED is a number")];
+    }
+    let n: u64 = std::env::var("TARN_REPLICATION_SIM_SEEDS")
+        .map(|n| n.parse().expect("TARN_REPLICATION_SIM_SEEDS is a number"))
+        .unwrap_or(64);
+    (0..n).collect()
+}
+
+#[test]
+fn acknowledged_records_survive_crashes_and_partitions_without_flushes() {
+    for seed in seeds() {
+        let ran = run(seed, Flush::None);
+        println!(
+            "seed {seed} (no flush): {} produced, {} acknowledged, {:?}",
+            ran.produced, ran.acked, ran.counts
+        );
+        assert!(ran.acked > 0, "seed {seed}: nothing was acknowledged");
+    }
+}
+
+#[test]
+fn acknowledged_records_survive_power_cuts_anywhere_with_every_message_flushed() {
+    for seed in seeds() {
+        let ran = run(seed, Flush::EveryMessage);
+        println!(
+            "seed {seed} (flush.messages=1): {} produced, {} acknowledged, {:?}",
+            ran.produced, ran.acked, ran.counts
+        );
+        assert!(ran.acked > 0, "seed {seed}: nothing was acknowledged");
+    }
+}
