@@ -3,6 +3,7 @@ package dev.tarn.it;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.IOException;
@@ -14,17 +15,21 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Properties;
 import java.util.Set;
 import java.util.TreeMap;
 import java.util.TreeSet;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Future;
 import java.util.stream.Collectors;
 
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
+import org.apache.kafka.clients.admin.NewPartitionReassignment;
 import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.PartitionReassignment;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -37,6 +42,8 @@ import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.errors.InvalidReplicaAssignmentException;
+import org.apache.kafka.common.errors.NoReassignmentInProgressException;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 import org.junit.jupiter.api.AfterEach;
@@ -49,7 +56,10 @@ import org.junit.jupiter.api.Test;
  * controller from every node, and the producer (acks=all) and a consumer
  * group move records through a topic whose partitions are led by all three
  * brokers, and both keep working through a partition leader's SIGKILL on a
- * topic of replication factor 3. Every node still running is stopped with
+ * topic of replication factor 3; and the Admin client moves a partition
+ * onto another pair of brokers with AlterPartitionReassignments, listing it
+ * in progress with ListPartitionReassignments while a paused (SIGSTOP) new
+ * replica holds it there. Every node still running is stopped with
  * SIGTERM (exit 0 required), and any
  * panic in any node's stderr fails the test. Waits are bounds on
  * "eventually"; times are not asserted (bench/cluster.sh measures them).
@@ -62,6 +72,8 @@ class ClusterTest {
     static final Duration FORMED = Duration.ofSeconds(60);
 
     private final List<TarnBroker> nodes = new ArrayList<>();
+    /** Node N's data directory is scratch/nodeN/data. */
+    private Path scratch;
     private final List<String> addresses = new ArrayList<>();
 
     /** Ports are handed out below Linux's ephemeral range (32768 on), so no
@@ -90,7 +102,7 @@ class ClusterTest {
 
     @BeforeEach
     void startCluster() throws Exception {
-        Path scratch = Files.createTempDirectory("tarn-java-ClusterTest");
+        scratch = Files.createTempDirectory("tarn-java-ClusterTest");
         List<Integer> kafkaPorts = new ArrayList<>();
         List<Integer> controllerPorts = new ArrayList<>();
         for (int i = 0; i < NODES; i++) {
@@ -377,5 +389,160 @@ class ClusterTest {
             consumer.commitSync();
         }
         assertEquals(acked, read, "every acknowledged record read back at its offset");
+    }
+
+    /**
+     * The operating-system process of node {@code id}: the child of this JVM
+     * whose arguments name its data directory (TarnBroker keeps its Process
+     * to itself).
+     */
+    ProcessHandle process(int id) {
+        String dataDir = scratch.resolve("node" + id).resolve("data").toString();
+        List<ProcessHandle> found = ProcessHandle.current().children()
+                .filter(p -> p.info().arguments().map(args -> List.of(args).contains(dataDir)).orElse(false))
+                .collect(Collectors.toList());
+        assertEquals(1, found.size(), "the process of node " + id + " among " + found);
+        return found.get(0);
+    }
+
+    static void signal(ProcessHandle process, String signal) throws Exception {
+        Process kill = new ProcessBuilder("kill", "-" + signal, Long.toString(process.pid())).inheritIO().start();
+        assertEquals(0, kill.waitFor(), "kill -" + signal + " " + process.pid());
+    }
+
+    static TopicPartitionInfo partitionZero(Admin admin, String topic) throws Exception {
+        return admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic).partitions().get(0);
+    }
+
+    static List<Integer> ids(List<Node> nodes) {
+        return nodes.stream().map(Node::id).collect(Collectors.toList());
+    }
+
+    /**
+     * AlterPartitionReassignments and ListPartitionReassignments through the
+     * Admin client: a partition of replication factor 2 moves onto another
+     * pair of brokers. A new replica paused (SIGSTOP) before the move starts
+     * holds it in progress, so it is listed, with its adding and removing
+     * replicas, for certain; resumed, the move completes, and the partition
+     * is described with the target replicas and ISR, every record produced
+     * before it read back. A cancel with nothing to cancel and a target
+     * naming an unknown broker are refused with Kafka's exceptions, and
+     * change nothing.
+     */
+    @Test
+    void adminClientReassignsAPartitionOntoAnotherPairOfBrokers() throws Exception {
+        String topic = Clients.unique("reassigned");
+        TopicPartition tp = new TopicPartition(topic, 0);
+        int kept;
+        int removed;
+        int added;
+        try (Admin admin = admin(bootstrap())) {
+            int controller = eventually("three brokers and a controller", FORMED, () -> {
+                DescribeClusterResult cluster = admin.describeCluster();
+                Node c = cluster.controller().get();
+                return cluster.nodes().get().size() == NODES && c != null && c.id() >= 1 ? c.id() : null;
+            });
+            // The active controller keeps its replica (and the leadership);
+            // the new replica, the one paused, is another broker, so the
+            // quorum keeps committing.
+            kept = controller;
+            removed = controller % NODES + 1;
+            added = removed % NODES + 1;
+            admin.createTopics(List.of(new NewTopic(topic, Map.of(0, List.of(kept, removed)))))
+                    .all().get();
+            eventually(tp + " led by " + kept + " with two in-sync replicas", FORMED, () -> {
+                TopicPartitionInfo p = partitionZero(admin, topic);
+                return p.leader() != null && p.leader().id() == kept && p.isr().size() == 2 ? p : null;
+            });
+        }
+
+        Properties pp = common(bootstrap());
+        pp.put(ProducerConfig.ACKS_CONFIG, "all");
+        pp.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        pp.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        Map<Long, String> acked = new TreeMap<>();
+        try (KafkaProducer<String, String> producer = new KafkaProducer<>(pp)) {
+            List<Future<RecordMetadata>> futures = new ArrayList<>();
+            for (int i = 0; i < 100; i++) {
+                futures.add(producer.send(new ProducerRecord<>(topic, "key-" + i, "value-" + i)));
+            }
+            for (int i = 0; i < 100; i++) {
+                assertNull(acked.put(futures.get(i).get().offset(), "value-" + i), "two records at one offset");
+            }
+        }
+
+        String live = addresses.get(kept - 1) + "," + addresses.get(removed - 1);
+        try (Admin admin = admin(live)) {
+            ProcessHandle paused = process(added);
+            signal(paused, "STOP");
+            try {
+                admin.alterPartitionReassignments(
+                        Map.of(tp, Optional.of(new NewPartitionReassignment(List.of(added, kept))))).all().get();
+                Map<TopicPartition, PartitionReassignment> listed =
+                        admin.listPartitionReassignments().reassignments().get();
+                PartitionReassignment ongoing = listed.get(tp);
+                assertNotNull(ongoing, "in progress while the new replica is paused: " + listed);
+                assertEquals(List.of(added, kept, removed), ongoing.replicas(), "replicas: " + ongoing);
+                assertEquals(List.of(added), ongoing.addingReplicas(), "adding: " + ongoing);
+                assertEquals(List.of(removed), ongoing.removingReplicas(), "removing: " + ongoing);
+                Map<TopicPartition, PartitionReassignment> named =
+                        admin.listPartitionReassignments(Set.of(tp)).reassignments().get();
+                assertEquals(Set.of(tp), named.keySet(), "listed by name: " + named);
+                assertEquals(ongoing.replicas(), named.get(tp).replicas(), "listed by name: " + named);
+                // The metadata names the adding replica too, and the ISR
+                // stays the old one until the new replica catches up.
+                TopicPartitionInfo during = eventually(tp + " described with the adding replica", FORMED, () -> {
+                    TopicPartitionInfo p = partitionZero(admin, topic);
+                    return ids(p.replicas()).equals(List.of(added, kept, removed)) ? p : null;
+                });
+                assertEquals(Set.of(kept, removed), new TreeSet<>(ids(during.isr())), "ISR while paused: " + during);
+            } finally {
+                signal(paused, "CONT");
+            }
+        }
+
+        try (Admin admin = admin(bootstrap())) {
+            TopicPartitionInfo moved = eventually(tp + " on brokers " + added + "," + kept, FORMED, () -> {
+                TopicPartitionInfo p = partitionZero(admin, topic);
+                boolean done = ids(p.replicas()).equals(List.of(added, kept))
+                        && new TreeSet<>(ids(p.isr())).equals(new TreeSet<>(List.of(added, kept)));
+                return done ? p : null;
+            });
+            assertEquals(kept, moved.leader().id(), "the leader was not moved: " + moved);
+            Map<TopicPartition, PartitionReassignment> left =
+                    admin.listPartitionReassignments().reassignments().get();
+            assertTrue(left.isEmpty(), "nothing in progress once completed: " + left);
+
+            ExecutionException nothing = assertThrows(ExecutionException.class, () -> admin
+                    .alterPartitionReassignments(Map.of(tp, Optional.empty())).values().get(tp).get());
+            assertTrue(nothing.getCause() instanceof NoReassignmentInProgressException,
+                    "a cancel with nothing in progress: " + nothing.getCause());
+            ExecutionException unknown = assertThrows(ExecutionException.class, () -> admin
+                    .alterPartitionReassignments(Map.of(tp, Optional.of(new NewPartitionReassignment(List.of(99, kept)))))
+                    .values().get(tp).get());
+            assertTrue(unknown.getCause() instanceof InvalidReplicaAssignmentException,
+                    "a target naming broker 99: " + unknown.getCause());
+            TopicPartitionInfo after = partitionZero(admin, topic);
+            assertEquals(List.of(added, kept), ids(after.replicas()), "the refusals changed nothing: " + after);
+            assertTrue(admin.listPartitionReassignments().reassignments().get().isEmpty(), "nothing started");
+        }
+
+        Properties cp = common(bootstrap());
+        cp.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        cp.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        cp.put(ConsumerConfig.FETCH_MAX_WAIT_MS_CONFIG, "100");
+        Map<Long, String> read = new TreeMap<>();
+        try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(cp)) {
+            consumer.assign(List.of(tp));
+            consumer.seekToBeginning(List.of(tp));
+            long deadline = System.nanoTime() + FORMED.toNanos();
+            while (read.size() < acked.size()) {
+                assertTrue(System.nanoTime() < deadline, "read " + read.size() + " of " + acked.size());
+                for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(200))) {
+                    assertNull(read.put(r.offset(), r.value()), "read twice: " + r);
+                }
+            }
+        }
+        assertEquals(acked, read, "every acknowledged record read back at its offset after the move");
     }
 }
