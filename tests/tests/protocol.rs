@@ -83,6 +83,7 @@ const KAFKA_4_4_0: &[(i16, &str, i16, i16)] = &[
     (31, "DeleteAcls", 1, 3),
     (32, "DescribeConfigs", 1, 4),
     (33, "AlterConfigs", 0, 2),
+    (34, "AlterReplicaLogDirs", 1, 2),
     (35, "DescribeLogDirs", 1, 5),
     (37, "CreatePartitions", 0, 3),
     (42, "DeleteGroups", 0, 3),

@@ -34,6 +34,11 @@ pub fn documentation(name: &str) -> Option<&'static str> {
         "log.segment.delete.delay.ms" | "file.delete.delay.ms" => "How long a deleted segment's files wait before they are removed from disk.",
         "log.open.files.max" => "Segment files the broker keeps open at once (Tarn's own key); idle partitions hold none.",
         "broker.session.fence.on.disconnect" => "Fence a broker as soon as its heartbeat connection closes and its listener refuses connections (it died), not after broker.session.timeout.ms (Tarn's own key).",
+        "leader.replication.throttled.rate" => "Bytes per second leaders may send to throttled followers; stored for kafka-reassign-partitions.sh, not enforced yet.",
+        "follower.replication.throttled.rate" => "Bytes per second throttled followers may fetch; stored for kafka-reassign-partitions.sh, not enforced yet.",
+        "replica.alter.log.dirs.io.max.bytes.per.second" => "Bytes per second a move between log directories may copy; stored for Kafka's tools, without effect (a broker has one directory).",
+        "leader.replication.throttled.replicas" => "The replicas (partition:broker, or *) the leader throttle applies to; stored, not enforced yet.",
+        "follower.replication.throttled.replicas" => "The replicas (partition:broker, or *) the follower throttle applies to; stored, not enforced yet.",
         // Retention.
         "log.retention.ms" | "retention.ms" => "Delete segments whose newest record is older than this; -1 keeps them forever.",
         "log.retention.bytes" | "retention.bytes" => "Delete the oldest segments once a partition is larger than this; -1 means no size limit.",

@@ -246,6 +246,26 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     ),
     def("broker.heartbeat.interval.ms", Int, "2000", AtLeast(1)),
     def("broker.session.timeout.ms", Int, "9000", AtLeast(1)),
+    // Replication throttles (KIP-73), set and cleared by
+    // kafka-reassign-partitions.sh: stored, not enforced yet.
+    def(
+        "leader.replication.throttled.rate",
+        Long,
+        "9223372036854775807",
+        AtLeast(0),
+    ),
+    def(
+        "follower.replication.throttled.rate",
+        Long,
+        "9223372036854775807",
+        AtLeast(0),
+    ),
+    def(
+        "replica.alter.log.dirs.io.max.bytes.per.second",
+        Long,
+        "9223372036854775807",
+        AtLeast(0),
+    ),
     // Tarn's own key (Kafka has none): the active controller fences a
     // broker whose heartbeat connection closed once its listener refuses
     // connections, without waiting out the session.
@@ -437,6 +457,16 @@ pub const TOPIC_CONFIGS: &[(ConfigDef, Option<&str>)] = &[
     (
         def("unclean.leader.election.enable", Bool, "false", Any),
         Some("unclean.leader.election.enable"),
+    ),
+    // Which replicas the throttles above apply to ("partition:broker,..."
+    // or "*"): stored, not enforced yet.
+    (
+        def("leader.replication.throttled.replicas", List, "", Any),
+        None,
+    ),
+    (
+        def("follower.replication.throttled.replicas", List, "", Any),
+        None,
     ),
 ];
 

@@ -165,7 +165,12 @@ impl ConfigEntry {
 
 /// Broker keys Kafka lets AlterConfigs change that are no topic config's
 /// synonym.
-const OTHER_DYNAMIC_BROKER_KEYS: &[&str] = &["producer.id.expiration.ms"];
+const OTHER_DYNAMIC_BROKER_KEYS: &[&str] = &[
+    "producer.id.expiration.ms",
+    "leader.replication.throttled.rate",
+    "follower.replication.throttled.rate",
+    "replica.alter.log.dirs.io.max.bytes.per.second",
+];
 
 /// Broker keys that have no default of their own in Kafka (it is derived
 /// from another key, such as `log.retention.ms` from `log.retention.hours`),

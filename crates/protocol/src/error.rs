@@ -11,6 +11,8 @@ pub const INVALID_FETCH_SIZE: ErrorCode = 4;
 pub const LEADER_NOT_AVAILABLE: ErrorCode = 5;
 pub const NOT_LEADER_OR_FOLLOWER: ErrorCode = 6;
 pub const REQUEST_TIMED_OUT: ErrorCode = 7;
+/// The replica is not on this broker (yet).
+pub const REPLICA_NOT_AVAILABLE: ErrorCode = 9;
 pub const MESSAGE_TOO_LARGE: ErrorCode = 10;
 pub const INVALID_TOPIC_EXCEPTION: ErrorCode = 17;
 pub const RECORD_LIST_TOO_LARGE: ErrorCode = 18;
@@ -35,6 +37,8 @@ pub const INVALID_PRODUCER_EPOCH: ErrorCode = 47;
 pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: ErrorCode = 53;
 pub const SECURITY_DISABLED: ErrorCode = 54;
 pub const KAFKA_STORAGE_ERROR: ErrorCode = 56;
+/// AlterReplicaLogDirs: the broker has no log directory at that path.
+pub const LOG_DIR_NOT_FOUND: ErrorCode = 57;
 pub const FENCED_LEADER_EPOCH: ErrorCode = 74;
 /// A broker heartbeat or request named a registration that is not current.
 pub const STALE_BROKER_EPOCH: ErrorCode = 77;

@@ -1773,3 +1773,30 @@ fn partition_reassignments() {
     };
     check::<_, k::ListPartitionReassignmentsResponse>(&response, 0..=0, 0);
 }
+
+#[test]
+fn alter_replica_log_dirs() {
+    use alter_replica_log_dirs::*;
+    use kafka_protocol::messages as k;
+    let request = AlterReplicaLogDirsRequest {
+        dirs: vec![AlterReplicaLogDir {
+            path: "/data".into(),
+            topics: vec![AlterReplicaLogDirTopic {
+                name: "t".into(),
+                partitions: vec![0, 2],
+            }],
+        }],
+    };
+    check::<_, k::AlterReplicaLogDirsRequest>(&request, 1..=2, 2);
+    let response = AlterReplicaLogDirsResponse {
+        throttle_time_ms: 0,
+        results: vec![AlterReplicaLogDirTopicResult {
+            topic_name: "t".into(),
+            partitions: vec![AlterReplicaLogDirPartitionResult {
+                partition_index: 2,
+                error_code: 9,
+            }],
+        }],
+    };
+    check::<_, k::AlterReplicaLogDirsResponse>(&response, 1..=2, 2);
+}

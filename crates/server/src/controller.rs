@@ -53,6 +53,9 @@ pub enum ControllerRequest {
     /// answered on the controller as if the client had sent it there.
     Forward {
         frame: Vec<u8>,
+        /// The broker that received it from the client.
+        #[serde(default)]
+        origin: Option<i32>,
     },
     /// Creates the topic unless one of that name exists: automatic topic
     /// creation and internal topics. Partitions and replication factor -1
@@ -306,8 +309,8 @@ impl Broker {
 /// node must be the active controller (NOT_CONTROLLER otherwise).
 pub async fn execute(broker: &Arc<Broker>, request: ControllerRequest) -> ControllerResponse {
     let result = match request {
-        ControllerRequest::Forward { frame } if broker.is_active_controller() => {
-            forwarded(broker, frame).await
+        ControllerRequest::Forward { frame, origin } if broker.is_active_controller() => {
+            forwarded(broker, frame, origin.unwrap_or(broker.node_id)).await
         }
         request => return execute_local(broker, &request),
     };
@@ -405,6 +408,7 @@ pub async fn forward(
 ) -> Option<Result<Vec<u8>, ControllerRefusal>> {
     let request = ControllerRequest::Forward {
         frame: frame.to_vec(),
+        origin: Some(broker.node_id),
     };
     let deadline = Instant::now() + SUBMIT_TIMEOUT;
     loop {
@@ -447,9 +451,10 @@ pub async fn forward(
 async fn forwarded(
     broker: &Arc<Broker>,
     frame: Vec<u8>,
+    origin: i32,
 ) -> Result<ControllerReply, ControllerRefusal> {
     let peer = SocketAddr::from(([127, 0, 0, 1], 0));
-    match crate::handlers::dispatch(broker, peer, Bytes::from(frame)).await {
+    match crate::handlers::dispatch_received_by(broker, peer, Bytes::from(frame), origin).await {
         Ok(Some(parts)) => {
             let mut frame = Vec::with_capacity(parts.len());
             for part in parts.parts {

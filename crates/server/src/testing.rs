@@ -111,5 +111,7 @@ pub fn request_context(spec: &ApiSpec, version: i16) -> RequestContext {
         },
         version: Version::new(version, spec.flexible_min),
         peer: "127.0.0.1:1".parse().expect("address"),
+        // The test brokers are node 1.
+        receiving_node: 1,
     }
 }

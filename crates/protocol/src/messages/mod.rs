@@ -5,6 +5,7 @@
 
 pub mod acls;
 pub mod alter_configs;
+pub mod alter_replica_log_dirs;
 pub mod api_versions;
 pub mod client_quotas;
 pub mod create_partitions;

@@ -30,7 +30,7 @@ pub const SPEC: ApiSpec = ApiSpec {
 
 pub async fn handle(
     broker: &Arc<Broker>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     request: AlterConfigsRequest,
 ) -> AlterConfigsResponse {
     let duplicates = duplicate_resources(
@@ -52,9 +52,13 @@ pub async fn handle(
             let outcome = if duplicates.contains(&key) {
                 Err(duplicate_resource_error())
             } else {
-                commit_resource(broker, key, request.validate_only, |view, target| {
-                    plan_replace(view, target, &configs)
-                })
+                commit_resource(
+                    broker,
+                    ctx.receiving_node,
+                    key,
+                    request.validate_only,
+                    |view, target| plan_replace(view, target, &configs),
+                )
             };
             response_for(key, outcome)
         })
@@ -92,6 +96,7 @@ pub(super) fn duplicate_resource_error() -> AdminError {
 /// that follows every commit hands the new settings to live logs.
 pub(super) fn commit_resource(
     broker: &Broker,
+    receiving_node: i32,
     (resource_type, resource_name): (i8, &str),
     validate_only: bool,
     plan: impl FnOnce(&ConfigView<'_>, &Resource) -> Result<Vec<MetadataRecord>, AdminError>,
@@ -99,7 +104,7 @@ pub(super) fn commit_resource(
     let outcome = broker.commit_metadata(|image| -> Result<_, BrokerError> {
         let planned = resolve(
             image,
-            broker.node_id,
+            receiving_node,
             resource_type,
             resource_name,
             Purpose::Alter,

@@ -26,7 +26,7 @@ pub const SPEC: ApiSpec = ApiSpec {
 
 pub async fn handle(
     broker: &Arc<Broker>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     request: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
     let duplicates = duplicate_resources(
@@ -48,9 +48,13 @@ pub async fn handle(
             let outcome = if duplicates.contains(&key) {
                 Err(duplicate_resource_error())
             } else {
-                commit_resource(broker, key, request.validate_only, |view, target| {
-                    plan_incremental(view, target, &ops)
-                })
+                commit_resource(
+                    broker,
+                    ctx.receiving_node,
+                    key,
+                    request.validate_only,
+                    |view, target| plan_incremental(view, target, &ops),
+                )
             };
             response_for(key, outcome)
         })

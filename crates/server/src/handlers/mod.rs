@@ -10,6 +10,7 @@
 pub mod alter_client_quotas;
 pub mod alter_configs;
 pub mod alter_partition_reassignments;
+pub mod alter_replica_log_dirs;
 pub mod api_versions;
 pub mod create_acls;
 pub mod create_partitions;
@@ -102,6 +103,7 @@ pub const APIS: &[ApiSpec] = &[
     describe_topic_partitions::SPEC,
     elect_leaders::SPEC,
     alter_partition_reassignments::SPEC,
+    alter_replica_log_dirs::SPEC,
     list_partition_reassignments::SPEC,
     describe_acls::SPEC,
     create_acls::SPEC,
@@ -142,6 +144,10 @@ pub struct RequestContext {
     pub header: RequestHeader,
     pub version: Version,
     pub peer: SocketAddr,
+    /// The broker the client sent the request to: this one, or the one
+    /// that forwarded it to this active controller. A broker's own
+    /// configs are altered through the broker they name (Kafka's check).
+    pub receiving_node: i32,
 }
 
 impl RequestContext {
@@ -234,6 +240,17 @@ pub async fn dispatch(
     peer: SocketAddr,
     frame: Bytes,
 ) -> Result<Option<ResponseParts>, RequestError> {
+    dispatch_received_by(broker, peer, frame, broker.node_id).await
+}
+
+/// [`dispatch`] of a frame that `receiving_node` received from its client
+/// (and forwarded here, when it is another broker).
+pub async fn dispatch_received_by(
+    broker: &Arc<Broker>,
+    peer: SocketAddr,
+    frame: Bytes,
+    receiving_node: i32,
+) -> Result<Option<ResponseParts>, RequestError> {
     let (api_key, api_version, correlation_id) = peek_header(&frame)?;
     let spec = spec(api_key).ok_or(RequestError::UnknownApi(api_key))?;
     if !spec.serves(api_version) {
@@ -265,6 +282,7 @@ pub async fn dispatch(
         header,
         version,
         peer,
+        receiving_node,
     };
     let body = &mut body;
     let started = std::time::Instant::now();
@@ -299,6 +317,7 @@ pub async fn dispatch(
             describe_topic_partitions,
             elect_leaders,
             alter_partition_reassignments,
+            alter_replica_log_dirs,
             list_partition_reassignments,
             describe_acls,
             create_acls,
