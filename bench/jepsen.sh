@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/jepsen.sh: the fault runs of tests/tests/faults.rs, longer than CI's:
 # every seed of SEEDS (comma-separated) with ROUNDS faults each, on a
-# three-broker cluster of real processes; writes bench/RESULTS-jepsen.md with
+# three-broker and on a five-broker cluster of real processes; writes bench/RESULTS-jepsen.md with
 # each seed's fault schedule and anomaly counts (lost, duplicated,
 # divergent reads and replicas, backwards, skipped, failed but read).
 #
@@ -17,16 +17,17 @@ trap 'rm -f "$log"' EXIT
 cargo build -p tarn-cli
 status=0
 TARN_FAULT_SEEDS=$seeds TARN_FAULT_ROUNDS=$rounds \
-  cargo test -p tarn-e2e --test faults -- --nocapture >"$log" 2>&1 || status=$?
+  cargo test -p tarn-e2e --test faults -- --nocapture --test-threads=1 >"$log" 2>&1 || status=$?
 {
   echo "# Jepsen-style fault runs"
   echo
   echo "Written by \`bench/jepsen.sh\` (SEEDS=$seeds ROUNDS=$rounds) on $(date -u '+%Y-%m-%d %H:%M UTC'),"
-  echo "commit $(git rev-parse --short HEAD), debug build, $(nproc) cores. Three brokers (each also a"
+  echo "commit $(git rev-parse --short HEAD), debug build, $(nproc) cores. Three brokers, then five (each also a"
   echo "controller), topic of 3 partitions, replication factor 3, min.insync.replicas=2; an"
   echo "idempotent acks=all producer and a reader of every partition run throughout while each"
-  echo "round SIGKILLs a partition leader or the active controller, SIGSTOPs a broker, or cuts a"
-  echo "broker off the quorum, for 2-5 s, then heals. A seed fixes the schedule of faults."
+  echo "round SIGKILLs a partition leader or the active controller, SIGSTOPs a broker, cuts a"
+  echo "broker off the quorum, or strands a leader (pauses its followers, kills it, resumes them),"
+  echo "for 2-5 s, then heals. A seed fixes the schedule of faults."
   echo
   echo "Test exit status: $status (0: every seed had zero anomalies)."
   echo

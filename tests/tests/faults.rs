@@ -1,4 +1,4 @@
-//! Jepsen-style runs on real broker processes: three brokers, a topic of
+//! Jepsen-style runs on real broker processes: three brokers (and five), a topic of
 //! replication factor 3 with `min.insync.replicas=2`, an idempotent
 //! acks=all producer and a consumer running throughout, while a seeded
 //! fault injector SIGKILLs partition leaders and the active controller,
@@ -44,6 +44,9 @@ use tarn_protocol::record_batch::BatchIter;
 const TOPIC: &str = "jepsen";
 const PARTITIONS: i32 = 3;
 const CI_SEEDS: &[u64] = &[1, 2];
+/// The seeds CI runs on five brokers (every broker a voter, so a fault on
+/// one leaves a quorum of four).
+const CI_SEEDS_FIVE: &[u64] = &[3];
 const CI_ROUNDS: usize = 3;
 const FORMED: Duration = Duration::from_secs(60);
 const SETTINGS: &[(&str, &str)] = &[
@@ -116,9 +119,9 @@ struct Anomalies {
     producer_fatal: usize,
 }
 
-fn seeds() -> (Vec<u64>, usize) {
+fn seeds(ci_seeds: &[u64]) -> (Vec<u64>, usize) {
     let seeds = std::env::var("TARN_FAULT_SEEDS").map_or_else(
-        |_| CI_SEEDS.to_vec(),
+        |_| ci_seeds.to_vec(),
         |s| {
             s.split(',')
                 .map(|x| x.trim().parse().expect("TARN_FAULT_SEEDS: numbers"))
@@ -133,24 +136,34 @@ fn seeds() -> (Vec<u64>, usize) {
 
 #[test]
 fn acknowledged_records_survive_kills_pauses_and_isolation() {
-    let (seeds, rounds) = seeds();
+    run_seeds(CI_SEEDS, 3);
+}
+
+#[test]
+fn acknowledged_records_survive_kills_pauses_and_isolation_on_five_brokers() {
+    run_seeds(CI_SEEDS_FIVE, 5);
+}
+
+fn run_seeds(ci_seeds: &[u64], brokers: usize) {
+    let (seeds, rounds) = seeds(ci_seeds);
     let limit = Duration::from_secs(120 + 40 * (rounds as u64) * seeds.len() as u64);
     run_with_timeout(limit, move || {
         for seed in seeds {
-            let anomalies = run_seed(seed, rounds);
-            println!("seed {seed}: {anomalies:?}");
+            let anomalies = run_seed(seed, rounds, brokers);
+            println!("seed {seed} ({brokers} brokers): {anomalies:?}");
             assert_eq!(
                 anomalies,
                 Anomalies::default(),
-                "seed {seed} ({rounds} rounds) found anomalies; rerun with TARN_FAULT_SEEDS={seed} TARN_FAULT_ROUNDS={rounds}"
+                "seed {seed} ({rounds} rounds, {brokers} brokers) found anomalies; rerun with TARN_FAULT_SEEDS={seed} TARN_FAULT_ROUNDS={rounds}"
             );
         }
     });
 }
 
-fn run_seed(seed: u64, rounds: usize) -> Anomalies {
+fn run_seed(seed: u64, rounds: usize, brokers: usize) -> Anomalies {
     let mut rng = Rng::new(seed);
-    let mut cluster = Cluster::start_partitionable(3, &[1, 2, 3], SETTINGS);
+    let order: Vec<usize> = (1..=brokers).collect();
+    let mut cluster = Cluster::start_partitionable(brokers, &order, SETTINGS);
     cluster.wait_until_formed(FORMED);
     let out = cli::run(&[
         "topics",
@@ -206,10 +219,15 @@ fn run_seed(seed: u64, rounds: usize) -> Anomalies {
     reader.join().expect("reader thread");
 
     // Everything healed: wait for every ISR to be whole again, then read.
-    cluster.wait_for(1, FORMED, "every ISR whole", |v| {
-        v.isr
-            .get(TOPIC)
-            .is_some_and(|p| p.iter().all(|isr| isr == &vec![1, 2, 3]))
+    let (whole, _) = cluster.wait_for(1, FORMED, "every ISR whole", |v| {
+        let (Some(isrs), Some(replicas)) = (v.isr.get(TOPIC), v.replicas.get(TOPIC)) else {
+            return false;
+        };
+        isrs.iter().zip(replicas).all(|(isr, replicas)| {
+            let mut all = replicas.clone();
+            all.sort();
+            *isr == all
+        })
     });
     let total: i64 = watermarks(&cluster.bootstrap(), TOPIC)
         .iter()
@@ -283,11 +301,12 @@ fn run_seed(seed: u64, rounds: usize) -> Anomalies {
         cluster.stop(id);
     }
     for partition in 0..PARTITIONS {
-        let logs: Vec<Vec<BatchId>> = (1..=3)
+        let logs: Vec<Vec<BatchId>> = whole.replicas[TOPIC][partition as usize]
+            .iter()
             .map(|id| {
                 batches(
                     &cluster
-                        .node(id)
+                        .node(*id)
                         .data_dir()
                         .join(format!("{TOPIC}-{partition}")),
                 )
@@ -335,7 +354,15 @@ fn inject(cluster: &mut Cluster, rng: &mut Rng, fault: Fault, hold: Duration) ->
             cluster.heal();
         }
         Fault::StrandLeader => {
-            let followers: Vec<i32> = running.iter().copied().filter(|id| *id != victim).collect();
+            // The followers of one partition the victim leads.
+            let led = view.leaders[TOPIC].iter().position(|l| *l == victim);
+            let followers: Vec<i32> = match led {
+                Some(p) => view.replicas[TOPIC][p].clone(),
+                None => running.clone(),
+            }
+            .into_iter()
+            .filter(|id| *id != victim)
+            .collect();
             for f in &followers {
                 cluster.pause(*f);
             }
