@@ -53,9 +53,10 @@ python3 "$repo/bench/cluster.py" "$tarn" "$work" "${sections[@]}" | tee "$work/r
 
 out=${OUT:-bench/RESULTS-cluster.md}
 raw_out=$(dirname "$out")/$(basename "$out" .md | sed 's/^RESULTS/results/' | tr 'A-Z' 'a-z').txt
-cp "$work/raw.txt" "$raw_out"
+# Before the raw figures are copied in: they are not a change to what ran.
 commit=$(git rev-parse --short HEAD)
 dirty=$(git status --porcelain --untracked-files=no | grep -q . && echo " (with uncommitted changes)" || true)
+cp "$work/raw.txt" "$raw_out"
 {
   if [ -n "${OUT:-}" ]; then echo "# Tarn as a three-node cluster: ${sections[*]}"; else echo "# Tarn as a three-node cluster vs a single node"; fi
   echo
