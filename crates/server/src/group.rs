@@ -121,12 +121,34 @@ pub async fn ensure_offsets_topic(broker: &Arc<Broker>) -> Result<(), ErrorCode>
     if OFFSETS_TOPIC_FAILING.succeeded() {
         tracing::info!("{OFFSETS_TOPIC} is available again");
     }
+    // One attach at a time: two first group requests must not both load.
+    static ATTACHING: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
+    let _attaching = ATTACHING.lock();
+    let store = broker.groups.store();
+    if store.is_attached() {
+        return Ok(());
+    }
     let image = broker.metadata.image();
     let partitions = local_partitions(&image, &broker.replicas, broker.node_id)
         .ok_or(error::COORDINATOR_NOT_AVAILABLE)?;
-    let store = broker.groups.store();
-    if !store.is_attached() {
-        store.attach(partitions);
+    // The topic may be older than this process (created before a restart
+    // whose metadata arrived after start-up): the partitions led here are
+    // loaded before they are served, never taken for new and empty.
+    let mut records = Vec::new();
+    for partition in partitions.iter().flatten() {
+        let loaded = tarn_replication::blocking::off_async_workers(|| {
+            store::load_partition(partition, |r| records.push(r))
+        });
+        if let Err(e) = loaded {
+            tracing::error!(partition = partition.index, error = %e, "cannot load {OFFSETS_TOPIC}; group requests answer COORDINATOR_NOT_AVAILABLE until it can");
+            return Err(error::COORDINATOR_NOT_AVAILABLE);
+        }
+    }
+    // Loaded first: a request is served once the store is attached.
+    let groups = broker.groups.load(records);
+    store.attach(partitions);
+    if groups > 0 {
+        tracing::info!(groups, "loaded groups and offsets from {OFFSETS_TOPIC}");
     }
     Ok(())
 }
