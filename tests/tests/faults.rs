@@ -1,6 +1,8 @@
 //! Jepsen-style runs on real broker processes: three brokers (and five), a topic of
 //! replication factor 3 with `min.insync.replicas=2`, an idempotent
-//! acks=all producer and a consumer running throughout, while a seeded
+//! acks=all producer, a consumer and a consumer group of two members
+//! (committing as they go, to a replicated `__consumer_offsets`) running
+//! throughout, while a seeded
 //! fault injector SIGKILLs partition leaders and the active controller,
 //! pauses brokers (SIGSTOP/SIGCONT), cuts brokers off the controller
 //! quorum (a proxy the test controls), and strands a leader (pauses both
@@ -13,8 +15,10 @@
 //! files are compared batch by batch), a consumer's offsets going
 //! backwards or skipping records, and records whose send failed but that
 //! were read, and an idempotent producer turning fatal (what librdkafka
-//! does when a broker lost records it had acknowledged). Every count must
-//! be zero.
+//! does when a broker lost records it had acknowledged); for the group,
+//! commits the coordinator acknowledged and then lost, and records below
+//! the group's final committed offsets that no member read. Every count
+//! must be zero.
 //!
 //! CI runs the seeds in `CI_SEEDS` with a few faults each;
 //! `TARN_FAULT_SEEDS=1,2,3 TARN_FAULT_ROUNDS=12` runs others (and
@@ -33,7 +37,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
 use tarn_e2e::cluster::Cluster;
@@ -53,7 +57,14 @@ const SETTINGS: &[(&str, &str)] = &[
     ("broker.session.timeout.ms", "3000"),
     ("broker.heartbeat.interval.ms", "500"),
     ("replica.lag.time.max.ms", "4000"),
+    // The group's commits are replicated like the records.
+    ("offsets.topic.replication.factor", "3"),
 ];
+const GROUP: &str = "jepsen-group";
+/// Members of the group.
+const MEMBERS: usize = 2;
+/// A member commits its positions after this many records.
+const COMMIT_EVERY: usize = 50;
 
 /// xorshift64*: a small seeded generator, so a seed names a schedule.
 struct Rng(u64);
@@ -96,6 +107,16 @@ struct History {
     fatal: Option<String>,
 }
 
+/// What the group's members read and the commits they were answered.
+#[derive(Default)]
+struct GroupReads {
+    read: std::collections::HashSet<(i32, i64)>,
+    /// Per partition, the highest offset a commit was acknowledged for.
+    acked_commits: BTreeMap<i32, i64>,
+    commits: usize,
+    failed_commits: usize,
+}
+
 /// What the live consumer saw, and its anomalies.
 #[derive(Default)]
 struct Reads {
@@ -117,6 +138,11 @@ struct Anomalies {
     skipped: usize,
     failed_but_read: usize,
     producer_fatal: usize,
+    /// Partitions whose final committed offset is below one the
+    /// coordinator acknowledged.
+    commits_lost: usize,
+    /// Records below the group's final committed offsets no member read.
+    group_skipped: usize,
 }
 
 fn seeds(ci_seeds: &[u64]) -> (Vec<u64>, usize) {
@@ -149,18 +175,13 @@ fn run_seeds(ci_seeds: &[u64], brokers: usize) {
     let limit = Duration::from_secs(120 + 40 * (rounds as u64) * seeds.len() as u64);
     run_with_timeout(limit, move || {
         for seed in seeds {
-            let anomalies = run_seed(seed, rounds, brokers);
-            println!("seed {seed} ({brokers} brokers): {anomalies:?}");
-            assert_eq!(
-                anomalies,
-                Anomalies::default(),
-                "seed {seed} ({rounds} rounds, {brokers} brokers) found anomalies; rerun with TARN_FAULT_SEEDS={seed} TARN_FAULT_ROUNDS={rounds}"
-            );
+            run_seed(seed, rounds, brokers);
         }
     });
 }
 
-fn run_seed(seed: u64, rounds: usize, brokers: usize) -> Anomalies {
+/// One seed's run; panics (printing every node's log) on any anomaly.
+fn run_seed(seed: u64, rounds: usize, brokers: usize) {
     let mut rng = Rng::new(seed);
     let order: Vec<usize> = (1..=brokers).collect();
     let mut cluster = Cluster::start_partitionable(brokers, &order, SETTINGS);
@@ -193,6 +214,13 @@ fn run_seed(seed: u64, rounds: usize, brokers: usize) -> Anomalies {
         let (stop, reads, bootstrap) = (stop.clone(), reads.clone(), bootstrap.clone());
         thread::spawn(move || read_live(&bootstrap, &stop, &reads))
     };
+    let group = Arc::new(Mutex::new(GroupReads::default()));
+    let members: Vec<_> = (0..MEMBERS)
+        .map(|_| {
+            let (stop, group, bootstrap) = (stop.clone(), group.clone(), bootstrap.clone());
+            thread::spawn(move || read_in_group(&bootstrap, &stop, &group))
+        })
+        .collect();
 
     thread::sleep(Duration::from_secs(2));
     for round in 0..rounds {
@@ -217,6 +245,9 @@ fn run_seed(seed: u64, rounds: usize, brokers: usize) -> Anomalies {
     stop.store(true, Ordering::SeqCst);
     producer.join().expect("producer thread");
     reader.join().expect("reader thread");
+    for member in members {
+        member.join().expect("group member thread");
+    }
 
     // Everything healed: wait for every ISR to be whole again, then read.
     let (whole, _) = cluster.wait_for(1, FORMED, "every ISR whole", |v| {
@@ -290,6 +321,25 @@ fn run_seed(seed: u64, rounds: usize, brokers: usize) -> Anomalies {
         .iter()
         .filter(|(value, _)| count.contains_key(value))
         .count();
+    let committed = committed_offsets(&cluster.bootstrap());
+    let group = group.lock().expect("group reads");
+    println!(
+        "seed {seed}: the group read {} records, {} commits acknowledged ({} failed), committed {committed:?}",
+        group.read.len(),
+        group.commits,
+        group.failed_commits
+    );
+    for (partition, acked) in &group.acked_commits {
+        if committed.get(partition).copied().unwrap_or(-1) < *acked {
+            println!("  partition {partition}: committed {acked} was acknowledged, the group now has {:?}", committed.get(partition));
+            anomalies.commits_lost += 1;
+        }
+    }
+    for (partition, end) in &committed {
+        anomalies.group_skipped += (0..*end)
+            .filter(|offset| !group.read.contains(&(*partition, *offset)))
+            .count();
+    }
     for (value, error) in history.failed.iter().take(5) {
         println!("  failed send {value}: {error}");
     }
@@ -321,7 +371,14 @@ fn run_seed(seed: u64, rounds: usize, brokers: usize) -> Anomalies {
         let lengths: Vec<usize> = logs.iter().map(Vec::len).collect();
         println!("  partition {partition}: batches per replica {lengths:?}");
     }
-    anomalies
+    // Checked here, with the cluster still up: its nodes' logs are printed
+    // as it drops while the test panics.
+    println!("seed {seed} ({brokers} brokers): {anomalies:?}");
+    assert_eq!(
+        anomalies,
+        Anomalies::default(),
+        "seed {seed} ({rounds} rounds, {brokers} brokers) found anomalies; rerun with TARN_FAULT_SEEDS={seed} TARN_FAULT_ROUNDS={rounds}"
+    );
 }
 
 /// Applies one fault for `hold`, then undoes it; returns the broker hit.
@@ -455,6 +512,76 @@ fn read_live(bootstrap: &str, stop: &AtomicBool, reads: &Mutex<Reads>) {
             }
         }
     }
+}
+
+/// One member of the group: reads what it is assigned and commits its
+/// positions every `COMMIT_EVERY` records, until `stop` (then it leaves
+/// without a last commit).
+fn read_in_group(bootstrap: &str, stop: &AtomicBool, group: &Mutex<GroupReads>) {
+    let consumer: BaseConsumer = consumer(
+        bootstrap,
+        &[("group.id", GROUP), ("fetch.wait.max.ms", "100")],
+    );
+    consumer.subscribe(&[TOPIC]).expect("subscribe");
+    let mut since_commit = 0;
+    while !stop.load(Ordering::SeqCst) {
+        let Some(message) = consumer.poll(Duration::from_millis(200)) else {
+            continue;
+        };
+        // Errors while brokers come and go are the client's to retry.
+        let Ok(message) = message else {
+            continue;
+        };
+        let key = (message.partition(), message.offset());
+        group.lock().expect("group reads").read.insert(key);
+        since_commit += 1;
+        if since_commit < COMMIT_EVERY {
+            continue;
+        }
+        since_commit = 0;
+        let Ok(positions) = consumer.position() else {
+            continue;
+        };
+        let outcome = consumer.commit(&positions, CommitMode::Sync);
+        let mut group = group.lock().expect("group reads");
+        match outcome {
+            Ok(()) => {
+                group.commits += 1;
+                for element in positions.elements() {
+                    if let Offset::Offset(offset) = element.offset() {
+                        let acked = group
+                            .acked_commits
+                            .entry(element.partition())
+                            .or_insert(offset);
+                        *acked = (*acked).max(offset);
+                    }
+                }
+            }
+            // A rebalance or a coordinator moving: the commit is not
+            // acknowledged, so nothing is owed for it.
+            Err(_) => group.failed_commits += 1,
+        }
+    }
+}
+
+/// The group's committed offset of every partition (absent: none).
+fn committed_offsets(bootstrap: &str) -> BTreeMap<i32, i64> {
+    let consumer: BaseConsumer = consumer(bootstrap, &[("group.id", GROUP)]);
+    let mut partitions = TopicPartitionList::new();
+    for partition in 0..PARTITIONS {
+        partitions.add_partition(TOPIC, partition);
+    }
+    let committed = consumer
+        .committed_offsets(partitions, Duration::from_secs(60))
+        .expect("the group's committed offsets");
+    committed
+        .elements()
+        .iter()
+        .filter_map(|e| match e.offset() {
+            Offset::Offset(offset) => Some((e.partition(), offset)),
+            _ => None,
+        })
+        .collect()
 }
 
 /// A batch as the replicas must agree on it.
