@@ -408,8 +408,6 @@ fn fetch_request(
     })
 }
 
-/// Applies the leader's answer for one partition; an error says why the
-/// partition should back off.
 /// Why a partition's fetch answer could not be taken, and whether it is
 /// the leader still catching up with the metadata that made it leader.
 struct PartitionFailed {
