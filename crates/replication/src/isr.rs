@@ -181,9 +181,18 @@ impl ReplicaSet {
 
     /// The ISR to ask for when a follower outside it has caught up: its
     /// log end offset reached the high watermark and the start of the
-    /// leader's current epoch (so it holds this leader's history). `None`
-    /// when no follower qualifies or a change is already pending.
-    pub fn expansion(&self, high_watermark: i64, epoch_start_offset: i64) -> Option<Vec<i32>> {
+    /// leader's current epoch (so it holds this leader's history). Only
+    /// `fetching`, the follower whose fetch is being recorded, may join: a
+    /// follower that stopped fetching (dead, say) must not be taken back
+    /// on the position it last had, as Kafka expands the ISR only for the
+    /// replica that fetched. `None` when it does not qualify or a change is
+    /// already pending.
+    pub fn expansion(
+        &self,
+        fetching: i32,
+        high_watermark: i64,
+        epoch_start_offset: i64,
+    ) -> Option<Vec<i32>> {
         if self.pending_isr.is_some() {
             return None;
         }
@@ -191,7 +200,8 @@ impl ReplicaSet {
             .followers
             .iter()
             .filter(|(r, s)| {
-                !self.isr.contains(r)
+                **r == fetching
+                    && !self.isr.contains(r)
                     && s.log_end_offset >= 0
                     && s.log_end_offset >= high_watermark
                     && s.log_end_offset >= epoch_start_offset
@@ -264,13 +274,15 @@ mod tests {
         let mut set = ReplicaSet::new(1, &[1, 2], &[1], 0, 0);
         assert_eq!(set.high_watermark_bound(5), Some(5));
         set.record_fetch(2, 5, 8, 1);
-        assert_eq!(set.expansion(5, 0), Some(vec![1, 2]));
+        assert_eq!(set.expansion(2, 5, 0), Some(vec![1, 2]));
+        // Only for the follower that fetched.
+        assert_eq!(set.expansion(3, 5, 0), None);
         // Not before it has the start of this leader's epoch.
-        assert_eq!(set.expansion(5, 6), None);
+        assert_eq!(set.expansion(2, 5, 6), None);
         set.begin_change(vec![1, 2]);
         assert_eq!(set.maximal_isr(), vec![1, 2]);
         assert_eq!(set.high_watermark_bound(8), Some(5));
-        assert_eq!(set.expansion(5, 0), None, "one change at a time");
+        assert_eq!(set.expansion(2, 5, 0), None, "one change at a time");
         set.change_settled();
         assert_eq!(set.high_watermark_bound(8), Some(8));
         // A committed change clears the pending one.

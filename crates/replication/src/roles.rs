@@ -379,6 +379,7 @@ impl Partition {
         let expand_isr = {
             let mut set = self.replica_set.lock();
             let wanted = set.expansion(
+                replica,
                 self.high_watermark(),
                 self.leader_epoch_start_offset.load(Ordering::Acquire),
             );

@@ -944,6 +944,11 @@ impl Broker {
 /// accept a connection when it probes a broker whose heartbeat
 /// connection closed.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
+/// How many times, and how far apart, it probes: a dying process closes
+/// its connections one by one, so its listener may still accept just
+/// after its heartbeat connection closed.
+const PROBES: u32 = 10;
+const PROBE_INTERVAL: Duration = Duration::from_millis(100);
 
 /// The active controller saw the connection that carried the heartbeats
 /// of `broker_id` at `broker_epoch` close. With Tarn's
@@ -970,16 +975,34 @@ pub async fn heartbeat_connection_closed(broker: Arc<Broker>, broker_id: i32, br
             None => return,
         }
     };
-    let probe = tokio::time::timeout(PROBE_TIMEOUT, tokio::net::TcpStream::connect(&address)).await;
-    match probe {
-        Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {}
-        Ok(Err(e)) => {
-            tracing::info!(broker_id, %address, error = %e, "a broker's heartbeat connection closed and probing it failed; its session decides");
-            return;
+    let mut refused = false;
+    for attempt in 0..PROBES {
+        if attempt > 0 {
+            tokio::time::sleep(PROBE_INTERVAL).await;
         }
-        Ok(Ok(_)) | Err(_) => return,
+        let probe =
+            tokio::time::timeout(PROBE_TIMEOUT, tokio::net::TcpStream::connect(&address)).await;
+        match probe {
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                refused = true;
+                break;
+            }
+            Ok(Err(e)) => {
+                tracing::info!(broker_id, %address, error = %e, "a broker's heartbeat connection closed and probing it failed; its session decides");
+                return;
+            }
+            // It accepts (alive, or still dying) or cannot be reached in
+            // time (paused, or cut off): ask again.
+            Ok(Ok(_)) | Err(_) => {}
+        }
     }
-    if !broker.is_active_controller() {
+    let still_registered = broker
+        .metadata
+        .image()
+        .brokers
+        .get(&broker_id)
+        .is_some_and(|b| b.broker_epoch == broker_epoch && !b.fenced);
+    if !refused || !still_registered || !broker.is_active_controller() {
         return;
     }
     broker.sessions.remove(broker_id, broker_epoch);
