@@ -383,3 +383,20 @@ impl Cluster {
         controller
     }
 }
+
+/// Every segment file of a partition directory, by name, with contents.
+pub fn segment_files(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut files: Vec<(String, Vec<u8>)> = entries
+        .map(|e| e.expect("read partition directory"))
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".log"))
+        .map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            (name, std::fs::read(e.path()).expect("read segment"))
+        })
+        .collect();
+    files.sort();
+    files
+}

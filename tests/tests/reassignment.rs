@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use tarn_e2e::cluster::Cluster;
+use tarn_e2e::cluster::{segment_files, Cluster};
 use tarn_e2e::http::{must, scrape};
 use tarn_e2e::kafka::{consume_all, Outgoing, Record, TestProducer};
 use tarn_e2e::{cli, run_with_timeout};
@@ -101,23 +101,6 @@ fn wait_gone(cluster: &Cluster, id: i32, topic: &str) {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-}
-
-/// The `.log` files of one partition directory, by name, with contents.
-fn segment_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let mut files: Vec<(String, Vec<u8>)> = entries
-        .map(|e| e.expect("read partition directory"))
-        .filter(|e| e.file_name().to_string_lossy().ends_with(".log"))
-        .map(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            (name, std::fs::read(e.path()).expect("read segment"))
-        })
-        .collect();
-    files.sort();
-    files
 }
 
 fn values(consumed: &[tarn_e2e::kafka::Consumed]) -> BTreeSet<String> {

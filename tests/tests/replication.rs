@@ -7,11 +7,10 @@
 //! "eventually".
 
 use std::collections::BTreeSet;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use tarn_cli::client::Client;
-use tarn_e2e::cluster::Cluster;
+use tarn_e2e::cluster::{segment_files, Cluster};
 use tarn_e2e::kafka::{consume_all, watermarks, Outgoing, Record, TestProducer};
 use tarn_e2e::{cli, run_with_timeout, wire};
 use tarn_protocol::error;
@@ -49,23 +48,6 @@ fn records(prefix: &str, n: usize) -> Vec<Outgoing> {
     (0..n)
         .map(|i| Record::kv(&format!("{prefix}-k{i}"), &format!("{prefix}-v{i}")).into())
         .collect()
-}
-
-/// Every segment file of a partition directory, by name, with contents.
-fn segment_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let mut files: Vec<(String, Vec<u8>)> = entries
-        .map(|e| e.expect("read partition directory"))
-        .filter(|e| e.file_name().to_string_lossy().ends_with(".log"))
-        .map(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            (name, std::fs::read(e.path()).expect("read segment"))
-        })
-        .collect();
-    files.sort();
-    files
 }
 
 #[test]
