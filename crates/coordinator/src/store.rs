@@ -26,7 +26,7 @@ use tarn_protocol::error::{self, ErrorCode};
 use tarn_protocol::record_batch::{BatchIter, RecordBatchBuilder, RecordIter};
 
 use tarn_replication::durability::AppendCompletion;
-use tarn_replication::replica_manager::{Partition, PartitionError, ReadLimit};
+use tarn_replication::replica_manager::{AppendNotifier, Partition, PartitionError, ReadLimit};
 
 use super::records::CoordinatorRecord;
 
@@ -105,13 +105,22 @@ const OFFSET_COMMIT_TIMEOUT: std::time::Duration = std::time::Duration::from_mil
 
 /// The offsets topic's partitions hosted here, attached once the topic
 /// exists (at start-up, or when the first group API creates it).
-#[derive(Default)]
 pub struct OffsetsTopicStore {
     /// Indexed by partition id; None where this broker is not the leader.
     partitions: RwLock<Option<Vec<Option<Arc<Partition>>>>>,
+    /// Wakes the followers' fetches after each write, so that a commit
+    /// waits for replication, not for a follower's fetch to time out.
+    appended: AppendNotifier,
 }
 
 impl OffsetsTopicStore {
+    pub fn new(appended: AppendNotifier) -> OffsetsTopicStore {
+        OffsetsTopicStore {
+            partitions: RwLock::new(None),
+            appended,
+        }
+    }
+
     pub fn is_attached(&self) -> bool {
         self.partitions.read().is_some()
     }
@@ -167,7 +176,10 @@ impl GroupStore for OffsetsTopicStore {
         };
         let batch = build_batch(records, now_ms);
         match target.append(&batch) {
-            Ok(appended) => Ok(appended.completion),
+            Ok(appended) => {
+                self.appended.notify();
+                Ok(appended.completion)
+            }
             Err(PartitionError { code, message, .. }) => {
                 tracing::error!(
                     partition,

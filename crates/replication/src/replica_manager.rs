@@ -106,6 +106,18 @@ pub enum Role {
     Follower,
 }
 
+/// See [`ReplicaManager::append_notifier`].
+#[derive(Clone)]
+pub struct AppendNotifier(watch::Sender<u64>);
+
+impl AppendNotifier {
+    /// Wakes every fetch waiting for new data: followers replicating what
+    /// was appended, and consumers long-polling for it.
+    pub fn notify(&self) {
+        self.0.send_modify(|v| *v += 1);
+    }
+}
+
 pub struct Partition {
     pub topic: String,
     pub topic_id: Uuid,
@@ -954,8 +966,16 @@ impl ReplicaManager {
             .unwrap_or(0)
     }
 
+    /// Wakes every fetch waiting for new data (see [`ReplicaManager::subscribe`]).
     pub fn notify_appended(&self) {
         self.data_version.send_modify(|v| *v += 1);
+    }
+
+    /// A handle that wakes waiting fetches, for writers that append to
+    /// partitions without going through a produce request (the
+    /// coordinators).
+    pub fn append_notifier(&self) -> AppendNotifier {
+        AppendNotifier(self.data_version.clone())
     }
 
     /// Makes the hosted partitions match the image: opens new ones, hands

@@ -65,7 +65,7 @@ pub fn open(
     let coordinator = GroupCoordinator::new(
         GroupConfig::from_broker(config),
         Arc::new(clock::LogEnvClock(replicas.env().clone())),
-        OffsetsTopicStore::default(),
+        OffsetsTopicStore::new(replicas.append_notifier()),
     );
     let Some(partitions) = local_partitions(image, replicas, node_id) else {
         return Ok(coordinator);
@@ -303,4 +303,38 @@ pub async fn await_response<T>(
 /// The peer address as Kafka reports a member's host ("/127.0.0.1").
 pub fn client_host(peer: &std::net::SocketAddr) -> String {
     format!("/{}", peer.ip())
+}
+
+#[cfg(test)]
+mod tests {
+    use tarn_coordinator::records::CoordinatorRecord;
+
+    use super::*;
+
+    /// A follower replicating `__consumer_offsets` waits for news on the
+    /// replica manager's data version: a coordinator's write must bump it,
+    /// or every commit waits for the follower's fetch to time out.
+    #[tokio::test]
+    async fn a_coordinator_write_wakes_waiting_fetches() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = crate::testing::broker_with_topic(dir.path(), "s", 1);
+        ensure_offsets_topic(&broker)
+            .await
+            .expect("the offsets topic");
+        let mut news = broker.replicas.subscribe();
+        news.borrow_and_update();
+        let partition = partition_for("g", broker.groups.store().partition_count().unwrap());
+        let record = CoordinatorRecord::Offset {
+            group: "g".into(),
+            topic: "s".into(),
+            partition: 0,
+            value: None,
+        };
+        broker
+            .groups
+            .store()
+            .append(partition, &[record], 1_000)
+            .expect("append a coordinator record");
+        assert!(news.has_changed().unwrap(), "no wake-up after the write");
+    }
 }
