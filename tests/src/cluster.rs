@@ -1,6 +1,7 @@
-//! Clusters of real `tarn serve` processes on loopback: every node is a
-//! broker and a controller (a voter of `controller.quorum.voters`), with
-//! fixed ports so that restarts keep their addresses.
+//! Clusters of real `tarn serve` processes: every node is a broker and a
+//! controller (a voter of `controller.quorum.voters`), with fixed
+//! addresses so that restarts keep them: free ports on loopback, or, for
+//! clusters whose network a test cuts, a host of its own per node.
 //!
 //! [`Cluster::view`] asks one node what it knows (Metadata and
 //! DescribeCluster), and the `wait_*` helpers poll it until it agrees.
@@ -15,7 +16,7 @@ use tarn_cli::client::Client;
 use tarn_protocol::messages::describe_cluster::{DescribeClusterRequest, DescribeClusterResponse};
 use tarn_protocol::messages::metadata::{MetadataRequest, MetadataResponse};
 
-use crate::proxy::Proxy;
+use crate::netns::Network;
 use crate::{BrokerOptions, TarnBroker};
 
 /// Metadata's API key and the version asked.
@@ -64,68 +65,79 @@ fn free_port() -> u16 {
 pub struct Cluster {
     /// Node `i + 1` is `nodes[i]`.
     pub nodes: Vec<TarnBroker>,
-    kafka_ports: Vec<u16>,
+    /// Node `i + 1`'s Kafka listener is `addresses[i]`.
+    addresses: Vec<String>,
     running: Vec<bool>,
-    /// With [`Cluster::start_partitionable`]: the proxy that carries node
-    /// `from`'s quorum and controller traffic to node `to`, by (from, to).
-    proxies: BTreeMap<(i32, i32), Proxy>,
+    /// With [`Cluster::start_partitionable`]: the namespaces the nodes run
+    /// in. Dropped after `nodes`, so its processes are gone first.
+    network: Option<Network>,
+}
+
+/// Where the nodes listen.
+enum Hosts {
+    /// Loopback, on free ports.
+    Loopback,
+    /// Each node in its own namespace, on its own address.
+    Network(Network),
 }
 
 impl Cluster {
     /// Starts `n` nodes in the order given (node ids from 1), each with
     /// `settings` besides the cluster keys.
     pub fn start(n: usize, order: &[usize], settings: &[(&str, &str)]) -> Cluster {
-        Cluster::launch(n, order, settings, false)
+        Cluster::launch(n, order, settings, Hosts::Loopback)
     }
 
-    /// Like [`Cluster::start`], with every node's traffic to every other
-    /// controller through a proxy, so that [`Cluster::isolate`] can cut a
-    /// node off.
+    /// Like [`Cluster::start`], with every node a host of its own (a
+    /// network namespace, see [`crate::netns`]), so that
+    /// [`Cluster::partition`] can cut nodes off each other: the quorum,
+    /// the controller and the data path between brokers alike. The test's
+    /// clients reach every node whatever is cut.
     pub fn start_partitionable(n: usize, order: &[usize], settings: &[(&str, &str)]) -> Cluster {
-        Cluster::launch(n, order, settings, true)
+        Cluster::launch(
+            n,
+            order,
+            settings,
+            Hosts::Network(Network::create(n as i32)),
+        )
     }
 
-    fn launch(n: usize, order: &[usize], settings: &[(&str, &str)], proxied: bool) -> Cluster {
+    fn launch(n: usize, order: &[usize], settings: &[(&str, &str)], hosts: Hosts) -> Cluster {
         assert_eq!(order.len(), n, "start every node once");
-        let kafka_ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
-        let controller_ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
-        let mut proxies = BTreeMap::new();
-        if proxied {
-            for from in 1..=n as i32 {
-                for to in (1..=n as i32).filter(|to| *to != from) {
-                    let target = format!("127.0.0.1:{}", controller_ports[to as usize - 1]);
-                    let proxy = Proxy::start(target).expect("start a proxy");
-                    proxies.insert((from, to), proxy);
-                }
-            }
-        }
-        // Each node reaches the others through its own proxies, if any.
-        let voters_of = |from: i32| {
-            (1..=n as i32)
-                .map(|to| {
-                    let port = match proxies.get(&(from, to)) {
-                        Some(proxy) => proxy.port(),
-                        None => controller_ports[to as usize - 1],
-                    };
-                    format!("{to}@127.0.0.1:{port}")
-                })
-                .collect::<Vec<_>>()
-                .join(",")
+        // (host, Kafka port, controller port) of each node.
+        let places: Vec<(String, u16, u16)> = match &hosts {
+            Hosts::Loopback => (0..n)
+                .map(|_| ("127.0.0.1".to_owned(), free_port(), free_port()))
+                .collect(),
+            Hosts::Network(network) => (1..=n as i32)
+                .map(|id| (network.ip(id), 9092, 9093))
+                .collect(),
         };
-        let options: Vec<BrokerOptions> = (0..n)
-            .map(|i| {
-                let voters = voters_of(i as i32 + 1);
+        let voters = places
+            .iter()
+            .enumerate()
+            .map(|(i, (host, _, controller))| format!("{}@{host}:{controller}", i + 1))
+            .collect::<Vec<_>>()
+            .join(",");
+        let options: Vec<BrokerOptions> = places
+            .iter()
+            .enumerate()
+            .map(|(i, (host, kafka, controller))| {
                 let mut options = BrokerOptions {
                     listeners: Some(format!(
-                        "PLAINTEXT://127.0.0.1:{},CONTROLLER://127.0.0.1:{}",
-                        kafka_ports[i], controller_ports[i]
+                        "PLAINTEXT://{host}:{kafka},CONTROLLER://{host}:{controller}"
                     )),
                     ..BrokerOptions::default()
+                };
+                if let Hosts::Network(network) = &hosts {
+                    options.netns = Some(network.namespace(i as i32 + 1));
+                    options.http_listen = Some(format!("{host}:0"));
                 }
-                .set("node.id", &(i + 1).to_string())
-                .set("process.roles", "broker,controller")
-                .set("controller.listener.names", "CONTROLLER")
-                .set("controller.quorum.voters", &voters);
+                let mut options = options
+                    .set("node.id", &(i + 1).to_string())
+                    .set("process.roles", "broker,controller")
+                    .set("controller.listener.names", "CONTROLLER")
+                    .set("controller.quorum.voters", &voters);
                 for (key, value) in settings {
                     options = options.set(key, value);
                 }
@@ -138,26 +150,45 @@ impl Cluster {
         }
         Cluster {
             nodes: started.into_values().collect(),
-            kafka_ports,
+            addresses: places
+                .iter()
+                .map(|(host, kafka, _)| format!("{host}:{kafka}"))
+                .collect(),
             running: vec![true; n],
-            proxies,
+            network: match hosts {
+                Hosts::Loopback => None,
+                Hosts::Network(network) => Some(network),
+            },
         }
     }
 
-    /// Cuts node `id` off from every other controller, both ways.
-    pub fn isolate(&self, id: i32) {
-        for ((from, to), proxy) in &self.proxies {
-            if *from == id || *to == id {
-                proxy.cut();
-            }
-        }
+    fn network(&mut self) -> &mut Network {
+        self.network
+            .as_mut()
+            .expect("a cluster started with Cluster::start_partitionable")
     }
 
-    /// Undoes every [`Cluster::isolate`].
-    pub fn heal(&self) {
-        for proxy in self.proxies.values() {
-            proxy.heal();
-        }
+    /// Cuts node `id` off every other node, both ways.
+    pub fn isolate(&mut self, id: i32) {
+        let others: Vec<i32> = (1..=self.nodes.len() as i32)
+            .filter(|other| *other != id)
+            .collect();
+        self.network().partition(&[&[id], &others]);
+    }
+
+    /// Cuts every node of one side off every node of another.
+    pub fn partition(&mut self, sides: &[&[i32]]) {
+        self.network().partition(sides);
+    }
+
+    /// Cuts nodes `a` and `b` off each other only.
+    pub fn cut_link(&mut self, a: i32, b: i32) {
+        self.network().cut_link(a, b);
+    }
+
+    /// Undoes every cut.
+    pub fn heal(&mut self) {
+        self.network().heal();
     }
 
     pub fn node(&self, id: i32) -> &TarnBroker {
@@ -166,7 +197,7 @@ impl Cluster {
 
     /// Node `id`'s Kafka listener, whether it runs or not.
     pub fn address(&self, id: i32) -> String {
-        format!("127.0.0.1:{}", self.kafka_ports[id as usize - 1])
+        self.addresses[id as usize - 1].clone()
     }
 
     /// The running nodes' Kafka listeners, comma-separated.

@@ -20,7 +20,7 @@ pub mod cluster;
 pub mod groups;
 pub mod http;
 pub mod kafka;
-pub mod proxy;
+pub mod netns;
 pub mod wire;
 
 use std::fs::File;
@@ -121,6 +121,10 @@ pub struct BrokerOptions {
     /// The `listeners` key (a cluster node's fixed ports) instead of the
     /// harness's `--listen 127.0.0.1:0`.
     pub listeners: Option<String>,
+    /// Run in this network namespace (a [`netns::Network`] node's).
+    pub netns: Option<String>,
+    /// The HTTP listener's `host:port` (default `127.0.0.1:0`).
+    pub http_listen: Option<String>,
 }
 
 impl BrokerOptions {
@@ -147,6 +151,10 @@ pub struct TarnBroker {
     listen: Option<String>,
     /// See [`BrokerOptions::listeners`].
     listeners: Option<String>,
+    /// See [`BrokerOptions::netns`].
+    netns: Option<String>,
+    /// See [`BrokerOptions::http_listen`].
+    http_listen: Option<String>,
 }
 
 impl TarnBroker {
@@ -175,6 +183,8 @@ impl TarnBroker {
             starts: 0,
             listen: None,
             listeners: options.listeners,
+            netns: options.netns,
+            http_listen: options.http_listen,
         };
         broker.spawn();
         broker
@@ -255,7 +265,7 @@ impl TarnBroker {
             .arg("--data-dir")
             .arg(&self.data_dir)
             .arg("--http-listen")
-            .arg("127.0.0.1:0");
+            .arg(self.http_listen.as_deref().unwrap_or("127.0.0.1:0"));
         match &self.listeners {
             Some(listeners) => command.arg("--set").arg(format!("listeners={listeners}")),
             None => command
@@ -270,11 +280,23 @@ impl TarnBroker {
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log))
             .env("RUST_BACKTRACE", "1");
-        // SAFETY: prctl is async-signal-safe and touches only the child.
+        // Made before the fork: the child may not allocate.
+        let netns = self.netns.as_ref().map(|name| {
+            std::ffi::CString::new(format!("/run/netns/{name}")).expect("a namespace name")
+        });
+        // SAFETY: prctl, open and setns are async-signal-safe and touch only
+        // the child; the path was allocated before the fork.
         unsafe {
-            command.pre_exec(|| {
+            command.pre_exec(move || {
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
                     return Err(std::io::Error::last_os_error());
+                }
+                if let Some(path) = &netns {
+                    let fd = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+                    if fd < 0 || libc::setns(fd, libc::CLONE_NEWNET) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    libc::close(fd);
                 }
                 Ok(())
             });

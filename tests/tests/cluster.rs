@@ -237,7 +237,7 @@ fn five_nodes_form_and_place_replicas_over_them() {
 #[test]
 fn an_isolated_controller_stops_leading_while_the_majority_commits() {
     run_with_timeout(TEST_LIMIT, || {
-        let cluster = Cluster::start_partitionable(3, &[1, 2, 3], &[]);
+        let mut cluster = Cluster::start_partitionable(3, &[1, 2, 3], &[]);
         let controller = cluster.wait_until_formed(FORMED);
         let majority: Vec<i32> = cluster
             .running()

@@ -4,10 +4,17 @@
 //! (committing as they go, to a replicated `__consumer_offsets`) running
 //! throughout, while a seeded
 //! fault injector SIGKILLs partition leaders and the active controller,
-//! pauses brokers (SIGSTOP/SIGCONT), cuts brokers off the controller
-//! quorum (a proxy the test controls), and strands a leader (pauses both
-//! its followers, kills it, resumes them: a broker that acknowledged what
-//! only it had would lose it here), then heals everything.
+//! pauses brokers (SIGSTOP/SIGCONT), partitions the network (every node is
+//! a host of its own, a network namespace, and a cut loses packets
+//! silently both ways: the quorum, the controller and the data path
+//! between brokers alike), and strands a leader (pauses both its
+//! followers, kills it, resumes them: a broker that acknowledged what only
+//! it had would lose it here), then heals everything. The network faults
+//! are: one node cut off every other; a minority holding a partition
+//! leader split from the majority; one leader-follower link cut; and a
+//! bridge (two sides that cannot reach each other, and one node that
+//! reaches both). The test's clients reach every node throughout, so a
+//! leader cut off its peers is a zombie they can still talk to.
 //!
 //! A checker then reads every partition back and counts, per kind:
 //! acknowledged records lost, records read twice, an offset holding
@@ -17,18 +24,15 @@
 //! were read, and an idempotent producer turning fatal (what librdkafka
 //! does when a broker lost records it had acknowledged); for the group,
 //! commits the coordinator acknowledged and then lost, and records below
-//! the group's final committed offsets that no member read. Every count
-//! must be zero.
+//! the group's final committed offsets that no member read; and readers
+//! that stall: records the live consumer or the group had not read a
+//! minute after the producer stopped. Every count must be zero.
 //!
 //! CI runs the seeds in `CI_SEEDS` with a few faults each;
 //! `TARN_FAULT_SEEDS=1,2,3 TARN_FAULT_ROUNDS=12` runs others (and
 //! `bench/jepsen.sh` runs long ones and records them). A failing seed
 //! prints itself: the fault schedule replays from it (the timing of the
 //! processes does not).
-//!
-//! Not covered here: a cut of the data path between brokers (the proxy
-//! carries the quorum and controller traffic only), so an isolated broker
-//! still talks to clients and peers, as a zombie leader would.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -61,6 +65,9 @@ const SETTINGS: &[(&str, &str)] = &[
     ("offsets.topic.replication.factor", "3"),
 ];
 const GROUP: &str = "jepsen-group";
+/// How long the readers may take to read everything once the faults are
+/// healed and the producer has stopped.
+const CATCH_UP: Duration = Duration::from_secs(60);
 /// Members of the group.
 const MEMBERS: usize = 2;
 /// A member commits its positions after this many records.
@@ -89,7 +96,14 @@ enum Fault {
     KillLeader,
     KillController,
     Pause,
+    /// One node cut off every other node.
     Isolate,
+    /// A minority that holds a partition's leader cut off the majority.
+    SplitLeader,
+    /// One partition leader cut off one of its followers only.
+    CutLink,
+    /// Two sides cut off each other, with one node that reaches both.
+    Bridge,
     /// Both followers of a partition's leader are paused, then the leader
     /// is killed and they resume: only records every ISR member had may
     /// have been acknowledged, or the new leader lacks them.
@@ -143,6 +157,11 @@ struct Anomalies {
     commits_lost: usize,
     /// Records below the group's final committed offsets no member read.
     group_skipped: usize,
+    /// Records the live consumer had not read [`CATCH_UP`] after the
+    /// producer stopped (it stalled).
+    reader_behind: usize,
+    /// The same for the group's members.
+    group_behind: usize,
 }
 
 fn seeds(ci_seeds: &[u64]) -> (Vec<u64>, usize) {
@@ -203,32 +222,37 @@ fn run_seed(seed: u64, rounds: usize, brokers: usize) {
     assert!(out.status.success(), "create {TOPIC}: {out}");
     let bootstrap = cluster.bootstrap();
 
-    let stop = Arc::new(AtomicBool::new(false));
+    let stop_producing = Arc::new(AtomicBool::new(false));
+    let stop_reading = Arc::new(AtomicBool::new(false));
     let history = Arc::new(Mutex::new(History::default()));
     let reads = Arc::new(Mutex::new(Reads::default()));
     let producer = {
-        let (stop, history, bootstrap) = (stop.clone(), history.clone(), bootstrap.clone());
+        let (stop, history, bootstrap) =
+            (stop_producing.clone(), history.clone(), bootstrap.clone());
         thread::spawn(move || produce(&bootstrap, &stop, &history))
     };
     let reader = {
-        let (stop, reads, bootstrap) = (stop.clone(), reads.clone(), bootstrap.clone());
+        let (stop, reads, bootstrap) = (stop_reading.clone(), reads.clone(), bootstrap.clone());
         thread::spawn(move || read_live(&bootstrap, &stop, &reads))
     };
     let group = Arc::new(Mutex::new(GroupReads::default()));
     let members: Vec<_> = (0..MEMBERS)
         .map(|_| {
-            let (stop, group, bootstrap) = (stop.clone(), group.clone(), bootstrap.clone());
+            let (stop, group, bootstrap) = (stop_reading.clone(), group.clone(), bootstrap.clone());
             thread::spawn(move || read_in_group(&bootstrap, &stop, &group))
         })
         .collect();
 
     thread::sleep(Duration::from_secs(2));
     for round in 0..rounds {
-        let fault = match rng.below(5) {
+        let fault = match rng.below(8) {
             0 => Fault::KillLeader,
             1 => Fault::KillController,
             2 => Fault::Pause,
             3 => Fault::Isolate,
+            4 => Fault::SplitLeader,
+            5 => Fault::CutLink,
+            6 => Fault::Bridge,
             _ => Fault::StrandLeader,
         };
         let hold = Duration::from_millis(2_000 + rng.below(3_000));
@@ -242,8 +266,32 @@ fn run_seed(seed: u64, rounds: usize, brokers: usize) {
         );
         thread::sleep(Duration::from_millis(1_000 + rng.below(2_000)));
     }
-    stop.store(true, Ordering::SeqCst);
+    stop_producing.store(true, Ordering::SeqCst);
     producer.join().expect("producer thread");
+    // The readers must catch up with everything written: a consumer or a
+    // group that stalls after the faults is a failure too.
+    let ends: Vec<(i32, i64, i64)> = watermarks(&cluster.bootstrap(), TOPIC);
+    let unread = |read: &dyn Fn(i32, i64) -> bool| -> usize {
+        ends.iter()
+            .map(|(p, low, high)| (*low..*high).filter(|o| !read(*p, *o)).count())
+            .sum()
+    };
+    let caught_up = Instant::now();
+    let (reader_behind, group_behind) = loop {
+        let behind = (
+            unread(&|p, o| reads.lock().expect("reads").seen.contains_key(&(p, o))),
+            unread(&|p, o| group.lock().expect("group reads").read.contains(&(p, o))),
+        );
+        if behind == (0, 0) || caught_up.elapsed() > CATCH_UP {
+            break behind;
+        }
+        thread::sleep(Duration::from_millis(100));
+    };
+    println!(
+        "  readers caught up with {ends:?} in {:?}: {reader_behind} and {group_behind} unread",
+        caught_up.elapsed()
+    );
+    stop_reading.store(true, Ordering::SeqCst);
     reader.join().expect("reader thread");
     for member in members {
         member.join().expect("group member thread");
@@ -288,6 +336,8 @@ fn run_seed(seed: u64, rounds: usize, brokers: usize) {
         println!("  the producer turned fatal: {fatal}");
     }
     let mut anomalies = Anomalies {
+        reader_behind,
+        group_behind,
         producer_fatal: usize::from(history.fatal.is_some()),
         backwards: reads.backwards,
         skipped: reads.skipped,
@@ -381,17 +431,28 @@ fn run_seed(seed: u64, rounds: usize, brokers: usize) {
     );
 }
 
+/// Fisher-Yates, from the seed.
+fn shuffle(rng: &mut Rng, items: &mut [i32]) {
+    for i in (1..items.len()).rev() {
+        let j = rng.below(i as u64 + 1) as usize;
+        items.swap(i, j);
+    }
+}
+
 /// Applies one fault for `hold`, then undoes it; returns the broker hit.
 fn inject(cluster: &mut Cluster, rng: &mut Rng, fault: Fault, hold: Duration) -> i32 {
     let running = cluster.running();
+    let all: Vec<i32> = (1..=cluster.nodes.len() as i32).collect();
     let view = cluster.view(running[0]).expect("view");
     let victim = match fault {
         Fault::KillController => view.controller,
-        Fault::KillLeader | Fault::StrandLeader => {
+        Fault::KillLeader | Fault::StrandLeader | Fault::SplitLeader | Fault::CutLink => {
             let leaders = &view.leaders[TOPIC];
             leaders[rng.below(leaders.len() as u64) as usize]
         }
-        Fault::Pause | Fault::Isolate => running[rng.below(running.len() as u64) as usize],
+        Fault::Pause | Fault::Isolate | Fault::Bridge => {
+            running[rng.below(running.len() as u64) as usize]
+        }
     };
     let victim = if victim > 0 { victim } else { running[0] };
     match fault {
@@ -407,6 +468,42 @@ fn inject(cluster: &mut Cluster, rng: &mut Rng, fault: Fault, hold: Duration) ->
         }
         Fault::Isolate => {
             cluster.isolate(victim);
+            thread::sleep(hold);
+            cluster.heal();
+        }
+        Fault::SplitLeader => {
+            // The victim and as many others as keep it a minority.
+            let mut others: Vec<i32> = all.iter().copied().filter(|id| *id != victim).collect();
+            shuffle(rng, &mut others);
+            let mut minority = vec![victim];
+            minority.extend(others.drain(..(all.len() - 1) / 2 - 1));
+            println!("  split {minority:?} from {others:?}");
+            cluster.partition(&[&minority, &others]);
+            thread::sleep(hold);
+            cluster.heal();
+        }
+        Fault::CutLink => {
+            let led = view.leaders[TOPIC].iter().position(|l| *l == victim);
+            let followers: Vec<i32> = match led {
+                Some(p) => view.replicas[TOPIC][p].clone(),
+                None => all.clone(),
+            }
+            .into_iter()
+            .filter(|id| *id != victim)
+            .collect();
+            let follower = followers[rng.below(followers.len() as u64) as usize];
+            println!("  cut {victim} from {follower}");
+            cluster.cut_link(victim, follower);
+            thread::sleep(hold);
+            cluster.heal();
+        }
+        Fault::Bridge => {
+            // The victim reaches both halves of the rest.
+            let mut others: Vec<i32> = all.iter().copied().filter(|id| *id != victim).collect();
+            shuffle(rng, &mut others);
+            let right = others.split_off(others.len() / 2);
+            println!("  {others:?} and {right:?} bridged by {victim}");
+            cluster.partition(&[&others, &right]);
             thread::sleep(hold);
             cluster.heal();
         }
