@@ -40,6 +40,8 @@ command -v mvn >/dev/null 2>&1 || missing+=(maven)
 if ! command -v go >/dev/null 2>&1 && [[ -x /usr/local/go/bin/go ]]; then
     export PATH="/usr/local/go/bin:$PATH"
 fi
+# The partition tests put cluster nodes in network namespaces (iproute2's ip).
+command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
     missing+=(python3-venv)
 fi
@@ -53,7 +55,7 @@ if ((${#missing[@]})); then
     apt-get update
     apt-get install -y --no-install-recommends "${missing[@]}"
 else
-    echo "kcat, cc, make, python3 venv, chromium, node, npm, java, mvn: present"
+    echo "kcat, cc, make, python3 venv, chromium, node, npm, java, mvn, ip: present"
 fi
 
 step "python venv (.venv)"

@@ -37,8 +37,8 @@ func franzWaitCoordinator(t *testing.T, c *cluster, adm *kadm.Client, group stri
 }
 
 func TestFranzGroupConsumesThroughACoordinatorsSigkill(t *testing.T) {
-	// offsets.topic.replication.factor defaults to 1 in tarn (as the README
-	// says); a cluster whose commits should outlive a node sets it.
+	// offsets.topic.replication.factor is 3 by default in a cluster, as in
+	// Kafka; set here so the test says what it relies on.
 	c := startCluster(t, "offsets.topic.replication.factor", "3")
 	const (
 		topic    = "franz-group-failover"

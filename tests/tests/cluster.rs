@@ -12,7 +12,10 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use tarn_e2e::cluster::Cluster;
-use tarn_e2e::kafka::{consume_all, Outgoing, Record, TestProducer};
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::TopicPartitionList;
+
+use tarn_e2e::kafka::{consume_all, consumer, Outgoing, Record, TestProducer};
 use tarn_e2e::{cli, run_with_timeout};
 
 /// Long enough for elections, sessions and a slow machine.
@@ -141,6 +144,24 @@ fn clients_produce_and_consume_across_leaders_on_different_brokers() {
         assert_eq!(consumed.len(), 600);
         let values: BTreeSet<_> = consumed.iter().map(|c| c.record.value.clone()).collect();
         assert_eq!(values.len(), 600, "every record once");
+
+        // A group's first request creates __consumer_offsets with Kafka's
+        // default of three replicas in a cluster (a single node gives it
+        // one).
+        let group: BaseConsumer = consumer(&bootstrap, &[("group.id", "spread-group")]);
+        let mut partitions = TopicPartitionList::new();
+        partitions.add_partition("spread", 0);
+        group
+            .committed_offsets(partitions, Duration::from_secs(60))
+            .expect("the group's committed offsets");
+        let (view, _) = cluster.wait_for(1, FORMED, "__consumer_offsets", |v| {
+            v.replicas.contains_key("__consumer_offsets")
+        });
+        let factors: BTreeSet<usize> = view.replicas["__consumer_offsets"]
+            .iter()
+            .map(Vec::len)
+            .collect();
+        assert_eq!(factors, BTreeSet::from([3]), "{view:?}");
     });
 }
 

@@ -167,7 +167,9 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     // Kafka checks no range; above 100 no rebalance ever runs.
     def("leader.imbalance.per.broker.percentage", Int, "10", Any),
     def("offsets.topic.num.partitions", Int, "50", AtLeast(1)),
-    def("offsets.topic.replication.factor", Int, "1", AtLeast(1)),
+    // Kafka's 3; Tarn's single node (no quorum configured) takes 1, as
+    // Kafka's shipped single-node server.properties sets (see `serve`).
+    def("offsets.topic.replication.factor", Int, "3", AtLeast(1)),
     def("delete.topic.enable", Bool, "true", Any),
     def("group.initial.rebalance.delay.ms", Int, "3000", AtLeast(0)),
     def("group.min.session.timeout.ms", Int, "6000", AtLeast(0)),
