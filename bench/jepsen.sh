@@ -3,7 +3,8 @@
 # every seed of SEEDS (comma-separated) with ROUNDS faults each, on a
 # three-broker and on a five-broker cluster of real processes; writes bench/RESULTS-jepsen.md with
 # each seed's fault schedule and anomaly counts (lost, duplicated,
-# divergent reads and replicas, backwards, skipped, failed but read).
+# divergent reads and replicas, backwards, skipped, failed but read, the group's
+# lost commits and skipped records, readers that stall).
 #
 # env: SEEDS=1,2,3,4,5 ROUNDS=8
 # Exits non-zero if the build fails or any seed finds an anomaly (the
@@ -25,15 +26,18 @@ TARN_FAULT_SEEDS=$seeds TARN_FAULT_ROUNDS=$rounds \
   echo "commit $(git rev-parse --short HEAD), debug build, $(nproc) cores. Three brokers, then five (each also a"
   echo "controller), topic of 3 partitions, replication factor 3, min.insync.replicas=2; an"
   echo "idempotent acks=all producer and a reader of every partition run throughout while each"
-  echo "round SIGKILLs a partition leader or the active controller, SIGSTOPs a broker, cuts a"
-  echo "broker off the quorum, or strands a leader (pauses its followers, kills it, resumes them),"
-  echo "for 2-5 s, then heals. A seed fixes the schedule of faults."
+  echo "round SIGKILLs a partition leader or the active controller, SIGSTOPs a broker, partitions"
+  echo "the network (each node in a network namespace; a cut loses packets both ways: one node cut"
+  echo "off, a minority holding a leader split off, one leader-follower link cut, or a bridge), or"
+  echo "strands a leader (pauses its followers, kills it, resumes them), for 2-5 s, then heals."
+  echo "A consumer group of two members commits as it goes. After the last round the readers must"
+  echo "read everything within a minute (reader_behind, group_behind). A seed fixes the schedule."
   echo
   echo "Test exit status: $status (0: every seed had zero anomalies)."
   echo
   echo '```'
   # grep exits 1 when nothing matched (a run that died early): not an error here.
-  grep -E '^seed |^  (healed|partition|failed send)' "$log" || [ $? -eq 1 ]
+  grep -E '^seed |^  (healed|partition|failed send|split|cut|readers|\[)' "$log" || [ $? -eq 1 ]
   echo '```'
 } >bench/RESULTS-jepsen.md
 echo "bench: wrote bench/RESULTS-jepsen.md" >&2
