@@ -330,11 +330,13 @@ mod tests {
             partition: 0,
             value: None,
         };
-        broker
+        let completion = broker
             .groups
             .store()
             .append(partition, &[record], 1_000)
             .expect("append a coordinator record");
+        // Default flush settings: durable as configured at once.
+        assert!(completion.is_ready());
         assert!(news.has_changed().unwrap(), "no wake-up after the write");
     }
 }
