@@ -166,22 +166,8 @@ fn load_config(args: &ServeArgs) -> Result<(BrokerConfig, ClusterConfig)> {
             set.trim() == value
         })?;
     }
-    // Tarn's single node (no quorum configured) is Kafka's quickstart,
-    // whose shipped server.properties gives the offsets topic one replica:
-    // Kafka's default of 3 would leave it with no group coordinator.
-    let quorum_unset = given.get("controller.quorum.voters").trim().is_empty()
-        && given
-            .get("controller.quorum.bootstrap.servers")
-            .trim()
-            .is_empty();
-    if quorum_unset && !given.is_set(OFFSETS_TOPIC_REPLICATION_FACTOR) {
-        pairs.push((OFFSETS_TOPIC_REPLICATION_FACTOR.to_owned(), "1".to_owned()));
-    }
     load(pairs)
 }
-
-/// See the end of [`load_config`].
-const OFFSETS_TOPIC_REPLICATION_FACTOR: &str = "offsets.topic.replication.factor";
 
 /// The host a wildcard listener advertises when advertised.listeners does
 /// not say: this machine's name, as Kafka does.

@@ -167,8 +167,8 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     // Kafka checks no range; above 100 no rebalance ever runs.
     def("leader.imbalance.per.broker.percentage", Int, "10", Any),
     def("offsets.topic.num.partitions", Int, "50", AtLeast(1)),
-    // Kafka's 3; Tarn's single node (no quorum configured) takes 1, as
-    // Kafka's shipped single-node server.properties sets (see `serve`).
+    // Kafka's 3; a single node takes 1 unless set, as Kafka's shipped
+    // single-node server.properties sets (see `Broker::start`).
     def("offsets.topic.replication.factor", Int, "3", AtLeast(1)),
     def("delete.topic.enable", Bool, "true", Any),
     def("group.initial.rebalance.delay.ms", Int, "3000", AtLeast(0)),

@@ -218,7 +218,14 @@ impl Broker {
 
     /// Starts a single node, its own quorum of one: the metadata log is a
     /// local file, and the broker registers itself.
-    pub fn start(options: BrokerOptions) -> Result<Arc<Broker>, BrokerError> {
+    pub fn start(mut options: BrokerOptions) -> Result<Arc<Broker>, BrokerError> {
+        // A single node is Kafka's quickstart, whose shipped
+        // server.properties gives the offsets topic one replica: Kafka's
+        // default of 3 would leave it with no group coordinator.
+        const OFFSETS_REPLICATION: &str = "offsets.topic.replication.factor";
+        if !options.config.is_set(OFFSETS_REPLICATION) {
+            options.config = options.config.overlay([(OFFSETS_REPLICATION, "1")]);
+        }
         let data_dir = options.data_dir.clone();
         let open_files_max = options.config.get_i64("log.open.files.max") as usize;
         let env = options
