@@ -62,6 +62,7 @@ main_class() {
         kafka-features) echo org.apache.kafka.tools.FeatureCommand ;;
         kafka-metadata-quorum) echo org.apache.kafka.tools.MetadataQuorumCommand ;;
         kafka-broker-api-versions) echo org.apache.kafka.tools.BrokerApiVersionsCommand ;;
+        kafka-cluster) echo org.apache.kafka.tools.ClusterTool ;;
         *) die "unknown tool $1" ;;
     esac
 }

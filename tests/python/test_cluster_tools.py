@@ -1,6 +1,7 @@
 """Apache Kafka's own reassignment tools (4.4.0) against a three-node Tarn
 cluster: kafka-reassign-partitions drains a broker (--generate, --execute,
---verify), lists and cancels a reassignment held in progress, and
+--verify) that is then stopped and removed with kafka-cluster unregister,
+lists and cancels a reassignment held in progress, and
 kafka-leader-election moves a leader to the replica a reassignment made
 preferred; kafka-topics --describe is the witness of each end state, and
 records produced before a move are read back after it.
@@ -197,6 +198,13 @@ def verify_clears_throttles(bootstrap, file, topic, brokers):
     assert f"Clearing topic-level throttles on topic {topic}" in out, out
 
 
+def listed_brokers(bootstrap):
+    """The broker ids kafka-cluster list-endpoints names, fenced included."""
+    out = kafka_tool("kafka-cluster", "list-endpoints", "--bootstrap-server", bootstrap,
+                     "--include-fenced-brokers").stdout
+    return {int(line.split()[0]) for line in out.splitlines() if line.split() and line.split()[0].isdigit()}
+
+
 def records(tag, count):
     return [Rec(f"{tag}-key-{i % 20}".encode(), f"{tag}-value-{i}".encode(), []) for i in range(count)]
 
@@ -267,6 +275,19 @@ def test_kafka_reassign_partitions_drains_a_broker(cluster_with, tmp_path):
     got = ck_consume(bootstrap, topic, len(recs))
     assert_matches(topic, recs, delivered, sorted(got, key=lambda g: (g.partition, g.offset)))
     verify_clears_throttles(bootstrap, plan, topic, cluster.nodes)
+
+    # The drained broker goes for good: stopped, it stays registered (and
+    # fenced) until kafka-cluster unregister removes it.
+    cluster.nodes[drained].stop()
+    cluster.wait_formed()
+    assert drained in listed_brokers(cluster.bootstrap()), "a stopped broker is still registered"
+    kafka_tool("kafka-cluster", "unregister", "--bootstrap-server", cluster.bootstrap(), "--id", str(drained))
+    wait_until(lambda: drained not in listed_brokers(cluster.bootstrap()), SETTLED_TIMEOUT_S,
+               f"broker {drained} to be unregistered")
+    again = kafka_tool("kafka-cluster", "unregister", "--bootstrap-server", cluster.bootstrap(),
+                       "--id", str(drained), check=False)
+    assert again.returncode != 0, f"unregistered twice:\n{again.stdout}\n{again.stderr}"
+    assert "is not currently registered" in again.stdout + again.stderr, again
 
 
 def test_kafka_reassign_partitions_lists_and_cancels_a_reassignment_in_progress(cluster_with, tmp_path):

@@ -11,10 +11,10 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use tarn_e2e::cluster::Cluster;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::TopicPartitionList;
 
+use tarn_e2e::cluster::Cluster;
 use tarn_e2e::kafka::{consume_all, consumer, Outgoing, Record, TestProducer};
 use tarn_e2e::{cli, run_with_timeout};
 

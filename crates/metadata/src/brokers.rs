@@ -93,7 +93,10 @@ pub fn register(
             });
         }
     }
-    let broker_epoch = known.map_or(0, |b| b.broker_epoch + 1);
+    let previous = known
+        .map(|b| b.broker_epoch)
+        .or_else(|| image.unregistered_epochs.get(&request.broker_id).copied());
+    let broker_epoch = previous.map_or(0, |epoch| epoch + 1);
     let record = MetadataRecord::RegisterBroker {
         broker_id: request.broker_id,
         host: client.host.clone(),
@@ -197,6 +200,31 @@ pub fn fence(
     records
 }
 
+/// The records that remove broker `broker_id`'s registration (Kafka's
+/// UnregisterBroker): it is fenced first, with the elections that move
+/// leadership off it and take it out of every ISR, then forgotten; the
+/// partitions keep it among their replicas until they are reassigned.
+/// BROKER_ID_NOT_REGISTERED when it is not registered. A broker still
+/// running registers again at its next heartbeat.
+pub fn unregister(
+    image: &MetadataImage,
+    config: &BrokerConfig,
+    broker_id: i32,
+) -> Result<Vec<MetadataRecord>, BrokerError> {
+    let Some(known) = image.brokers.get(&broker_id) else {
+        return Err(BrokerError {
+            code: error::BROKER_ID_NOT_REGISTERED,
+            message: format!("Broker ID {broker_id} is not currently registered"),
+        });
+    };
+    let mut records = fence(image, config, broker_id, known.broker_epoch);
+    records.push(MetadataRecord::UnregisterBroker {
+        broker_id,
+        broker_epoch: known.broker_epoch,
+    });
+    Ok(records)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -288,5 +316,41 @@ mod tests {
         request.client_listener = "EXTERNAL".into();
         let refused = register(&MetadataImage::default(), &request).unwrap_err();
         assert_eq!(refused.code, error::INVALID_REQUEST);
+    }
+
+    #[test]
+    fn an_unregistered_broker_is_forgotten_and_registers_again_with_a_newer_epoch() {
+        let mut image = MetadataImage::default();
+        let refused = unregister(&image, &BrokerConfig::default(), 2).unwrap_err();
+        assert_eq!(refused.code, error::BROKER_ID_NOT_REGISTERED);
+
+        let (records, first) = register(&image, &registration(1, true)).unwrap();
+        applied(&mut image, records);
+        let records = unregister(&image, &BrokerConfig::default(), 2).unwrap();
+        assert!(matches!(
+            records.first(),
+            Some(MetadataRecord::FenceBroker { broker_id: 2, .. })
+        ));
+        applied(&mut image, records);
+        assert!(!image.brokers.contains_key(&2));
+        assert_eq!(
+            check_epoch(&image, 2, first).unwrap_err().code,
+            error::STALE_BROKER_EPOCH
+        );
+
+        // A snapshot keeps what the id's next epoch must exceed.
+        let mut restored = MetadataImage::default();
+        applied(&mut restored, image.to_records());
+        assert_eq!(restored.unregistered_epochs, image.unregistered_epochs);
+        let (records, second) = register(&restored, &registration(2, true)).unwrap();
+        assert_eq!(second, first + 1);
+        applied(&mut restored, records);
+        assert!(restored.unregistered_epochs.is_empty());
+        // The old registration's unregister record no longer applies.
+        restored.apply(&MetadataRecord::UnregisterBroker {
+            broker_id: 2,
+            broker_epoch: first,
+        });
+        assert!(restored.brokers.contains_key(&2));
     }
 }

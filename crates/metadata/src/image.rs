@@ -151,6 +151,10 @@ pub struct MetadataImage {
     /// node, whose id is in its meta.properties alone.
     pub cluster_id: Option<String>,
     pub brokers: BTreeMap<i32, BrokerInfo>,
+    /// The last broker epoch of each id whose registration was removed
+    /// (and not registered since), so that a new registration of the id
+    /// gets a newer epoch than anything its old one wrote.
+    pub unregistered_epochs: BTreeMap<i32, i64>,
     topics_by_id: HashMap<Uuid, Arc<TopicInfo>>,
     /// Shared names: an image is cloned on every commit, and cloning a
     /// name is then a reference count, not an allocation.
@@ -201,6 +205,12 @@ impl MetadataImage {
         if let Some(cluster_id) = &self.cluster_id {
             records.push(MetadataRecord::ClusterIdentity {
                 cluster_id: cluster_id.clone(),
+            });
+        }
+        for (broker_id, broker_epoch) in &self.unregistered_epochs {
+            records.push(MetadataRecord::UnregisterBroker {
+                broker_id: *broker_id,
+                broker_epoch: *broker_epoch,
             });
         }
         for b in self.brokers.values() {
@@ -308,6 +318,7 @@ impl MetadataImage {
                 listeners,
                 fenced,
             } => {
+                self.unregistered_epochs.remove(broker_id);
                 self.brokers.insert(
                     *broker_id,
                     BrokerInfo {
@@ -342,6 +353,20 @@ impl MetadataImage {
                     .filter(|b| b.broker_epoch == *broker_epoch)
                 {
                     broker.fenced = fence;
+                }
+            }
+            MetadataRecord::UnregisterBroker {
+                broker_id,
+                broker_epoch,
+            } => {
+                // A record for an older registration changes nothing; in a
+                // snapshot, the id is not registered at all.
+                match self.brokers.get(broker_id) {
+                    Some(b) if b.broker_epoch != *broker_epoch => {}
+                    _ => {
+                        self.brokers.remove(broker_id);
+                        self.unregistered_epochs.insert(*broker_id, *broker_epoch);
+                    }
                 }
             }
             MetadataRecord::Topic { name, topic_id } => {

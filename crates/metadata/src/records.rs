@@ -58,6 +58,13 @@ pub enum MetadataRecord {
         broker_id: i32,
         broker_epoch: i64,
     },
+    /// The broker's registration is removed (UnregisterBroker, for a
+    /// broker gone for good); a later registration of the id gets a newer
+    /// epoch than this one.
+    UnregisterBroker {
+        broker_id: i32,
+        broker_epoch: i64,
+    },
     Topic {
         name: String,
         topic_id: [u8; 16],
@@ -145,6 +152,7 @@ impl MetadataRecord {
             MetadataRecord::RegisterBroker { .. } | MetadataRecord::PartitionChange { .. } => 1,
             MetadataRecord::FenceBroker { .. }
             | MetadataRecord::UnfenceBroker { .. }
+            | MetadataRecord::UnregisterBroker { .. }
             | MetadataRecord::ClusterIdentity { .. } => 0,
             MetadataRecord::Topic { .. }
             | MetadataRecord::TopicConfig { .. }
@@ -162,8 +170,10 @@ impl MetadataRecord {
         match kind {
             "Partition" => Some(2),
             "RegisterBroker" | "PartitionChange" => Some(1),
-            "ClusterIdentity" | "FenceBroker" | "UnfenceBroker" | "Topic" | "TopicConfig"
-            | "RemoveTopic" | "BrokerConfig" | "ProducerIds" | "ClientQuota" => Some(0),
+            "ClusterIdentity" | "FenceBroker" | "UnfenceBroker" | "UnregisterBroker" | "Topic"
+            | "TopicConfig" | "RemoveTopic" | "BrokerConfig" | "ProducerIds" | "ClientQuota" => {
+                Some(0)
+            }
             _ => None,
         }
     }
@@ -180,6 +190,7 @@ impl MetadataRecord {
             | MetadataRecord::ClusterIdentity { .. }
             | MetadataRecord::FenceBroker { .. }
             | MetadataRecord::UnfenceBroker { .. }
+            | MetadataRecord::UnregisterBroker { .. }
             | MetadataRecord::BrokerConfig { .. }
             | MetadataRecord::ProducerIds { .. }
             | MetadataRecord::ClientQuota { .. } => None,

@@ -63,6 +63,8 @@ pub const INVALID_RECORD: ErrorCode = 87;
 pub const UNKNOWN_TOPIC_ID: ErrorCode = 100;
 pub const PRODUCER_FENCED: ErrorCode = 90;
 pub const DUPLICATE_BROKER_REGISTRATION: ErrorCode = 101;
+/// UnregisterBroker named a broker id with no registration.
+pub const BROKER_ID_NOT_REGISTERED: ErrorCode = 102;
 pub const INCONSISTENT_TOPIC_ID: ErrorCode = 103;
 /// A node of another cluster tried to join.
 pub const INCONSISTENT_CLUSTER_ID: ErrorCode = 104;

@@ -1800,3 +1800,16 @@ fn alter_replica_log_dirs() {
     };
     check::<_, k::AlterReplicaLogDirsResponse>(&response, 1..=2, 2);
 }
+
+#[test]
+fn unregister_broker() {
+    use kafka_protocol::messages as k;
+    use unregister_broker::*;
+    check::<_, k::UnregisterBrokerRequest>(&UnregisterBrokerRequest { broker_id: 3 }, 0..=0, 0);
+    let response = UnregisterBrokerResponse {
+        throttle_time_ms: 0,
+        error_code: 102,
+        error_message: Some("Broker ID 3 is not currently registered".into()),
+    };
+    check::<_, k::UnregisterBrokerResponse>(&response, 0..=0, 0);
+}

@@ -224,7 +224,9 @@ impl BrokerSessions {
             .collect()
     }
 
-    fn remove(&self, broker_id: i32, broker_epoch: i64) {
+    /// Ends the session of that registration (a controlled shutdown, an
+    /// unregistration); a later one of the broker is left alone.
+    pub(crate) fn remove(&self, broker_id: i32, broker_epoch: i64) {
         let mut sessions = self.0.lock();
         if sessions
             .get(&broker_id)

@@ -37,3 +37,4 @@ pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod reassignments;
 pub mod sync_group;
+pub mod unregister_broker;

@@ -1,6 +1,6 @@
-//! DescribeCluster: the brokers of the cluster and its controller. Tarn
-//! does not fence brokers, so v2's `include_fenced_brokers` changes
-//! nothing and every broker answers `is_fenced: false`.
+//! DescribeCluster: the brokers of the cluster and its controller. Fenced
+//! brokers are left out unless v2's `include_fenced_brokers` asks for
+//! them (`kafka-cluster list-endpoints --include-fenced-brokers`).
 use std::sync::Arc;
 
 use tarn_protocol::error;

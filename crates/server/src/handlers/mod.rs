@@ -45,6 +45,7 @@ pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod sync_group;
+pub mod unregister_broker;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -113,6 +114,7 @@ pub const APIS: &[ApiSpec] = &[
     offset_delete::SPEC,
     describe_client_quotas::SPEC,
     alter_client_quotas::SPEC,
+    unregister_broker::SPEC,
 ];
 
 pub fn spec(key: i16) -> Option<&'static ApiSpec> {
@@ -182,6 +184,7 @@ const FORWARDED: &[i16] = &[
     list_partition_reassignments::KEY,
     create_acls::KEY,
     delete_acls::KEY,
+    unregister_broker::KEY,
 ];
 
 /// Encodes a response frame for the request in `ctx`.
@@ -326,7 +329,8 @@ pub async fn dispatch_received_by(
             delete_groups,
             offset_delete,
             describe_client_quotas,
-            alter_client_quotas
+            alter_client_quotas,
+            unregister_broker
         ]
     );
     broker
