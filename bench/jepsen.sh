@@ -15,6 +15,12 @@ seeds=${SEEDS:-1,2,3,4,5}
 rounds=${ROUNDS:-8}
 log=$(mktemp /tmp/tarn-jepsen.XXXXXX)
 trap 'rm -f "$log"' EXIT
+# The commit the binary is built from (the tree may move on while it runs).
+commit=$(git rev-parse --short HEAD)
+if ! git diff --quiet HEAD; then
+  commit="$commit with uncommitted changes"
+fi
+started=$(date -u +%s)
 cargo build -p tarn-cli
 status=0
 TARN_FAULT_SEEDS=$seeds TARN_FAULT_ROUNDS=$rounds \
@@ -23,7 +29,7 @@ TARN_FAULT_SEEDS=$seeds TARN_FAULT_ROUNDS=$rounds \
   echo "# Jepsen-style fault runs"
   echo
   echo "Written by \`bench/jepsen.sh\` (SEEDS=$seeds ROUNDS=$rounds) on $(date -u '+%Y-%m-%d %H:%M UTC'),"
-  echo "commit $(git rev-parse --short HEAD), debug build, $(nproc) cores. Three brokers, then five (each also a"
+  echo "commit $commit, debug build, $(nproc) cores, $(( $(date -u +%s) - started )) s in all. Three brokers, then five (each also a"
   echo "controller), topic of 3 partitions, replication factor 3, min.insync.replicas=2; an"
   echo "idempotent acks=all producer and a reader of every partition run throughout while each"
   echo "round SIGKILLs a partition leader or the active controller, SIGSTOPs a broker, partitions"
