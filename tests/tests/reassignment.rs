@@ -1,8 +1,9 @@
 //! Partition reassignment between real broker processes, driven by `tarn
 //! reassign-partitions` as kafka-reassign-partitions.sh would be: the new
 //! replicas catch up and join the ISR, then the removed ones leave and
-//! delete their data, with no record lost; and a broker is drained by
-//! executing what `--generate` proposes without it.
+//! delete their data, with no record lost; a broker is drained by
+//! executing what `--generate` proposes without it; and `--throttle`
+//! holds a move to its rate until `--verify` clears the throttle.
 //!
 //! A reassignment is held in progress by pausing (SIGSTOP) one of its new
 //! replicas, so "in progress" is observed for certain, not raced.
@@ -45,8 +46,8 @@ fn reassign(bootstrap: &str, args: &[&str]) -> cli::CliOutput {
     cli::run(&all)
 }
 
-/// Runs `--verify` until every line of it says "is completed."; the
-/// output of the last run.
+/// Runs `--verify` until every partition's line of it says "is
+/// completed."; the output of the last run.
 fn wait_completed(bootstrap: &str, file: &Path) -> String {
     let started = Instant::now();
     loop {
@@ -59,7 +60,11 @@ fn wait_completed(bootstrap: &str, file: &Path) -> String {
             ],
         );
         assert!(out.status.success(), "verify: {out}");
-        let lines: Vec<&str> = out.stdout.lines().skip(1).collect();
+        let lines: Vec<&str> = out
+            .stdout
+            .lines()
+            .filter(|l| l.starts_with("Reassignment of partition") || l.starts_with("There is no"))
+            .collect();
         if !lines.is_empty() && lines.iter().all(|l| l.ends_with("is completed.")) {
             println!("reassignment completed after {:?}", started.elapsed());
             return out.stdout;
@@ -404,5 +409,117 @@ fn a_broker_is_drained_by_the_generated_reassignment() {
         );
         assert_eq!(consumed.len(), 600);
         assert_eq!(values(&consumed), expected_values(&[("kept", 600)]));
+    });
+}
+
+#[test]
+fn a_throttled_move_is_held_to_its_rate_and_verify_clears_the_throttle() {
+    run_with_timeout(TEST_LIMIT, || {
+        // Small fetches and a short window, so the throttle bites within
+        // a few hundred kilobytes.
+        let settings = [
+            ("replica.fetch.max.bytes", "8192"),
+            ("replication.quota.window.num", "2"),
+        ];
+        let cluster = Cluster::start(3, &[1, 2, 3], &settings);
+        cluster.wait_until_formed(FORMED);
+        let bootstrap = cluster.bootstrap();
+        let out = cli::run(&[
+            "topics",
+            "create",
+            "--bootstrap-server",
+            &bootstrap,
+            "--topic",
+            "slow",
+            "--partitions",
+            "1",
+            "--replication-factor",
+            "1",
+        ]);
+        assert!(out.status.success(), "create: {out}");
+        let (view, _) = cluster.wait_for(1, FORMED, "slow led", |v| {
+            v.leaders.get("slow").is_some_and(|l| l[0] > 0)
+        });
+        let old = view.leaders["slow"][0];
+        let new = (1..=3).find(|i| *i != old).unwrap();
+        let padded: Vec<Outgoing> = (0..1500)
+            .map(|i| Record::kv(&format!("k{i}"), &format!("{i:0>100}")).into())
+            .collect();
+        // Small batches, so the follower needs many fetches.
+        let mut producer =
+            TestProducer::new(&bootstrap, &[("acks", "all"), ("batch.size", "2048")]);
+        assert_eq!(producer.produce_all("slow", &padded).len(), padded.len());
+
+        let scratch = tempfile::tempdir().unwrap();
+        let file = scratch.path().join("move.json");
+        std::fs::write(
+            &file,
+            format!(r#"{{"version":1,"partitions":[{{"topic":"slow","partition":0,"replicas":[{old},{new}]}}]}}"#),
+        )
+        .unwrap();
+        let file_arg = file.to_str().unwrap();
+        let out = reassign(
+            &bootstrap,
+            &[
+                "--execute",
+                "--reassignment-json-file",
+                file_arg,
+                "--throttle",
+                "20000",
+            ],
+        );
+        assert!(out.status.success(), "execute: {out}");
+        assert!(
+            out.stdout
+                .contains("The inter-broker throttle limit was set to 20000 B/s"),
+            "{out}"
+        );
+        let out = cli::run(&[
+            "configs",
+            "--bootstrap-server",
+            &bootstrap,
+            "--entity-type",
+            "topics",
+            "--entity-name",
+            "slow",
+            "--describe",
+        ]);
+        assert!(
+            out.stdout
+                .contains(&format!("leader.replication.throttled.replicas=0:{old}"))
+                && out
+                    .stdout
+                    .contains(&format!("follower.replication.throttled.replicas=0:{new}")),
+            "the topic's throttled replicas: {out}"
+        );
+
+        let verified = wait_completed(&bootstrap, &file);
+        assert!(
+            verified.contains("Clearing topic-level throttles on topic slow"),
+            "{verified}"
+        );
+        // Either end may have held the move back; one of them must have.
+        let held: f64 = [old, new]
+            .iter()
+            .map(|id| {
+                let metrics = scrape(cluster.node(*id));
+                must(&metrics, "tarn_replication_throttled_leader_total")
+                    + must(&metrics, "tarn_replication_throttled_follower_total")
+            })
+            .sum();
+        assert!(held > 0.0, "no fetch was held back by the throttle");
+        let out = cli::run(&[
+            "configs",
+            "--bootstrap-server",
+            &bootstrap,
+            "--entity-type",
+            "topics",
+            "--entity-name",
+            "slow",
+            "--describe",
+        ]);
+        assert!(!out.stdout.contains("throttled.replicas="), "{out}");
+        let consumed = consume_all(&bootstrap, "slow", padded.len(), SETTLED);
+        assert_eq!(consumed.len(), padded.len());
     });
 }

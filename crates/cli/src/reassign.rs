@@ -16,8 +16,13 @@
 //! - `--cancel --reassignment-json-file F` cancels those in progress.
 //! - `--list` lists every reassignment in progress.
 //!
-//! Replication throttles (`--throttle`) are not implemented: the option is
-//! accepted and a warning says it has no effect. Moves between log
+//! `--execute --throttle B` also throttles the move as Kafka's tool does:
+//! each moving partition's current replicas go into its topic's
+//! `leader.replication.throttled.replicas` and its new ones into
+//! `follower.replication.throttled.replicas`, and every broker involved
+//! gets `leader.` and `follower.replication.throttled.rate` B. `--verify`
+//! clears them all (topics and every broker) once nothing in the file is
+//! in progress, unless `--preserve-throttles`. Moves between log
 //! directories (`log_dirs` other than "any") are refused: a broker has one.
 //!
 //! A file: `{"version":1,"partitions":[{"topic":"t","partition":0,
@@ -32,6 +37,10 @@ use clap::Args;
 use serde_json::Value;
 
 use tarn_protocol::error;
+use tarn_protocol::messages::incremental_alter_configs::{
+    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResource,
+    IncrementalAlterConfigsResponse, IncrementalAlterableConfig, OP_DELETE, OP_SET,
+};
 use tarn_protocol::messages::metadata::MetadataResponse;
 use tarn_protocol::messages::reassignments::{
     AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse,
@@ -82,13 +91,13 @@ pub struct ReassignArgs {
     /// With --execute: start these reassignments even while others are in progress.
     #[arg(long)]
     additional: bool,
-    /// Accepted for Kafka's command lines; Tarn does not throttle replication yet.
+    /// With --execute: bytes a second the moving replicas may replicate at, per broker.
     #[arg(long)]
     throttle: Option<i64>,
     /// Accepted for Kafka's command lines (placement here is rack-unaware).
     #[arg(long)]
     disable_rack_aware: bool,
-    /// Accepted for Kafka's command lines; there are no throttles to keep.
+    /// With --verify: keep the throttles once the reassignments are done.
     #[arg(long)]
     preserve_throttles: bool,
 }
@@ -129,10 +138,10 @@ pub fn run(args: ReassignArgs) -> Result<()> {
     let Some(bootstrap) = args.bootstrap_server.clone() else {
         bail!("Please specify --bootstrap-server");
     };
-    if args.throttle.is_some() {
-        eprintln!(
-            "Warning: replication throttles are not implemented in Tarn; --throttle has no effect."
-        );
+    if let Some(rate) = args.throttle {
+        if rate < 0 {
+            bail!("--throttle must be at least 0");
+        }
     }
     match action {
         Action::Generate => {
@@ -151,8 +160,8 @@ pub fn run(args: ReassignArgs) -> Result<()> {
             };
             let assignment = parse_reassignment(&read(file)?)?;
             match action {
-                Action::Execute => execute(&bootstrap, &assignment, args.additional),
-                Action::Verify => verify(&bootstrap, &assignment),
+                Action::Execute => execute(&bootstrap, &assignment, args.additional, args.throttle),
+                Action::Verify => verify(&bootstrap, &assignment, args.preserve_throttles),
                 _ => cancel(&bootstrap, &assignment),
             }
         }
@@ -486,7 +495,12 @@ fn alter(
     Ok(refused)
 }
 
-fn execute(bootstrap: &str, assignment: &Assignment, additional: bool) -> Result<()> {
+fn execute(
+    bootstrap: &str,
+    assignment: &Assignment,
+    additional: bool,
+    throttle: Option<i64>,
+) -> Result<()> {
     let topics: BTreeSet<&str> = assignment.keys().map(|(t, _)| t.as_str()).collect();
     let response = metadata(
         bootstrap,
@@ -509,6 +523,11 @@ fn execute(bootstrap: &str, assignment: &Assignment, additional: bool) -> Result
     println!("{}", assignment_json(&rollback));
     println!();
     println!("Save this to use as the --reassignment-json-file option during rollback");
+    if let Some(rate) = throttle {
+        set_throttles(&response, assignment, &current, rate)?;
+        println!("Warning: You must run --verify periodically, until the reassignment completes, to ensure the throttle is removed.");
+        println!("The inter-broker throttle limit was set to {rate} B/s");
+    }
     let asked = assignment
         .iter()
         .map(|(k, r)| (k.clone(), Some(r.clone())))
@@ -547,7 +566,7 @@ fn verify_lines(assignment: &Assignment, current: &Assignment, ongoing: &Ongoing
         .collect()
 }
 
-fn verify(bootstrap: &str, assignment: &Assignment) -> Result<()> {
+fn verify(bootstrap: &str, assignment: &Assignment, preserve_throttles: bool) -> Result<()> {
     let topics: BTreeSet<&str> = assignment.keys().map(|(t, _)| t.as_str()).collect();
     let in_progress = ongoing(bootstrap, Some(assignment))?;
     let response = metadata(
@@ -559,6 +578,174 @@ fn verify(bootstrap: &str, assignment: &Assignment) -> Result<()> {
     println!("Status of partition reassignment:");
     for line in verify_lines(assignment, &current, &in_progress) {
         println!("{line}");
+    }
+    if in_progress.is_empty() && !preserve_throttles {
+        clear_throttles(&response, &topics)?;
+    }
+    Ok(())
+}
+
+const LEADER_THROTTLED_REPLICAS: &str = "leader.replication.throttled.replicas";
+const FOLLOWER_THROTTLED_REPLICAS: &str = "follower.replication.throttled.replicas";
+const THROTTLE_RATES: [&str; 2] = [
+    "leader.replication.throttled.rate",
+    "follower.replication.throttled.rate",
+];
+/// IncrementalAlterConfigs v1 (flexible from 1), and its resource types.
+const INCREMENTAL_ALTER_CONFIGS: (i16, i16, i16) = (44, 1, 1);
+const TOPIC_RESOURCE: i8 = 2;
+const BROKER_RESOURCE: i8 = 4;
+
+/// The throttled-replica lists of each topic moving in `assignment`:
+/// (leader list, follower list), as `partition:broker` pairs.
+fn throttled_replicas(
+    assignment: &Assignment,
+    current: &Assignment,
+) -> BTreeMap<String, (Vec<String>, Vec<String>)> {
+    let mut lists: BTreeMap<String, (Vec<String>, Vec<String>)> = BTreeMap::new();
+    for ((topic, partition), target) in assignment {
+        let now = &current[&(topic.clone(), *partition)];
+        if now == target {
+            continue;
+        }
+        let (leaders, followers) = lists.entry(topic.clone()).or_default();
+        leaders.extend(now.iter().map(|b| format!("{partition}:{b}")));
+        followers.extend(
+            target
+                .iter()
+                .filter(|b| !now.contains(b))
+                .map(|b| format!("{partition}:{b}")),
+        );
+    }
+    lists
+}
+
+/// Throttles the moves of `assignment` at `rate` bytes a second.
+fn set_throttles(
+    metadata: &MetadataResponse,
+    assignment: &Assignment,
+    current: &Assignment,
+    rate: i64,
+) -> Result<()> {
+    let lists = throttled_replicas(assignment, current);
+    let any = address_of(metadata, None)?;
+    for (topic, (leaders, followers)) in &lists {
+        let mut configs = vec![(LEADER_THROTTLED_REPLICAS, Some(leaders.join(",")))];
+        if !followers.is_empty() {
+            configs.push((FOLLOWER_THROTTLED_REPLICAS, Some(followers.join(","))));
+        }
+        alter_configs(&any, TOPIC_RESOURCE, topic, &configs)?;
+    }
+    let brokers: BTreeSet<i32> = assignment
+        .iter()
+        .flat_map(|(key, target)| target.iter().chain(&current[key]).copied())
+        .collect();
+    let rate = rate.to_string();
+    for broker in brokers {
+        let configs: Vec<(&str, Option<String>)> = THROTTLE_RATES
+            .iter()
+            .map(|k| (*k, Some(rate.clone())))
+            .collect();
+        // A broker's own configs are altered through that broker.
+        alter_configs(
+            &address_of(metadata, Some(broker))?,
+            BROKER_RESOURCE,
+            &broker.to_string(),
+            &configs,
+        )?;
+    }
+    Ok(())
+}
+
+/// Removes the throttles of `topics` and of every broker, as Kafka's
+/// `--verify` does once the reassignments are done.
+fn clear_throttles(metadata: &MetadataResponse, topics: &BTreeSet<&str>) -> Result<()> {
+    let brokers: Vec<i32> = metadata.brokers.iter().map(|b| b.node_id).collect();
+    let names: Vec<String> = brokers.iter().map(i32::to_string).collect();
+    println!(
+        "Clearing broker-level throttles on brokers {}",
+        names.join(",")
+    );
+    for broker in &brokers {
+        let configs: Vec<(&str, Option<String>)> =
+            THROTTLE_RATES.iter().map(|k| (*k, None)).collect();
+        alter_configs(
+            &address_of(metadata, Some(*broker))?,
+            BROKER_RESOURCE,
+            &broker.to_string(),
+            &configs,
+        )?;
+    }
+    let any = address_of(metadata, None)?;
+    for topic in topics {
+        println!("Clearing topic-level throttles on topic {topic}");
+        alter_configs(
+            &any,
+            TOPIC_RESOURCE,
+            topic,
+            &[
+                (LEADER_THROTTLED_REPLICAS, None),
+                (FOLLOWER_THROTTLED_REPLICAS, None),
+            ],
+        )?;
+    }
+    Ok(())
+}
+
+/// `host:port` of broker `id`, or of any broker.
+fn address_of(metadata: &MetadataResponse, id: Option<i32>) -> Result<String> {
+    metadata
+        .brokers
+        .iter()
+        .find(|b| id.is_none_or(|id| b.node_id == id))
+        .map(|b| format!("{}:{}", b.host, b.port))
+        .with_context(|| match id {
+            Some(id) => format!("broker {id} is not in the cluster's metadata"),
+            None => "the cluster's metadata names no broker".to_owned(),
+        })
+}
+
+/// Sets (`Some`) or deletes (`None`) configs of one resource with
+/// IncrementalAlterConfigs sent to `address`.
+fn alter_configs(
+    address: &str,
+    resource_type: i8,
+    name: &str,
+    configs: &[(&str, Option<String>)],
+) -> Result<()> {
+    let request = IncrementalAlterConfigsRequest {
+        resources: vec![IncrementalAlterConfigsResource {
+            resource_type,
+            resource_name: name.to_owned(),
+            configs: configs
+                .iter()
+                .map(|(key, value)| IncrementalAlterableConfig {
+                    name: (*key).to_owned(),
+                    config_operation: if value.is_some() { OP_SET } else { OP_DELETE },
+                    value: value.clone(),
+                })
+                .collect(),
+        }],
+        validate_only: false,
+    };
+    let mut client = connect_bootstrap(address)?;
+    let (key, version, flexible) = INCREMENTAL_ALTER_CONFIGS;
+    let response: IncrementalAlterConfigsResponse =
+        client.call(key, version, flexible, &request)?;
+    let result = response
+        .responses
+        .first()
+        .context("the broker returned no result for the resource")?;
+    if result.error_code != error::NONE {
+        bail!(
+            "alter the configs of {name}: {} ({}): {}",
+            error_name(result.error_code),
+            result.error_code,
+            result
+                .error_message
+                .as_deref()
+                .unwrap_or("(no message from the broker)")
+        );
     }
     Ok(())
 }

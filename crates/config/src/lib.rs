@@ -249,7 +249,14 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     def("broker.heartbeat.interval.ms", Int, "2000", AtLeast(1)),
     def("broker.session.timeout.ms", Int, "9000", AtLeast(1)),
     // Replication throttles (KIP-73), set and cleared by
-    // kafka-reassign-partitions.sh: stored, not enforced yet.
+    // kafka-reassign-partitions.sh (see the server's replication_quota).
+    def("replication.quota.window.num", Int, "11", AtLeast(1)),
+    def(
+        "replication.quota.window.size.seconds",
+        Int,
+        "1",
+        AtLeast(1),
+    ),
     def(
         "leader.replication.throttled.rate",
         Long,

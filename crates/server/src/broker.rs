@@ -111,6 +111,10 @@ pub struct Broker {
     broker_epoch: std::sync::atomic::AtomicI64,
     /// ISR changes of partitions led here, waiting for the controller.
     pub(crate) isr_changes: crate::replica_fetcher::IsrChangeQueue,
+    /// Throttled replication sent as a leader and fetched as a follower
+    /// (see `replication_quota`).
+    pub leader_quota: crate::replication_quota::ReplicationQuota,
+    pub follower_quota: crate::replication_quota::ReplicationQuota,
 }
 
 /// Reads `meta.properties` (Kafka's file, as `tarn storage format` writes
@@ -350,6 +354,8 @@ impl Broker {
             producer_ids: Mutex::new((0, 0)),
             broker_epoch: std::sync::atomic::AtomicI64::new(-1),
             isr_changes: crate::replica_fetcher::IsrChangeQueue::default(),
+            leader_quota: Default::default(),
+            follower_quota: Default::default(),
             controller_topology,
             sessions: BrokerSessions::default(),
             heartbeat_connection: tokio::sync::Mutex::new(None),

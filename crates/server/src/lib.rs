@@ -18,6 +18,7 @@ pub mod http;
 pub mod metrics;
 pub mod refusals;
 pub mod replica_fetcher;
+pub mod replication_quota;
 pub mod server;
 #[cfg(test)]
 mod testing;

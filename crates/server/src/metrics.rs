@@ -178,6 +178,10 @@ pub struct Metrics {
     /// Leaders the metadata log gave partitions (a `PartitionChange` that
     /// names one, as this node applied it): every election in the cluster.
     pub leader_elections: AtomicU64,
+    /// Partition fetches a replication throttle held back, by side:
+    /// leading (answered empty) and following (left out of a fetch).
+    pub throttled_leader: AtomicU64,
+    pub throttled_follower: AtomicU64,
     samples: Mutex<VecDeque<Sample>>,
 }
 
@@ -222,6 +226,8 @@ impl Metrics {
             fetches_waiting: AtomicI64::new(0),
             isr_shrinks: AtomicU64::new(0),
             leader_elections: AtomicU64::new(0),
+            throttled_leader: AtomicU64::new(0),
+            throttled_follower: AtomicU64::new(0),
             isr_expands: AtomicU64::new(0),
             samples: Mutex::new(VecDeque::with_capacity(SAMPLE_CAPACITY)),
         }
@@ -815,6 +821,18 @@ fn render_replication(w: &mut PromWriter, broker: &Broker) {
         "counter",
         "Partition leaders elected in the cluster (leadership given to a broker), as the metadata log committed them.",
         m.leader_elections.load(Ordering::Relaxed) as f64,
+    );
+    w.single(
+        "tarn_replication_throttled_leader_total",
+        "counter",
+        "Follower fetches of a partition this leader answered empty, its replication throttle being exceeded.",
+        m.throttled_leader.load(Ordering::Relaxed) as f64,
+    );
+    w.single(
+        "tarn_replication_throttled_follower_total",
+        "counter",
+        "Partitions this follower left out of a fetch, its replication throttle being exceeded.",
+        m.throttled_follower.load(Ordering::Relaxed) as f64,
     );
     let image = broker.metadata.image();
     let reassigning = image

@@ -57,6 +57,7 @@ use tarn_replication::replica_manager::{Partition, Role};
 use tarn_replication::roles::IsrChange;
 
 use crate::broker::Broker;
+use crate::replication_quota::{self, Side, Throttle};
 
 /// The Fetch version followers send: the first with the replica state.
 const FOLLOWER_FETCH_VERSION: i16 = 15;
@@ -72,6 +73,11 @@ const RESCAN_INTERVAL: Duration = Duration::from_secs(1);
 /// `replica.fetch.backoff.ms`, as it catches up within milliseconds and
 /// acks=all writes wait for this follower meanwhile.
 const LEADER_CATCH_UP_BACKOFF: Duration = Duration::from_millis(20);
+/// How often a follower whose every partition a throttle holds back
+/// looks at its rate again.
+const THROTTLE_RECHECK: Duration = Duration::from_millis(100);
+/// The topic config that makes some of its followers throttle themselves.
+const FOLLOWER_THROTTLED_REPLICAS: &str = "follower.replication.throttled.replicas";
 
 /// The replication settings a fetcher reads once at start.
 #[derive(Debug, Clone, Copy)]
@@ -259,6 +265,12 @@ async fn run_fetcher(
             .filter(|f| !backoff_until.contains_key(&f.backoff_key()))
             .cloned()
             .collect();
+        let (followed, throttles, held_back) = apply_throttles(&broker, followed);
+        if followed.is_empty() && held_back {
+            // Every partition waits for the throttle's rate to fall.
+            sleep_or_stop(THROTTLE_RECHECK, &mut stop).await;
+            continue;
+        }
         if followed.is_empty() {
             let wake = backoff_until
                 .values()
@@ -328,6 +340,12 @@ async fn run_fetcher(
                 let Some(followed) = by_key.get(&(topic.topic_id, data.partition_index)) else {
                     continue;
                 };
+                if let Some(t) = throttles.get(&followed.key()) {
+                    let bytes = data.records.as_ref().map_or(0, |r| r.len());
+                    broker
+                        .follower_quota
+                        .record(bytes as u64, Instant::now(), t.windows);
+                }
                 let outcome = process_partition(&broker, conn, followed, data).await;
                 if let Ok(Some(flush)) = outcome {
                     flushes.push((*followed, flush));
@@ -353,6 +371,59 @@ async fn run_fetcher(
             }
         }
     }
+}
+
+/// Splits out the partitions a follower throttle holds back now: those
+/// the topic names for this broker, out of the ISR, while the follower's
+/// throttled rate is above its limit. Returns the partitions to fetch,
+/// the throttles of those that are throttled, and whether any was held.
+fn apply_throttles(
+    broker: &Broker,
+    followed: Vec<Followed>,
+) -> (Vec<Followed>, HashMap<(Uuid, i32), Throttle>, bool) {
+    let image = broker.metadata.image();
+    let listed = |f: &Followed| {
+        image
+            .topic(&f.partition.topic)
+            .is_some_and(|t| t.configs.contains_key(FOLLOWER_THROTTLED_REPLICAS))
+    };
+    if !followed.iter().any(listed) {
+        return (followed, HashMap::new(), false);
+    }
+    let config = broker.config_view(&image).effective();
+    let now = Instant::now();
+    let mut throttles = HashMap::new();
+    let mut held_back = false;
+    let mut fetched = Vec::with_capacity(followed.len());
+    for f in followed {
+        let (topic, index) = (&f.partition.topic, f.partition.index);
+        let in_isr = image
+            .topic(topic)
+            .and_then(|t| t.partitions.get(usize::try_from(index).ok()?))
+            .is_some_and(|p| p.isr.contains(&broker.node_id));
+        let throttle = replication_quota::throttle_for(
+            &image,
+            &config,
+            Side::Follower,
+            topic,
+            index,
+            broker.node_id,
+        )
+        .filter(|_| !in_isr);
+        if let Some(t) = throttle {
+            if broker.follower_quota.exceeded(t.limit, now, t.windows) {
+                broker
+                    .metrics
+                    .throttled_follower
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                held_back = true;
+                continue;
+            }
+            throttles.insert(f.key(), t);
+        }
+        fetched.push(f);
+    }
+    (fetched, throttles, held_back)
 }
 
 async fn sleep_or_stop(duration: Duration, stop: &mut watch::Receiver<bool>) {

@@ -28,6 +28,7 @@
 //! `partition_max_bytes` and the response at most `max_bytes`, except that
 //! the first batch of the first partition with data is returned whole even
 //! when it is larger, so a consumer can always make progress.
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -45,6 +46,7 @@ use tarn_replication::roles::{FollowerFetchOutcome, FollowerRead};
 use super::{ApiSpec, RequestContext};
 use crate::broker::Broker;
 use crate::fetch_session::{FetchContext, FetchPartitionParams, INVALID_SESSION_ID};
+use crate::replication_quota::{self, Side};
 
 pub const KEY: i16 = 1;
 pub const SPEC: ApiSpec = ApiSpec {
@@ -57,6 +59,8 @@ pub const SPEC: ApiSpec = ApiSpec {
 
 /// A bound on how long any fetch may wait, whatever the client asks.
 const MAX_WAIT_MS_LIMIT: i32 = 60_000;
+/// The topic config that makes its leaders throttle some followers.
+const LEADER_THROTTLED_REPLICAS: &str = "leader.replication.throttled.replicas";
 
 pub async fn handle(
     broker: &Arc<Broker>,
@@ -319,6 +323,9 @@ fn read_all(
     } = reader;
     let image = broker.metadata.image();
     let now_ms = now_ms() as i64;
+    let now = tokio::time::Instant::now();
+    // Read only when some topic is throttled (see `replication_quota`).
+    let mut effective: Option<tarn_config::BrokerConfig> = None;
     let mut budget = max_bytes.max(0) as usize;
     let mut total = 0usize;
     let mut any_error = false;
@@ -336,9 +343,55 @@ fn read_all(
             }
             Some(name) => broker.leader_partition(name, p.partition),
         };
+        // A leader's throttle for this follower, when it applies: the
+        // topic names the replica here and the follower is out of the ISR.
+        let throttle = match (follower, name.as_deref(), &hosted) {
+            (Some(replica), Some(name), Ok(partition))
+                if image
+                    .topic(name)
+                    .is_some_and(|t| t.configs.contains_key(LEADER_THROTTLED_REPLICAS)) =>
+            {
+                let config =
+                    effective.get_or_insert_with(|| broker.config_view(&image).effective());
+                replication_quota::throttle_for(
+                    &image,
+                    config,
+                    Side::Leader,
+                    name,
+                    p.partition,
+                    broker.node_id,
+                )
+                .filter(|_| !partition.isr().contains(&replica))
+            }
+            _ => None,
+        };
+        let held_back =
+            throttle.is_some_and(|t| broker.leader_quota.exceeded(t.limit, now, t.windows));
         let result = hosted.clone().and_then(|partition| {
             partition.check_epoch(p.current_leader_epoch)?;
             match follower {
+                Some(replica) if held_back => {
+                    // The follower's position counts; it gets no bytes.
+                    broker
+                        .metrics
+                        .throttled_leader
+                        .fetch_add(1, Ordering::Relaxed);
+                    match partition.follower_position(
+                        replica,
+                        p.fetch_offset,
+                        p.last_fetched_epoch,
+                        now_ms,
+                    )? {
+                        Err(diverging) => Ok(diverging),
+                        Ok(outcome) => {
+                            follow_up(broker, &partition, outcome);
+                            Ok(FollowerRead::Records {
+                                region: None,
+                                offsets: partition.offsets()?,
+                            })
+                        }
+                    }
+                }
                 Some(replica) => {
                     let (read, outcome) = partition.follower_fetch(
                         replica,
@@ -388,6 +441,11 @@ fn read_all(
                 };
                 total += records.len();
                 budget = budget.saturating_sub(records.len());
+                if let Some(t) = throttle {
+                    broker
+                        .leader_quota
+                        .record(records.len() as u64, now, t.windows);
+                }
                 answered(p.partition, offsets, read_committed, records)
             }
             // As Kafka: an error carries no offsets (-1), and only a
