@@ -96,6 +96,7 @@ const KAFKA_4_4_0: &[(i16, &str, i16, i16)] = &[
     (49, "AlterClientQuotas", 0, 1),
     (60, "DescribeCluster", 0, 2),
     (61, "DescribeProducers", 0, 0),
+    (64, "UnregisterBroker", 0, 0),
     (75, "DescribeTopicPartitions", 0, 0),
 ];
 
