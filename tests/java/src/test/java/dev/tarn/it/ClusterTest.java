@@ -119,6 +119,11 @@ class ClusterTest {
             settings.put("process.roles", "broker,controller");
             settings.put("controller.listener.names", "CONTROLLER");
             settings.put("controller.quorum.voters", String.join(",", voters));
+            // A group of the failover test first asks for its coordinator
+            // after a broker died: with Kafka's default of 3 replicas, the
+            // offsets topic could not be created on the two left (as in
+            // Kafka), so this cluster gives it 2.
+            settings.put("offsets.topic.replication.factor", "2");
             String listeners = "PLAINTEXT://127.0.0.1:" + kafkaPorts.get(i)
                     + ",CONTROLLER://127.0.0.1:" + controllerPorts.get(i);
             nodes.add(new TarnBroker(scratch.resolve("node" + (i + 1)), settings, listeners));
