@@ -37,19 +37,10 @@ pub struct Network {
 
 /// Runs `ip <args>`; panics with its stderr if it fails.
 fn ip(args: &[&str]) {
-    let out = Command::new("ip")
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("run `ip` (iproute2): {e}"));
-    assert!(
-        out.status.success(),
-        "ip {}: {} (these tests make network namespaces: run them as root)",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr).trim()
-    );
+    ip_output(args);
 }
 
-/// `ip <args>`'s stdout.
+/// `ip <args>`'s stdout; panics with its stderr if it fails.
 fn ip_output(args: &[&str]) -> String {
     let out = Command::new("ip")
         .args(args)
@@ -57,7 +48,7 @@ fn ip_output(args: &[&str]) -> String {
         .unwrap_or_else(|e| panic!("run `ip` (iproute2): {e}"));
     assert!(
         out.status.success(),
-        "ip {}: {}",
+        "ip {}: {} (these tests make network namespaces: run them as root)",
         args.join(" "),
         String::from_utf8_lossy(&out.stderr).trim()
     );

@@ -44,7 +44,7 @@ use std::time::{Duration, Instant};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
-use tarn_e2e::cluster::Cluster;
+use tarn_e2e::cluster::{Cluster, View};
 use tarn_e2e::kafka::{consume_all, consumer, watermarks, Outgoing, Record, TestProducer};
 use tarn_e2e::{cli, run_with_timeout};
 use tarn_protocol::record_batch::BatchIter;
@@ -439,6 +439,26 @@ fn shuffle(rng: &mut Rng, items: &mut [i32]) {
     }
 }
 
+/// Every node of `all` but `victim`, in the seed's order.
+fn others_shuffled(rng: &mut Rng, all: &[i32], victim: i32) -> Vec<i32> {
+    let mut others: Vec<i32> = all.iter().copied().filter(|id| *id != victim).collect();
+    shuffle(rng, &mut others);
+    others
+}
+
+/// The followers of the first partition `victim` leads, or, when it leads
+/// none, every node of `fallback` but it.
+fn followers_of(view: &View, victim: i32, fallback: &[i32]) -> Vec<i32> {
+    let led = view.leaders[TOPIC].iter().position(|l| *l == victim);
+    match led {
+        Some(p) => view.replicas[TOPIC][p].clone(),
+        None => fallback.to_vec(),
+    }
+    .into_iter()
+    .filter(|id| *id != victim)
+    .collect()
+}
+
 /// Applies one fault for `hold`, then undoes it; returns the broker hit.
 fn inject(cluster: &mut Cluster, rng: &mut Rng, fault: Fault, hold: Duration) -> i32 {
     let running = cluster.running();
@@ -473,8 +493,7 @@ fn inject(cluster: &mut Cluster, rng: &mut Rng, fault: Fault, hold: Duration) ->
         }
         Fault::SplitLeader => {
             // The victim and as many others as keep it a minority.
-            let mut others: Vec<i32> = all.iter().copied().filter(|id| *id != victim).collect();
-            shuffle(rng, &mut others);
+            let mut others = others_shuffled(rng, &all, victim);
             let mut minority = vec![victim];
             minority.extend(others.drain(..(all.len() - 1) / 2 - 1));
             println!("  split {minority:?} from {others:?}");
@@ -483,14 +502,7 @@ fn inject(cluster: &mut Cluster, rng: &mut Rng, fault: Fault, hold: Duration) ->
             cluster.heal();
         }
         Fault::CutLink => {
-            let led = view.leaders[TOPIC].iter().position(|l| *l == victim);
-            let followers: Vec<i32> = match led {
-                Some(p) => view.replicas[TOPIC][p].clone(),
-                None => all.clone(),
-            }
-            .into_iter()
-            .filter(|id| *id != victim)
-            .collect();
+            let followers = followers_of(&view, victim, &all);
             let follower = followers[rng.below(followers.len() as u64) as usize];
             println!("  cut {victim} from {follower}");
             cluster.cut_link(victim, follower);
@@ -499,8 +511,7 @@ fn inject(cluster: &mut Cluster, rng: &mut Rng, fault: Fault, hold: Duration) ->
         }
         Fault::Bridge => {
             // The victim reaches both halves of the rest.
-            let mut others: Vec<i32> = all.iter().copied().filter(|id| *id != victim).collect();
-            shuffle(rng, &mut others);
+            let mut others = others_shuffled(rng, &all, victim);
             let right = others.split_off(others.len() / 2);
             println!("  {others:?} and {right:?} bridged by {victim}");
             cluster.partition(&[&others, &right]);
@@ -508,15 +519,7 @@ fn inject(cluster: &mut Cluster, rng: &mut Rng, fault: Fault, hold: Duration) ->
             cluster.heal();
         }
         Fault::StrandLeader => {
-            // The followers of one partition the victim leads.
-            let led = view.leaders[TOPIC].iter().position(|l| *l == victim);
-            let followers: Vec<i32> = match led {
-                Some(p) => view.replicas[TOPIC][p].clone(),
-                None => running.clone(),
-            }
-            .into_iter()
-            .filter(|id| *id != victim)
-            .collect();
+            let followers = followers_of(&view, victim, &running);
             for f in &followers {
                 cluster.pause(*f);
             }
