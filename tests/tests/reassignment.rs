@@ -40,6 +40,36 @@ fn produce(bootstrap: &str, topic: &str, prefix: &str, n: usize) {
     assert_eq!(producer.produce_all(topic, &records(prefix, n)).len(), n);
 }
 
+/// Creates `topic` with `tarn topics create` and waits until node 1 sees
+/// every partition led; node 1's view then.
+fn create_led(
+    cluster: &Cluster,
+    bootstrap: &str,
+    topic: &str,
+    partitions: usize,
+    replication: usize,
+) -> tarn_e2e::cluster::View {
+    let out = cli::run(&[
+        "topics",
+        "create",
+        "--bootstrap-server",
+        bootstrap,
+        "--topic",
+        topic,
+        "--partitions",
+        &partitions.to_string(),
+        "--replication-factor",
+        &replication.to_string(),
+    ]);
+    assert!(out.status.success(), "create {topic}: {out}");
+    let (view, _) = cluster.wait_for(1, FORMED, &format!("{topic} led"), |v| {
+        v.leaders
+            .get(topic)
+            .is_some_and(|l| l.len() == partitions && l.iter().all(|x| *x > 0))
+    });
+    view
+}
+
 fn reassign(bootstrap: &str, args: &[&str]) -> cli::CliOutput {
     let mut all = vec!["reassign-partitions", "--bootstrap-server", bootstrap];
     all.extend(args);
@@ -128,22 +158,7 @@ fn a_partition_moves_to_new_replicas_which_catch_up_before_the_old_one_leaves() 
         let cluster = Cluster::start(3, &[1, 2, 3], QUICK_SESSIONS);
         let controller = cluster.wait_until_formed(FORMED);
         let bootstrap = cluster.bootstrap();
-        let out = cli::run(&[
-            "topics",
-            "create",
-            "--bootstrap-server",
-            &bootstrap,
-            "--topic",
-            "moved",
-            "--partitions",
-            "1",
-            "--replication-factor",
-            "1",
-        ]);
-        assert!(out.status.success(), "create: {out}");
-        let (view, _) = cluster.wait_for(1, FORMED, "moved led", |v| {
-            v.leaders.get("moved").is_some_and(|l| l[0] > 0)
-        });
+        let view = create_led(&cluster, &bootstrap, "moved", 1, 1);
         let old = view.leaders["moved"][0];
         assert_eq!(view.replicas["moved"][0], [old]);
         // The new replicas: one kept paused so that the move stays in
@@ -304,24 +319,7 @@ fn a_broker_is_drained_by_the_generated_reassignment() {
         let cluster = Cluster::start(3, &[1, 2, 3], &[]);
         let controller = cluster.wait_until_formed(FORMED);
         let bootstrap = cluster.bootstrap();
-        let out = cli::run(&[
-            "topics",
-            "create",
-            "--bootstrap-server",
-            &bootstrap,
-            "--topic",
-            "drained",
-            "--partitions",
-            "3",
-            "--replication-factor",
-            "2",
-        ]);
-        assert!(out.status.success(), "create: {out}");
-        cluster.wait_for(1, FORMED, "drained led", |v| {
-            v.leaders
-                .get("drained")
-                .is_some_and(|l| l.len() == 3 && l.iter().all(|x| *x > 0))
-        });
+        create_led(&cluster, &bootstrap, "drained", 3, 2);
         produce(&bootstrap, "drained", "kept", 600);
         let drained = (1..=3).find(|i| *i != controller).unwrap();
         let keep: Vec<String> = (1..=3)
@@ -424,22 +422,7 @@ fn a_throttled_move_is_held_to_its_rate_and_verify_clears_the_throttle() {
         let cluster = Cluster::start(3, &[1, 2, 3], &settings);
         cluster.wait_until_formed(FORMED);
         let bootstrap = cluster.bootstrap();
-        let out = cli::run(&[
-            "topics",
-            "create",
-            "--bootstrap-server",
-            &bootstrap,
-            "--topic",
-            "slow",
-            "--partitions",
-            "1",
-            "--replication-factor",
-            "1",
-        ]);
-        assert!(out.status.success(), "create: {out}");
-        let (view, _) = cluster.wait_for(1, FORMED, "slow led", |v| {
-            v.leaders.get("slow").is_some_and(|l| l[0] > 0)
-        });
+        let view = create_led(&cluster, &bootstrap, "slow", 1, 1);
         let old = view.leaders["slow"][0];
         let new = (1..=3).find(|i| *i != old).unwrap();
         let padded: Vec<Outgoing> = (0..1500)
