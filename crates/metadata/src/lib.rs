@@ -10,6 +10,7 @@ pub mod brokers;
 pub mod client_quotas;
 pub mod dynamic_config;
 pub mod elections;
+pub mod feed;
 mod image;
 mod log;
 pub mod placement;

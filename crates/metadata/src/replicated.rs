@@ -20,6 +20,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use tarn_quorum::{ApplyError, Committed, Quorum, QuorumError, StateMachine};
 
+use crate::feed::MetadataFeed;
 use crate::log::{decode_entry, encode_entry, MetadataLog, MetadataLogError};
 use crate::{MetadataImage, MetadataPublisher, MetadataRecord};
 
@@ -226,14 +227,22 @@ pub fn entry(records: &[MetadataRecord]) -> Result<Bytes, MetadataLogError> {
 }
 
 /// The quorum's state machine on every node: publishes each committed
-/// entry (and each installed snapshot) through the node's publisher.
+/// entry (and each installed snapshot) through the node's publisher, by
+/// way of the feed that serves them to nodes that are not voters.
 pub struct PublishingMachine {
-    publisher: Arc<MetadataPublisher>,
+    feed: Arc<MetadataFeed>,
 }
 
 impl PublishingMachine {
     pub fn new(publisher: Arc<MetadataPublisher>) -> Self {
-        PublishingMachine { publisher }
+        PublishingMachine {
+            feed: Arc::new(MetadataFeed::new(publisher)),
+        }
+    }
+
+    /// What this node serves to brokers that follow the log.
+    pub fn feed(&self) -> Arc<MetadataFeed> {
+        self.feed.clone()
     }
 }
 
@@ -250,14 +259,14 @@ impl StateMachine for PublishingMachine {
         let records = decode(entry)?;
         // A listener's failure is logged by the publisher and leaves the
         // entry published: the image must not stop at it.
-        if let Err(e) = self.publisher.publish(committed.index, &records) {
+        if let Err(e) = self.feed.publish(committed.index, records) {
             tracing::error!(error = %e, "applying a committed metadata entry on this node");
         }
         Ok(())
     }
 
     fn snapshot(&self) -> Bytes {
-        let records = self.publisher.image().to_records();
+        let records = self.feed.publisher().image().to_records();
         Bytes::from(encode_entry(&records).expect("an image's records encode"))
     }
 
@@ -266,7 +275,7 @@ impl StateMachine for PublishingMachine {
         for record in decode(image)? {
             rebuilt.apply(&record);
         }
-        if let Err(e) = self.publisher.install(last.index, rebuilt) {
+        if let Err(e) = self.feed.install(last.index, rebuilt) {
             tracing::error!(error = %e, "installing a metadata snapshot on this node");
         }
         Ok(())

@@ -14,7 +14,13 @@
 //! one of its proposals has an unknown outcome, since that entry may still
 //! commit after the plan.
 //!
-//! Checked at every step: a node's image holds only committed topics, and
+//! Two brokers that are not voters follow the log as observers do: after
+//! every proposal each reads the feed of a random running voter (which may be
+//! behind it, or have only a snapshot of what it needs) and applies it;
+//! now and then one restarts empty and starts again from an image.
+//!
+//! Checked at every step: a node's image (a voter's or an observer's)
+//! holds only committed topics, and
 //! every acknowledged topic at or below the offset it has published (the
 //! image is a prefix of the committed log); in every partition the ISR is
 //! not empty, a leader is in it and is not fenced, and neither epoch ever
@@ -34,6 +40,7 @@ use tarn_metadata::brokers;
 use tarn_metadata::elections::{
     self, AlterPartition, ElectionType, UNCLEAN_LEADER_ELECTION_ENABLE,
 };
+use tarn_metadata::feed::{self, MetadataFeed};
 use tarn_metadata::replicated::{entry, PublishingMachine};
 use tarn_metadata::{MetadataImage, MetadataPublisher, MetadataRecord};
 use tarn_quorum::sim::{Faults, SimNetwork};
@@ -45,7 +52,12 @@ struct Node {
     fs: Arc<SimFileSystem>,
     quorum: Option<Quorum>,
     publisher: Arc<MetadataPublisher>,
+    /// What the node serves observers, while it runs.
+    feed: Option<Arc<MetadataFeed>>,
 }
+
+/// Observers the simulation runs beside the voters.
+const OBSERVERS: usize = 2;
 
 /// The schedule's generator (xorshift64*), apart from the network's.
 struct Rng(u64);
@@ -64,6 +76,10 @@ struct Sim {
     rng: Rng,
     net: Arc<SimNetwork>,
     nodes: BTreeMap<NodeId, Node>,
+    /// The observers' publishers.
+    observers: Vec<Arc<MetadataPublisher>>,
+    /// How often an observer got a whole image rather than entries.
+    images_followed: u64,
     /// Every topic proposed, acknowledged or not.
     proposed: BTreeSet<String>,
     /// Acknowledged topics by the offset they were committed at.
@@ -229,7 +245,8 @@ impl Sim {
                 let node = Node {
                     fs: Arc::new(SimFileSystem::new(seed ^ id)),
                     quorum: None,
-                    publisher: Arc::new(MetadataPublisher::new(MetadataImage::default(), 0)),
+                    publisher: empty_publisher(),
+                    feed: None,
                 };
                 (id, node)
             })
@@ -239,6 +256,8 @@ impl Sim {
             rng: Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1),
             net: SimNetwork::new(seed),
             nodes,
+            observers: (0..OBSERVERS).map(|_| empty_publisher()).collect(),
+            images_followed: 0,
             proposed: BTreeSet::new(),
             acked: BTreeMap::new(),
             starts: 0,
@@ -267,9 +286,10 @@ impl Sim {
         self.epochs.remove(&id);
         let node = self.nodes.get_mut(&id).expect("a node");
         // A restarted node builds its image again from its disk.
-        node.publisher = Arc::new(MetadataPublisher::new(MetadataImage::default(), 0));
+        node.publisher = empty_publisher();
         let fs: Arc<dyn FileSystem> = node.fs.clone();
         let machine = PublishingMachine::new(node.publisher.clone());
+        node.feed = Some(machine.feed());
         let quorum = Quorum::start(config, fs, self.net.transport(id), Box::new(machine))
             .await
             .unwrap_or_else(|e| panic!("seed {}: start node {id}: {e}", self.seed));
@@ -283,6 +303,7 @@ impl Sim {
         let Some(quorum) = node.quorum.take() else {
             return;
         };
+        node.feed = None;
         node.fs.halt();
         // Writes fail once the power is gone: that is the crash.
         if let Err(e) = quorum.shutdown().await {
@@ -417,18 +438,60 @@ impl Sim {
         }
     }
 
-    /// The prefix property, on every running node.
-    fn check(&self, step: &str) {
-        for (id, node) in &self.nodes {
-            if node.quorum.is_none() {
+    /// Each observer reads the feed of a random running voter once and
+    /// applies what it got; one in ten times one restarts empty first.
+    fn follow(&mut self) {
+        let feeds: Vec<(NodeId, Arc<MetadataFeed>)> = self
+            .nodes
+            .iter()
+            .filter_map(|(id, node)| node.feed.clone().map(|f| (*id, f)))
+            .collect();
+        for i in 0..self.observers.len() {
+            if self.rng.next(9) == 0 {
+                self.observers[i] = empty_publisher();
+            }
+            if feeds.is_empty() {
                 continue;
             }
-            let image = node.publisher.image();
-            let published = node.publisher.published_offset();
+            let (voter, feed) = &feeds[self.rng.next(feeds.len() as u64 - 1) as usize];
+            let observer = &self.observers[i];
+            let read = feed.read_after(observer.published_offset());
+            if matches!(read, feed::FeedRead::Image { .. }) {
+                self.images_followed += 1;
+            }
+            feed::follow(observer, read).unwrap_or_else(|e| {
+                panic!(
+                    "seed {}: observer {i} applying node {voter}'s feed: {e}",
+                    self.seed
+                )
+            });
+        }
+    }
+
+    /// Every image there is now: the running voters', then the observers'.
+    fn images(&self) -> Vec<(String, Arc<MetadataPublisher>)> {
+        let voters = self
+            .nodes
+            .iter()
+            .filter(|(_, node)| node.quorum.is_some())
+            .map(|(id, node)| (format!("node {id}"), node.publisher.clone()));
+        let observers = self
+            .observers
+            .iter()
+            .enumerate()
+            .map(|(i, publisher)| (format!("observer {i}"), publisher.clone()));
+        voters.chain(observers).collect()
+    }
+
+    /// The prefix property, on every running node and every observer.
+    fn check(&self, step: &str) {
+        for (who, publisher) in self.images() {
+            let image = publisher.image();
+            let published = publisher.published_offset();
             for t in image.topics() {
                 assert!(
                     self.proposed.contains(&t.name),
-                    "seed {}: {step}: node {id} holds {} that nobody proposed",
+                    "seed {}: {step}: {who} holds {} that nobody proposed",
                     self.seed,
                     t.name
                 );
@@ -436,7 +499,7 @@ impl Sim {
             for (index, name) in self.acked.range(..=published) {
                 assert!(
                     image.topic(name).is_some(),
-                    "seed {}: {step}: node {id} published offset {published} but lacks {name}, acknowledged at {index}",
+                    "seed {}: {step}: {who} published offset {published} but lacks {name}, acknowledged at {index}",
                     self.seed
                 );
             }
@@ -493,6 +556,7 @@ async fn run(seed: u64) {
             sim.propose(n).await;
             let action = random_action(&mut sim.rng);
             sim.control(action).await;
+            sim.follow();
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         sim.check(&format!("step {step}"));
@@ -530,10 +594,11 @@ async fn run(seed: u64) {
     let last_index =
         (*sim.acked.keys().last().expect("an acknowledged entry")).max(sim.planned_acked);
     for _ in 0..600 {
+        sim.follow();
         if sim
-            .nodes
-            .values()
-            .all(|node| node.publisher.published_offset() >= last_index)
+            .images()
+            .iter()
+            .all(|(_, publisher)| publisher.published_offset() >= last_index)
         {
             break;
         }
@@ -541,17 +606,17 @@ async fn run(seed: u64) {
     }
     sim.check("healed");
     sim.check_partitions("healed");
-    let images: Vec<Arc<MetadataImage>> = sim
-        .nodes
-        .values()
-        .map(|node| node.publisher.image())
+    let images: Vec<(String, Arc<MetadataImage>)> = sim
+        .images()
+        .into_iter()
+        .map(|(who, publisher)| (who, publisher.image()))
         .collect();
-    for (i, image) in images.iter().enumerate() {
+    assert_eq!(images.len(), size as usize + OBSERVERS, "every node runs");
+    for (who, image) in &images {
         assert_eq!(
-            **image,
-            *images[0],
-            "seed {seed}: node {} differs from node 1",
-            i + 1
+            **image, *images[0].1,
+            "seed {seed}: {who} differs from {}",
+            images[0].0
         );
         for name in sim.acked.values() {
             assert!(
@@ -560,19 +625,24 @@ async fn run(seed: u64) {
             );
         }
     }
-    let partitions: usize = images[0].topics().map(|t| t.partitions.len()).sum();
+    let partitions: usize = images[0].1.topics().map(|t| t.partitions.len()).sum();
     println!(
-        "seed {seed}: {size} nodes, {} starts, {} of {} proposals acknowledged, {} controller changes, {partitions} partitions",
+        "seed {seed}: {size} nodes, {} starts, {} of {} proposals acknowledged, {} controller changes, {partitions} partitions, {} images followed",
         sim.starts,
         sim.acked.len(),
         sim.proposed.len(),
         sim.planned_commits,
+        sim.images_followed,
     );
     for node in sim.nodes.values_mut() {
         if let Some(quorum) = node.quorum.take() {
             quorum.shutdown().await.expect("shut down");
         }
     }
+}
+
+fn empty_publisher() -> Arc<MetadataPublisher> {
+    Arc::new(MetadataPublisher::new(MetadataImage::default(), 0))
 }
 
 /// One controller change, weighted towards fencing and unfencing.

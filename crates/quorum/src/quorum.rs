@@ -10,9 +10,9 @@
 //! the cluster forms whichever voters start first, and a later start never
 //! re-initializes. The voter sets in the configs must be identical.
 //!
-//! Brokers that are not voters could follow the log as openraft learners
-//! (`Raft::add_learner` on the leader, a `StateMachine` on the broker);
-//! not offered yet.
+//! Brokers that are not voters do not join Raft at all: they follow the
+//! committed log from a voter's state machine (`tarn_metadata::feed`), as
+//! Kafka's brokers fetch the metadata log from the controllers.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
