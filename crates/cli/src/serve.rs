@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -246,21 +245,43 @@ fn tune_allocator() {
 }
 
 async fn serve(args: ServeArgs, config: BrokerConfig, cluster: ClusterConfig) -> Result<()> {
-    let kafka = cluster
-        .kafka_listener()
-        .context("listeners: a broker needs a listener that is not a controller listener")?;
-    let bind = kafka.bind_address();
-    let listener = TcpListener::bind(&bind)
-        .await
-        .with_context(|| format!("listen on {bind} (listener {kafka})"))?;
-    let bound: SocketAddr = listener.local_addr()?;
+    // A node that is only a controller serves no Kafka listener: it is
+    // reached on its CONTROLLER listener, which it reports as ready.
+    let kafka = match cluster.kafka_listener() {
+        Some(kafka) => Some(kafka),
+        None if cluster.is_broker() => {
+            bail!("listeners: a broker needs a listener that is not a controller listener")
+        }
+        None => None,
+    };
+    let listener = match kafka {
+        Some(kafka) => {
+            let bind = kafka.bind_address();
+            Some(
+                TcpListener::bind(&bind)
+                    .await
+                    .with_context(|| format!("listen on {bind} (listener {kafka})"))?,
+            )
+        }
+        None => None,
+    };
+    let controller_listener = match (cluster.is_controller(), cluster.quorum()) {
+        (true, Quorum::Voters(_)) => Some(bind_controller_listener(&cluster).await?),
+        _ => None,
+    };
     let http_listener = match args.http_listen.as_str() {
         "off" => None,
         addr => Some(TcpListener::bind(addr).await.with_context(|| {
             format!("listen for HTTP on {addr} (choose another with --http-listen HOST:PORT, or --http-listen off)")
         })?),
     };
-    let advertised = cluster.advertised_listener(kafka).unwrap_or(kafka);
+    let (served, bound) = match (&listener, &controller_listener) {
+        (Some(listener), _) => (kafka, listener.local_addr()?),
+        (None, Some((controller, listener))) => (Some(*controller), listener.local_addr()?),
+        (None, None) => bail!("node {} serves no listener", cluster.node_id),
+    };
+    let served = served.expect("a bound listener is one of listeners");
+    let advertised = cluster.advertised_listener(served).unwrap_or(served);
     let host = match advertised.host.as_str() {
         "" => local_hostname()?,
         host => host.to_owned(),
@@ -281,8 +302,17 @@ async fn serve(args: ServeArgs, config: BrokerConfig, cluster: ClusterConfig) ->
     };
     let (broker, cluster_node) = match cluster.quorum() {
         Quorum::Voters(voters) => {
-            let (broker, node) =
-                join_cluster(options, &cluster, voters, kafka, &host, port).await?;
+            let controller_listener = controller_listener.map(|(_, listener)| listener);
+            let (broker, node) = join_cluster(
+                options,
+                &cluster,
+                voters,
+                controller_listener,
+                served,
+                &host,
+                port,
+            )
+            .await?;
             (broker, Some(node))
         }
         _ => {
@@ -301,7 +331,17 @@ async fn serve(args: ServeArgs, config: BrokerConfig, cluster: ClusterConfig) ->
     let mut sigterm = signal(SignalKind::terminate()).context("install SIGTERM handler")?;
     let mut sigint = signal(SignalKind::interrupt()).context("install SIGINT handler")?;
     let (stop_tx, stop_rx) = watch::channel(false);
-    let server = tokio::spawn(server::run(broker.clone(), listener, stop_rx.clone()));
+    // An observer answers clients once it has caught up with the metadata
+    // log; until then their connections wait in the accept queue.
+    let caught_up = cluster_node.as_ref().map(|node| node.caught_up.clone());
+    let server = listener.map(|listener| {
+        tokio::spawn(serve_when_caught_up(
+            broker.clone(),
+            listener,
+            caught_up,
+            stop_rx.clone(),
+        ))
+    });
     let groups: SharedGroupLagSource = Arc::new(CoordinatorLagSource(broker.clone()));
     let sampler = tokio::spawn(metrics::run_sampler(
         broker.clone(),
@@ -324,12 +364,19 @@ async fn serve(args: ServeArgs, config: BrokerConfig, cluster: ClusterConfig) ->
     if let Some((addr, _)) = &http {
         println!("tarn: http on {addr}");
     }
-    tracing::info!(
-        listener = %kafka,
-        advertised = %format!("{host}:{port}"),
-        node_id = cluster.node_id,
-        "serving the Kafka protocol"
-    );
+    match kafka {
+        Some(kafka) => tracing::info!(
+            listener = %kafka,
+            advertised = %format!("{host}:{port}"),
+            node_id = cluster.node_id,
+            "serving the Kafka protocol"
+        ),
+        None => tracing::info!(
+            listener = %served,
+            node_id = cluster.node_id,
+            "a controller only: serving the quorum and controller requests"
+        ),
+    }
     let mut failure = None;
     tokio::select! {
         _ = sigterm.recv() => tracing::info!("SIGTERM: shutting down"),
@@ -346,7 +393,9 @@ async fn serve(args: ServeArgs, config: BrokerConfig, cluster: ClusterConfig) ->
         node.controlled_shutdown(&broker).await;
     }
     stop_tx.send(true).context("stop the accept loop")?;
-    server.await.context("join the accept loop")?;
+    if let Some(server) = server {
+        server.await.context("join the accept loop")?;
+    }
     sampler.await.context("join the metrics sampler")?;
     if let Some((_, task)) = http {
         task.await.context("join the HTTP listener")?;
@@ -362,28 +411,52 @@ async fn serve(args: ServeArgs, config: BrokerConfig, cluster: ClusterConfig) ->
     Ok(())
 }
 
-/// Starts this node as a member of the controller quorum `voters`, with
-/// its CONTROLLER listener bound and its broker registering with the
-/// active controller.
-async fn join_cluster(
-    options: BrokerOptions,
-    cluster: &ClusterConfig,
-    voters: BTreeMap<i32, (String, u16)>,
-    kafka: &Listener,
-    host: &str,
-    port: u16,
-) -> Result<(Arc<Broker>, ClusterNode)> {
+/// Runs the Kafka listener's accept loop once `caught_up` (when given)
+/// turns true, or until the node stops.
+async fn serve_when_caught_up(
+    broker: Arc<Broker>,
+    listener: TcpListener,
+    caught_up: Option<watch::Receiver<bool>>,
+    mut stop: watch::Receiver<bool>,
+) {
+    if let Some(mut caught_up) = caught_up {
+        tokio::select! {
+            seen = caught_up.wait_for(|c| *c) => if seen.is_err() { return },
+            _ = stop.wait_for(|s| *s) => return,
+        }
+    }
+    server::run(broker, listener, stop).await
+}
+
+/// Binds this controller's CONTROLLER listener; with it, the listener it
+/// binds.
+async fn bind_controller_listener(cluster: &ClusterConfig) -> Result<(&Listener, TcpListener)> {
     let controller = cluster.controller_listeners().next().with_context(|| {
         format!(
-            "node {} is a voter of controller.quorum.voters but listeners has no controller listener ({})",
+            "node {} is a controller but listeners has no controller listener ({})",
             cluster.node_id,
             cluster.controller_listener_names.join(",")
         )
     })?;
     let bind = controller.bind_address();
-    let controller_listener = TcpListener::bind(&bind)
+    let listener = TcpListener::bind(&bind)
         .await
         .with_context(|| format!("listen on {bind} (listener {controller})"))?;
+    Ok((controller, listener))
+}
+
+/// Starts this node in the cluster of controller quorum `voters`: a
+/// voter with its CONTROLLER listener bound, or an observer of the
+/// metadata log; a broker also registers with the active controller.
+async fn join_cluster(
+    options: BrokerOptions,
+    cluster: &ClusterConfig,
+    voters: BTreeMap<i32, (String, u16)>,
+    controller_listener: Option<TcpListener>,
+    kafka: &Listener,
+    host: &str,
+    port: u16,
+) -> Result<(Arc<Broker>, ClusterNode)> {
     let endpoints = cluster
         .advertised_listeners
         .iter()
@@ -407,6 +480,7 @@ async fn join_cluster(
             .map(|(id, (h, p))| (id, format!("{h}:{p}")))
             .collect(),
         controller_listener,
+        broker: cluster.is_broker(),
         endpoints,
         client_listener: kafka.name.clone(),
         rack: cluster.rack.clone(),

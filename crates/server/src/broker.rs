@@ -403,13 +403,29 @@ impl Broker {
         self.controller_topology.is_active()
     }
 
-    /// The active controller's node id as Metadata and DescribeCluster
-    /// report it: this node on a quorum of one, -1 while none is known.
-    pub fn active_controller_id(&self) -> i32 {
+    /// The active controller's node id: this node on a quorum of one, -1
+    /// while none is known.
+    pub fn active_controller(&self) -> i32 {
         if self.is_active_controller() {
             self.node_id
         } else {
             self.controller_topology.active_id()
+        }
+    }
+
+    /// The controller Metadata and DescribeCluster name to clients: the
+    /// active controller when it is also a live broker, else this broker,
+    /// which forwards what clients send a controller. Clients cannot reach
+    /// a node that is only a controller, and Kafka's brokers name a live
+    /// broker for the same reason. -1 while no controller is known.
+    pub fn active_controller_id(&self) -> i32 {
+        let active = self.active_controller();
+        if active < 0 {
+            return -1;
+        }
+        match self.metadata.image().brokers.get(&active) {
+            Some(info) if !info.fenced => active,
+            _ => self.node_id,
         }
     }
 

@@ -4,8 +4,15 @@
 //! The quorum (`tarn_quorum`, openraft) replicates the metadata log over
 //! the voters of `controller.quorum.voters`; every node applies committed
 //! entries through its publisher. The active controller is the quorum's
-//! leader. The CONTROLLER listener serves the quorum's RPCs and controller
-//! requests (`controller`), both in Kafka's framing with private API keys.
+//! leader. The CONTROLLER listener serves the quorum's RPCs, controller
+//! requests (`controller`) and the metadata log to observers, all in
+//! Kafka's framing with private API keys.
+//!
+//! `process.roles` decides the rest: a voter (`controller`) has a
+//! CONTROLLER listener and its part of the quorum; a node that is only a
+//! broker is an observer (`observer`) that follows the log from a voter;
+//! a node that is only a controller does not register as a broker, hosts
+//! no partitions and serves no Kafka listener.
 //!
 //! A broker registers with the active controller when it starts (a new
 //! incarnation, a new broker epoch, fenced), heartbeats every
@@ -17,6 +24,7 @@
 //! a node formatted for another cluster stops with INCONSISTENT_CLUSTER_ID.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::AtomicI32;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -24,6 +32,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 
 use tarn_metadata::brokers::BrokerRegistration;
+use tarn_metadata::feed::{FeedRead, FollowingLog, MetadataFeed};
 use tarn_metadata::replicated::{PublishingMachine, QuorumMetadataLog};
 use tarn_metadata::{Endpoint, MetadataImage, MetadataPublisher, MetadataRecord, MetadataStore};
 use tarn_protocol::error;
@@ -35,8 +44,10 @@ use crate::broker::{
     formatted_cluster_id, write_meta_properties, Broker, BrokerError, BrokerOptions,
 };
 use crate::controller::{
-    self, ControllerReply, ControllerRequest, ControllerTopology, CONTROLLER_API_KEY,
+    self, ControllerReply, ControllerRequest, ControllerResponse, ControllerTopology,
+    CONTROLLER_API_KEY,
 };
+use crate::observer::{self, ObserverTopology};
 
 /// Most connections one CONTROLLER listener serves at once.
 const CONTROLLER_CONNECTIONS_MAX: usize = 64;
@@ -44,16 +55,23 @@ const CONTROLLER_CONNECTIONS_MAX: usize = 64;
 const CONTROLLED_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a controlled shutdown waits before asking again.
 const CONTROLLED_SHUTDOWN_RETRY: Duration = Duration::from_millis(200);
+/// The longest an observer's fetch of the metadata log is held waiting.
+const FEED_WAIT_MAX: Duration = Duration::from_secs(5);
 /// How long shutdown waits for each cluster task to stop.
 const TASK_STOP_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What a node needs beyond [`BrokerOptions`] to join a cluster.
 pub struct ClusterOptions {
-    /// The voters' CONTROLLER listeners (host:port), by node id. This
-    /// node must be one of them.
+    /// The voters' CONTROLLER listeners (host:port), by node id.
     pub voters: BTreeMap<i32, String>,
-    /// This node's CONTROLLER listener, bound.
-    pub controller_listener: TcpListener,
+    /// This node's CONTROLLER listener, bound, when it is a voter
+    /// (`process.roles` has `controller`); a node that is not one follows
+    /// the metadata log as an observer.
+    pub controller_listener: Option<TcpListener>,
+    /// Whether this node is a broker (`process.roles` has `broker`): it
+    /// registers, heartbeats and hosts partitions. A node that is only a
+    /// controller does none of that and serves no Kafka listener.
+    pub broker: bool,
     /// This broker's advertised listeners, and the one clients use.
     pub endpoints: Vec<Endpoint>,
     pub client_listener: String,
@@ -65,10 +83,17 @@ pub struct ClusterOptions {
 
 /// The running cluster parts of a node, for its shutdown.
 pub struct ClusterNode {
-    quorum: Quorum,
+    /// This node's part of the quorum; none on an observer.
+    quorum: Option<Quorum>,
     broker_epoch: watch::Receiver<Option<i64>>,
     /// Says why the node must stop (another cluster's node, say).
     pub fatal: watch::Receiver<Option<String>>,
+    /// Keeps `fatal` open while the node runs, whichever tasks it has.
+    _fatal_sender: watch::Sender<Option<String>>,
+    /// True once this node's image holds the committed metadata it
+    /// started behind: at once on a voter (it replayed its own log), once
+    /// the feed had nothing newer on an observer.
+    pub caught_up: watch::Receiver<bool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     stop: watch::Sender<bool>,
 }
@@ -118,15 +143,29 @@ impl ControllerTopology for QuorumTopology {
 }
 
 /// Starts a node of a cluster: opens its logs, starts its part of the
-/// quorum and its CONTROLLER listener, and begins registering the broker.
+/// quorum and its CONTROLLER listener (a voter) or follows the metadata
+/// log (an observer), and, on a broker, begins registering it.
 pub async fn start(
     options: BrokerOptions,
     cluster: ClusterOptions,
 ) -> Result<(Arc<Broker>, ClusterNode), BrokerError> {
     let node_id = options.node_id;
-    if !cluster.voters.contains_key(&node_id) {
+    let voter = cluster.controller_listener.is_some();
+    let listed = cluster.voters.contains_key(&node_id);
+    if voter && !listed {
         return Err(BrokerError::Invalid(format!(
-            "node {node_id} is not among the controller.quorum.voters; nodes that are only brokers are not supported yet"
+            "node {node_id} is a controller but not among the controller.quorum.voters {:?}",
+            cluster.voters.keys().collect::<Vec<_>>()
+        )));
+    }
+    if !voter && listed {
+        return Err(BrokerError::Invalid(format!(
+            "node {node_id} is among the controller.quorum.voters but is not a controller"
+        )));
+    }
+    if !voter && !cluster.broker {
+        return Err(BrokerError::Invalid(format!(
+            "node {node_id} is neither a broker nor a controller"
         )));
     }
     let open_files_max = options.config.get_i64("log.open.files.max") as usize;
@@ -148,107 +187,141 @@ pub async fn start(
     }
 
     let publisher = Arc::new(MetadataPublisher::new(MetadataImage::default(), 0));
-    let quorum_cell = Arc::new(OnceLock::new());
-    let log = QuorumMetadataLog::new(
-        quorum_cell.clone(),
-        publisher.clone(),
-        tokio::runtime::Handle::current(),
-    );
-    let metadata = MetadataStore::replicated(Box::new(log), publisher.clone());
-    let topology = Arc::new(QuorumTopology {
-        node_id,
-        quorum: quorum_cell.clone(),
-        controllers: cluster.voters.clone(),
-        lease: Duration::from_millis(cluster.election_timeout_ms),
-    });
-    let broker = tarn_replication::blocking::off_async_workers(|| {
-        Broker::assemble(
-            options,
-            env.clone(),
-            formatted.clone().unwrap_or_default(),
-            metadata,
-            topology,
-            false,
-        )
-    })?;
-
-    let voters: BTreeMap<u64, String> = cluster
-        .voters
-        .iter()
-        .map(|(id, addr)| (*id as u64, addr.clone()))
-        .collect();
-    let mut config = QuorumConfig::new(
-        node_id as u64,
-        voters.clone(),
-        data_dir.join("__cluster_metadata-0"),
-    );
-    config.election_timeout_ms = cluster.election_timeout_ms;
-    config.fetch_timeout_ms = cluster.fetch_timeout_ms;
-    let transport = TcpTransport::new(node_id as u64, voters);
-    let quorum = Quorum::start(
-        config,
-        env.fs.clone(),
-        transport,
-        Box::new(PublishingMachine::new(publisher)),
-    )
-    .await
-    .map_err(|e| BrokerError::Invalid(format!("start the metadata quorum: {e}")))?;
-    if quorum_cell.set(quorum.clone()).is_err() {
-        unreachable!("the quorum starts once");
-    }
-
     let (stop, stop_rx) = watch::channel(false);
     let (fatal_tx, fatal) = watch::channel(None);
     let (epoch_tx, broker_epoch) = watch::channel(None);
-    let mut tasks = vec![
-        tokio::spawn(serve_controller_listener(
-            cluster.controller_listener,
-            broker.clone(),
-            quorum.clone(),
-            stop_rx.clone(),
-        )),
-        tokio::spawn(controller::run_session_timer(
-            broker.clone(),
-            stop_rx.clone(),
-        )),
-        tokio::spawn(controller::run_leader_balancer(
-            broker.clone(),
-            stop_rx.clone(),
-        )),
-        tokio::spawn(adopt_cluster_id(
-            broker.clone(),
-            env,
-            data_dir,
-            formatted.clone(),
-            fatal_tx.clone(),
-            stop_rx.clone(),
-        )),
-    ];
-    let registration = BrokerRegistration {
-        broker_id: node_id,
-        incarnation_id: tarn_metadata::random_uuid().0,
-        listeners: cluster.endpoints,
-        client_listener: cluster.client_listener,
-        rack: cluster.rack,
-        caught_up: false,
-        cluster_id: formatted,
+    let (caught_up_tx, caught_up) = watch::channel(voter);
+    let mut tasks = Vec::new();
+    let (broker, quorum) = match cluster.controller_listener {
+        Some(controller_listener) => {
+            let quorum_cell = Arc::new(OnceLock::new());
+            let log = QuorumMetadataLog::new(
+                quorum_cell.clone(),
+                publisher.clone(),
+                tokio::runtime::Handle::current(),
+            );
+            let metadata = MetadataStore::replicated(Box::new(log), publisher.clone());
+            let topology = Arc::new(QuorumTopology {
+                node_id,
+                quorum: quorum_cell.clone(),
+                controllers: cluster.voters.clone(),
+                lease: Duration::from_millis(cluster.election_timeout_ms),
+            });
+            let broker = tarn_replication::blocking::off_async_workers(|| {
+                Broker::assemble(
+                    options,
+                    env.clone(),
+                    formatted.clone().unwrap_or_default(),
+                    metadata,
+                    topology,
+                    false,
+                )
+            })?;
+            let voters: BTreeMap<u64, String> = cluster
+                .voters
+                .iter()
+                .map(|(id, addr)| (*id as u64, addr.clone()))
+                .collect();
+            let mut config = QuorumConfig::new(
+                node_id as u64,
+                voters.clone(),
+                data_dir.join("__cluster_metadata-0"),
+            );
+            config.election_timeout_ms = cluster.election_timeout_ms;
+            config.fetch_timeout_ms = cluster.fetch_timeout_ms;
+            let transport = TcpTransport::new(node_id as u64, voters);
+            let machine = PublishingMachine::new(publisher);
+            let feed = machine.feed();
+            let quorum = Quorum::start(config, env.fs.clone(), transport, Box::new(machine))
+                .await
+                .map_err(|e| BrokerError::Invalid(format!("start the metadata quorum: {e}")))?;
+            if quorum_cell.set(quorum.clone()).is_err() {
+                unreachable!("the quorum starts once");
+            }
+            tasks.push(tokio::spawn(serve_controller_listener(
+                controller_listener,
+                Controller {
+                    broker: broker.clone(),
+                    quorum: quorum.clone(),
+                    feed,
+                },
+                stop_rx.clone(),
+            )));
+            tasks.push(tokio::spawn(controller::run_session_timer(
+                broker.clone(),
+                stop_rx.clone(),
+            )));
+            tasks.push(tokio::spawn(controller::run_leader_balancer(
+                broker.clone(),
+                stop_rx.clone(),
+            )));
+            (broker, Some(quorum))
+        }
+        None => {
+            let leader = Arc::new(AtomicI32::new(-1));
+            let log = FollowingLog::new(publisher.clone(), leader.clone());
+            let metadata = MetadataStore::replicated(Box::new(log), publisher.clone());
+            let topology = Arc::new(ObserverTopology {
+                leader: leader.clone(),
+                controllers: cluster.voters.clone(),
+            });
+            let broker = tarn_replication::blocking::off_async_workers(|| {
+                Broker::assemble(
+                    options,
+                    env.clone(),
+                    formatted.clone().unwrap_or_default(),
+                    metadata,
+                    topology,
+                    false,
+                )
+            })?;
+            tasks.push(tokio::spawn(observer::run(
+                broker.clone(),
+                cluster.voters.clone(),
+                leader,
+                caught_up_tx,
+                stop_rx.clone(),
+            )));
+            (broker, None)
+        }
     };
-    tasks.extend(crate::replica_fetcher::start(
+    tasks.push(tokio::spawn(adopt_cluster_id(
         broker.clone(),
+        env,
+        data_dir,
+        formatted.clone(),
+        fatal_tx.clone(),
         stop_rx.clone(),
-    ));
-    tasks.push(tokio::spawn(run_lifecycle(
-        broker.clone(),
-        registration,
-        Duration::from_millis(cluster.heartbeat_interval_ms),
-        epoch_tx,
-        fatal_tx,
-        stop_rx,
     )));
+    if cluster.broker {
+        let registration = BrokerRegistration {
+            broker_id: node_id,
+            incarnation_id: tarn_metadata::random_uuid().0,
+            listeners: cluster.endpoints,
+            client_listener: cluster.client_listener,
+            rack: cluster.rack,
+            caught_up: false,
+            cluster_id: formatted,
+        };
+        tasks.extend(crate::replica_fetcher::start(
+            broker.clone(),
+            stop_rx.clone(),
+        ));
+        tasks.push(tokio::spawn(run_lifecycle(
+            broker.clone(),
+            registration,
+            Duration::from_millis(cluster.heartbeat_interval_ms),
+            epoch_tx,
+            fatal_tx.clone(),
+            stop_rx,
+        )));
+    }
     let node = ClusterNode {
         quorum,
         broker_epoch,
         fatal,
+        _fatal_sender: fatal_tx,
+        caught_up,
         tasks,
         stop,
     };
@@ -328,18 +401,29 @@ impl ClusterNode {
                 }
             }
         }
-        self.quorum
-            .shutdown()
-            .await
-            .map_err(|e| BrokerError::Invalid(format!("stop the metadata quorum: {e}")))
+        match self.quorum {
+            Some(quorum) => quorum
+                .shutdown()
+                .await
+                .map_err(|e| BrokerError::Invalid(format!("stop the metadata quorum: {e}"))),
+            None => Ok(()),
+        }
     }
 }
 
-/// Serves the quorum's RPCs and controller requests.
-async fn serve_controller_listener(
-    listener: TcpListener,
+/// What a voter's CONTROLLER listener serves from.
+#[derive(Clone)]
+struct Controller {
     broker: Arc<Broker>,
     quorum: Quorum,
+    /// The metadata log for observers.
+    feed: Arc<MetadataFeed>,
+}
+
+/// Serves the quorum's RPCs, controller requests and the metadata log.
+async fn serve_controller_listener(
+    listener: TcpListener,
+    controller: Controller,
     mut stop: watch::Receiver<bool>,
 ) {
     let slots = Arc::new(Semaphore::new(CONTROLLER_CONNECTIONS_MAX));
@@ -361,11 +445,10 @@ async fn serve_controller_listener(
             },
             _ = stop.changed() => return,
         };
-        let broker = broker.clone();
-        let quorum = quorum.clone();
+        let controller = controller.clone();
         let stop = stop.clone();
         tokio::spawn(async move {
-            if let Err(e) = serve_controller_connection(stream, &broker, &quorum, stop).await {
+            if let Err(e) = serve_controller_connection(stream, &controller, stop).await {
                 tracing::debug!(%peer, error = %e, "CONTROLLER connection closed");
             }
             drop(permit);
@@ -378,16 +461,15 @@ async fn serve_controller_listener(
 /// the controller is told (`controller::heartbeat_connection_closed`).
 async fn serve_controller_connection(
     stream: TcpStream,
-    broker: &Arc<Broker>,
-    quorum: &Quorum,
+    controller: &Controller,
     stop: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
     let mut heartbeats_from = None;
     let outcome =
-        serve_controller_frames(stream, broker, quorum, stop.clone(), &mut heartbeats_from).await;
+        serve_controller_frames(stream, controller, stop.clone(), &mut heartbeats_from).await;
     if let Some((broker_id, broker_epoch)) = heartbeats_from.filter(|_| !*stop.borrow()) {
         tokio::spawn(controller::heartbeat_connection_closed(
-            broker.clone(),
+            controller.broker.clone(),
             broker_id,
             broker_epoch,
         ));
@@ -397,8 +479,7 @@ async fn serve_controller_connection(
 
 async fn serve_controller_frames(
     mut stream: TcpStream,
-    broker: &Arc<Broker>,
-    quorum: &Quorum,
+    controller: &Controller,
     mut stop: watch::Receiver<bool>,
     heartbeats_from: &mut Option<(i32, i64)>,
 ) -> std::io::Result<()> {
@@ -414,7 +495,7 @@ async fn serve_controller_frames(
         };
         let (header, body) = tcp::decode_request(&frame)?;
         let response = if let Some(kind) = RpcKind::from_api_key(header.api_key) {
-            match quorum.handle_rpc(kind, body).await {
+            match controller.quorum.handle_rpc(kind, body).await {
                 Ok(reply) => tcp::encode_response(header.correlation_id, tcp::ERROR_NONE, &reply),
                 Err(e) => tcp::encode_response(
                     header.correlation_id,
@@ -429,22 +510,32 @@ async fn serve_controller_frames(
                     format!("unreadable controller request: {e}"),
                 )
             })?;
-            let heartbeat = match request {
-                ControllerRequest::Heartbeat {
-                    broker_id,
-                    broker_epoch,
-                    shutting_down,
-                    ..
-                } => Some((broker_id, broker_epoch, shutting_down)),
-                _ => None,
+            let answer = match request {
+                ControllerRequest::FetchMetadata { after, max_wait_ms } => {
+                    let wait = Duration::from_millis(max_wait_ms).min(FEED_WAIT_MAX);
+                    serve_metadata(controller, after, wait, &mut stop).await
+                }
+                request => {
+                    let heartbeat = match request {
+                        ControllerRequest::Heartbeat {
+                            broker_id,
+                            broker_epoch,
+                            shutting_down,
+                            ..
+                        } => Some((broker_id, broker_epoch, shutting_down)),
+                        _ => None,
+                    };
+                    let answer = controller::execute(&controller.broker, request).await;
+                    if let Some((broker_id, broker_epoch, shutting_down)) = heartbeat {
+                        // A broker shutting down closes the connection on
+                        // purpose; one whose heartbeat was refused is not
+                        // in a session here.
+                        *heartbeats_from = (answer.result.is_ok() && !shutting_down)
+                            .then_some((broker_id, broker_epoch));
+                    }
+                    answer
+                }
             };
-            let answer = controller::execute(broker, request).await;
-            if let Some((broker_id, broker_epoch, shutting_down)) = heartbeat {
-                // A broker shutting down closes the connection on purpose;
-                // one whose heartbeat was refused is not in a session here.
-                *heartbeats_from =
-                    (answer.result.is_ok() && !shutting_down).then_some((broker_id, broker_epoch));
-            }
             controller::encode_response(header.correlation_id, &answer).into()
         } else {
             return Err(std::io::Error::new(
@@ -456,6 +547,40 @@ async fn serve_controller_frames(
             ));
         };
         stream.write_all(&response).await?;
+    }
+}
+
+/// What this voter has of the metadata log after `after`, waiting up to
+/// `wait` for an entry when it has none yet (or until this node stops).
+async fn serve_metadata(
+    controller: &Controller,
+    after: u64,
+    wait: Duration,
+    stop: &mut watch::Receiver<bool>,
+) -> ControllerResponse {
+    let publisher = controller.feed.publisher();
+    let mut published = publisher.subscribe();
+    let deadline = tokio::time::Instant::now() + wait;
+    let read = loop {
+        // An image to send is built from every record: not on an async
+        // worker's time.
+        let read =
+            tarn_replication::blocking::off_async_workers(|| controller.feed.read_after(after));
+        if !matches!(&read, FeedRead::Entries(e) if e.is_empty()) {
+            break read;
+        }
+        tokio::select! {
+            changed = published.changed() => if changed.is_err() { break read },
+            _ = tokio::time::sleep_until(deadline) => break read,
+            _ = stop.changed() => break read,
+        }
+    };
+    ControllerResponse {
+        offset: publisher.published_offset(),
+        result: Ok(ControllerReply::Metadata {
+            active_controller: controller.broker.active_controller(),
+            read,
+        }),
     }
 }
 

@@ -32,6 +32,7 @@ use serde::{Deserialize, Serialize};
 
 use tarn_metadata::brokers::{self, BrokerRegistration};
 use tarn_metadata::elections::{self, AlterPartition};
+use tarn_metadata::feed::FeedRead;
 use tarn_metadata::topics::{create_topic_records, NewTopic};
 use tarn_metadata::{MetadataImage, MetadataLogError, MetadataRecord};
 use tarn_protocol::error::{self, ErrorCode};
@@ -99,9 +100,16 @@ pub enum ControllerRequest {
         partition_epoch: i32,
         new_isr: Vec<i32>,
     },
+    /// A node that follows the metadata log without being a voter asks
+    /// for the committed entries after `after` (any voter answers, from
+    /// what it has applied); the answer waits up to `max_wait_ms` for one.
+    FetchMetadata {
+        after: u64,
+        max_wait_ms: u64,
+    },
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum ControllerReply {
     /// The response frame to a forwarded request, size prefix included.
     Forwarded {
@@ -132,6 +140,12 @@ pub enum ControllerReply {
     /// in its order: `None` committed (or already so), else the refusal.
     PartitionsAltered {
         refusals: Vec<Option<ControllerRefusal>>,
+    },
+    /// What a voter has of the metadata log after the offset asked for,
+    /// and the active controller as it knows it (-1: none).
+    Metadata {
+        active_controller: i32,
+        read: FeedRead,
     },
 }
 
@@ -339,6 +353,10 @@ fn execute_local(broker: &Broker, request: &ControllerRequest) -> ControllerResp
         ControllerRequest::Forward { .. } => Err(ControllerRefusal::new(
             error::INVALID_REQUEST,
             "the active controller answers its own clients' requests",
+        )),
+        ControllerRequest::FetchMetadata { .. } => Err(ControllerRefusal::new(
+            error::INVALID_REQUEST,
+            "the metadata log is served on a voter's CONTROLLER listener",
         )),
         ControllerRequest::EnsureTopic {
             name,

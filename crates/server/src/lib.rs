@@ -16,6 +16,7 @@ pub mod group_lag_source;
 pub mod handlers;
 pub mod http;
 pub mod metrics;
+mod observer;
 pub mod refusals;
 pub mod replica_fetcher;
 pub mod replication_quota;
