@@ -1,7 +1,9 @@
 //! Clusters of real `tarn serve` processes: every node is a broker and a
-//! controller (a voter of `controller.quorum.voters`), with fixed
-//! addresses so that restarts keep them: free ports on loopback, or, for
-//! clusters whose network a test cuts, a host of its own per node.
+//! controller (a voter of `controller.quorum.voters`), or, with
+//! [`Cluster::start_separated`], some nodes are only controllers and the
+//! others only brokers. Addresses are fixed so that restarts keep them:
+//! free ports on loopback, or, for clusters whose network a test cuts, a
+//! host of its own per node.
 //!
 //! [`Cluster::view`] asks one node what it knows (Metadata and
 //! DescribeCluster), and the `wait_*` helpers poll it until it agrees.
@@ -65,12 +67,25 @@ fn free_port() -> u16 {
 pub struct Cluster {
     /// Node `i + 1` is `nodes[i]`.
     pub nodes: Vec<TarnBroker>,
-    /// Node `i + 1`'s Kafka listener is `addresses[i]`.
+    /// Node `i + 1`'s Kafka listener is `addresses[i]` (its CONTROLLER
+    /// listener when it is only a controller).
     addresses: Vec<String>,
+    /// Node `i + 1`'s CONTROLLER listener, when it is a controller.
+    controller_addresses: Vec<Option<String>>,
+    /// Whether node `i + 1` is a broker.
+    brokers: Vec<bool>,
     running: Vec<bool>,
     /// With [`Cluster::start_partitionable`]: the namespaces the nodes run
     /// in. Dropped after `nodes`, so its processes are gone first.
     network: Option<Network>,
+}
+
+/// What each node is.
+enum Roles {
+    /// Every node is both.
+    Combined,
+    /// Nodes 1 to this many are only controllers, the rest only brokers.
+    Separated(usize),
 }
 
 /// Where the nodes listen.
@@ -85,7 +100,25 @@ impl Cluster {
     /// Starts `n` nodes in the order given (node ids from 1), each with
     /// `settings` besides the cluster keys.
     pub fn start(n: usize, order: &[usize], settings: &[(&str, &str)]) -> Cluster {
-        Cluster::launch(n, order, settings, Hosts::Loopback)
+        Cluster::launch(n, order, settings, Roles::Combined, Hosts::Loopback)
+    }
+
+    /// Starts `controllers` nodes that are only controllers (ids 1 to
+    /// `controllers`, the voters) and `brokers` that are only brokers
+    /// (the ids after), in the order given, each with `settings`.
+    pub fn start_separated(
+        controllers: usize,
+        brokers: usize,
+        order: &[usize],
+        settings: &[(&str, &str)],
+    ) -> Cluster {
+        Cluster::launch(
+            controllers + brokers,
+            order,
+            settings,
+            Roles::Separated(controllers),
+            Hosts::Loopback,
+        )
     }
 
     /// Like [`Cluster::start`], with every node a host of its own (a
@@ -98,12 +131,24 @@ impl Cluster {
             n,
             order,
             settings,
+            Roles::Combined,
             Hosts::Network(Network::create(n as i32)),
         )
     }
 
-    fn launch(n: usize, order: &[usize], settings: &[(&str, &str)], hosts: Hosts) -> Cluster {
+    fn launch(
+        n: usize,
+        order: &[usize],
+        settings: &[(&str, &str)],
+        roles: Roles,
+        hosts: Hosts,
+    ) -> Cluster {
         assert_eq!(order.len(), n, "start every node once");
+        // (is a controller, is a broker) of node `i + 1`.
+        let role = |i: usize| match roles {
+            Roles::Combined => (true, true),
+            Roles::Separated(controllers) => (i < controllers, i >= controllers),
+        };
         // (host, Kafka port, controller port) of each node.
         let places: Vec<(String, u16, u16)> = match &hosts {
             Hosts::Loopback => (0..n)
@@ -116,6 +161,7 @@ impl Cluster {
         let voters = places
             .iter()
             .enumerate()
+            .filter(|(i, _)| role(*i).0)
             .map(|(i, (host, _, controller))| format!("{}@{host}:{controller}", i + 1))
             .collect::<Vec<_>>()
             .join(",");
@@ -123,10 +169,16 @@ impl Cluster {
             .iter()
             .enumerate()
             .map(|(i, (host, kafka, controller))| {
+                let (listeners, roles) = match role(i) {
+                    (true, true) => (
+                        format!("PLAINTEXT://{host}:{kafka},CONTROLLER://{host}:{controller}"),
+                        "broker,controller",
+                    ),
+                    (true, false) => (format!("CONTROLLER://{host}:{controller}"), "controller"),
+                    _ => (format!("PLAINTEXT://{host}:{kafka}"), "broker"),
+                };
                 let mut options = BrokerOptions {
-                    listeners: Some(format!(
-                        "PLAINTEXT://{host}:{kafka},CONTROLLER://{host}:{controller}"
-                    )),
+                    listeners: Some(listeners),
                     ..BrokerOptions::default()
                 };
                 if let Hosts::Network(network) = &hosts {
@@ -135,7 +187,7 @@ impl Cluster {
                 }
                 let mut options = options
                     .set("node.id", &(i + 1).to_string())
-                    .set("process.roles", "broker,controller")
+                    .set("process.roles", roles)
                     .set("controller.listener.names", "CONTROLLER")
                     .set("controller.quorum.voters", &voters);
                 for (key, value) in settings {
@@ -152,8 +204,18 @@ impl Cluster {
             nodes: started.into_values().collect(),
             addresses: places
                 .iter()
-                .map(|(host, kafka, _)| format!("{host}:{kafka}"))
+                .enumerate()
+                .map(|(i, (host, kafka, controller))| match role(i) {
+                    (_, true) => format!("{host}:{kafka}"),
+                    (_, false) => format!("{host}:{controller}"),
+                })
                 .collect(),
+            controller_addresses: places
+                .iter()
+                .enumerate()
+                .map(|(i, (host, _, controller))| role(i).0.then(|| format!("{host}:{controller}")))
+                .collect(),
+            brokers: (0..n).map(|i| role(i).1).collect(),
             running: vec![true; n],
             network: match hosts {
                 Hosts::Loopback => None,
@@ -200,10 +262,10 @@ impl Cluster {
         self.addresses[id as usize - 1].clone()
     }
 
-    /// The running nodes' Kafka listeners, comma-separated.
+    /// The running brokers' Kafka listeners, comma-separated.
     pub fn bootstrap(&self) -> String {
-        (1..=self.nodes.len() as i32)
-            .filter(|id| self.running[*id as usize - 1])
+        self.running_brokers()
+            .into_iter()
             .map(|id| self.address(id))
             .collect::<Vec<_>>()
             .join(",")
@@ -213,6 +275,24 @@ impl Cluster {
         (1..=self.nodes.len() as i32)
             .filter(|id| self.running[*id as usize - 1])
             .collect()
+    }
+
+    /// The running nodes that are brokers.
+    pub fn running_brokers(&self) -> Vec<i32> {
+        self.running()
+            .into_iter()
+            .filter(|id| self.brokers[*id as usize - 1])
+            .collect()
+    }
+
+    /// The active controller as node `id`, a controller, knows it (-1:
+    /// none), asked on its CONTROLLER listener the way a broker that is
+    /// not a voter follows the metadata log there.
+    pub fn active_controller_seen_by(&self, id: i32) -> Result<i32, String> {
+        let address = self.controller_addresses[id as usize - 1]
+            .clone()
+            .unwrap_or_else(|| panic!("node {id} is not a controller"));
+        active_controller_at(&address)
     }
 
     pub fn kill(&mut self, id: i32) {
@@ -399,12 +479,12 @@ impl Cluster {
         panic!("node {id}: {what} not seen within {timeout:?}; last view: {last:?}");
     }
 
-    /// Waits until every running node lists exactly the running brokers
-    /// and names the same active controller; returns that controller.
+    /// Waits until every running broker lists exactly the running brokers
+    /// and names one of them as the controller; returns the last one's.
     pub fn wait_until_formed(&self, timeout: Duration) -> i32 {
-        let want = self.running();
+        let want = self.running_brokers();
         let mut controller = -1;
-        for id in self.running() {
+        for id in self.running_brokers() {
             let (view, _) = self.wait_for(id, timeout, "the whole cluster", |v| {
                 v.brokers.keys().copied().collect::<Vec<_>>() == want
                     && want.contains(&v.controller)
@@ -413,6 +493,49 @@ impl Cluster {
         }
         controller
     }
+}
+
+/// Tarn's private API key of controller requests (`CONTROLLER_API_KEY`).
+const CONTROLLER_API_KEY: i16 = 10_100;
+
+/// Asks the controller at `address` for the metadata log after an offset
+/// beyond any, which it answers at once, naming the active controller.
+fn active_controller_at(address: &str) -> Result<i32, String> {
+    use std::io::{Read, Write};
+    let request = serde_json::json!({
+        "FetchMetadata": { "after": u64::MAX, "max_wait_ms": 0 }
+    });
+    let client_id = b"tarn-e2e";
+    let mut frame = Vec::new();
+    frame.extend_from_slice(&CONTROLLER_API_KEY.to_be_bytes());
+    frame.extend_from_slice(&0i16.to_be_bytes());
+    frame.extend_from_slice(&7i32.to_be_bytes());
+    frame.extend_from_slice(&(client_id.len() as i16).to_be_bytes());
+    frame.extend_from_slice(client_id);
+    frame.extend_from_slice(&serde_json::to_vec(&request).map_err(|e| e.to_string())?);
+    let mut stream = std::net::TcpStream::connect(address).map_err(|e| e.to_string())?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(|e| e.to_string())?;
+    stream
+        .write_all(&(frame.len() as i32).to_be_bytes())
+        .and_then(|()| stream.write_all(&frame))
+        .map_err(|e| e.to_string())?;
+    let mut size = [0u8; 4];
+    stream.read_exact(&mut size).map_err(|e| e.to_string())?;
+    let mut response = vec![0u8; i32::from_be_bytes(size).max(0) as usize];
+    stream
+        .read_exact(&mut response)
+        .map_err(|e| e.to_string())?;
+    if response.len() < 4 || response[..4] != 7i32.to_be_bytes() {
+        return Err(format!("{address} answered another request"));
+    }
+    let answer: serde_json::Value =
+        serde_json::from_slice(&response[4..]).map_err(|e| e.to_string())?;
+    answer["result"]["Ok"]["Metadata"]["active_controller"]
+        .as_i64()
+        .map(|id| id as i32)
+        .ok_or_else(|| format!("{address} answered {answer}"))
 }
 
 /// Every segment file of a partition directory, by name, with contents.

@@ -4,6 +4,8 @@
 //! epoch, admin requests work on every broker, clients produce to and
 //! consume from partitions led by different brokers, and leadership moves
 //! off brokers that stop or die, as `tarn leader-election` then reports.
+//! Nodes that are only controllers and nodes that are only brokers (which
+//! follow the metadata log without voting) make a cluster as well.
 //!
 //! Times are printed, never asserted (machines are shared): the waits are
 //! generous bounds on "eventually". bench/cluster.sh measures them.
@@ -437,5 +439,98 @@ fn leadership_moves_off_stopped_and_dead_brokers_and_leader_election_reports_it(
             one.stdout,
             format!("Valid replica already elected for partitions elect-{own}\n")
         );
+    });
+}
+
+#[test]
+fn controllers_and_brokers_on_separate_nodes_form_fail_over_and_serve_clients() {
+    run_with_timeout(TEST_LIMIT, || {
+        // Brokers first: they wait for the quorum, in any order.
+        let mut cluster = Cluster::start_separated(
+            3,
+            2,
+            &[4, 2, 5, 1, 3],
+            &[
+                ("broker.session.timeout.ms", "3000"),
+                ("broker.heartbeat.interval.ms", "500"),
+            ],
+        );
+        let named = cluster.wait_until_formed(FORMED);
+        assert!(
+            [4, 5].contains(&named),
+            "clients are named a broker: {named}"
+        );
+        let out = create_topic(&cluster.address(4), "split", 4, 2);
+        assert!(out.status.success(), "{out}");
+        let (view, _) = cluster.wait_for(5, FORMED, "the topic on broker 5", |v| {
+            v.leaders.contains_key("split")
+        });
+        let leaders: BTreeSet<i32> = view.leaders["split"].iter().copied().collect();
+        assert_eq!(leaders, BTreeSet::from([4, 5]), "{view:?}");
+        assert_eq!(view.brokers.keys().copied().collect::<Vec<_>>(), [4, 5]);
+
+        let mut producer = TestProducer::new(&cluster.address(5), &[("acks", "all")]);
+        let records: Vec<Outgoing> = (0..400)
+            .map(|i| Record::kv(&format!("k{i}"), &format!("v{i}")).into())
+            .collect();
+        producer.produce_all("split", &records);
+        let consumed = consume_all(&cluster.address(4), "split", 400, FORMED);
+        let values: BTreeSet<_> = consumed.iter().map(|c| c.record.value.clone()).collect();
+        assert_eq!(values.len(), 400, "every record once");
+
+        // Every controller names the same active one; kill it.
+        let active = cluster
+            .active_controller_seen_by(1)
+            .expect("controller 1 answers");
+        assert!((1..=3).contains(&active), "{active}");
+        for id in [2, 3] {
+            let seen = cluster.active_controller_seen_by(id).expect("it answers");
+            assert!(
+                seen == active || seen == -1,
+                "{id} sees {seen}, 1 sees {active}"
+            );
+        }
+        cluster.kill(active);
+        let killed = Instant::now();
+        loop {
+            let out = create_topic(&cluster.address(5), "after-failover", 1, 2);
+            if out.status.success() {
+                break;
+            }
+            assert!(
+                killed.elapsed() < FORMED,
+                "no commit after the active controller died: {out}"
+            );
+        }
+        println!(
+            "controller {active} killed; a topic was created {:?} later",
+            killed.elapsed()
+        );
+        let survivor = (1..=3).find(|id| *id != active).expect("a survivor");
+        let next = cluster
+            .active_controller_seen_by(survivor)
+            .expect("answers");
+        assert!(next != active, "a new active controller, not {active}");
+
+        // A dead broker is fenced; restarted, it catches up from the log.
+        cluster.kill(5);
+        cluster.wait_for(4, FORMED, "broker 5 fenced", |v| {
+            !v.brokers.contains_key(&5)
+        });
+        let out = create_topic(&cluster.address(4), "while-5-was-down", 2, 1);
+        assert!(out.status.success(), "{out}");
+        cluster.start_again(5);
+        cluster.start_again(active);
+        cluster.wait_until_formed(FORMED);
+        let (view, _) = cluster.wait_for(5, FORMED, "broker 5 caught up", |v| {
+            v.leaders.contains_key("while-5-was-down") && v.leaders.contains_key("after-failover")
+        });
+        assert_eq!(view.brokers.keys().copied().collect::<Vec<_>>(), [4, 5]);
+        let consumed = consume_all(&cluster.address(5), "split", 400, FORMED);
+        assert_eq!(consumed.len(), 400, "the restarted broker serves its data");
+        let rejoined = cluster
+            .active_controller_seen_by(active)
+            .expect("the restarted controller answers");
+        println!("the restarted controller {active} sees {rejoined} as active");
     });
 }
