@@ -35,6 +35,9 @@ pub enum Check {
     OneOf(&'static [&'static str]),
     /// A comma-separated list whose every item is one of these.
     ListOf(&'static [&'static str]),
+    /// `*`, or a comma-separated list of `partition:broker` replicas (the
+    /// throttled-replicas lists); empty entries only at the end.
+    ThrottledReplicas,
 }
 
 pub struct ConfigDef {
@@ -467,14 +470,24 @@ pub const TOPIC_CONFIGS: &[(ConfigDef, Option<&str>)] = &[
         def("unclean.leader.election.enable", Bool, "false", Any),
         Some("unclean.leader.election.enable"),
     ),
-    // Which replicas the throttles above apply to ("partition:broker,..."
-    // or "*"): stored, not enforced yet.
+    // Which replicas the replication throttles apply to
+    // ("partition:broker,..." or "*").
     (
-        def("leader.replication.throttled.replicas", List, "", Any),
+        def(
+            "leader.replication.throttled.replicas",
+            List,
+            "",
+            ThrottledReplicas,
+        ),
         None,
     ),
     (
-        def("follower.replication.throttled.replicas", List, "", Any),
+        def(
+            "follower.replication.throttled.replicas",
+            List,
+            "",
+            ThrottledReplicas,
+        ),
         None,
     ),
 ];
@@ -562,8 +575,39 @@ fn check_words(def: &ConfigDef, value: &str) -> Result<String, ConfigError> {
             }
             Ok(items.join(","))
         }
+        ThrottledReplicas if !is_throttled_replica_list(value) => Err(invalid(
+            def.name,
+            value,
+            format!(
+                "{} must be the literal '*' or a list of replicas in the following format: \
+                 [partitionId]:[brokerId],[partitionId]:[brokerId],...",
+                def.name
+            ),
+        )),
         _ => Ok(value.to_owned()),
     }
+}
+
+/// Kafka's rule for the throttled-replicas lists: exactly `*`, or
+/// `partition:broker` entries (digits both), where empty entries may only
+/// trail.
+fn is_throttled_replica_list(value: &str) -> bool {
+    let items: Vec<&str> = value.split(',').map(str::trim).collect();
+    if items == ["*"] {
+        return true;
+    }
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let mut ended = false;
+    items.iter().all(|item| {
+        if item.is_empty() {
+            ended = true;
+            return true;
+        }
+        !ended
+            && item
+                .split_once(':')
+                .is_some_and(|(p, b)| digits(p) && digits(b))
+    })
 }
 
 pub fn broker_def(key: &str) -> Option<&'static ConfigDef> {
@@ -792,6 +836,27 @@ mod tests {
         assert!(validate_topic_config("cleanup.policy", "shred").is_err());
         assert!(validate_topic_config("retention.ms", "-1").is_ok());
         assert!(validate_topic_config("no.such", "1").is_err());
+    }
+
+    #[test]
+    fn throttled_replica_lists_take_kafkas_form() {
+        for key in [
+            "leader.replication.throttled.replicas",
+            "follower.replication.throttled.replicas",
+        ] {
+            for good in ["", "*", " * ", "0:1", "0:1, 1:2", "0:1,1:2,", "10:101"] {
+                assert!(validate_topic_config(key, good).is_ok(), "{key}={good:?}");
+            }
+            for bad in [
+                "0", "a:1", "0:b", "*,0:1", "0:1,,1:2", "0:1:2", "-1:2", "**",
+            ] {
+                let err = validate_topic_config(key, bad).expect_err(bad);
+                assert!(
+                    err.to_string().contains("must be the literal '*'"),
+                    "{key}={bad:?}: {err}"
+                );
+            }
+        }
     }
 
     #[test]
