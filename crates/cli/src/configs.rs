@@ -310,6 +310,42 @@ fn all_entities(client: &mut Client, entity: &Entity) -> Result<Vec<String>> {
     Ok(names)
 }
 
+/// Sends one IncrementalAlterConfigs for resource `name`: an error when
+/// the request failed, else the broker's refusal, if any, as
+/// "NAME (code): message".
+pub(crate) fn incremental_alter(
+    client: &mut Client,
+    resource_type: i8,
+    name: &str,
+    configs: Vec<IncrementalAlterableConfig>,
+) -> Result<Result<(), String>> {
+    let request = IncrementalAlterConfigsRequest {
+        resources: vec![IncrementalAlterConfigsResource {
+            resource_type,
+            resource_name: name.to_owned(),
+            configs,
+        }],
+        validate_only: false,
+    };
+    let response: IncrementalAlterConfigsResponse = client.call(44, 1, 1, &request)?;
+    let result = response
+        .responses
+        .first()
+        .context("broker returned no result for the resource")?;
+    if result.error_code == error::NONE {
+        return Ok(Ok(()));
+    }
+    Ok(Err(format!(
+        "{} ({}): {}",
+        error_name(result.error_code),
+        result.error_code,
+        result
+            .error_message
+            .as_deref()
+            .unwrap_or("(no message from the broker)")
+    )))
+}
+
 fn alter(client: &mut Client, entity: &Entity, args: &ConfigsArgs) -> Result<()> {
     let Some(name) = entity.name.clone() else {
         bail!("--entity-name or --entity-default must be specified with --alter");
@@ -357,29 +393,8 @@ fn alter(client: &mut Client, entity: &Entity, args: &ConfigsArgs) -> Result<()>
         config_operation: OP_DELETE,
         value: None,
     }));
-    let request = IncrementalAlterConfigsRequest {
-        resources: vec![IncrementalAlterConfigsResource {
-            resource_type: entity.resource_type(),
-            resource_name: name.clone(),
-            configs,
-        }],
-        validate_only: false,
-    };
-    let response: IncrementalAlterConfigsResponse = client.call(44, 1, 1, &request)?;
-    let result = response
-        .responses
-        .first()
-        .context("broker returned no result for the resource")?;
-    if result.error_code != error::NONE {
-        bail!(
-            "Error while executing config command : {} ({}): {}",
-            error_name(result.error_code),
-            result.error_code,
-            result
-                .error_message
-                .as_deref()
-                .unwrap_or("(no message from the broker)")
-        );
+    if let Err(refusal) = incremental_alter(client, entity.resource_type(), &name, configs)? {
+        bail!("Error while executing config command : {refusal}");
     }
     if name.is_empty() {
         println!(

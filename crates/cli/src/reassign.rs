@@ -38,8 +38,7 @@ use serde_json::Value;
 
 use tarn_protocol::error;
 use tarn_protocol::messages::incremental_alter_configs::{
-    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResource,
-    IncrementalAlterConfigsResponse, IncrementalAlterableConfig, OP_DELETE, OP_SET,
+    IncrementalAlterableConfig, OP_DELETE, OP_SET,
 };
 use tarn_protocol::messages::metadata::MetadataResponse;
 use tarn_protocol::messages::reassignments::{
@@ -592,7 +591,6 @@ const THROTTLE_RATES: [&str; 2] = [
     "follower.replication.throttled.rate",
 ];
 /// IncrementalAlterConfigs v1 (flexible from 1), and its resource types.
-const INCREMENTAL_ALTER_CONFIGS: (i16, i16, i16) = (44, 1, 1);
 const TOPIC_RESOURCE: i8 = 2;
 const BROKER_RESOURCE: i8 = 4;
 
@@ -713,39 +711,19 @@ fn alter_configs(
     name: &str,
     configs: &[(&str, Option<String>)],
 ) -> Result<()> {
-    let request = IncrementalAlterConfigsRequest {
-        resources: vec![IncrementalAlterConfigsResource {
-            resource_type,
-            resource_name: name.to_owned(),
-            configs: configs
-                .iter()
-                .map(|(key, value)| IncrementalAlterableConfig {
-                    name: (*key).to_owned(),
-                    config_operation: if value.is_some() { OP_SET } else { OP_DELETE },
-                    value: value.clone(),
-                })
-                .collect(),
-        }],
-        validate_only: false,
-    };
+    let configs = configs
+        .iter()
+        .map(|(key, value)| IncrementalAlterableConfig {
+            name: (*key).to_owned(),
+            config_operation: if value.is_some() { OP_SET } else { OP_DELETE },
+            value: value.clone(),
+        })
+        .collect();
     let mut client = connect_bootstrap(address)?;
-    let (key, version, flexible) = INCREMENTAL_ALTER_CONFIGS;
-    let response: IncrementalAlterConfigsResponse =
-        client.call(key, version, flexible, &request)?;
-    let result = response
-        .responses
-        .first()
-        .context("the broker returned no result for the resource")?;
-    if result.error_code != error::NONE {
-        bail!(
-            "alter the configs of {name}: {} ({}): {}",
-            error_name(result.error_code),
-            result.error_code,
-            result
-                .error_message
-                .as_deref()
-                .unwrap_or("(no message from the broker)")
-        );
+    if let Err(refusal) =
+        crate::configs::incremental_alter(&mut client, resource_type, name, configs)?
+    {
+        bail!("alter the configs of {name}: {refusal}");
     }
     Ok(())
 }
