@@ -158,6 +158,9 @@ impl Reader {
     pub fn i16(&mut self) -> Result<i16> {
         Ok(i16::from_be_bytes(self.array()?))
     }
+    pub fn u16(&mut self) -> Result<u16> {
+        Ok(u16::from_be_bytes(self.array()?))
+    }
     pub fn i32(&mut self) -> Result<i32> {
         Ok(i32::from_be_bytes(self.array()?))
     }
@@ -330,7 +333,7 @@ macro_rules! fixed_int {
         }
     )*};
 }
-fixed_int!(i8 => i8, i16 => i16, i32 => i32, i64 => i64);
+fixed_int!(i8 => i8, i16 => i16, u16 => u16, i32 => i32, i64 => i64);
 
 impl Decode for bool {
     fn decode(r: &mut Reader, _v: Version) -> Result<Self> {

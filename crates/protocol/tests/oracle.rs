@@ -1813,3 +1813,49 @@ fn unregister_broker() {
     };
     check::<_, k::UnregisterBrokerResponse>(&response, 0..=0, 0);
 }
+
+#[test]
+fn describe_quorum() {
+    use describe_quorum::*;
+    use kafka_protocol::messages as k;
+    let request = DescribeQuorumRequest {
+        topics: vec![DescribeQuorumRequestTopic {
+            topic_name: "__cluster_metadata".into(),
+            partitions: vec![DescribeQuorumRequestPartition { partition_index: 0 }],
+        }],
+    };
+    check::<_, k::DescribeQuorumRequest>(&request, 0..=2, 0);
+    let replica = |id, offset| ReplicaState {
+        replica_id: id,
+        replica_directory_id: Uuid([id as u8; 16]),
+        log_end_offset: offset,
+        last_fetch_timestamp: 1_700_000_000_000,
+        last_caught_up_timestamp: 1_700_000_000_500,
+    };
+    let response = DescribeQuorumResponse {
+        error_code: 0,
+        error_message: None,
+        topics: vec![DescribeQuorumTopic {
+            topic_name: "__cluster_metadata".into(),
+            partitions: vec![DescribeQuorumPartition {
+                partition_index: 0,
+                error_code: 0,
+                error_message: None,
+                leader_id: 2,
+                leader_epoch: 7,
+                high_watermark: 42,
+                current_voters: vec![replica(1, 41), replica(2, 42), replica(3, -1)],
+                observers: vec![replica(4, 40)],
+            }],
+        }],
+        nodes: vec![DescribeQuorumNode {
+            node_id: 2,
+            listeners: vec![DescribeQuorumListener {
+                name: "CONTROLLER".into(),
+                host: "127.0.0.1".into(),
+                port: 29093,
+            }],
+        }],
+    };
+    check::<_, k::DescribeQuorumResponse>(&response, 0..=2, 0);
+}
