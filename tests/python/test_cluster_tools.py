@@ -4,7 +4,9 @@ cluster: kafka-reassign-partitions drains a broker (--generate, --execute,
 lists and cancels a reassignment held in progress, and
 kafka-leader-election moves a leader to the replica a reassignment made
 preferred; kafka-topics --describe is the witness of each end state, and
-records produced before a move are read back after it.
+records produced before a move are read back after it. kafka-metadata-quorum
+describes the quorum (leader, epoch, high watermark, voters) through any
+broker, before and after its leader is killed.
 
 A reassignment is held in progress by pausing (SIGSTOP) one of its new
 replicas, as tests/tests/reassignment.rs does, so "in progress" is observed
@@ -452,3 +454,55 @@ def test_kafka_reassign_partitions_rolls_back_with_the_file_execute_printed(clus
     assert (ids(rows[0]["Replicas"]), ids(rows[0]["Isr"]), int(rows[0]["Leader"])) == ([old], [old], old), out
     got = ck_consume(bootstrap, topic, len(recs))
     assert_matches(topic, recs, delivered, sorted(got, key=lambda g: (g.partition, g.offset)))
+
+
+def quorum_status(bootstrap):
+    """kafka-metadata-quorum describe --status, as key -> value."""
+    out = kafka_tool("kafka-metadata-quorum", "--bootstrap-server", bootstrap, "describe", "--status")
+    status = {}
+    for line in out.stdout.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip() and not key.startswith(" "):
+            status[key.strip()] = value.strip()
+    return status
+
+
+def quorum_replication(bootstrap):
+    """kafka-metadata-quorum describe --replication: node id -> status."""
+    out = kafka_tool("kafka-metadata-quorum", "--bootstrap-server", bootstrap, "describe", "--replication")
+    rows = {}
+    for line in out.stdout.splitlines():
+        cells = line.split()
+        if cells and cells[0].isdigit():
+            rows[int(cells[0])] = cells[-1]
+    return rows
+
+
+def test_kafka_metadata_quorum_describes_the_quorum_through_any_broker(cluster_with):
+    cluster = cluster_with()
+    leader = None
+    for node_id in cluster.running():
+        status = quorum_status(cluster.addresses[node_id])
+        assert status["ClusterId"], status
+        assert int(status["HighWatermark"]) > 0, status
+        voters = json.loads(status["CurrentVoters"])
+        assert sorted(v["id"] for v in voters) == [1, 2, 3], status
+        assert leader in (None, int(status["LeaderId"])), status
+        leader = int(status["LeaderId"])
+    rows = quorum_replication(cluster.bootstrap())
+    assert rows[leader] == "Leader", rows
+    assert sorted(rows) == [1, 2, 3], rows
+    assert sorted(s for n, s in rows.items() if n != leader) == ["Follower", "Follower"], rows
+    epoch = int(quorum_status(cluster.bootstrap())["LeaderEpoch"])
+
+    cluster.nodes[leader].kill9()
+    survivor = cluster.addresses[cluster.running()[0]]
+
+    def new_leader():
+        status = quorum_status(survivor)
+        if int(status["LeaderId"]) in (-1, leader):
+            return None
+        return status
+
+    status = wait_until(new_leader, SETTLED_TIMEOUT_S, "a new quorum leader")
+    assert int(status["LeaderEpoch"]) > epoch, status

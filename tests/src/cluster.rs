@@ -25,6 +25,20 @@ use crate::{BrokerOptions, TarnBroker};
 const METADATA: (i16, i16, i16) = (3, 12, 9);
 /// DescribeCluster's API key and the version asked.
 const DESCRIBE_CLUSTER: (i16, i16, i16) = (60, 1, 0);
+/// DescribeQuorum's API key and the version asked.
+const DESCRIBE_QUORUM: (i16, i16, i16) = (55, 2, 0);
+
+/// What DescribeQuorum says through one broker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuorumView {
+    pub leader: i32,
+    pub epoch: i32,
+    pub high_watermark: i64,
+    /// Voter ids, sorted.
+    pub voters: Vec<i32>,
+    /// Observer ids, sorted.
+    pub observers: Vec<i32>,
+}
 
 /// What one node says of the cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -456,6 +470,50 @@ impl Cluster {
         })
     }
 
+    /// The metadata quorum as broker `id` reports it (DescribeQuorum,
+    /// which it forwards to the active controller).
+    pub fn quorum_view(&self, id: i32) -> Result<QuorumView, String> {
+        use tarn_protocol::messages::describe_quorum::{
+            DescribeQuorumRequest, DescribeQuorumRequestPartition, DescribeQuorumRequestTopic,
+            DescribeQuorumResponse,
+        };
+        let mut client = Client::connect(&self.address(id)).map_err(|e| e.to_string())?;
+        let (key, version, flexible) = DESCRIBE_QUORUM;
+        let response: DescribeQuorumResponse = client
+            .call(
+                key,
+                version,
+                flexible,
+                &DescribeQuorumRequest {
+                    topics: vec![DescribeQuorumRequestTopic {
+                        topic_name: "__cluster_metadata".into(),
+                        partitions: vec![DescribeQuorumRequestPartition { partition_index: 0 }],
+                    }],
+                },
+            )
+            .map_err(|e| e.to_string())?;
+        let partition = response
+            .topics
+            .first()
+            .and_then(|t| t.partitions.first())
+            .ok_or_else(|| format!("no partition in {response:?}"))?;
+        if response.error_code != 0 || partition.error_code != 0 {
+            return Err(format!("refused: {response:?}"));
+        }
+        let ids = |replicas: &[tarn_protocol::messages::describe_quorum::ReplicaState]| {
+            let mut ids: Vec<i32> = replicas.iter().map(|r| r.replica_id).collect();
+            ids.sort();
+            ids
+        };
+        Ok(QuorumView {
+            leader: partition.leader_id,
+            epoch: partition.leader_epoch,
+            high_watermark: partition.high_watermark,
+            voters: ids(&partition.current_voters),
+            observers: ids(&partition.observers),
+        })
+    }
+
     /// Polls node `id` until `done` holds of its view; the view, and how
     /// long it took. Panics with the last view after `timeout`.
     pub fn wait_for(
@@ -499,11 +557,12 @@ impl Cluster {
 const CONTROLLER_API_KEY: i16 = 10_100;
 
 /// Asks the controller at `address` for the metadata log after an offset
-/// beyond any, which it answers at once, naming the active controller.
+/// beyond any, which it answers at once, naming the active controller
+/// (node id -1: not an observer to list).
 fn active_controller_at(address: &str) -> Result<i32, String> {
     use std::io::{Read, Write};
     let request = serde_json::json!({
-        "FetchMetadata": { "after": u64::MAX, "max_wait_ms": 0 }
+        "FetchMetadata": { "node_id": -1, "after": u64::MAX, "max_wait_ms": 0 }
     });
     let client_id = b"tarn-e2e";
     let mut frame = Vec::new();

@@ -442,6 +442,28 @@ fn leadership_moves_off_stopped_and_dead_brokers_and_leader_election_reports_it(
     });
 }
 
+/// Polls DescribeQuorum on broker `id` until `done` holds.
+fn wait_quorum(
+    cluster: &Cluster,
+    id: i32,
+    done: impl Fn(&tarn_e2e::cluster::QuorumView) -> bool,
+) -> (tarn_e2e::cluster::QuorumView, Duration) {
+    let start = Instant::now();
+    loop {
+        let seen = cluster.quorum_view(id);
+        if let Ok(view) = &seen {
+            if done(view) {
+                return (view.clone(), start.elapsed());
+            }
+        }
+        assert!(
+            start.elapsed() < FORMED,
+            "broker {id}: last DescribeQuorum {seen:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 #[test]
 fn controllers_and_brokers_on_separate_nodes_form_fail_over_and_serve_clients() {
     run_with_timeout(TEST_LIMIT, || {
@@ -490,6 +512,14 @@ fn controllers_and_brokers_on_separate_nodes_form_fail_over_and_serve_clients() 
                 "{id} sees {seen}, 1 sees {active}"
             );
         }
+        // DescribeQuorum through a broker: the same leader, the voters, and
+        // the brokers as the observers that follow the log.
+        let quorum = cluster.quorum_view(4).expect("DescribeQuorum");
+        assert_eq!(quorum.leader, active, "{quorum:?}");
+        assert_eq!(quorum.voters, [1, 2, 3], "{quorum:?}");
+        assert_eq!(quorum.observers, [4, 5], "{quorum:?}");
+        assert!(quorum.high_watermark > 0, "{quorum:?}");
+
         cluster.kill(active);
         let killed = Instant::now();
         loop {
@@ -511,6 +541,8 @@ fn controllers_and_brokers_on_separate_nodes_form_fail_over_and_serve_clients() 
             .active_controller_seen_by(survivor)
             .expect("answers");
         assert!(next != active, "a new active controller, not {active}");
+        let (after, _) = wait_quorum(&cluster, 5, |q| q.leader == next);
+        assert!(after.epoch > quorum.epoch, "{quorum:?} then {after:?}");
 
         // A dead broker is fenced; restarted, it catches up from the log.
         cluster.kill(5);

@@ -94,6 +94,7 @@ const KAFKA_4_4_0: &[(i16, &str, i16, i16)] = &[
     (47, "OffsetDelete", 0, 0),
     (48, "DescribeClientQuotas", 0, 1),
     (49, "AlterClientQuotas", 0, 1),
+    (55, "DescribeQuorum", 0, 2),
     (60, "DescribeCluster", 0, 2),
     (61, "DescribeProducers", 0, 0),
     (64, "UnregisterBroker", 0, 0),

@@ -60,6 +60,14 @@ pub struct QuorumStatus {
     /// an append). A leader cut off from the quorum keeps believing it
     /// leads until it learns otherwise; this tells how stale that is.
     pub quorum_acked: Option<tokio::time::Instant>,
+    /// The index of this node's last log entry.
+    pub last_log_index: Option<u64>,
+    /// On the leader: each voter's last index known to match the
+    /// leader's log (none yet: unknown).
+    pub matched: BTreeMap<NodeId, Option<u64>>,
+    /// On the leader: when each voter last acknowledged a heartbeat or an
+    /// append.
+    pub acked: BTreeMap<NodeId, tokio::time::Instant>,
 }
 
 impl QuorumStatus {
@@ -277,6 +285,25 @@ fn spawn_status(node_id: NodeId, raft: &QuorumRaft) -> watch::Receiver<QuorumSta
             .last_quorum_acked
             .as_deref()
             .map(|acked| tokio::time::Instant::now() - openraft::Instant::elapsed(acked)),
+        last_log_index: m.last_log_index,
+        matched: m
+            .replication
+            .iter()
+            .flatten()
+            .map(|(id, log_id)| (*id, log_id.as_ref().map(|l| l.index)))
+            .collect(),
+        acked: m
+            .heartbeat
+            .iter()
+            .flatten()
+            .filter_map(|(id, at)| {
+                let at = at.as_deref()?;
+                Some((
+                    *id,
+                    tokio::time::Instant::now() - openraft::Instant::elapsed(at),
+                ))
+            })
+            .collect(),
     };
     let initial = convert(true, &metrics.borrow_watched());
     let (tx, rx) = watch::channel(initial);

@@ -44,8 +44,8 @@ use crate::broker::{
     formatted_cluster_id, write_meta_properties, Broker, BrokerError, BrokerOptions,
 };
 use crate::controller::{
-    self, ControllerReply, ControllerRequest, ControllerResponse, ControllerTopology,
-    CONTROLLER_API_KEY,
+    self, ControllerReply, ControllerRequest, ControllerResponse, ControllerTopology, ObserverBook,
+    QuorumDescription, ReplicaProgress, CONTROLLER_API_KEY,
 };
 use crate::observer::{self, ObserverTopology};
 
@@ -107,6 +107,8 @@ struct QuorumTopology {
     quorum: Arc<OnceLock<Quorum>>,
     controllers: BTreeMap<i32, String>,
     lease: Duration,
+    /// The observers that fetch the metadata log from this node.
+    observers: Arc<ObserverBook>,
 }
 
 impl QuorumTopology {
@@ -139,6 +141,54 @@ impl ControllerTopology for QuorumTopology {
             return None;
         }
         self.controllers.get(&leader).cloned()
+    }
+
+    fn describe_quorum(&self) -> Option<QuorumDescription> {
+        if !self.is_active() {
+            return None;
+        }
+        let status = self.quorum.get()?.status().borrow().clone();
+        let committed = status.committed_index;
+        // Raft's indexes start at 0: the offset after entry i is i + 1.
+        let after = |index: Option<u64>| index.map_or(0, |i| i as i64 + 1);
+        let voters = status
+            .voters
+            .iter()
+            .map(|id| {
+                let id32 = *id as i32;
+                if id32 == self.node_id {
+                    let now = controller::wall_clock_ms(std::time::Instant::now());
+                    return ReplicaProgress {
+                        id: id32,
+                        log_end_offset: after(status.last_log_index),
+                        last_fetch_ms: now,
+                        last_caught_up_ms: now,
+                    };
+                }
+                let matched = status.matched.get(id).copied().flatten();
+                let acked = status
+                    .acked
+                    .get(id)
+                    .map(|at| controller::wall_clock_ms(at.into_std()));
+                ReplicaProgress {
+                    id: id32,
+                    log_end_offset: status.matched.get(id).map_or(-1, |m| after(*m)),
+                    last_fetch_ms: acked.unwrap_or(-1),
+                    last_caught_up_ms: match (matched, committed) {
+                        (Some(m), Some(c)) if m >= c => acked.unwrap_or(-1),
+                        _ => -1,
+                    },
+                }
+            })
+            .collect();
+        Some(QuorumDescription {
+            leader: self.node_id,
+            epoch: i32::try_from(status.term).unwrap_or(i32::MAX),
+            high_watermark: after(committed),
+            voters,
+            observers: self.observers.progress(),
+            listeners: self.controllers.clone(),
+        })
     }
 }
 
@@ -194,6 +244,7 @@ pub async fn start(
     let mut tasks = Vec::new();
     let (broker, quorum) = match cluster.controller_listener {
         Some(controller_listener) => {
+            let observers = Arc::new(ObserverBook::default());
             let quorum_cell = Arc::new(OnceLock::new());
             let log = QuorumMetadataLog::new(
                 quorum_cell.clone(),
@@ -206,6 +257,7 @@ pub async fn start(
                 quorum: quorum_cell.clone(),
                 controllers: cluster.voters.clone(),
                 lease: Duration::from_millis(cluster.election_timeout_ms),
+                observers: observers.clone(),
             });
             let broker = tarn_replication::blocking::off_async_workers(|| {
                 Broker::assemble(
@@ -244,6 +296,7 @@ pub async fn start(
                     broker: broker.clone(),
                     quorum: quorum.clone(),
                     feed,
+                    observers,
                 },
                 stop_rx.clone(),
             )));
@@ -418,6 +471,8 @@ struct Controller {
     quorum: Quorum,
     /// The metadata log for observers.
     feed: Arc<MetadataFeed>,
+    /// Who fetched it, and how far.
+    observers: Arc<ObserverBook>,
 }
 
 /// Serves the quorum's RPCs, controller requests and the metadata log.
@@ -511,7 +566,17 @@ async fn serve_controller_frames(
                 )
             })?;
             let answer = match request {
-                ControllerRequest::FetchMetadata { after, max_wait_ms } => {
+                ControllerRequest::FetchMetadata {
+                    node_id,
+                    after,
+                    max_wait_ms,
+                } => {
+                    if node_id >= 0 {
+                        let published = controller.feed.publisher().published_offset();
+                        controller
+                            .observers
+                            .fetched(node_id, after, after >= published);
+                    }
                     let wait = Duration::from_millis(max_wait_ms).min(FEED_WAIT_MAX);
                     serve_metadata(controller, after, wait, &mut stop).await
                 }

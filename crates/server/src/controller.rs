@@ -21,7 +21,7 @@
 //! leadership back to preferred replicas every
 //! `leader.imbalance.check.interval.seconds`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -104,6 +104,8 @@ pub enum ControllerRequest {
     /// for the committed entries after `after` (any voter answers, from
     /// what it has applied); the answer waits up to `max_wait_ms` for one.
     FetchMetadata {
+        /// The observer's node id.
+        node_id: i32,
         after: u64,
         max_wait_ms: u64,
     },
@@ -834,6 +836,92 @@ pub trait ControllerTopology: Send + Sync {
     /// The CONTROLLER listener (host:port) of the active controller, when
     /// one is known and it is not this node.
     fn active_address(&self) -> Option<String>;
+    /// The quorum as its leader sees it, when this node leads a quorum of
+    /// several (DescribeQuorum).
+    fn describe_quorum(&self) -> Option<QuorumDescription> {
+        None
+    }
+}
+
+/// The metadata quorum as its leader sees it: what DescribeQuorum says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuorumDescription {
+    pub leader: i32,
+    /// The leader's Raft term (Kafka's leader epoch of the metadata log).
+    pub epoch: i32,
+    /// The offset after the last committed entry.
+    pub high_watermark: i64,
+    pub voters: Vec<ReplicaProgress>,
+    pub observers: Vec<ReplicaProgress>,
+    /// Each voter's CONTROLLER listener, host:port.
+    pub listeners: BTreeMap<i32, String>,
+}
+
+/// How far one replica of the metadata log has come, as its leader
+/// knows: -1 where it does not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplicaProgress {
+    pub id: i32,
+    pub log_end_offset: i64,
+    /// Wall-clock milliseconds of its last fetch (or acknowledgement).
+    pub last_fetch_ms: i64,
+    /// Wall-clock milliseconds when it last had everything committed.
+    pub last_caught_up_ms: i64,
+}
+
+/// How long an observer that stopped fetching stays listed (Kafka's
+/// observer session).
+const OBSERVER_FORGOTTEN_AFTER: Duration = Duration::from_secs(300);
+
+/// The observers that fetch the metadata log from this voter.
+#[derive(Default)]
+pub struct ObserverBook(Mutex<BTreeMap<i32, ObserverSeen>>);
+
+#[derive(Clone, Copy)]
+struct ObserverSeen {
+    log_end_offset: i64,
+    fetched: Instant,
+    caught_up: Option<Instant>,
+}
+
+impl ObserverBook {
+    /// Observer `id` fetched after `after`, with nothing newer to have
+    /// when `caught_up`.
+    pub fn fetched(&self, id: i32, after: u64, caught_up: bool) {
+        let now = Instant::now();
+        let mut seen = self.0.lock();
+        let previous = seen.get(&id).and_then(|s| s.caught_up);
+        seen.insert(
+            id,
+            ObserverSeen {
+                log_end_offset: i64::try_from(after).map_or(i64::MAX, |a| a.saturating_add(1)),
+                fetched: now,
+                caught_up: if caught_up { Some(now) } else { previous },
+            },
+        );
+    }
+
+    /// The observers seen lately, by id.
+    pub fn progress(&self) -> Vec<ReplicaProgress> {
+        let mut seen = self.0.lock();
+        seen.retain(|_, s| s.fetched.elapsed() < OBSERVER_FORGOTTEN_AFTER);
+        seen.iter()
+            .map(|(id, s)| ReplicaProgress {
+                id: *id,
+                log_end_offset: s.log_end_offset,
+                last_fetch_ms: wall_clock_ms(s.fetched),
+                last_caught_up_ms: s.caught_up.map_or(-1, wall_clock_ms),
+            })
+            .collect()
+    }
+}
+
+/// The wall-clock time, in milliseconds since the epoch, of `at`.
+pub fn wall_clock_ms(at: Instant) -> i64 {
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    now_ms - at.elapsed().as_millis() as i64
 }
 
 /// A quorum of one: this node is always the active controller.

@@ -153,6 +153,7 @@ async fn fetch(
     stop: &mut watch::Receiver<bool>,
 ) -> Fetched {
     let request = ControllerRequest::FetchMetadata {
+        node_id: broker.node_id,
         after: broker.metadata.publisher().published_offset(),
         max_wait_ms: FETCH_WAIT.as_millis() as u64,
     };

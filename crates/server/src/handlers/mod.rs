@@ -26,6 +26,7 @@ pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_log_dirs;
 pub mod describe_producers;
+pub mod describe_quorum;
 pub mod describe_topic_partitions;
 pub mod elect_leaders;
 pub mod fetch;
@@ -101,6 +102,7 @@ pub const APIS: &[ApiSpec] = &[
     describe_groups::SPEC,
     describe_log_dirs::SPEC,
     describe_producers::SPEC,
+    describe_quorum::SPEC,
     describe_topic_partitions::SPEC,
     elect_leaders::SPEC,
     alter_partition_reassignments::SPEC,
@@ -185,6 +187,7 @@ const FORWARDED: &[i16] = &[
     create_acls::KEY,
     delete_acls::KEY,
     unregister_broker::KEY,
+    describe_quorum::KEY,
 ];
 
 /// Encodes a response frame for the request in `ctx`.
@@ -317,6 +320,7 @@ pub async fn dispatch_received_by(
             describe_groups,
             describe_log_dirs,
             describe_producers,
+            describe_quorum,
             describe_topic_partitions,
             elect_leaders,
             alter_partition_reassignments,
