@@ -400,10 +400,13 @@ async fn serve(args: ServeArgs, config: BrokerConfig, cluster: ClusterConfig) ->
     if let Some((_, task)) = http {
         task.await.context("join the HTTP listener")?;
     }
-    broker.shutdown().context("shut down the broker")?;
+    // The cluster's tasks (follower fetchers, the metadata log and its
+    // publisher) stop first: none may append to or reopen a log while the
+    // broker closes them.
     if let Some(node) = cluster_node {
         node.shutdown().await.context("leave the metadata quorum")?;
     }
+    broker.shutdown().context("shut down the broker")?;
     if let Some(reason) = failure {
         bail!("{reason}");
     }
