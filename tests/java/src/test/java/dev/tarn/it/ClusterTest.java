@@ -30,6 +30,7 @@ import org.apache.kafka.clients.admin.DescribeClusterResult;
 import org.apache.kafka.clients.admin.NewPartitionReassignment;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.PartitionReassignment;
+import org.apache.kafka.clients.admin.QuorumInfo;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -245,6 +246,16 @@ class ClusterTest {
             }
         }
         assertEquals(1, controllers.size(), "one controller: " + controllers);
+        // The metadata quorum as the admin client describes it (DescribeQuorum,
+        // forwarded to the active controller): that controller leads it.
+        try (Admin admin = admin(bootstrap())) {
+            QuorumInfo quorum = admin.describeMetadataQuorum().quorumInfo().get();
+            assertEquals(controllers.iterator().next().intValue(), quorum.leaderId(), "quorum leader: " + quorum);
+            Set<Integer> voters = quorum.voters().stream().map(QuorumInfo.ReplicaState::replicaId)
+                    .collect(Collectors.toCollection(TreeSet::new));
+            assertEquals(Set.of(1, 2, 3), voters, "quorum voters: " + quorum);
+            assertTrue(quorum.highWatermark() > 0, "a committed metadata log: " + quorum);
+        }
 
         String topic = Clients.unique("cluster");
         Map<Integer, Integer> leaders = new TreeMap<>();
