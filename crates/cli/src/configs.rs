@@ -233,13 +233,8 @@ fn describe_one(
         .context("broker returned no result for the resource")?;
     if result.error_code != error::NONE {
         bail!(
-            "{} ({}): {}",
-            error_name(result.error_code),
-            result.error_code,
-            result
-                .error_message
-                .as_deref()
-                .unwrap_or("(no message from the broker)")
+            "{}",
+            refusal(result.error_code, result.error_message.as_deref())
         );
     }
     let mut configs = result.configs;
@@ -335,15 +330,19 @@ pub(crate) fn incremental_alter(
     if result.error_code == error::NONE {
         return Ok(Ok(()));
     }
-    Ok(Err(format!(
-        "{} ({}): {}",
-        error_name(result.error_code),
+    Ok(Err(refusal(
         result.error_code,
-        result
-            .error_message
-            .as_deref()
-            .unwrap_or("(no message from the broker)")
+        result.error_message.as_deref(),
     )))
+}
+
+/// A broker's refusal as the tools print it: "NAME (code): message".
+fn refusal(code: i16, message: Option<&str>) -> String {
+    format!(
+        "{} ({code}): {}",
+        error_name(code),
+        message.unwrap_or("(no message from the broker)")
+    )
 }
 
 fn alter(client: &mut Client, entity: &Entity, args: &ConfigsArgs) -> Result<()> {

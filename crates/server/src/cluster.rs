@@ -34,7 +34,9 @@ use tokio::sync::{watch, Semaphore};
 use tarn_metadata::brokers::BrokerRegistration;
 use tarn_metadata::feed::{FeedRead, FollowingLog, MetadataFeed};
 use tarn_metadata::replicated::{PublishingMachine, QuorumMetadataLog};
-use tarn_metadata::{Endpoint, MetadataImage, MetadataPublisher, MetadataRecord, MetadataStore};
+use tarn_metadata::{
+    Endpoint, MetadataImage, MetadataLog, MetadataPublisher, MetadataRecord, MetadataStore,
+};
 use tarn_protocol::error;
 use tarn_quorum::tcp::{self, TcpTransport};
 use tarn_quorum::{Quorum, QuorumConfig, RpcKind};
@@ -242,6 +244,19 @@ pub async fn start(
     let (epoch_tx, broker_epoch) = watch::channel(None);
     let (caught_up_tx, caught_up) = watch::channel(voter);
     let mut tasks = Vec::new();
+    let assemble = |log: Box<dyn MetadataLog>, topology: Arc<dyn ControllerTopology>| {
+        let metadata = MetadataStore::replicated(log, publisher.clone());
+        tarn_replication::blocking::off_async_workers(|| {
+            Broker::assemble(
+                options,
+                env.clone(),
+                formatted.clone().unwrap_or_default(),
+                metadata,
+                topology,
+                false,
+            )
+        })
+    };
     let (broker, quorum) = match cluster.controller_listener {
         Some(controller_listener) => {
             let observers = Arc::new(ObserverBook::default());
@@ -251,7 +266,6 @@ pub async fn start(
                 publisher.clone(),
                 tokio::runtime::Handle::current(),
             );
-            let metadata = MetadataStore::replicated(Box::new(log), publisher.clone());
             let topology = Arc::new(QuorumTopology {
                 node_id,
                 quorum: quorum_cell.clone(),
@@ -259,16 +273,7 @@ pub async fn start(
                 lease: Duration::from_millis(cluster.election_timeout_ms),
                 observers: observers.clone(),
             });
-            let broker = tarn_replication::blocking::off_async_workers(|| {
-                Broker::assemble(
-                    options,
-                    env.clone(),
-                    formatted.clone().unwrap_or_default(),
-                    metadata,
-                    topology,
-                    false,
-                )
-            })?;
+            let broker = assemble(Box::new(log), topology)?;
             let voters: BTreeMap<u64, String> = cluster
                 .voters
                 .iter()
@@ -313,21 +318,11 @@ pub async fn start(
         None => {
             let leader = Arc::new(AtomicI32::new(-1));
             let log = FollowingLog::new(publisher.clone(), leader.clone());
-            let metadata = MetadataStore::replicated(Box::new(log), publisher.clone());
             let topology = Arc::new(ObserverTopology {
                 leader: leader.clone(),
                 controllers: cluster.voters.clone(),
             });
-            let broker = tarn_replication::blocking::off_async_workers(|| {
-                Broker::assemble(
-                    options,
-                    env.clone(),
-                    formatted.clone().unwrap_or_default(),
-                    metadata,
-                    topology,
-                    false,
-                )
-            })?;
+            let broker = assemble(Box::new(log), topology)?;
             tasks.push(tokio::spawn(observer::run(
                 broker.clone(),
                 cluster.voters.clone(),
