@@ -238,6 +238,39 @@ impl Cluster {
         }
     }
 
+    /// Starts one more node, a broker only, with the next id: it finds the
+    /// controllers through `controller.quorum.bootstrap.servers` (as
+    /// Kafka 4's shipped broker.properties does) instead of the voters.
+    /// Returns its id.
+    pub fn add_bootstrapped_broker(&mut self, settings: &[(&str, &str)]) -> i32 {
+        let id = self.nodes.len() as i32 + 1;
+        let servers = self
+            .controller_addresses
+            .iter()
+            .flatten()
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(",");
+        let address = format!("127.0.0.1:{}", free_port());
+        let mut options = BrokerOptions {
+            listeners: Some(format!("PLAINTEXT://{address}")),
+            ..BrokerOptions::default()
+        }
+        .set("node.id", &id.to_string())
+        .set("process.roles", "broker")
+        .set("controller.listener.names", "CONTROLLER")
+        .set("controller.quorum.bootstrap.servers", &servers);
+        for (key, value) in settings {
+            options = options.set(key, value);
+        }
+        self.nodes.push(TarnBroker::start_with(options));
+        self.addresses.push(address);
+        self.controller_addresses.push(None);
+        self.brokers.push(true);
+        self.running.push(true);
+        id
+    }
+
     fn network(&mut self) -> &mut Network {
         self.network
             .as_mut()

@@ -564,5 +564,21 @@ fn controllers_and_brokers_on_separate_nodes_form_fail_over_and_serve_clients() 
             .active_controller_seen_by(active)
             .expect("the restarted controller answers");
         println!("the restarted controller {active} sees {rejoined} as active");
+
+        // A broker that knows only controller.quorum.bootstrap.servers
+        // finds the quorum, follows the log and takes partitions.
+        let added = cluster.add_bootstrapped_broker(&[]);
+        cluster.wait_until_formed(FORMED);
+        let out = create_topic(&cluster.address(added), "on-three-brokers", 3, 3);
+        assert!(out.status.success(), "{out}");
+        let (view, _) = cluster.wait_for(added, FORMED, "the topic on the new broker", |v| {
+            v.leaders.contains_key("on-three-brokers")
+        });
+        assert_eq!(
+            view.brokers.keys().copied().collect::<Vec<_>>(),
+            [4, 5, added]
+        );
+        let (quorum, _) = wait_quorum(&cluster, added, |q| q.observers.contains(&added));
+        assert_eq!(quorum.observers, [4, 5, added], "{quorum:?}");
     });
 }

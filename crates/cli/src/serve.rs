@@ -199,16 +199,19 @@ pub fn run(args: ServeArgs) -> Result<()> {
     cluster
         .check_servable()
         .context("invalid broker configuration")?;
-    if let Quorum::Bootstrap(servers) = cluster.quorum() {
-        bail!(
+    // A broker that is not a controller only needs somewhere to find the
+    // controllers; a controller would need a dynamic quorum.
+    match cluster.quorum() {
+        Quorum::Bootstrap(servers) if cluster.is_controller() => bail!(
             "controller.quorum.bootstrap.servers ({}) asks for a dynamic quorum (KIP-853), which \
-             Tarn does not support yet: list the voters in controller.quorum.voters",
+             Tarn does not support yet for controllers: list the voters in controller.quorum.voters",
             servers
                 .iter()
                 .map(|(h, p)| format!("{h}:{p}"))
                 .collect::<Vec<_>>()
                 .join(", ")
-        );
+        ),
+        _ => {}
     }
     tune_allocator();
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -300,8 +303,14 @@ async fn serve(args: ServeArgs, config: BrokerConfig, cluster: ClusterConfig) ->
         config,
         env: None,
     };
-    let (broker, cluster_node) = match cluster.quorum() {
-        Quorum::Voters(voters) => {
+    let joined = match cluster.quorum() {
+        Quorum::Voters(voters) => Some(voters),
+        // Only a broker gets here with bootstrap servers (see `run`).
+        Quorum::Bootstrap(_) => Some(BTreeMap::new()),
+        Quorum::SingleNode => None,
+    };
+    let (broker, cluster_node) = match joined {
+        Some(voters) => {
             let controller_listener = controller_listener.map(|(_, listener)| listener);
             let (broker, node) = join_cluster(
                 options,
@@ -315,7 +324,7 @@ async fn serve(args: ServeArgs, config: BrokerConfig, cluster: ClusterConfig) ->
             .await?;
             (broker, Some(node))
         }
-        _ => {
+        None => {
             let broker = Broker::start(options)
                 .with_context(|| format!("start broker with data in {}", data_dir.display()))?;
             (broker, None)
@@ -450,7 +459,9 @@ async fn bind_controller_listener(cluster: &ClusterConfig) -> Result<(&Listener,
 
 /// Starts this node in the cluster of controller quorum `voters`: a
 /// voter with its CONTROLLER listener bound, or an observer of the
-/// metadata log; a broker also registers with the active controller.
+/// metadata log (which finds the controllers from `voters`, or from
+/// `controller.quorum.bootstrap.servers` when they are not listed); a
+/// broker also registers with the active controller.
 async fn join_cluster(
     options: BrokerOptions,
     cluster: &ClusterConfig,
@@ -481,6 +492,11 @@ async fn join_cluster(
         voters: voters
             .into_iter()
             .map(|(id, (h, p))| (id, format!("{h}:{p}")))
+            .collect(),
+        bootstrap_controllers: cluster
+            .bootstrap_servers
+            .iter()
+            .map(|(h, p)| format!("{h}:{p}"))
             .collect(),
         controller_listener,
         broker: cluster.is_broker(),

@@ -24,7 +24,6 @@
 //! a node formatted for another cluster stops with INCONSISTENT_CLUSTER_ID.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::AtomicI32;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -66,6 +65,9 @@ const TASK_STOP_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct ClusterOptions {
     /// The voters' CONTROLLER listeners (host:port), by node id.
     pub voters: BTreeMap<i32, String>,
+    /// Where an observer first looks for the controllers when the voters
+    /// are not listed (`controller.quorum.bootstrap.servers`): host:port.
+    pub bootstrap_controllers: Vec<String>,
     /// This node's CONTROLLER listener, bound, when it is a voter
     /// (`process.roles` has `controller`); a node that is not one follows
     /// the metadata log as an observer.
@@ -302,6 +304,7 @@ pub async fn start(
                     quorum: quorum.clone(),
                     feed,
                     observers,
+                    voters: cluster.voters.clone(),
                 },
                 stop_rx.clone(),
             )));
@@ -316,17 +319,22 @@ pub async fn start(
             (broker, Some(quorum))
         }
         None => {
-            let leader = Arc::new(AtomicI32::new(-1));
-            let log = FollowingLog::new(publisher.clone(), leader.clone());
-            let topology = Arc::new(ObserverTopology {
-                leader: leader.clone(),
-                controllers: cluster.voters.clone(),
-            });
-            let broker = assemble(Box::new(log), topology)?;
+            let topology = Arc::new(ObserverTopology::default());
+            let log = FollowingLog::new(publisher.clone(), topology.leader.clone());
+            let broker = assemble(Box::new(log), topology.clone())?;
+            let controllers = match cluster.voters.is_empty() {
+                true => cluster.bootstrap_controllers.clone(),
+                false => cluster.voters.values().cloned().collect(),
+            };
+            if controllers.is_empty() {
+                return Err(BrokerError::Invalid(format!(
+                    "node {node_id} knows no controller to follow the metadata log from"
+                )));
+            }
             tasks.push(tokio::spawn(observer::run(
                 broker.clone(),
-                cluster.voters.clone(),
-                leader,
+                controllers,
+                topology,
                 caught_up_tx,
                 stop_rx.clone(),
             )));
@@ -468,6 +476,8 @@ struct Controller {
     feed: Arc<MetadataFeed>,
     /// Who fetched it, and how far.
     observers: Arc<ObserverBook>,
+    /// The voters' CONTROLLER listeners, by node id.
+    voters: BTreeMap<i32, String>,
 }
 
 /// Serves the quorum's RPCs, controller requests and the metadata log.
@@ -635,10 +645,12 @@ async fn serve_metadata(
             _ = stop.changed() => break read,
         }
     };
+    let active_controller = controller.broker.active_controller();
     ControllerResponse {
         offset: publisher.published_offset(),
         result: Ok(ControllerReply::Metadata {
-            active_controller: controller.broker.active_controller(),
+            active_controller,
+            active_address: controller.voters.get(&active_controller).cloned(),
             read,
         }),
     }

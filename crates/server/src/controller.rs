@@ -147,6 +147,9 @@ pub enum ControllerReply {
     /// and the active controller as it knows it (-1: none).
     Metadata {
         active_controller: i32,
+        /// Its CONTROLLER listener (host:port), when known.
+        #[serde(default)]
+        active_address: Option<String>,
         read: FeedRead,
     },
 }

@@ -8,11 +8,11 @@
 //! recent log), another voter otherwise, and learns the active controller
 //! from every answer, which is where its broker sends controller requests.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use tokio::sync::watch;
 
 use tarn_metadata::feed::{self, FeedRead};
@@ -32,10 +32,24 @@ const RETRY_BACKOFF: Duration = Duration::from_millis(200);
 
 /// Where the active controller is, for a node that is not a voter: as
 /// the last answer of the metadata log said.
+#[derive(Default)]
 pub(crate) struct ObserverTopology {
     /// The active controller's id, -1 when none is known.
     pub(crate) leader: Arc<AtomicI32>,
-    pub(crate) controllers: BTreeMap<i32, String>,
+    /// Its CONTROLLER listener, host:port.
+    address: Mutex<Option<String>>,
+}
+
+impl ObserverTopology {
+    fn learn(&self, leader: i32, address: Option<String>) {
+        *self.address.lock() = address;
+        self.leader.store(leader, Ordering::Release);
+    }
+
+    fn forget(&self) {
+        self.leader.store(-1, Ordering::Release);
+        *self.address.lock() = None;
+    }
 }
 
 impl ControllerTopology for ObserverTopology {
@@ -48,23 +62,23 @@ impl ControllerTopology for ObserverTopology {
     }
 
     fn active_address(&self) -> Option<String> {
-        self.controllers.get(&self.active_id()).cloned()
+        self.address.lock().clone()
     }
 }
 
-/// Follows the metadata log until `stop`; `caught_up` turns true once a
-/// voter had nothing newer than what this node published.
+/// Follows the metadata log from `controllers` (CONTROLLER listeners,
+/// host:port) until `stop`; `caught_up` turns true once a voter had
+/// nothing newer than what this node published.
 pub(crate) async fn run(
     broker: Arc<Broker>,
-    controllers: BTreeMap<i32, String>,
-    leader: Arc<AtomicI32>,
+    controllers: Vec<String>,
+    topology: Arc<ObserverTopology>,
     caught_up: watch::Sender<bool>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let ids: Vec<i32> = controllers.keys().copied().collect();
     let client_id = format!("broker-{}-metadata", broker.node_id);
     let mut turn = 0usize;
-    let mut connection: Option<(i32, tarn_client::Connection)> = None;
+    let mut connection: Option<(String, tarn_client::Connection)> = None;
     loop {
         if *stop.borrow() {
             return;
@@ -72,23 +86,23 @@ pub(crate) async fn run(
         let (voter, kept) = match connection.take() {
             Some(kept) => kept,
             None => {
-                let known = leader.load(Ordering::Acquire);
-                let voter = if controllers.contains_key(&known) {
-                    known
-                } else {
-                    turn += 1;
-                    ids[turn % ids.len()]
+                let voter = match topology.active_address() {
+                    Some(active) => active,
+                    None => {
+                        turn += 1;
+                        controllers[turn % controllers.len()].clone()
+                    }
                 };
-                let address = &controllers[&voter];
                 let connected = tokio::select! {
-                    connected = tarn_client::Connection::connect(address, &client_id, FETCH_TIMEOUT) => connected,
+                    connected = tarn_client::Connection::connect(&voter, &client_id, FETCH_TIMEOUT) => connected,
                     _ = stop.changed() => return,
                 };
                 match connected {
                     Ok(kept) => (voter, kept),
                     Err(e) => {
-                        tracing::debug!(voter, error = %e, "cannot reach a controller for the metadata log");
-                        forget_unreachable(&leader, voter);
+                        tracing::debug!(%voter, error = %e, "cannot reach a controller for the metadata log");
+                        // Not the one to ask next, even if it was active.
+                        topology.forget();
                         if pause(&mut stop).await {
                             return;
                         }
@@ -101,17 +115,19 @@ pub(crate) async fn run(
         match fetch(&broker, &mut kept, &client_id, &mut stop).await {
             Fetched::Stopped => return,
             Fetched::Failed(why) => {
-                tracing::debug!(voter, error = %why, "fetching the metadata log failed");
-                forget_unreachable(&leader, voter);
+                tracing::debug!(%voter, error = %why, "fetching the metadata log failed");
+                topology.forget();
                 if pause(&mut stop).await {
                     return;
                 }
             }
             Fetched::Read {
                 active_controller,
+                active_address,
                 read,
             } => {
-                leader.store(active_controller, Ordering::Release);
+                let moved = active_address.as_ref().is_some_and(|a| *a != voter);
+                topology.learn(active_controller, active_address);
                 let nothing_newer = matches!(&read, FeedRead::Entries(e) if e.is_empty());
                 let publisher = broker.metadata.publisher();
                 // A listener's failure leaves the entry published, as on a
@@ -122,14 +138,14 @@ pub(crate) async fn run(
                 if nothing_newer && !*caught_up.borrow() {
                     tracing::info!(
                         offset = publisher.published_offset(),
-                        voter,
+                        %voter,
                         "caught up with the metadata log"
                     );
                     caught_up.send_replace(true);
                 }
                 // Keep asking this voter unless the active controller is
                 // another one.
-                if active_controller == voter || !controllers.contains_key(&active_controller) {
+                if !moved {
                     connection = Some((voter, kept));
                 }
             }
@@ -140,6 +156,7 @@ pub(crate) async fn run(
 enum Fetched {
     Read {
         active_controller: i32,
+        active_address: Option<String>,
         read: FeedRead,
     },
     Failed(String),
@@ -174,24 +191,17 @@ async fn fetch(
             result:
                 Ok(ControllerReply::Metadata {
                     active_controller,
+                    active_address,
                     read,
                 }),
             ..
         }) => Fetched::Read {
             active_controller,
+            active_address,
             read,
         },
         Ok(other) => Fetched::Failed(format!("unexpected answer: {:?}", other.result)),
         Err(e) => Fetched::Failed(format!("unreadable answer: {e}")),
-    }
-}
-
-/// A voter that cannot be reached is not the one to ask next, even when
-/// it was the active controller.
-fn forget_unreachable(leader: &AtomicI32, voter: i32) {
-    // Only this task stores the leader: no other store can come between.
-    if leader.load(Ordering::Acquire) == voter {
-        leader.store(-1, Ordering::Release);
     }
 }
 
