@@ -41,6 +41,34 @@ pub fn run(args: &[&str]) -> CliOutput {
     run_with_input(args, None)
 }
 
+/// `tarn topics create` of `topic` on `bootstrap`, with `configs`
+/// (`key=value`) as topic config overrides.
+pub fn create_topic(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    replication: i32,
+    configs: &[&str],
+) -> CliOutput {
+    let (partitions, replication) = (partitions.to_string(), replication.to_string());
+    let mut args = vec![
+        "topics",
+        "create",
+        "--bootstrap-server",
+        bootstrap,
+        "--topic",
+        topic,
+        "--partitions",
+        &partitions,
+        "--replication-factor",
+        &replication,
+    ];
+    for config in configs {
+        args.extend(["--config", config]);
+    }
+    run(&args)
+}
+
 /// Runs `tarn <args>` with `stdin` as its standard input, closed after
 /// the last byte; otherwise as [`run`].
 pub fn run_with_stdin(args: &[&str], stdin: &[u8]) -> CliOutput {

@@ -24,21 +24,6 @@ use tarn_e2e::{cli, run_with_timeout};
 const FORMED: Duration = Duration::from_secs(60);
 const TEST_LIMIT: Duration = Duration::from_secs(240);
 
-fn create_topic(bootstrap: &str, topic: &str, partitions: i32, replication: i32) -> cli::CliOutput {
-    cli::run(&[
-        "topics",
-        "create",
-        "--bootstrap-server",
-        bootstrap,
-        "--topic",
-        topic,
-        "--partitions",
-        &partitions.to_string(),
-        "--replication-factor",
-        &replication.to_string(),
-    ])
-}
-
 #[test]
 fn three_nodes_form_in_any_order_and_every_broker_takes_admin_requests() {
     run_with_timeout(TEST_LIMIT, || {
@@ -59,7 +44,7 @@ fn three_nodes_form_in_any_order_and_every_broker_takes_admin_requests() {
             // controller), and seen by it as soon as the create returns.
             let topic = format!("made-on-{id}");
             let address = cluster.address(id);
-            let out = create_topic(&address, &topic, 3, 1);
+            let out = cli::create_topic(&address, &topic, 3, 1, &[]);
             assert!(out.status.success(), "create on node {id}: {out}");
             let view = cluster.view(id).expect("view");
             assert_eq!(
@@ -124,7 +109,7 @@ fn clients_produce_and_consume_across_leaders_on_different_brokers() {
     run_with_timeout(TEST_LIMIT, || {
         let cluster = Cluster::start(3, &[1, 2, 3], &[]);
         cluster.wait_until_formed(FORMED);
-        let out = create_topic(&cluster.address(1), "spread", 6, 1);
+        let out = cli::create_topic(&cluster.address(1), "spread", 6, 1, &[]);
         assert!(out.status.success(), "{out}");
         let view = cluster.view(2).expect("view");
         let leaders: BTreeSet<i32> = view.leaders["spread"].iter().copied().collect();
@@ -185,7 +170,7 @@ fn a_killed_controller_is_replaced_and_a_killed_broker_is_fenced_then_rejoins() 
         let mut attempts = 0;
         loop {
             attempts += 1;
-            let out = create_topic(&cluster.address(survivor), "after-failover", 1, 1);
+            let out = cli::create_topic(&cluster.address(survivor), "after-failover", 1, 1, &[]);
             if out.status.success() {
                 break;
             }
@@ -246,9 +231,9 @@ fn five_nodes_form_and_place_replicas_over_them() {
     run_with_timeout(TEST_LIMIT, || {
         let cluster = Cluster::start(5, &[4, 2, 5, 1, 3], &[]);
         cluster.wait_until_formed(FORMED);
-        let out = create_topic(&cluster.address(4), "wide", 10, 3);
+        let out = cli::create_topic(&cluster.address(4), "wide", 10, 3, &[]);
         assert!(out.status.success(), "{out}");
-        let out = create_topic(&cluster.address(2), "too-wide", 1, 6);
+        let out = cli::create_topic(&cluster.address(2), "too-wide", 1, 6, &[]);
         assert!(!out.status.success(), "six replicas over five brokers");
         assert!(out.stderr.contains("INVALID_REPLICATION_FACTOR"), "{out}");
         let view = cluster.view(5).expect("view");
@@ -279,7 +264,7 @@ fn an_isolated_controller_stops_leading_while_the_majority_commits() {
             view.controller
         );
         loop {
-            let out = create_topic(&cluster.address(majority[1]), "majority-side", 2, 1);
+            let out = cli::create_topic(&cluster.address(majority[1]), "majority-side", 2, 1, &[]);
             if out.status.success() {
                 break;
             }
@@ -349,7 +334,7 @@ fn leadership_moves_off_stopped_and_dead_brokers_and_leader_election_reports_it(
             ],
         );
         let controller = cluster.wait_until_formed(FORMED);
-        let out = create_topic(&cluster.address(controller), "elect", 3, 3);
+        let out = cli::create_topic(&cluster.address(controller), "elect", 3, 3, &[]);
         assert!(out.status.success(), "{out}");
         // New partitions are led by their preferred (first) replica.
         let (view, _) = cluster.wait_for(controller, FORMED, "elect led", |v| {
@@ -482,7 +467,7 @@ fn controllers_and_brokers_on_separate_nodes_form_fail_over_and_serve_clients() 
             [4, 5].contains(&named),
             "clients are named a broker: {named}"
         );
-        let out = create_topic(&cluster.address(4), "split", 4, 2);
+        let out = cli::create_topic(&cluster.address(4), "split", 4, 2, &[]);
         assert!(out.status.success(), "{out}");
         let (view, _) = cluster.wait_for(5, FORMED, "the topic on broker 5", |v| {
             v.leaders.contains_key("split")
@@ -523,7 +508,7 @@ fn controllers_and_brokers_on_separate_nodes_form_fail_over_and_serve_clients() 
         cluster.kill(active);
         let killed = Instant::now();
         loop {
-            let out = create_topic(&cluster.address(5), "after-failover", 1, 2);
+            let out = cli::create_topic(&cluster.address(5), "after-failover", 1, 2, &[]);
             if out.status.success() {
                 break;
             }
@@ -549,7 +534,7 @@ fn controllers_and_brokers_on_separate_nodes_form_fail_over_and_serve_clients() 
         cluster.wait_for(4, FORMED, "broker 5 fenced", |v| {
             !v.brokers.contains_key(&5)
         });
-        let out = create_topic(&cluster.address(4), "while-5-was-down", 2, 1);
+        let out = cli::create_topic(&cluster.address(4), "while-5-was-down", 2, 1, &[]);
         assert!(out.status.success(), "{out}");
         cluster.start_again(5);
         cluster.start_again(active);
@@ -569,7 +554,7 @@ fn controllers_and_brokers_on_separate_nodes_form_fail_over_and_serve_clients() 
         // finds the quorum, follows the log and takes partitions.
         let added = cluster.add_bootstrapped_broker(&[]);
         cluster.wait_until_formed(FORMED);
-        let out = create_topic(&cluster.address(added), "on-three-brokers", 3, 3);
+        let out = cli::create_topic(&cluster.address(added), "on-three-brokers", 3, 3, &[]);
         assert!(out.status.success(), "{out}");
         let (view, _) = cluster.wait_for(added, FORMED, "the topic on the new broker", |v| {
             v.leaders.contains_key("on-three-brokers")

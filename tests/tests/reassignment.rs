@@ -49,18 +49,7 @@ fn create_led(
     partitions: usize,
     replication: usize,
 ) -> tarn_e2e::cluster::View {
-    let out = cli::run(&[
-        "topics",
-        "create",
-        "--bootstrap-server",
-        bootstrap,
-        "--topic",
-        topic,
-        "--partitions",
-        &partitions.to_string(),
-        "--replication-factor",
-        &replication.to_string(),
-    ]);
+    let out = cli::create_topic(bootstrap, topic, partitions as i32, replication as i32, &[]);
     assert!(out.status.success(), "create {topic}: {out}");
     let (view, _) = cluster.wait_for(1, FORMED, &format!("{topic} led"), |v| {
         v.leaders

@@ -23,24 +23,9 @@ const QUICK_SESSIONS: &[(&str, &str)] = &[
     ("broker.heartbeat.interval.ms", "500"),
 ];
 
+/// Creates `topic` with three replicas and `configs`.
 fn create_topic(bootstrap: &str, topic: &str, partitions: i32, configs: &[&str]) {
-    let partitions = partitions.to_string();
-    let mut args = vec![
-        "topics",
-        "create",
-        "--bootstrap-server",
-        bootstrap,
-        "--topic",
-        topic,
-        "--partitions",
-        &partitions,
-        "--replication-factor",
-        "3",
-    ];
-    for config in configs {
-        args.extend(["--config", config]);
-    }
-    let out = cli::run(&args);
+    let out = cli::create_topic(bootstrap, topic, partitions, 3, configs);
     assert!(out.status.success(), "create {topic}: {out}");
 }
 
