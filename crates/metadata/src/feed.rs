@@ -193,7 +193,7 @@ impl MetadataLog for FollowingLog {
         self.publisher.published_offset()
     }
 
-    fn prepare(&mut self) -> Result<(), MetadataLogError> {
+    fn prepare(&mut self) -> Result<bool, MetadataLogError> {
         Err(self.refuse())
     }
 }

@@ -21,13 +21,14 @@ pub mod replicated;
 pub mod topics;
 
 pub use image::{BrokerInfo, MetadataImage, PartitionInfo, QuotaEntity, TopicInfo, NO_LEADER};
-pub use log::{FileMetadataLog, MetadataLog, MetadataLogError};
+pub use log::{Appending, FileMetadataLog, MetadataLog, MetadataLogError};
 pub use publisher::{MetadataDelta, MetadataListener, MetadataPublisher, PublishError};
 pub use records::{Endpoint, MetadataRecord};
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 use rand::RngCore;
 
 use tarn_protocol::Uuid;
@@ -35,8 +36,32 @@ use tarn_protocol::Uuid;
 /// The metadata log together with the publisher that applies what it
 /// commits.
 pub struct MetadataStore {
-    log: Mutex<Box<dyn MetadataLog>>,
+    planner: Mutex<Planner>,
     publisher: Arc<MetadataPublisher>,
+    in_flight: Mutex<InFlight>,
+    /// Signalled whenever an entry in flight ends.
+    ended: Condvar,
+}
+
+/// What plans commits, one at a time: the log, and the image that holds
+/// this node's entries in flight.
+struct Planner {
+    log: Box<dyn MetadataLog>,
+    /// The published image with every entry in flight applied, in order;
+    /// `None` when nothing is in flight (plans see the published image).
+    speculative: Option<Arc<MetadataImage>>,
+}
+
+/// The entries begun and not ended yet, numbered in the order begun.
+#[derive(Default)]
+struct InFlight {
+    outstanding: BTreeSet<u64>,
+    next: u64,
+    /// Entries that ended without committing, ever.
+    failures: u64,
+    /// An entry ended without committing since plans last started from
+    /// the published image: later plans made on top of it are void.
+    poisoned: bool,
 }
 
 impl MetadataStore {
@@ -44,8 +69,13 @@ impl MetadataStore {
     /// through the quorum (see `replicated`).
     pub fn replicated(log: Box<dyn MetadataLog>, publisher: Arc<MetadataPublisher>) -> Self {
         MetadataStore {
-            log: Mutex::new(log),
+            planner: Mutex::new(Planner {
+                log,
+                speculative: None,
+            }),
             publisher,
+            in_flight: Mutex::new(InFlight::default()),
+            ended: Condvar::new(),
         }
     }
 
@@ -56,10 +86,10 @@ impl MetadataStore {
             image.apply(&record);
         }
         let offset = log.end_offset();
-        Ok(MetadataStore {
-            log: Mutex::new(log),
-            publisher: Arc::new(MetadataPublisher::new(image, offset)),
-        })
+        Ok(MetadataStore::replicated(
+            log,
+            Arc::new(MetadataPublisher::new(image, offset)),
+        ))
     }
 
     pub fn image(&self) -> Arc<MetadataImage> {
@@ -77,6 +107,14 @@ impl MetadataStore {
     /// The entry is published (and its listeners run) before this returns;
     /// a listener's failure is the caller's error, though the entry stays
     /// committed.
+    ///
+    /// Over a replicated log, commits are pipelined: `build` sees the
+    /// image with this node's entries still in flight applied, and the
+    /// lock is released once the entry is handed to the log, so the next
+    /// commit is planned while this one commits. Entries commit in the
+    /// order begun, so an entry that commits proves every plan it was made
+    /// on top of; an answer that commits nothing waits for the entries in
+    /// flight when it was made.
     pub fn commit_with<T, E>(
         &self,
         build: impl FnOnce(&MetadataImage) -> Result<(Vec<MetadataRecord>, T), E>,
@@ -84,16 +122,94 @@ impl MetadataStore {
     where
         E: From<MetadataLogError> + From<PublishError>,
     {
-        let mut log = self.log.lock();
-        log.prepare()?;
-        let current = self.image();
-        let (records, value) = build(&current)?;
+        let mut planner = self.planner.lock();
+        let mut fresh = self.drain_if_poisoned();
+        fresh |= planner.log.prepare()?;
+        let (seen_failures, begun) = {
+            let in_flight = self.in_flight.lock();
+            if fresh || in_flight.outstanding.is_empty() {
+                planner.speculative = None;
+            }
+            (in_flight.failures, in_flight.next)
+        };
+        let base = planner.speculative.clone().unwrap_or_else(|| self.image());
+        let (records, value) = build(&base)?;
         if records.is_empty() {
+            let on_top = planner.speculative.is_some();
+            drop(planner);
+            if on_top {
+                self.await_begun_before(begun, seen_failures)?;
+            }
             return Ok(value);
         }
-        let offset = log.append(&records)?;
+        let wait = match planner.log.begin_append(&records)? {
+            Appending::Done(offset) => {
+                self.publisher.publish(offset, &records)?;
+                return Ok(value);
+            }
+            Appending::InFlight(wait) => wait,
+        };
+        let mut next = (*base).clone();
+        for record in &records {
+            next.apply(record);
+        }
+        planner.speculative = Some(Arc::new(next));
+        let number = {
+            let mut in_flight = self.in_flight.lock();
+            let number = in_flight.next;
+            in_flight.next += 1;
+            in_flight.outstanding.insert(number);
+            number
+        };
+        drop(planner);
+        let outcome = wait();
+        {
+            let mut in_flight = self.in_flight.lock();
+            in_flight.outstanding.remove(&number);
+            if outcome.is_err() {
+                in_flight.failures += 1;
+                in_flight.poisoned = true;
+            }
+        }
+        self.ended.notify_all();
+        let offset = outcome?;
         self.publisher.publish(offset, &records)?;
         Ok(value)
+    }
+
+    /// After an entry in flight failed, waits for every other one to end
+    /// so that the next plan starts from the published image (and the log
+    /// can settle what the failure left unknown). True when it did.
+    fn drain_if_poisoned(&self) -> bool {
+        let mut in_flight = self.in_flight.lock();
+        if !in_flight.poisoned {
+            return false;
+        }
+        while !in_flight.outstanding.is_empty() {
+            self.ended.wait(&mut in_flight);
+        }
+        in_flight.poisoned = false;
+        true
+    }
+
+    /// Waits until every entry numbered below `before` has ended; an
+    /// error if any entry failed since `seen_failures` was read (an answer
+    /// planned on top of it may be void).
+    fn await_begun_before(&self, before: u64, seen_failures: u64) -> Result<(), MetadataLogError> {
+        let mut in_flight = self.in_flight.lock();
+        while in_flight
+            .outstanding
+            .first()
+            .is_some_and(|&first| first < before)
+        {
+            self.ended.wait(&mut in_flight);
+        }
+        if in_flight.failures != seen_failures {
+            return Err(MetadataLogError::Quorum(
+                "a metadata change this answer was planned on did not commit; retry".into(),
+            ));
+        }
+        Ok(())
     }
 }
 

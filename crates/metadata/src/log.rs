@@ -66,14 +66,34 @@ pub trait MetadataLog: Send {
     fn replay(&self) -> Result<Vec<MetadataRecord>, MetadataLogError>;
     /// Commits `records` as one entry and returns its offset.
     fn append(&mut self, records: &[MetadataRecord]) -> Result<u64, MetadataLogError>;
+    /// Begins committing `records` as one entry, after every entry begun
+    /// before it. A log that commits on its own (a file) is done at once;
+    /// a replicated one may return while the entry is in flight, so that
+    /// the next commit can be planned and begun before this one commits.
+    fn begin_append(&mut self, records: &[MetadataRecord]) -> Result<Appending, MetadataLogError> {
+        self.append(records).map(Appending::Done)
+    }
     /// The offset of the last committed entry, 0 when there is none.
     fn end_offset(&self) -> u64;
     /// Called before a commit is planned: returns once the image the plan
     /// will see holds every entry committed so far (a new quorum leader
-    /// may not have applied its predecessor's last entries yet).
-    fn prepare(&mut self) -> Result<(), MetadataLogError> {
-        Ok(())
+    /// may not have applied its predecessor's last entries yet). True
+    /// when it had to wait for entries committed elsewhere: a plan must
+    /// then start from the published image, not from entries this node
+    /// has in flight.
+    fn prepare(&mut self) -> Result<bool, MetadataLogError> {
+        Ok(false)
     }
+}
+
+/// An entry begun by [`MetadataLog::begin_append`].
+pub enum Appending {
+    /// Committed at this offset.
+    Done(u64),
+    /// In flight: the wait returns the entry's offset once it committed
+    /// and was published on this node, or why that is not known to
+    /// happen. It may run on any thread, without the log.
+    InFlight(Box<dyn FnOnce() -> Result<u64, MetadataLogError> + Send>),
 }
 
 /// The metadata log in one file, through the storage crate's file system

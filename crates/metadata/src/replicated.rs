@@ -18,10 +18,11 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
-use tarn_quorum::{ApplyError, Committed, Quorum, QuorumError, StateMachine};
+use parking_lot::Mutex;
+use tarn_quorum::{ApplyError, Committed, Proposal, Quorum, QuorumError, StateMachine};
 
 use crate::feed::MetadataFeed;
-use crate::log::{decode_entry, encode_entry, MetadataLog, MetadataLogError};
+use crate::log::{decode_entry, encode_entry, Appending, MetadataLog, MetadataLogError};
 use crate::{MetadataImage, MetadataPublisher, MetadataRecord};
 
 /// How long a commit waits for its own entry to be published here.
@@ -44,6 +45,10 @@ fn quorum_error(e: QuorumError) -> MetadataLogError {
 /// the async workers) and must run inside a multi-threaded tokio runtime.
 /// The quorum is set once it has started (its state machine must exist
 /// first); until then nothing commits.
+///
+/// Entries are pipelined: [`MetadataLog::begin_append`] hands an entry to
+/// Raft and returns, and the store plans the next commit on top of the
+/// ones in flight while they commit (Kafka's controller does the same).
 pub struct QuorumMetadataLog {
     quorum: Arc<OnceLock<Quorum>>,
     publisher: Arc<MetadataPublisher>,
@@ -52,8 +57,9 @@ pub struct QuorumMetadataLog {
     /// everything committed (see `prepare`).
     caught_up_in_term: Option<u64>,
     /// The term in which a proposal of this node's was left with an
-    /// unknown outcome, not settled yet (see the module doc).
-    unsettled_in_term: Option<u64>,
+    /// unknown outcome, not settled yet (see the module doc); set by an
+    /// entry's wait, which runs without the log.
+    unsettled_in_term: Arc<Mutex<Option<u64>>>,
     /// How long a read barrier or a proposal may wait for the quorum.
     quorum_timeout: Duration,
 }
@@ -69,7 +75,7 @@ impl QuorumMetadataLog {
             publisher,
             runtime,
             caught_up_in_term: None,
-            unsettled_in_term: None,
+            unsettled_in_term: Arc::new(Mutex::new(None)),
             quorum_timeout: QUORUM_TIMEOUT,
         }
     }
@@ -82,40 +88,42 @@ impl QuorumMetadataLog {
         self
     }
 
-    /// Proposes `records` as one entry and waits until it is applied
-    /// here; an outcome left unknown marks `term` unsettled.
-    fn propose_and_apply(
-        &mut self,
+    /// Hands `records` to the quorum as one entry, in term `term`, and
+    /// returns the wait for it to commit and be applied here; an outcome
+    /// left unknown marks `term` unsettled.
+    fn submit(
+        &self,
         quorum: &Quorum,
         term: u64,
         records: &[MetadataRecord],
-    ) -> Result<u64, MetadataLogError> {
-        let entry = entry(records)?;
-        let proposed = self.runtime.block_on(tokio::time::timeout(
+    ) -> Result<InFlightEntry, MetadataLogError> {
+        let entry = fenced_entry(term, records)?;
+        let submitted = self.runtime.block_on(tokio::time::timeout(
             self.quorum_timeout,
-            quorum.propose(entry),
+            quorum.submit(entry),
         ));
-        let committed = match proposed {
-            Ok(Ok(committed)) => committed,
-            // Refused before it was appended: nothing can commit later.
-            Ok(Err(e @ QuorumError::NotLeader { .. })) => return Err(quorum_error(e)),
+        let proposal = match submitted {
+            Ok(Ok(proposal)) => proposal,
             Ok(Err(e)) => {
-                self.unsettled_in_term = Some(term);
+                *self.unsettled_in_term.lock() = Some(term);
                 return Err(quorum_error(e));
             }
             Err(_) => {
-                self.unsettled_in_term = Some(term);
+                *self.unsettled_in_term.lock() = Some(term);
                 return Err(MetadataLogError::Quorum(format!(
-                    "the entry was not known to commit within {:?}; it may still commit",
+                    "Raft did not take the entry within {:?}; it may still commit",
                     self.quorum_timeout
                 )));
             }
         };
-        if let Err(e) = self.applied(committed.index) {
-            self.unsettled_in_term = Some(term);
-            return Err(e);
-        }
-        Ok(committed.index)
+        Ok(InFlightEntry {
+            proposal,
+            quorum: quorum.clone(),
+            term,
+            runtime: self.runtime.clone(),
+            unsettled_in_term: self.unsettled_in_term.clone(),
+            quorum_timeout: self.quorum_timeout,
+        })
     }
 
     fn quorum(&self) -> Result<&Quorum, MetadataLogError> {
@@ -123,27 +131,77 @@ impl QuorumMetadataLog {
             .get()
             .ok_or(MetadataLogError::NotController { leader: None })
     }
+}
 
-    /// Waits until this node has applied the log up to `index`: every
-    /// entry of the metadata up to it is then published (Raft's own
-    /// entries, a leader's blank one say, hold no metadata and are not).
-    fn applied(&self, index: u64) -> Result<(), MetadataLogError> {
-        let mut status = self.quorum()?.status();
-        let wait = tokio::time::timeout(
-            PUBLISH_TIMEOUT,
-            status.wait_for(|s| s.applied_index >= Some(index) || !s.running),
-        );
-        let running = self
-            .runtime
-            .block_on(wait)
-            .map(|seen| seen.map(|s| s.running).unwrap_or(false));
-        match running {
-            Ok(true) => Ok(()),
-            Ok(false) => Err(MetadataLogError::Quorum("the quorum stopped".into())),
-            Err(_) => Err(MetadataLogError::Quorum(format!(
-                "entry {index} is committed but was not applied here within {PUBLISH_TIMEOUT:?}"
-            ))),
+/// An entry handed to the quorum, not yet known to have committed.
+struct InFlightEntry {
+    proposal: Proposal,
+    quorum: Quorum,
+    term: u64,
+    runtime: tokio::runtime::Handle,
+    unsettled_in_term: Arc<Mutex<Option<u64>>>,
+    quorum_timeout: Duration,
+}
+
+impl InFlightEntry {
+    /// Waits until the entry committed and was applied here; an outcome
+    /// left unknown marks its term unsettled.
+    fn wait(self) -> Result<u64, MetadataLogError> {
+        let outcome = self.runtime.block_on(tokio::time::timeout(
+            self.quorum_timeout,
+            self.proposal.committed(),
+        ));
+        let unsettled = || *self.unsettled_in_term.lock() = Some(self.term);
+        let committed = match outcome {
+            // Skipped by every state machine (see `fenced_entry`).
+            Ok(Ok(committed)) if committed.term != self.term => {
+                return Err(MetadataLogError::NotController { leader: None })
+            }
+            Ok(Ok(committed)) => committed,
+            // Refused before it was appended: nothing can commit later.
+            Ok(Err(e @ QuorumError::NotLeader { .. })) => return Err(quorum_error(e)),
+            Ok(Err(e)) => {
+                unsettled();
+                return Err(quorum_error(e));
+            }
+            Err(_) => {
+                unsettled();
+                return Err(MetadataLogError::Quorum(format!(
+                    "the entry was not known to commit within {:?}; it may still commit",
+                    self.quorum_timeout
+                )));
+            }
+        };
+        if let Err(e) = applied(&self.quorum, &self.runtime, committed.index) {
+            unsettled();
+            return Err(e);
         }
+        Ok(committed.index)
+    }
+}
+
+/// Waits until this node has applied the log up to `index`: every entry
+/// of the metadata up to it is then published (Raft's own entries, a
+/// leader's blank one say, hold no metadata and are not).
+fn applied(
+    quorum: &Quorum,
+    runtime: &tokio::runtime::Handle,
+    index: u64,
+) -> Result<(), MetadataLogError> {
+    let mut status = quorum.status();
+    let wait = tokio::time::timeout(
+        PUBLISH_TIMEOUT,
+        status.wait_for(|s| s.applied_index >= Some(index) || !s.running),
+    );
+    let running = runtime
+        .block_on(wait)
+        .map(|seen| seen.map(|s| s.running).unwrap_or(false));
+    match running {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(MetadataLogError::Quorum("the quorum stopped".into())),
+        Err(_) => Err(MetadataLogError::Quorum(format!(
+            "entry {index} is committed but was not applied here within {PUBLISH_TIMEOUT:?}"
+        ))),
     }
 }
 
@@ -160,12 +218,12 @@ impl MetadataLog for QuorumMetadataLog {
     /// Once per term: a new leader may not have applied its
     /// predecessors' last entries yet, so it confirms its leadership with
     /// the quorum and waits until it has. Later commits in the same term
-    /// come only from this node, each applied here before the next is
-    /// planned (the store runs them one at a time), so the image is
-    /// already whole — unless one was left with an unknown outcome, which
-    /// an empty entry settles first; a node that lost the lead fails at
-    /// the proposal.
-    fn prepare(&mut self) -> Result<(), MetadataLogError> {
+    /// come only from this node, planned by the store on top of its own
+    /// entries in flight, so the image is whole — unless one was left with
+    /// an unknown outcome (the store waits for every entry in flight to
+    /// end before it asks then), which an empty entry settles first; a
+    /// node that lost the lead fails at the proposal.
+    fn prepare(&mut self) -> Result<bool, MetadataLogError> {
         let quorum = self.quorum()?.clone();
         let term = {
             let status = quorum.status();
@@ -177,20 +235,21 @@ impl MetadataLog for QuorumMetadataLog {
             }
             status.term
         };
-        match self.unsettled_in_term {
+        let unsettled = *self.unsettled_in_term.lock();
+        match unsettled {
             // An entry of this term may still commit: commit an empty one
             // after it, and apply both.
             Some(unsettled) if unsettled == term => {
-                self.propose_and_apply(&quorum, term, &[])?;
-                self.unsettled_in_term = None;
+                self.submit(&quorum, term, &[])?.wait()?;
+                *self.unsettled_in_term.lock() = None;
             }
             // A later term's read barrier below settles it: the entry was
             // committed before the new leader's first one, or never will be.
-            Some(_) => self.unsettled_in_term = None,
+            Some(_) => *self.unsettled_in_term.lock() = None,
             None => {}
         }
         if self.caught_up_in_term == Some(term) {
-            return Ok(());
+            return Ok(unsettled.is_some());
         }
         let index = self
             .runtime
@@ -205,25 +264,67 @@ impl MetadataLog for QuorumMetadataLog {
                 ))
             })?
             .map_err(quorum_error)?;
-        self.applied(index)?;
+        applied(&quorum, &self.runtime, index)?;
         if quorum.status().borrow().term == term {
             self.caught_up_in_term = Some(term);
         }
-        Ok(())
+        Ok(true)
     }
 
     fn append(&mut self, records: &[MetadataRecord]) -> Result<u64, MetadataLogError> {
         let quorum = self.quorum()?.clone();
         let term = quorum.status().borrow().term;
-        self.propose_and_apply(&quorum, term, records)
+        self.submit(&quorum, term, records)?.wait()
+    }
+
+    fn begin_append(&mut self, records: &[MetadataRecord]) -> Result<Appending, MetadataLogError> {
+        let quorum = self.quorum()?.clone();
+        let term = quorum.status().borrow().term;
+        let entry = self.submit(&quorum, term, records)?;
+        Ok(Appending::InFlight(Box::new(move || entry.wait())))
     }
 }
 
-/// The entry that commits `records` as one change: what
-/// [`QuorumMetadataLog`] proposes, for callers that propose themselves (a
-/// simulation driving the quorum directly).
+/// The entry that commits `records` as one change, unfenced (see
+/// [`fenced_entry`]): for callers that propose themselves (a simulation
+/// driving the quorum directly).
 pub fn entry(records: &[MetadataRecord]) -> Result<Bytes, MetadataLogError> {
     Ok(Bytes::from(encode_entry(records)?))
+}
+
+/// Marks an entry fenced to a term; an unfenced body is JSON and starts
+/// with `{`.
+const FENCED: u8 = 1;
+
+/// The entry that commits `records` as one change planned by the leader
+/// of `term`: what [`QuorumMetadataLog`] proposes. Every node's state
+/// machine skips it if it lands in the log in another term (its leader
+/// lost the lead and won it back between planning and appending), since
+/// the plan may not have seen what another leader committed meanwhile,
+/// or may rest on entries of its own that were lost. Kafka's controller
+/// fences its appends with the leader epoch the same way.
+pub fn fenced_entry(term: u64, records: &[MetadataRecord]) -> Result<Bytes, MetadataLogError> {
+    let body = encode_entry(records)?;
+    let mut entry = Vec::with_capacity(9 + body.len());
+    entry.push(FENCED);
+    entry.extend_from_slice(&term.to_be_bytes());
+    entry.extend_from_slice(&body);
+    Ok(Bytes::from(entry))
+}
+
+/// An entry's fence (the term it was planned in; none for an unfenced
+/// entry) and its records.
+fn decode_fenced(bytes: &Bytes) -> Result<(Option<u64>, Vec<MetadataRecord>), ApplyError> {
+    match bytes.first() {
+        Some(&FENCED) => {
+            let Some(term) = bytes.get(1..9) else {
+                return Err("a fenced metadata entry ends inside its term".into());
+            };
+            let term = u64::from_be_bytes(term.try_into().expect("eight bytes"));
+            Ok((Some(term), decode(&bytes.slice(9..))?))
+        }
+        _ => Ok((None, decode(bytes)?)),
+    }
 }
 
 /// The quorum's state machine on every node: publishes each committed
@@ -256,7 +357,16 @@ fn decode(bytes: &Bytes) -> Result<Vec<MetadataRecord>, ApplyError> {
 
 impl StateMachine for PublishingMachine {
     fn apply(&mut self, committed: Committed, entry: &Bytes) -> Result<(), ApplyError> {
-        let records = decode(entry)?;
+        let (fence, records) = decode_fenced(entry)?;
+        if let Some(planned) = fence.filter(|&planned| planned != committed.term) {
+            tracing::info!(
+                index = committed.index,
+                planned,
+                term = committed.term,
+                "skipping a metadata entry planned in another term than it landed in"
+            );
+            return Ok(());
+        }
         // A listener's failure is logged by the publisher and leaves the
         // entry published: the image must not stop at it.
         if let Err(e) = self.feed.publish(committed.index, records) {
@@ -457,6 +567,91 @@ mod tests {
         for quorum in quorums {
             quorum.shutdown().await.unwrap();
         }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_commits_are_pipelined_and_each_plan_sees_the_ones_in_flight() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let net = SimNetwork::new(5);
+        let (store, quorums) = three_voters(&net, Duration::from_secs(5)).await;
+        // An entry takes about 60 ms to commit: long enough for the
+        // others to be planned while it is in flight.
+        net.set_faults(tarn_quorum::sim::Faults {
+            loss_per_mille: 0,
+            delay_ms_min: 30,
+            delay_ms_max: 30,
+        });
+        const WRITERS: usize = 8;
+        let creators = AtomicUsize::new(0);
+        let planned_on_top = AtomicUsize::new(0);
+        let start = std::sync::Barrier::new(WRITERS);
+        let runtime = tokio::runtime::Handle::current();
+        tokio::task::block_in_place(|| {
+            std::thread::scope(|scope| {
+                for i in 0..WRITERS {
+                    let (store, creators, planned_on_top, start, runtime) =
+                        (&store, &creators, &planned_on_top, &start, &runtime);
+                    scope.spawn(move || {
+                        let _runtime = runtime.enter();
+                        start.wait();
+                        store
+                            .commit_with(|image| {
+                                if image.topics().count() > store.image().topics().count() {
+                                    planned_on_top.fetch_add(1, Ordering::Relaxed);
+                                }
+                                let mut records = vec![topic(&format!("own-{i}"), 10 + i as u8)];
+                                if image.topic("shared").is_none() {
+                                    creators.fetch_add(1, Ordering::Relaxed);
+                                    records.push(topic("shared", 2));
+                                }
+                                Ok::<_, Failed>((records, ()))
+                            })
+                            .unwrap();
+                    });
+                }
+            })
+        });
+        assert_eq!(
+            creators.load(Ordering::Relaxed),
+            1,
+            "a plan did not see an entry in flight before it"
+        );
+        assert!(
+            planned_on_top.load(Ordering::Relaxed) > 0,
+            "no commit was planned while another was in flight"
+        );
+        let image = store.image();
+        for i in 0..WRITERS {
+            assert!(image.topic(&format!("own-{i}")).is_some(), "own-{i} lost");
+        }
+        assert!(image.topic("shared").is_some());
+        for quorum in quorums {
+            quorum.shutdown().await.unwrap();
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_entry_that_lands_in_another_term_than_planned_is_skipped_everywhere() {
+        let publisher = Arc::new(MetadataPublisher::new(MetadataImage::default(), 0));
+        let mut machine = PublishingMachine::new(publisher.clone());
+        let planned = fenced_entry(3, &[topic("stale", 1)]).unwrap();
+        machine
+            .apply(Committed { index: 1, term: 4 }, &planned)
+            .unwrap();
+        assert!(publisher.image().topic("stale").is_none());
+        let current = fenced_entry(4, &[topic("current", 2)]).unwrap();
+        machine
+            .apply(Committed { index: 2, term: 4 }, &current)
+            .unwrap();
+        assert!(publisher.image().topic("current").is_some());
+        // Entries written before fencing (bare JSON) still apply.
+        machine
+            .apply(
+                Committed { index: 3, term: 4 },
+                &entry(&[topic("old", 3)]).unwrap(),
+            )
+            .unwrap();
+        assert!(publisher.image().topic("old").is_some());
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

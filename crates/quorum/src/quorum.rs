@@ -42,6 +42,34 @@ pub struct Committed {
     pub term: u64,
 }
 
+/// An entry handed to Raft by [`Quorum::submit`], not known to have
+/// committed yet.
+pub struct Proposal {
+    outcome: openraft::alias::OneshotReceiverOf<
+        TypeConfig,
+        openraft::raft::ClientWriteResult<TypeConfig>,
+    >,
+}
+
+impl Proposal {
+    /// Returns once the entry is committed (and applied on this node), or
+    /// why it will not be known to.
+    pub async fn committed(self) -> Result<Committed, QuorumError> {
+        match self.outcome.await {
+            Ok(Ok(response)) => Ok(committed(&response.log_id)),
+            Ok(Err(ClientWriteError::ForwardToLeader(f))) => Err(QuorumError::NotLeader {
+                leader: f.leader_id,
+            }),
+            Ok(Err(ClientWriteError::LogEntryDiscarded(f))) => Err(QuorumError::Uncertain {
+                leader: f.leader_id,
+            }),
+            Ok(Err(e)) => Err(QuorumError::Rpc(e.to_string())),
+            // Raft dropped the responder: it stopped before answering.
+            Err(e) => Err(stopped(e)),
+        }
+    }
+}
+
 /// What this node knows of the quorum.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QuorumStatus {
@@ -187,23 +215,23 @@ impl Quorum {
     /// Appends `entry` to the log as one atomic entry and returns once it
     /// is committed (and applied on this node).
     pub async fn propose(&self, entry: Bytes) -> Result<Committed, QuorumError> {
-        match self.inner.raft.client_write(Data(entry)).await {
-            Ok(response) => Ok(committed(&response.log_id)),
-            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
-                Err(QuorumError::NotLeader {
-                    leader: f.leader_id,
-                })
-            }
-            Err(RaftError::APIError(ClientWriteError::LogEntryDiscarded(f))) => {
-                Err(QuorumError::Uncertain {
-                    leader: f.leader_id,
-                })
-            }
-            Err(RaftError::APIError(e)) => Err(QuorumError::Rpc(e.to_string())),
-            Err(RaftError::Fatal(e)) => Err(stopped(e)),
-        }
+        self.submit(entry).await?.committed().await
     }
 
+    /// Hands `entry` to Raft and returns without waiting for it to
+    /// commit: entries submitted one after another (each `submit` returned
+    /// before the next began) take their places in the log in that order,
+    /// so a leader can have several in flight. The returned proposal
+    /// tells when this one commits.
+    pub async fn submit(&self, entry: Bytes) -> Result<Proposal, QuorumError> {
+        let (responder, outcome) = openraft::impls::ProgressResponder::complete_only();
+        self.inner
+            .raft
+            .client_write_ff(Data(entry), Some(responder))
+            .await
+            .map_err(stopped)?;
+        Ok(Proposal { outcome })
+    }
     /// Returns once this node has confirmed with a quorum that it is
     /// still the leader; the index returned is then committed, and a read
     /// of the state machine after it has been applied is linearizable.
