@@ -104,6 +104,10 @@ pub struct Broker {
     /// address and the connection): kept open, so that the controller
     /// sees it close when this process dies.
     pub(crate) heartbeat_connection: tokio::sync::Mutex<Option<(String, tarn_client::Connection)>>,
+    /// Idle connections to the active controller (its address and the
+    /// connection) for the other controller requests, each carrying one
+    /// request at a time: a forwarded request does not pay for a connect.
+    pub(crate) controller_connections: Mutex<Vec<(String, tarn_client::Connection)>>,
     /// The producer ids this broker may hand out: [next, end).
     producer_ids: Mutex<(i64, i64)>,
     /// This broker's epoch from its registration with the controller; -1
@@ -359,6 +363,7 @@ impl Broker {
             controller_topology,
             sessions: BrokerSessions::default(),
             heartbeat_connection: tokio::sync::Mutex::new(None),
+            controller_connections: Mutex::new(Vec::new()),
         });
         publisher.register(Arc::new(GroupsOnDeletion(Arc::downgrade(&broker))));
         publisher.register(Arc::new(ElectionsSeen(Arc::downgrade(&broker))));

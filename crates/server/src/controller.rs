@@ -998,12 +998,7 @@ impl Broker {
                 .await
                 .map_err(|e| unreachable(e.to_string()))?
         } else {
-            let mut connection =
-                tarn_client::Connection::connect(&address, &client_id, REQUEST_TIMEOUT)
-                    .await
-                    .map_err(|e| unreachable(e.to_string()))?;
-            connection
-                .round_trip(&frame)
+            self.pooled_round_trip(&address, &client_id, &frame)
                 .await
                 .map_err(|e| unreachable(e.to_string()))?
         };
@@ -1016,6 +1011,57 @@ impl Broker {
                 format!("{address} sent an unreadable controller response: {e}"),
             )
         })
+    }
+}
+
+/// How many idle connections to the active controller a broker keeps.
+const IDLE_CONTROLLER_CONNECTIONS: usize = 8;
+
+impl Broker {
+    /// Sends `frame` to the active controller at `address` on an idle
+    /// connection kept from an earlier request, or a new one. Only a
+    /// connection whose exchange completed goes back to the pool: one
+    /// that failed or timed out could still deliver a late answer. A kept
+    /// connection that fails before answering is replaced once (the
+    /// controller may have closed it while idle); the request may then
+    /// reach the controller twice, as a client's retry would, which its
+    /// answer tells (a topic that already exists, say).
+    async fn pooled_round_trip(
+        &self,
+        address: &str,
+        client_id: &str,
+        frame: &[u8],
+    ) -> Result<Bytes, tarn_client::ClientError> {
+        let kept = {
+            let mut pool = self.controller_connections.lock();
+            // A new active controller: the old one's connections are of no use.
+            pool.retain(|(to, _)| to == address);
+            pool.pop()
+        };
+        if let Some((_, mut connection)) = kept {
+            match connection.round_trip(frame).await {
+                Ok(response) => {
+                    self.keep_controller_connection(address, connection);
+                    return Ok(response);
+                }
+                Err(e @ tarn_client::ClientError::Timeout { .. }) => return Err(e),
+                Err(e) => {
+                    tracing::debug!(error = %e, "a kept controller connection failed; opening another");
+                }
+            }
+        }
+        let mut connection =
+            tarn_client::Connection::connect(address, client_id, REQUEST_TIMEOUT).await?;
+        let response = connection.round_trip(frame).await?;
+        self.keep_controller_connection(address, connection);
+        Ok(response)
+    }
+
+    fn keep_controller_connection(&self, address: &str, connection: tarn_client::Connection) {
+        let mut pool = self.controller_connections.lock();
+        if pool.len() < IDLE_CONTROLLER_CONNECTIONS {
+            pool.push((address.to_owned(), connection));
+        }
     }
 }
 
