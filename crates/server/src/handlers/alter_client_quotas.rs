@@ -12,6 +12,7 @@ use tarn_protocol::messages::client_quotas::{
 use tarn_metadata::client_quotas::{validate_entity, validate_op, QuotaError};
 use tarn_metadata::{MetadataImage, MetadataRecord};
 
+use super::elect_leaders::commit_error_code;
 use super::{ApiSpec, RequestContext};
 use crate::broker::{Broker, BrokerError};
 
@@ -51,7 +52,7 @@ pub async fn handle(
         Err(e) => {
             tracing::error!(error = %e, "alter client quotas");
             let failed = QuotaError {
-                code: error::UNKNOWN_SERVER_ERROR,
+                code: commit_error_code(&e),
                 message: e.to_string(),
             };
             vec![Err(failed); request.entries.len()]

@@ -16,6 +16,7 @@ use tarn_metadata::dynamic_config::{
 };
 use tarn_metadata::MetadataRecord;
 
+use super::elect_leaders::commit_error_code;
 use super::{ApiSpec, RequestContext};
 use crate::broker::{Broker, BrokerError};
 
@@ -135,7 +136,7 @@ pub(super) fn commit_resource(
         Err(e) => {
             tracing::error!(resource = resource_name, error = %e, "alter configs");
             Err(AdminError {
-                code: error::UNKNOWN_SERVER_ERROR,
+                code: commit_error_code(&e),
                 message: Some(e.to_string()),
             })
         }

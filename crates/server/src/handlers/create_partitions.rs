@@ -13,6 +13,7 @@ use tarn_protocol::messages::create_partitions::{
 
 use tarn_metadata::topics::{create_partitions_records, TopicError};
 
+use super::elect_leaders::commit_error_code;
 use super::{ApiSpec, RequestContext};
 use crate::broker::{Broker, BrokerError};
 
@@ -93,7 +94,7 @@ fn grow(
         Err(e) => {
             tracing::error!(topic = %topic.name, error = %e, "create partitions");
             Err(TopicError {
-                code: error::UNKNOWN_SERVER_ERROR,
+                code: commit_error_code(&e),
                 message: e.to_string(),
             })
         }
