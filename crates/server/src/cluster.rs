@@ -176,7 +176,8 @@ impl ControllerTopology for QuorumTopology {
                     .map(|at| controller::wall_clock_ms(at.into_std()));
                 ReplicaProgress {
                     id: id32,
-                    log_end_offset: status.matched.get(id).map_or(-1, |m| after(*m)),
+                    // Kafka's -1: nothing known to match yet.
+                    log_end_offset: matched.map_or(-1, |m| m as i64 + 1),
                     last_fetch_ms: acked.unwrap_or(-1),
                     last_caught_up_ms: match (matched, committed) {
                         (Some(m), Some(c)) if m >= c => acked.unwrap_or(-1),
