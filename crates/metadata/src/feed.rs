@@ -201,13 +201,7 @@ impl MetadataLog for FollowingLog {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn topic(name: &str, id: u8) -> MetadataRecord {
-        MetadataRecord::Topic {
-            name: name.into(),
-            topic_id: [id; 16],
-        }
-    }
+    use crate::testing::topic;
 
     fn feed() -> MetadataFeed {
         MetadataFeed::new(Arc::new(MetadataPublisher::new(

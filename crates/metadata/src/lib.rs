@@ -224,3 +224,17 @@ pub fn random_uuid() -> Uuid {
         }
     }
 }
+
+/// Helpers for this crate's unit tests.
+#[cfg(test)]
+pub(crate) mod testing {
+    use crate::MetadataRecord;
+
+    /// A topic record whose id is `id` sixteen times.
+    pub fn topic(name: &str, id: u8) -> MetadataRecord {
+        MetadataRecord::Topic {
+            name: name.into(),
+            topic_id: [id; 16],
+        }
+    }
+}

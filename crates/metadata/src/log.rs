@@ -309,10 +309,7 @@ mod tests {
     use super::*;
 
     fn topic(name: &str) -> MetadataRecord {
-        MetadataRecord::Topic {
-            name: name.into(),
-            topic_id: [1; 16],
-        }
+        crate::testing::topic(name, 1)
     }
 
     #[test]

@@ -214,6 +214,7 @@ impl MetadataPublisher {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::topic;
 
     /// What a listener saw of one entry: its offset, the topics it
     /// touched and the topics it removed.
@@ -242,13 +243,6 @@ mod tests {
                 return Err("refused".into());
             }
             Ok(())
-        }
-    }
-
-    fn topic(name: &str, id: u8) -> MetadataRecord {
-        MetadataRecord::Topic {
-            name: name.into(),
-            topic_id: [id; 16],
         }
     }
 

@@ -403,14 +403,8 @@ mod tests {
     use tarn_storage::FileSystem;
 
     use super::*;
+    use crate::testing::topic;
     use crate::MetadataStore;
-
-    fn topic(name: &str, id: u8) -> MetadataRecord {
-        MetadataRecord::Topic {
-            name: name.into(),
-            topic_id: [id; 16],
-        }
-    }
 
     /// A store over a quorum of one, on a simulated disk.
     async fn start(fs: &Arc<SimFileSystem>) -> (MetadataStore, Quorum) {
