@@ -1,12 +1,15 @@
 //! The in-memory metadata image: what the metadata log says right now.
 //!
-//! Topics are shared (`Arc<TopicInfo>`) between an image and the clones
-//! made of it on every commit; a record that changes a topic copies that
-//! topic alone (`Arc::make_mut`), so an older image never sees a newer
-//! change. A partition's epochs only grow: a `PartitionChange` bumps the
+//! An image is cloned on every commit (the publisher applies the entry to
+//! a copy, and a controller plans on one). The topic maps are persistent
+//! (`imbl`): a clone shares their nodes and costs nothing whatever the
+//! number of topics, and a change copies only the path to what it
+//! touches. Topics are shared (`Arc<TopicInfo>`) the same way: a record
+//! that changes a topic copies that topic alone (`Arc::make_mut`), so an
+//! older image never sees a newer change. A partition's epochs only grow: a `PartitionChange` bumps the
 //! partition epoch, and the leader epoch too when it names a leader.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use tarn_protocol::Uuid;
@@ -155,10 +158,10 @@ pub struct MetadataImage {
     /// (and not registered since), so that a new registration of the id
     /// gets a newer epoch than anything its old one wrote.
     pub unregistered_epochs: BTreeMap<i32, i64>,
-    topics_by_id: HashMap<Uuid, Arc<TopicInfo>>,
-    /// Shared names: an image is cloned on every commit, and cloning a
-    /// name is then a reference count, not an allocation.
-    topic_ids: BTreeMap<Arc<str>, Uuid>,
+    topics_by_id: imbl::HashMap<Uuid, Arc<TopicInfo>>,
+    /// Shared names: copying a node of the map copies reference counts,
+    /// not names.
+    topic_ids: imbl::OrdMap<Arc<str>, Uuid>,
     pub next_producer_id: i64,
     /// Dynamic broker configs set as the cluster-wide default.
     pub cluster_configs: BTreeMap<String, String>,
