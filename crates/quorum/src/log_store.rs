@@ -6,8 +6,14 @@
 //! - `log-start`: the last purged log id, one frame, replaced the same
 //!   way; entries at or below it are ignored at recovery.
 //! - `<20-digit first index>.log`: segments of framed entries (JSON),
-//!   indexes consecutive across segments. An append is fsynced before
-//!   openraft is told it is flushed.
+//!   indexes consecutive across segments. An append is written at once
+//!   and fsynced by the store's flusher, a task of its own, before
+//!   openraft is told it is flushed: openraft starts replicating an entry
+//!   once its append returns, so the leader's fsync overlaps its
+//!   followers' (it counts itself towards the quorum only once flushed).
+//!   The flusher fsyncs every append queued behind the one it syncs at
+//!   once, and tells openraft in append order. A truncation, a purge and a
+//!   vote wait until every append before them is flushed.
 //!
 //! Invariants: entries in memory are exactly the entries on disk above
 //! `log-start`; segments are only ever deleted whole, after `log-start`
@@ -43,6 +49,78 @@ pub const SEGMENT_BYTES_MAX: u64 = 16 << 20;
 #[derive(Debug, Clone)]
 pub struct LogStore {
     inner: Arc<Mutex<LogInner>>,
+    flush: Arc<Flush>,
+}
+
+/// The appends written and not yet known to be flushed.
+#[derive(Debug)]
+struct Flush {
+    jobs: tokio::sync::mpsc::UnboundedSender<FlushJob>,
+    /// Appends handed to the flusher, numbered from 1.
+    submitted: std::sync::atomic::AtomicU64,
+    /// The number of the last append the flusher finished.
+    finished: tokio::sync::watch::Receiver<u64>,
+}
+
+/// One append's fsyncs and whom to tell when they are done.
+struct FlushJob {
+    number: u64,
+    segments: Vec<(u64, Arc<dyn FileHandle>)>,
+    callback: IOFlushed<TypeConfig>,
+}
+
+impl Debug for FlushJob {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FlushJob")
+            .field("number", &self.number)
+            .finish()
+    }
+}
+
+/// The flusher: fsyncs the segments of each append queued, all appends
+/// waiting at once, and completes their callbacks in order. A failed
+/// fsync fails every append it covered (openraft then stops: what the
+/// disk holds is unknown).
+async fn run_flusher(
+    mut jobs: tokio::sync::mpsc::UnboundedReceiver<FlushJob>,
+    finished: tokio::sync::watch::Sender<u64>,
+) {
+    while let Some(first) = jobs.recv().await {
+        let mut batch = vec![first];
+        while let Ok(more) = jobs.try_recv() {
+            batch.push(more);
+        }
+        let mut segments: Vec<(u64, Arc<dyn FileHandle>)> = Vec::new();
+        for job in &batch {
+            for (base, handle) in &job.segments {
+                if !segments.iter().any(|(b, _)| b == base) {
+                    segments.push((*base, handle.clone()));
+                }
+            }
+        }
+        let sync = || -> Result<(), (io::ErrorKind, String)> {
+            for (base, handle) in &segments {
+                handle
+                    .sync()
+                    .map_err(|e| (e.kind(), format!("fsync {}: {e}", segment_name(*base))))?;
+            }
+            Ok(())
+        };
+        // A worker blocked in fsync hands its other tasks on; a
+        // single-threaded runtime (the simulations) just runs it.
+        let synced = match tokio::runtime::Handle::current().runtime_flavor() {
+            tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(sync),
+            _ => sync(),
+        };
+        let last = batch.last().map_or(0, |job| job.number);
+        for job in batch {
+            let result = synced
+                .clone()
+                .map_err(|(kind, message)| io::Error::new(kind, message));
+            job.callback.io_completed(result);
+        }
+        finished.send_replace(last);
+    }
 }
 
 #[derive(Debug)]
@@ -130,9 +208,34 @@ impl LogStore {
             roll_next: false,
         };
         inner.recover()?;
+        let runtime = tokio::runtime::Handle::try_current().map_err(|e| {
+            io::Error::other(format!("the log store's flusher needs a runtime: {e}"))
+        })?;
+        let (jobs, queue) = tokio::sync::mpsc::unbounded_channel();
+        let (finished_tx, finished) = tokio::sync::watch::channel(0);
+        runtime.spawn(run_flusher(queue, finished_tx));
         Ok(LogStore {
             inner: Arc::new(Mutex::new(inner)),
+            flush: Arc::new(Flush {
+                jobs,
+                submitted: std::sync::atomic::AtomicU64::new(0),
+                finished,
+            }),
         })
+    }
+
+    /// Returns once every append made so far is flushed (or failed to be).
+    pub(crate) async fn flushed(&self) -> io::Result<()> {
+        let submitted = self
+            .flush
+            .submitted
+            .load(std::sync::atomic::Ordering::Acquire);
+        let mut finished = self.flush.finished.clone();
+        finished
+            .wait_for(|f| *f >= submitted)
+            .await
+            .map(|_| ())
+            .map_err(|_| io::Error::other("the log store's flusher stopped"))
     }
 
     fn lock(&self) -> io::Result<MutexGuard<'_, LogInner>> {
@@ -296,7 +399,9 @@ impl LogInner {
         Ok(index)
     }
 
-    fn append(&mut self, entries: Vec<Entry>) -> io::Result<()> {
+    /// Writes `entries` and returns the segments they went to, which the
+    /// caller must fsync before the entries count as appended.
+    fn append(&mut self, entries: Vec<Entry>) -> io::Result<Vec<(u64, Arc<dyn FileHandle>)>> {
         let mut touched: Vec<u64> = Vec::new();
         for entry in entries {
             let index = entry.log_id.index;
@@ -322,13 +427,10 @@ impl LogInner {
                 touched.push(base);
             }
         }
-        for base in touched {
-            self.segments[&base]
-                .handle
-                .sync()
-                .map_err(|e| ctx(format!("fsync {}", segment_name(base)), e))?;
-        }
-        Ok(())
+        Ok(touched
+            .into_iter()
+            .map(|base| (base, self.segments[&base].handle.clone()))
+            .collect())
     }
 
     /// Removes every entry after `last` (all of them with `None`).
@@ -431,6 +533,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn save_vote(&mut self, vote: &Vote) -> io::Result<()> {
+        self.flushed().await?;
         self.lock()?.save_vote(vote)
     }
 
@@ -440,17 +543,34 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I::IntoIter: OptionalSend,
     {
         let entries: Vec<Entry> = entries.into_iter().collect();
-        // Written and fsynced before openraft hears that it is flushed.
-        self.lock()?.append(entries)?;
-        callback.io_completed(Ok(()));
-        Ok(())
+        // Written now, fsynced by the flusher before openraft hears that
+        // it is flushed. Numbered under the lock, so jobs queue in the
+        // order their writes were made.
+        let inner = &mut *self.lock()?;
+        let segments = inner.append(entries)?;
+        let number = self
+            .flush
+            .submitted
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel)
+            + 1;
+        let job = FlushJob {
+            number,
+            segments,
+            callback,
+        };
+        self.flush
+            .jobs
+            .send(job)
+            .map_err(|_| io::Error::other("the log store's flusher stopped"))
     }
 
     async fn truncate_after(&mut self, last_log_id: Option<LogId>) -> io::Result<()> {
+        self.flushed().await?;
         self.lock()?.truncate_after(last_log_id.map(|l| l.index))
     }
 
     async fn purge(&mut self, log_id: LogId) -> io::Result<()> {
+        self.flushed().await?;
         self.lock()?.purge(log_id)
     }
 }
@@ -489,8 +609,13 @@ mod tests {
         LogStore::open(fs.clone(), Path::new(DIR))
     }
 
+    /// Appends and waits for openraft's callback, which tells an append
+    /// is durable.
     async fn append(store: &mut LogStore, entries: Vec<Entry>) -> io::Result<()> {
-        store.append(entries, IOFlushed::noop()).await
+        use openraft::type_config::TypeConfigExt;
+        let (flushed, done) = TypeConfig::oneshot();
+        store.append(entries, IOFlushed::signal(flushed)).await?;
+        done.await.map_err(io::Error::other)?
     }
 
     async fn ids(store: &mut LogStore) -> Vec<(u64, u64)> {
