@@ -142,12 +142,18 @@ impl MetadataStore {
             }
             return Ok(value);
         }
-        let wait = match planner.log.begin_append(&records)? {
-            Appending::Done(offset) => {
+        let wait = match planner.log.begin_append(&records) {
+            Ok(Appending::Done(offset)) => {
                 self.publisher.publish(offset, &records)?;
                 return Ok(value);
             }
-            Appending::InFlight(wait) => wait,
+            Ok(Appending::InFlight(wait)) => wait,
+            // It may still commit (a submission that timed out) without
+            // being in the image later plans see: start them afresh.
+            Err(e) => {
+                self.in_flight.lock().poisoned = true;
+                return Err(e.into());
+            }
         };
         let mut next = (*base).clone();
         for record in &records {
@@ -162,16 +168,14 @@ impl MetadataStore {
             number
         };
         drop(planner);
+        let mut ending = Ending {
+            store: self,
+            number,
+            failed: true,
+        };
         let outcome = wait();
-        {
-            let mut in_flight = self.in_flight.lock();
-            in_flight.outstanding.remove(&number);
-            if outcome.is_err() {
-                in_flight.failures += 1;
-                in_flight.poisoned = true;
-            }
-        }
-        self.ended.notify_all();
+        ending.failed = outcome.is_err();
+        drop(ending);
         let offset = outcome?;
         self.publisher.publish(offset, &records)?;
         Ok(value)
@@ -210,6 +214,29 @@ impl MetadataStore {
             ));
         }
         Ok(())
+    }
+}
+
+/// Ends an entry in flight when dropped, even if its wait panicked
+/// (which counts as a failure): the other commits must not wait for it
+/// forever.
+struct Ending<'a> {
+    store: &'a MetadataStore,
+    number: u64,
+    failed: bool,
+}
+
+impl Drop for Ending<'_> {
+    fn drop(&mut self) {
+        {
+            let mut in_flight = self.store.in_flight.lock();
+            in_flight.outstanding.remove(&self.number);
+            if self.failed {
+                in_flight.failures += 1;
+                in_flight.poisoned = true;
+            }
+        }
+        self.store.ended.notify_all();
     }
 }
 
