@@ -232,6 +232,7 @@ impl Quorum {
             .map_err(stopped)?;
         Ok(Proposal { outcome })
     }
+
     /// Returns once this node has confirmed with a quorum that it is
     /// still the leader; the index returned is then committed, and a read
     /// of the state machine after it has been applied is linearizable.
