@@ -16,9 +16,10 @@
 //!   vote wait until every append before them is flushed.
 //!
 //! Invariants: entries in memory are exactly the entries written above
-//! `log-start` (on disk once the flusher has synced them); segments are only ever deleted whole, after `log-start`
-//! covering them is durable; a truncation is durable (file cut and fsynced,
-//! later segments removed and the directory fsynced) before it returns.
+//! `log-start` (durable once the flusher has synced them); segments are
+//! only ever deleted whole, after `log-start` covering them is durable; a
+//! truncation is durable (file cut and fsynced, later segments removed and
+//! the directory fsynced) before it returns.
 //! Recovery cuts a torn tail of the last segment and stops on anything
 //! else it cannot read.
 //!
