@@ -519,11 +519,7 @@ mod tests {
         let (store, quorums) = three_voters(&net, Duration::from_millis(100)).await;
         // Each message now takes 150 ms: an entry needs about 300 ms to
         // commit, and the proposal gives up after 100 ms.
-        net.set_faults(tarn_quorum::sim::Faults {
-            loss_per_mille: 0,
-            delay_ms_min: 150,
-            delay_ms_max: 150,
-        });
+        net.set_faults(tarn_quorum::sim::Faults::delay(150));
         let first = tokio::task::block_in_place(|| {
             store.commit_with(|_| Ok::<_, Failed>((vec![topic("first", 2)], ())))
         });
@@ -570,11 +566,7 @@ mod tests {
         let (store, quorums) = three_voters(&net, Duration::from_secs(5)).await;
         // An entry takes about 60 ms to commit: long enough for the
         // others to be planned while it is in flight.
-        net.set_faults(tarn_quorum::sim::Faults {
-            loss_per_mille: 0,
-            delay_ms_min: 30,
-            delay_ms_max: 30,
-        });
+        net.set_faults(tarn_quorum::sim::Faults::delay(30));
         const WRITERS: usize = 8;
         let creators = AtomicUsize::new(0);
         let planned_on_top = AtomicUsize::new(0);

@@ -33,6 +33,15 @@ impl Faults {
         delay_ms_min: 0,
         delay_ms_max: 0,
     };
+
+    /// Every message delayed by exactly `ms`, none lost.
+    pub const fn delay(ms: u64) -> Faults {
+        Faults {
+            loss_per_mille: 0,
+            delay_ms_min: ms,
+            delay_ms_max: ms,
+        }
+    }
 }
 
 struct State {

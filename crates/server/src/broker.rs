@@ -55,6 +55,21 @@ pub enum BrokerError {
     Invalid(String),
 }
 
+impl BrokerError {
+    /// The Kafka error for a metadata commit that failed this way:
+    /// NOT_CONTROLLER when this node lost the lead during the commit (the
+    /// client retries with the new controller), UNKNOWN_SERVER_ERROR
+    /// otherwise.
+    pub fn commit_error_code(&self) -> tarn_protocol::error::ErrorCode {
+        match self {
+            BrokerError::Metadata(MetadataLogError::NotController { .. }) => {
+                tarn_protocol::error::NOT_CONTROLLER
+            }
+            _ => tarn_protocol::error::UNKNOWN_SERVER_ERROR,
+        }
+    }
+}
+
 fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> BrokerError {
     let context = context.into();
     move |source| BrokerError::Io { context, source }

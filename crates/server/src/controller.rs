@@ -34,7 +34,7 @@ use tarn_metadata::brokers::{self, BrokerRegistration};
 use tarn_metadata::elections::{self, AlterPartition};
 use tarn_metadata::feed::FeedRead;
 use tarn_metadata::topics::{create_topic_records, NewTopic};
-use tarn_metadata::{MetadataImage, MetadataLogError, MetadataRecord};
+use tarn_metadata::{MetadataImage, MetadataRecord};
 use tarn_protocol::error::{self, ErrorCode};
 use tarn_protocol::records::Part;
 
@@ -186,11 +186,7 @@ impl ControllerRefusal {
     /// the new controller and retries) when this node lost the lead
     /// meanwhile, UNKNOWN_SERVER_ERROR otherwise.
     fn from_broker(e: BrokerError) -> Self {
-        let code = match &e {
-            BrokerError::Metadata(MetadataLogError::NotController { .. }) => error::NOT_CONTROLLER,
-            _ => error::UNKNOWN_SERVER_ERROR,
-        };
-        ControllerRefusal::new(code, e.to_string())
+        ControllerRefusal::new(e.commit_error_code(), e.to_string())
     }
 }
 

@@ -12,7 +12,6 @@ use tarn_protocol::messages::client_quotas::{
 use tarn_metadata::client_quotas::{validate_entity, validate_op, QuotaError};
 use tarn_metadata::{MetadataImage, MetadataRecord};
 
-use super::elect_leaders::commit_error_code;
 use super::{ApiSpec, RequestContext};
 use crate::broker::{Broker, BrokerError};
 
@@ -52,7 +51,7 @@ pub async fn handle(
         Err(e) => {
             tracing::error!(error = %e, "alter client quotas");
             let failed = QuotaError {
-                code: commit_error_code(&e),
+                code: e.commit_error_code(),
                 message: e.to_string(),
             };
             vec![Err(failed); request.entries.len()]

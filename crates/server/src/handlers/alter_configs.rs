@@ -16,7 +16,6 @@ use tarn_metadata::dynamic_config::{
 };
 use tarn_metadata::MetadataRecord;
 
-use super::elect_leaders::commit_error_code;
 use super::{ApiSpec, RequestContext};
 use crate::broker::{Broker, BrokerError};
 
@@ -136,7 +135,7 @@ pub(super) fn commit_resource(
         Err(e) => {
             tracing::error!(resource = resource_name, error = %e, "alter configs");
             Err(AdminError {
-                code: commit_error_code(&e),
+                code: e.commit_error_code(),
                 message: Some(e.to_string()),
             })
         }

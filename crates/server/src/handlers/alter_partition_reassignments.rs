@@ -17,7 +17,6 @@ use tarn_protocol::messages::reassignments::{
 use tarn_metadata::elections::ElectionError;
 use tarn_metadata::reassignments::{self, Reassignment};
 
-use super::elect_leaders::commit_error_code;
 use super::{ApiSpec, RequestContext};
 use crate::broker::{Broker, BrokerError};
 
@@ -56,7 +55,7 @@ pub async fn handle(
         Err(e) => {
             tracing::error!(error = %e, "commit partition reassignments");
             let failed = ElectionError {
-                code: commit_error_code(&e),
+                code: e.commit_error_code(),
                 message: e.to_string(),
             };
             return AlterPartitionReassignmentsResponse {

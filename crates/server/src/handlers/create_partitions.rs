@@ -13,7 +13,6 @@ use tarn_protocol::messages::create_partitions::{
 
 use tarn_metadata::topics::{create_partitions_records, TopicError};
 
-use super::elect_leaders::commit_error_code;
 use super::{ApiSpec, RequestContext};
 use crate::broker::{Broker, BrokerError};
 
@@ -94,7 +93,7 @@ fn grow(
         Err(e) => {
             tracing::error!(topic = %topic.name, error = %e, "create partitions");
             Err(TopicError {
-                code: commit_error_code(&e),
+                code: e.commit_error_code(),
                 message: e.to_string(),
             })
         }

@@ -10,7 +10,6 @@ use tarn_protocol::messages::create_topics::{
 
 use tarn_metadata::topics::{create_topic_records, NewTopic, TopicError, TopicInfoSummary};
 
-use super::elect_leaders::commit_error_code;
 use super::{ApiSpec, RequestContext};
 use crate::broker::Broker;
 
@@ -103,7 +102,7 @@ fn create_one(
         Err(e) => {
             tracing::error!(topic = %topic.name, error = %e, "create topic");
             Outcome::Failed(TopicError {
-                code: commit_error_code(&e),
+                code: e.commit_error_code(),
                 message: e.to_string(),
             })
         }

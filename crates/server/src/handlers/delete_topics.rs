@@ -10,7 +10,6 @@ use tarn_protocol::Uuid;
 
 use tarn_metadata::topics::delete_topic_records;
 
-use super::elect_leaders::commit_error_code;
 use super::{ApiSpec, RequestContext};
 use crate::broker::Broker;
 
@@ -99,7 +98,7 @@ fn delete_one(broker: &Broker, name: Option<String>, topic_id: Uuid) -> Deletabl
         }
         Err(e) => {
             tracing::error!(error = %e, "delete topic");
-            result.error_code = commit_error_code(&e);
+            result.error_code = e.commit_error_code();
             result.error_message = Some(e.to_string());
         }
     }

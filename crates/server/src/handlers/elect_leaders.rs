@@ -10,7 +10,7 @@
 //! named.
 use std::sync::Arc;
 
-use tarn_protocol::error::{self, ErrorCode};
+use tarn_protocol::error;
 use tarn_protocol::messages::elect_leaders::{
     ElectLeadersPartitionResult, ElectLeadersRequest, ElectLeadersResponse, ReplicaElectionResult,
 };
@@ -80,21 +80,10 @@ fn elect(
         Err(e) => {
             tracing::error!(error = %e, "commit leader elections");
             Err(ElectionError {
-                code: commit_error_code(&e),
+                code: e.commit_error_code(),
                 message: e.to_string(),
             })
         }
-    }
-}
-
-/// NOT_CONTROLLER when this node lost the lead during the commit (the
-/// client retries elsewhere), UNKNOWN_SERVER_ERROR otherwise.
-pub(crate) fn commit_error_code(e: &BrokerError) -> ErrorCode {
-    match e {
-        BrokerError::Metadata(tarn_metadata::MetadataLogError::NotController { .. }) => {
-            error::NOT_CONTROLLER
-        }
-        _ => error::UNKNOWN_SERVER_ERROR,
     }
 }
 

@@ -14,7 +14,6 @@ use tarn_protocol::messages::unregister_broker::{
 
 use tarn_metadata::brokers;
 
-use super::elect_leaders::commit_error_code;
 use super::{ApiSpec, RequestContext};
 use crate::broker::{Broker, BrokerError};
 
@@ -60,7 +59,7 @@ pub async fn handle(
         Ok(Err(refused)) => answer(refused.code, Some(refused.message)),
         Err(e) => {
             tracing::error!(error = %e, broker_id, "commit the unregistration of a broker");
-            answer(commit_error_code(&e), Some(e.to_string()))
+            answer(e.commit_error_code(), Some(e.to_string()))
         }
     }
 }
