@@ -92,21 +92,23 @@ class Member(threading.Thread):
 
     def _poll_ck(self):
         msg = self.consumer.poll(0.1)
+        # The assignment is published before the values read under it, so
+        # that a test which sees every value also sees the assignment.
+        self._assignment = {tp.partition for tp in self.consumer.assignment()}
         if msg is not None:
             if msg.error() is not None:
                 self.errors.append(str(msg.error()))
             else:
                 self.values.append(msg.value())
                 self.consumer.commit(message=msg, asynchronous=False)
-        self._assignment = {tp.partition for tp in self.consumer.assignment()}
 
     def _poll_kp(self):
         batches = self.consumer.poll(timeout_ms=100)
+        self._assignment = {tp.partition for tp in self.consumer.assignment()}
         for records in batches.values():
             self.values.extend(r.value for r in records)
         if batches:
             self.consumer.commit()
-        self._assignment = {tp.partition for tp in self.consumer.assignment()}
 
     def stop(self):
         self._halt.set()
