@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use tarn_cli::client::Client;
 use tarn_e2e::cluster::{segment_files, Cluster};
 use tarn_e2e::kafka::{consume_all, watermarks, Outgoing, Record, TestProducer};
-use tarn_e2e::{cli, run_with_timeout, wire};
+use tarn_e2e::{cli, http, run_with_timeout, wire};
 use tarn_protocol::error;
 
 const FORMED: Duration = Duration::from_secs(60);
@@ -86,6 +86,16 @@ fn followers_copy_the_leaders_log_and_acks_all_waits_for_the_isr() {
             }
         }
         println!("replicas identical after {:?}", started.elapsed());
+        // Followers fetch in sessions (KIP-227): each leader holds one for
+        // each of its two followers' fetchers.
+        for leader in view.leaders["copied"].iter().collect::<BTreeSet<_>>() {
+            let metrics = http::scrape(cluster.node(*leader));
+            let sessions = http::must(&metrics, "tarn_fetch_sessions");
+            assert!(
+                sessions >= 2.0,
+                "node {leader} holds {sessions} fetch sessions"
+            );
+        }
         let consumed = consume_all(&cluster.address(3), "copied", 500, Duration::from_secs(60));
         let values: BTreeSet<_> = consumed.iter().map(|c| c.record.value.clone()).collect();
         assert_eq!((consumed.len(), values.len()), (500, 500));

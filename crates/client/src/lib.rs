@@ -7,6 +7,11 @@
 //! client's request as it came). Every wait is bounded by the timeout the
 //! connection was made with; any error leaves the connection unusable, so
 //! callers drop it and connect again.
+//!
+//! [`fetch_session::FetchSessionHandler`] keeps a fetcher's side of a
+//! fetch session (KIP-227), so a follower's fetches name only what changed.
+
+pub mod fetch_session;
 
 use std::time::Duration;
 

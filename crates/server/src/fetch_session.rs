@@ -178,6 +178,12 @@ impl FetchSession {
                 must_respond = true;
                 cached.high_watermark = -1;
             }
+            // A follower must hear where its log diverges, a consumer which
+            // replica to read from, whatever else changed.
+            let diverging = data.diverging_epoch.epoch >= 0 || data.diverging_epoch.end_offset >= 0;
+            if diverging || data.preferred_read_replica >= 0 {
+                must_respond = true;
+            }
             if has_records {
                 self.order.remove(&cached.seq);
                 cached.seq = self.next_seq;
@@ -299,9 +305,15 @@ impl FetchSessionCache {
 
     /// Decides how `request` is served, applying an incremental request's
     /// changes to its session and moving the session to its next epoch.
-    pub fn new_context(&self, request: &FetchRequest, now_ms: u64) -> FetchContext {
+    /// `privileged`: the fetcher is a follower (a replica id in the
+    /// request, or in its replica state from v15).
+    pub fn new_context(
+        &self,
+        request: &FetchRequest,
+        privileged: bool,
+        now_ms: u64,
+    ) -> FetchContext {
         let (id, epoch) = (request.session_id, request.session_epoch);
-        let privileged = request.replica_id >= 0;
         if epoch == INITIAL_EPOCH || epoch == FINAL_EPOCH {
             if id != INVALID_SESSION_ID {
                 self.sessions.lock().remove(&id);
@@ -460,9 +472,9 @@ mod tests {
     /// Creates a session of `size` partitions of topic `t`; returns its id.
     fn create(cache: &FetchSessionCache, privileged: bool, size: i32, now_ms: u64) -> i32 {
         let parts: Vec<_> = (0..size).map(|p| ("t", p, 0)).collect();
-        let mut req = request(0, INITIAL_EPOCH, &parts);
-        req.replica_id = if privileged { 1 } else { -1 };
-        let FetchContext::Full { privileged, .. } = cache.new_context(&req, now_ms) else {
+        let req = request(0, INITIAL_EPOCH, &parts);
+        let FetchContext::Full { privileged, .. } = cache.new_context(&req, privileged, now_ms)
+        else {
             panic!("epoch 0 is a full fetch");
         };
         cache.maybe_create(privileged, &answered(&req), now_ms)
@@ -472,38 +484,38 @@ mod tests {
     fn epochs_select_the_kind_of_fetch() {
         let cache = FetchSessionCache::new(10);
         assert!(matches!(
-            cache.new_context(&request(0, FINAL_EPOCH, &[("t", 0, 0)]), 0),
+            cache.new_context(&request(0, FINAL_EPOCH, &[("t", 0, 0)]), false, 0),
             FetchContext::Sessionless(_)
         ));
         let id = create(&cache, false, 2, 0);
         assert_ne!(id, INVALID_SESSION_ID);
         assert!(matches!(
-            cache.new_context(&request(id + 1, 1, &[]), 0),
+            cache.new_context(&request(id + 1, 1, &[]), false, 0),
             FetchContext::Error(error::FETCH_SESSION_ID_NOT_FOUND)
         ));
         assert!(matches!(
-            cache.new_context(&request(id, 2, &[]), 0),
+            cache.new_context(&request(id, 2, &[]), false, 0),
             FetchContext::Error(error::INVALID_FETCH_SESSION_EPOCH)
         ));
         assert!(matches!(
-            cache.new_context(&request(id, 1, &[]), 0),
+            cache.new_context(&request(id, 1, &[]), false, 0),
             FetchContext::Incremental(_)
         ));
         // The epoch moved on: a retry of epoch 1 is refused.
         assert!(matches!(
-            cache.new_context(&request(id, 1, &[]), 0),
+            cache.new_context(&request(id, 1, &[]), false, 0),
             FetchContext::Error(error::INVALID_FETCH_SESSION_EPOCH)
         ));
         // Epoch -1 closes the session and fetches without one.
         assert!(matches!(
-            cache.new_context(&request(id, FINAL_EPOCH, &[]), 0),
+            cache.new_context(&request(id, FINAL_EPOCH, &[]), false, 0),
             FetchContext::Sessionless(_)
         ));
         assert!(cache.is_empty());
         // Epoch 0 naming a session closes it too, before a new full fetch.
         let id = create(&cache, false, 1, 0);
         assert!(matches!(
-            cache.new_context(&request(id, INITIAL_EPOCH, &[("t", 0, 0)]), 0),
+            cache.new_context(&request(id, INITIAL_EPOCH, &[("t", 0, 0)]), false, 0),
             FetchContext::Full { .. }
         ));
         assert!(cache.is_empty());
@@ -519,7 +531,7 @@ mod tests {
             partitions: vec![0],
             ..Default::default()
         }];
-        let FetchContext::Incremental(session) = cache.new_context(&req, 0) else {
+        let FetchContext::Incremental(session) = cache.new_context(&req, false, 0) else {
             panic!("incremental");
         };
         let list: Vec<_> = session
@@ -537,7 +549,8 @@ mod tests {
     fn responses_carry_only_partitions_with_news() {
         let cache = FetchSessionCache::new(10);
         let id = create(&cache, false, 3, 0);
-        let FetchContext::Incremental(session) = cache.new_context(&request(id, 1, &[]), 0) else {
+        let FetchContext::Incremental(session) = cache.new_context(&request(id, 1, &[]), false, 0)
+        else {
             panic!("incremental");
         };
         let mut session = session.lock();
@@ -564,6 +577,19 @@ mod tests {
         let cleared = answered(&request(0, 0, &[("t", 2, 0)]));
         assert_eq!(session.filter_response(cleared.clone()).len(), 1);
         assert_eq!(session.filter_response(cleared).len(), 0);
+        // A divergence for a follower and a preferred read replica for a
+        // consumer are sent though the offsets are unchanged.
+        let mut diverging = answered(&request(0, 0, &[("t", 1, 0)]));
+        diverging[0].1.high_watermark = 11;
+        diverging[0].1.diverging_epoch = tarn_protocol::messages::fetch::EpochEndOffset {
+            epoch: 2,
+            end_offset: 5,
+        };
+        assert_eq!(session.filter_response(diverging).len(), 1);
+        let mut elsewhere = answered(&request(0, 0, &[("t", 1, 0)]));
+        elsewhere[0].1.high_watermark = 11;
+        elsewhere[0].1.preferred_read_replica = 2;
+        assert_eq!(session.filter_response(elsewhere).len(), 1);
     }
 
     #[test]
@@ -580,18 +606,18 @@ mod tests {
         let two = create(&cache, false, 2, 2);
         assert_ne!(two, INVALID_SESSION_ID);
         assert!(matches!(
-            cache.new_context(&request(small, 1, &[]), 3),
+            cache.new_context(&request(small, 1, &[]), false, 3),
             FetchContext::Error(error::FETCH_SESSION_ID_NOT_FOUND)
         ));
         // Keep `two` in use; `big` goes stale and any newcomer may evict it.
         assert!(matches!(
-            cache.new_context(&request(two, 1, &[]), EVICTION_MS),
+            cache.new_context(&request(two, 1, &[]), false, EVICTION_MS),
             FetchContext::Incremental(_)
         ));
         let late = create(&cache, false, 1, EVICTION_MS + 1);
         assert_ne!(late, INVALID_SESSION_ID);
         assert!(matches!(
-            cache.new_context(&request(big, 1, &[]), EVICTION_MS + 1),
+            cache.new_context(&request(big, 1, &[]), false, EVICTION_MS + 1),
             FetchContext::Error(error::FETCH_SESSION_ID_NOT_FOUND)
         ));
         assert_eq!(cache.len(), 2);

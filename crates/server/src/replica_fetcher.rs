@@ -12,6 +12,11 @@
 //! records, so a caught-up follower's next fetch is woken by the leader's
 //! append rather than by polling.
 //!
+//! Each fetcher keeps a fetch session with its leader (KIP-227,
+//! `tarn_client::fetch_session`): after the first fetch, a request names
+//! only the partitions whose position moved, and the leader answers only
+//! those with news, so idle partitions cost a follower nothing per fetch.
+//!
 //! Each fetch sends the log end and the epoch of the last fetched batch;
 //! when the leader answers that they diverge, the follower truncates to
 //! where the leader's log and its own agree (by leader epoch) before it
@@ -40,11 +45,12 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use tarn_client::fetch_session::FetchSessionHandler;
 use tarn_client::Connection;
 use tarn_protocol::codec::Version;
 use tarn_protocol::error;
 use tarn_protocol::messages::fetch::{
-    FetchPartition, FetchRequest, FetchResponse, FetchTopic, PartitionData, ReplicaState,
+    FetchPartition, FetchRequest, FetchResponse, PartitionData, ReplicaState,
 };
 use tarn_protocol::messages::list_offsets::{
     ListOffsetsPartition, ListOffsetsRequest, ListOffsetsResponse, ListOffsetsTopic,
@@ -251,6 +257,7 @@ async fn run_fetcher(
 ) {
     let client_id = format!("broker-{}-fetcher-{leader}", broker.node_id);
     let mut connection: Option<Connection> = None;
+    let mut session = FetchSessionHandler::new();
     let mut backoff_until: HashMap<(Uuid, i32, i32), Instant> = HashMap::new();
     loop {
         // The manager dropped this fetcher: its partitions moved elsewhere.
@@ -292,7 +299,13 @@ async fn run_fetcher(
                     continue;
                 };
                 match Connection::connect(&address, &client_id, settings.socket_timeout).await {
-                    Ok(conn) => connection.insert(conn),
+                    Ok(conn) => {
+                        // A session may outlive its connection at the
+                        // leader, but nothing says this fetch's state is
+                        // what the leader last took: start a new one.
+                        session.handle_error();
+                        connection.insert(conn)
+                    }
                     Err(e) => {
                         tracing::info!(leader, error = %e, "cannot reach the leader; retrying");
                         sleep_or_stop(settings.backoff, &mut stop).await;
@@ -301,7 +314,7 @@ async fn run_fetcher(
                 }
             }
         };
-        let request = match fetch_request(&broker, &settings, &followed) {
+        let request = match fetch_request(&broker, &settings, &followed, &mut session) {
             Ok(request) => request,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot build a follower fetch");
@@ -315,18 +328,23 @@ async fn run_fetcher(
             _ = stop.changed() => return,
         };
         let response = match answer {
-            Ok(response) if response.error_code == error::NONE => response,
-            Ok(response) => {
-                tracing::info!(
-                    leader,
-                    error = response.error_code,
-                    "the leader refused a follower fetch"
-                );
-                sleep_or_stop(settings.backoff, &mut stop).await;
-                continue;
-            }
+            Ok(response) => match session.handle_response(response.error_code, response.session_id)
+            {
+                Ok(()) => response,
+                Err(reason) if is_session_error(response.error_code) => {
+                    // A new session with the next fetch; no back-off.
+                    tracing::debug!(leader, %reason, "the fetch session restarts");
+                    continue;
+                }
+                Err(reason) => {
+                    tracing::info!(leader, error = response.error_code, %reason, "the leader refused a follower fetch");
+                    sleep_or_stop(settings.backoff, &mut stop).await;
+                    continue;
+                }
+            },
             Err(e) => {
                 tracing::info!(leader, error = %e, "follower fetch failed; reconnecting");
+                session.handle_error();
                 connection = None;
                 sleep_or_stop(settings.backoff, &mut stop).await;
                 continue;
@@ -433,43 +451,42 @@ async fn sleep_or_stop(duration: Duration, stop: &mut watch::Receiver<bool>) {
     }
 }
 
-/// The fetch for `followed`, each from its log end.
+/// The fetch for `followed`, each from its log end, in `session`: the
+/// partitions whose position the leader does not know yet, and those
+/// left out of this round as forgotten.
 fn fetch_request(
     broker: &Broker,
     settings: &FetchSettings,
     followed: &[Followed],
+    session: &mut FetchSessionHandler,
 ) -> Result<FetchRequest, String> {
-    let mut topics: Vec<FetchTopic> = Vec::new();
+    let mut wanted = Vec::with_capacity(followed.len());
     for f in followed {
         let (fetch_offset, last_fetched_epoch, log_start_offset) =
             f.partition.fetch_position().map_err(|e| e.message)?;
-        let partition = FetchPartition {
-            partition: f.partition.index,
-            current_leader_epoch: f.leader_epoch,
-            fetch_offset,
-            last_fetched_epoch,
-            log_start_offset,
-            partition_max_bytes: settings.partition_max_bytes,
-        };
-        match topics.last_mut() {
-            Some(t) if t.topic_id == f.partition.topic_id => t.partitions.push(partition),
-            _ => topics.push(FetchTopic {
-                topic: String::new(),
-                topic_id: f.partition.topic_id,
-                partitions: vec![partition],
-            }),
-        }
+        wanted.push((
+            f.partition.topic_id,
+            FetchPartition {
+                partition: f.partition.index,
+                current_leader_epoch: f.leader_epoch,
+                fetch_offset,
+                last_fetched_epoch,
+                log_start_offset,
+                partition_max_bytes: settings.partition_max_bytes,
+            },
+        ));
     }
+    let fetch = session.build(&wanted);
     Ok(FetchRequest {
         replica_id: -1,
         max_wait_ms: settings.max_wait_ms,
         min_bytes: settings.min_bytes,
         max_bytes: settings.response_max_bytes,
         isolation_level: 0,
-        session_id: 0,
-        session_epoch: -1,
-        topics,
-        forgotten_topics_data: Vec::new(),
+        session_id: fetch.session_id,
+        session_epoch: fetch.session_epoch,
+        topics: fetch.topics,
+        forgotten_topics_data: fetch.forgotten_topics_data,
         rack_id: String::new(),
         cluster_id: None,
         replica_state: ReplicaState {
@@ -477,6 +494,14 @@ fn fetch_request(
             replica_epoch: broker.broker_epoch(),
         },
     })
+}
+
+/// The top-level errors that only say the fetch session must start over.
+fn is_session_error(code: i16) -> bool {
+    matches!(
+        code,
+        error::FETCH_SESSION_ID_NOT_FOUND | error::INVALID_FETCH_SESSION_EPOCH
+    )
 }
 
 /// Why a partition's fetch answer could not be taken, and whether it is

@@ -68,7 +68,14 @@ pub async fn handle(
     request: FetchRequest,
 ) -> FetchResponseOut {
     let by_id = ctx.version.version >= 13;
-    let context = broker.fetch_sessions.new_context(&request, now_ms());
+    let replica_id = if ctx.version.version >= 15 {
+        request.replica_state.replica_id
+    } else {
+        request.replica_id
+    };
+    let context = broker
+        .fetch_sessions
+        .new_context(&request, replica_id >= 0, now_ms());
     if let FetchContext::Error(code) = context {
         return FetchResponseOut {
             throttle_time_ms: 0,
@@ -79,11 +86,6 @@ pub async fn handle(
     }
     let wanted = context.fetch_list();
     let read_committed = request.isolation_level == 1;
-    let replica_id = if ctx.version.version >= 15 {
-        request.replica_state.replica_id
-    } else {
-        request.replica_id
-    };
     let reader = Reader {
         follower: (replica_id >= 0).then_some(replica_id),
         read_committed,
