@@ -7,7 +7,7 @@ wire protocol (Metadata v1, CreateTopics v2), so that every request goes to
 the broker chosen, one at a time or several in flight, with no client-side
 retries, caching or controller routing in the way.
 
-    cluster.py TARN_BIN WORK SECTION...    sections: commits fencing failover startup leaders
+    cluster.py TARN_BIN WORK SECTION...    sections: commits fencing failover startup leaders idle
     cluster.py --report RAW OUT.md HEADER.md   RESULT lines of RAW into OUT.md
 
 Each figure is printed as one `RESULT section=... key=value ...` line on
@@ -18,6 +18,7 @@ env: COMMITS_N=1000 (topics per commit-rate run) INFLIGHT=8 (connections with
 one CreateTopics each in flight) FENCE_REPS=3 FAILOVER_REPS=5 STARTUP_REPS=3
 STARTUP_TOPICS=100 STARTUP_PARTS=100 COMMITS_REPS=3 ATTEMPT_TIMEOUT_S=1.0
 LEADER_COUNTS=1,1000,10000 LEADER_DETECTIONS=session,disconnect LOG_LEVEL=warn
+IDLE_COUNTS=1000,10000 IDLE_REPS=2 IDLE_SETTLE_S=5 IDLE_S=10 IDLE_COMPARE=(another tarn binary)
 """
 
 import os
@@ -725,6 +726,42 @@ def leaders(tarn, work):
             cluster.shutdown()
 
 
+def idle(tarn, work):
+    """The CPU an idle three-node cluster spends per second on P partitions
+    of replication factor 3 (no records: what followers' fetches and the
+    leaders' answers cost while nothing moves). Topics of 1000 partitions;
+    after creation the cluster settles for IDLE_SETTLE_S, then the three
+    nodes' CPU is summed over IDLE_S. With IDLE_COMPARE=/other/tarn each
+    count runs with that binary too, interleaved, as an A/B in one run."""
+    counts = [int(x) for x in os.environ.get("IDLE_COUNTS", "1000,10000").split(",")]
+    settle_s = float(os.environ.get("IDLE_SETTLE_S", "5"))
+    idle_s = float(os.environ.get("IDLE_S", "10"))
+    reps = int(os.environ.get("IDLE_REPS", "2"))
+    binaries = [("tarn", tarn)]
+    if os.environ.get("IDLE_COMPARE"):
+        binaries.append(("compare", os.environ["IDLE_COMPARE"]))
+    per_topic = 1000
+    for rep in range(1, reps + 1):
+        for count in counts:
+            for label, binary in binaries:
+                cluster = Cluster(binary, f"{work}/idle-{label}-{count}", 3)
+                controller = cluster.start()
+                conn = Conn(cluster.nodes[controller].addr, 120.0)
+                for t in range((count + per_topic - 1) // per_topic):
+                    create_ok(conn, f"idle-{t}", min(per_topic, count - t * per_topic), 3)
+                conn.close()
+                time.sleep(settle_s)
+                nodes = list(cluster.nodes.values())
+                c0 = sum(cpu_s(n.proc.pid) for n in nodes)
+                t0 = time.monotonic()
+                time.sleep(idle_s)
+                used = sum(cpu_s(n.proc.pid) for n in nodes) - c0
+                elapsed = time.monotonic() - t0
+                result("idle", rep=rep, binary=label, path=binary, partitions=count,
+                       cpu_per_s=f"{used / elapsed:.3f}")
+                cluster.shutdown()
+
+
 def time_to_full_metadata(node, topics, partitions):
     """Seconds from the node's process start to a Metadata answer listing every topic in full."""
     deadline = node.t0 + READY_TIMEOUT_S * 2
@@ -867,6 +904,14 @@ def report(raw, out, header):
                       f"| {r.get('attempts', '-')} ({r.get('refused', '-')}) "
                       f"| {verdict(float(r['after_fence_s']) <= 1)} |")
         md.append("")
+    if "idle" in by:
+        md += ["## Idle replication: three nodes' CPU per second for P partitions of replication factor 3", "",
+               "No records move; what remains is the followers' fetches and the leaders' answers. "
+               "\"compare\" is another binary run in the same script (IDLE_COMPARE), interleaved.", "",
+               "| rep | binary | partitions | CPU s per s, three nodes summed |", "|---|---|---:|---:|"]
+        for r in by["idle"]:
+            md.append(f"| {r['rep']} | {r['binary']} (`{r['path']}`) | {r['partitions']} | {r['cpu_per_s']} |")
+        md.append("")
     if "startup" in by:
         md += ["## Start-up with 10,000 partitions in the metadata", "",
                "From process start to the ready line, and to the first Metadata answer listing every topic "
@@ -884,7 +929,7 @@ def report(raw, out, header):
 
 
 SECTIONS = {"commits": commits, "fencing": fencing, "failover": failover, "startup": startup,
-            "leaders": leaders}
+            "leaders": leaders, "idle": idle}
 
 
 def main():

@@ -24,6 +24,10 @@
 #             10,000 partitions of replication factor 3 (LEADER_COUNTS); time
 #             to its fence and to new leaders for all; target <= 1 s after
 #             the fence
+#   idle      (not in the default set) the three nodes' CPU per second while
+#             1,000 and 10,000 partitions of replication factor 3 sit idle
+#             (IDLE_COUNTS); IDLE_COMPARE=/other/tarn runs another binary
+#             beside it, interleaved
 #
 # env: TARN_BIN (default: cargo build --release -p tarn-cli, target/release/tarn)
 #      COMMITS_N INFLIGHT FENCE_REPS FAILOVER_REPS STARTUP_REPS STARTUP_TOPICS
