@@ -74,7 +74,7 @@ impl FetchSessionHandler {
     /// in order): all of them for a full fetch; for an incremental one the
     /// new and changed ones, and the session's others as forgotten.
     pub fn build(&mut self, wanted: &[(Uuid, FetchPartition)]) -> SessionFetch {
-        let full = self.session_id == NO_SESSION || self.next_epoch == INITIAL_EPOCH;
+        let full = self.next_is_full();
         let mut topics: Vec<FetchTopic> = Vec::new();
         let mut next = HashMap::with_capacity(wanted.len());
         for (topic_id, partition) in wanted {
@@ -130,7 +130,7 @@ impl FetchSessionHandler {
         let Some(next) = self.in_flight.take() else {
             return Err("a fetch response with no request in flight".to_owned());
         };
-        let was_full = self.session_id == NO_SESSION || self.next_epoch == INITIAL_EPOCH;
+        let was_full = self.next_is_full();
         if error_code != error::NONE {
             let reason = format!("the leader refused the fetch session (error {error_code})");
             if error_code == error::FETCH_SESSION_ID_NOT_FOUND {
@@ -169,6 +169,12 @@ impl FetchSessionHandler {
     pub fn handle_error(&mut self) {
         self.in_flight = None;
         self.restart();
+    }
+
+    /// Whether the next request is a full one. Without a session the
+    /// epoch is always the initial one, so the epoch alone says it.
+    fn next_is_full(&self) -> bool {
+        self.next_epoch == INITIAL_EPOCH
     }
 
     /// Keeps the session id (so the leader can close it) and makes the

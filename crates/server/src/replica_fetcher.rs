@@ -344,7 +344,7 @@ async fn run_fetcher(
             },
             Err(e) => {
                 tracing::info!(leader, error = %e, "follower fetch failed; reconnecting");
-                session.handle_error();
+                // The new connection restarts the session.
                 connection = None;
                 sleep_or_stop(settings.backoff, &mut stop).await;
                 continue;
