@@ -262,6 +262,11 @@ pub struct AlterPartition {
     pub leader_epoch: i32,
     pub partition_epoch: i32,
     pub new_isr: Vec<i32>,
+    /// The broker epoch each member of `new_isr` last fetched with, as
+    /// the leader saw it, in the same order; -1 (or no entry) where it
+    /// saw none, which is not checked (KIP-903).
+    #[serde(default)]
+    pub new_isr_epochs: Vec<i64>,
 }
 
 /// Checks `request` as Kafka's `ReplicationControlManager.alterPartition`
@@ -275,8 +280,11 @@ pub struct AlterPartition {
 /// INVALID_REQUEST when the requester does not lead the partition;
 /// INVALID_UPDATE_VERSION for an older partition epoch; INVALID_REQUEST
 /// for an ISR that is empty, repeats a broker, names a non-replica or
-/// lacks the leader; INELIGIBLE_REPLICA when a member is not registered or
-/// is fenced.
+/// lacks the leader; INELIGIBLE_REPLICA when a member is not registered,
+/// is fenced, or is registered with another broker epoch than the one
+/// its fetches to the leader carried (KIP-903: a stale fetch of an
+/// earlier incarnation must not bring a restarted broker, which may have
+/// lost records, back into the ISR).
 pub fn alter_partition(
     image: &MetadataImage,
     request: &AlterPartition,
@@ -343,9 +351,11 @@ pub fn alter_partition(
             ),
         );
     }
-    check_new_isr(image, p, &request.new_isr).map_err(|(code, why)| ElectionError {
-        code,
-        message: format!("{name}-{partition_id}: {why}"),
+    check_new_isr(image, p, &request.new_isr, &request.new_isr_epochs).map_err(|(code, why)| {
+        ElectionError {
+            code,
+            message: format!("{name}-{partition_id}: {why}"),
+        }
     })?;
     if request.new_isr == p.isr {
         return Ok((Vec::new(), PartitionState::from(p)));
@@ -365,11 +375,13 @@ pub fn alter_partition(
 }
 
 /// Kafka's checks of a new ISR: its members distinct replicas, the leader
-/// among them, every member registered and unfenced.
+/// among them, every member registered and unfenced, and registered with
+/// the broker epoch the leader saw (`epochs`, where it gives one).
 fn check_new_isr(
     image: &MetadataImage,
     p: &PartitionInfo,
     new_isr: &[i32],
+    epochs: &[i64],
 ) -> Result<(), (ErrorCode, String)> {
     for (i, member) in new_isr.iter().enumerate() {
         if new_isr[..i].contains(member) {
@@ -397,10 +409,15 @@ fn check_new_isr(
             ),
         ));
     }
-    for member in new_isr {
+    for (i, member) in new_isr.iter().enumerate() {
+        let seen = epochs.get(i).copied().unwrap_or(-1);
         let why = match image.brokers.get(member) {
-            None => "not registered",
-            Some(b) if b.fenced => "fenced",
+            None => "not registered".to_owned(),
+            Some(b) if b.fenced => "fenced".to_owned(),
+            Some(b) if seen >= 0 && seen != b.broker_epoch => format!(
+                "registered with broker epoch {}, not the epoch {seen} its fetches carried",
+                b.broker_epoch
+            ),
             Some(_) => continue,
         };
         return Err((
@@ -981,6 +998,7 @@ mod tests {
             leader_epoch,
             partition_epoch,
             new_isr: new_isr.to_vec(),
+            new_isr_epochs: Vec::new(),
         }
     }
 
@@ -1069,6 +1087,28 @@ mod tests {
             "t-0: the new ISR [1, 2, 3] names broker 3, which is fenced"
         );
         assert!(alter_partition(&before, &alter(1, 1, &[1])).is_ok());
+    }
+
+    #[test]
+    fn alter_partition_refuses_a_member_whose_fetches_carried_an_older_broker_epoch() {
+        // Every broker of the image is registered with broker epoch 5.
+        let before = image(3, &[], &[(&[1, 2, 3], &[1, 3], 1)]);
+        let with_epochs = |epochs: &[i64]| AlterPartition {
+            new_isr_epochs: epochs.to_vec(),
+            ..alter(0, 0, &[1, 3, 2])
+        };
+        let refused = alter_partition(&before, &with_epochs(&[-1, 5, 4])).unwrap_err();
+        assert_eq!(refused.code, error::INELIGIBLE_REPLICA);
+        assert_eq!(
+            refused.message,
+            "t-0: the new ISR [1, 3, 2] names broker 2, which is registered with broker epoch 5, not the epoch 4 its fetches carried"
+        );
+        // A current epoch passes, and so does an unknown one (-1 or none).
+        for epochs in [&[-1, 5, 5][..], &[-1, -1, -1], &[-1]] {
+            let (records, after) = alter_partition(&before, &with_epochs(epochs)).unwrap();
+            assert_eq!(records.len(), 1);
+            assert_eq!(after.isr, vec![1, 3, 2]);
+        }
     }
 
     #[test]

@@ -390,6 +390,7 @@ mod tests {
             leader_epoch: p.leader_epoch,
             partition_epoch: p.partition_epoch,
             new_isr: new_isr.to_vec(),
+            new_isr_epochs: Vec::new(),
         };
         let (records, state) = alter_partition(image, &request).unwrap();
         for r in &records {

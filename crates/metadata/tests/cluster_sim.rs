@@ -220,6 +220,11 @@ fn alter_isr(image: &MetadataImage, r: u64) -> Vec<MetadataRecord> {
         partition_id: p.partition_id,
         leader_epoch: p.leader_epoch,
         partition_epoch: p.partition_epoch,
+        // The leader saw each member's current registration.
+        new_isr_epochs: new_isr
+            .iter()
+            .map(|b| image.brokers[b].broker_epoch)
+            .collect(),
         new_isr,
     };
     match elections::alter_partition(image, &request) {

@@ -18,6 +18,10 @@ pub struct FollowerState {
     pub log_end_offset: i64,
     /// When the follower last had everything the leader had.
     pub last_caught_up_ms: i64,
+    /// The broker epoch its last fetch carried (Fetch v15+), -1 when
+    /// none did: an ISR change names it, so that the controller refuses
+    /// a member whose registration has moved on since (KIP-903).
+    pub broker_epoch: i64,
     /// When it last fetched, and the leader's log end offset then.
     last_fetch_ms: i64,
     last_fetch_leader_log_end_offset: i64,
@@ -30,6 +34,7 @@ impl FollowerState {
             // As Kafka does when a leader takes over: members are given a
             // full lag period to show up before they are dropped.
             last_caught_up_ms: now_ms,
+            broker_epoch: -1,
             last_fetch_ms: -1,
             last_fetch_leader_log_end_offset: -1,
         }
@@ -131,12 +136,14 @@ impl ReplicaSet {
         members
     }
 
-    /// Records a follower's fetch from `fetch_offset` while the leader's
-    /// log ended at `leader_log_end_offset`. False for a broker that is
-    /// not a replica of the partition.
+    /// Records a follower's fetch from `fetch_offset`, sent with
+    /// `broker_epoch` (-1: not said), while the leader's log ended at
+    /// `leader_log_end_offset`. False for a broker that is not a replica
+    /// of the partition.
     pub fn record_fetch(
         &mut self,
         replica: i32,
+        broker_epoch: i64,
         fetch_offset: i64,
         leader_log_end_offset: i64,
         now_ms: i64,
@@ -154,6 +161,7 @@ impl ReplicaSet {
             state.last_caught_up_ms = state.last_caught_up_ms.max(state.last_fetch_ms);
         }
         state.log_end_offset = fetch_offset;
+        state.broker_epoch = broker_epoch;
         state.last_fetch_ms = now_ms;
         state.last_fetch_leader_log_end_offset = leader_log_end_offset;
         true
@@ -236,6 +244,15 @@ impl ReplicaSet {
         Some(self.isr.iter().copied().filter(|r| !lagging(r)).collect())
     }
 
+    /// The broker epoch each member of `isr` last fetched with, in its
+    /// order: -1 for the leader itself and for followers whose fetches
+    /// said none (the controller checks only the others).
+    pub fn broker_epochs(&self, isr: &[i32]) -> Vec<i64> {
+        isr.iter()
+            .map(|r| self.followers.get(r).map_or(-1, |s| s.broker_epoch))
+            .collect()
+    }
+
     /// Notes an ISR change sent to the controller.
     pub fn begin_change(&mut self, isr: Vec<i32>) {
         self.pending_isr = Some(isr);
@@ -258,23 +275,26 @@ mod tests {
         let mut set = ReplicaSet::new(1, &[1, 2, 3], &[1, 2, 3], 0, 0);
         // Until every member has fetched, nothing may be exposed.
         assert_eq!(set.high_watermark_bound(10), None);
-        assert!(set.record_fetch(2, 7, 10, 5));
+        assert!(set.record_fetch(2, -1, 7, 10, 5));
         assert_eq!(set.high_watermark_bound(10), None);
-        assert!(set.record_fetch(3, 10, 10, 5));
+        assert!(set.record_fetch(3, -1, 10, 10, 5));
         assert_eq!(set.high_watermark_bound(10), Some(7));
         // A member out of the ISR does not hold it back.
         set.update(&[1, 2, 3], &[1, 3], 1, 6);
         assert_eq!(set.high_watermark_bound(10), Some(10));
         // A broker that is no replica is refused.
-        assert!(!set.record_fetch(4, 10, 10, 6));
+        assert!(!set.record_fetch(4, -1, 10, 10, 6));
     }
 
     #[test]
     fn a_pending_expansion_counts_for_the_high_watermark() {
         let mut set = ReplicaSet::new(1, &[1, 2], &[1], 0, 0);
         assert_eq!(set.high_watermark_bound(5), Some(5));
-        set.record_fetch(2, 5, 8, 1);
+        set.record_fetch(2, 7, 5, 8, 1);
         assert_eq!(set.expansion(2, 5, 0), Some(vec![1, 2]));
+        // The change names the broker epoch each follower fetched with
+        // (KIP-903); the leader's own is -1.
+        assert_eq!(set.broker_epochs(&[1, 2]), vec![-1, 7]);
         // Only for the follower that fetched.
         assert_eq!(set.expansion(3, 5, 0), None);
         // Not before it has the start of this leader's epoch.
@@ -297,13 +317,13 @@ mod tests {
         let mut set = ReplicaSet::new(1, &[1, 2, 3], &[1, 2, 3], 0, 1_000);
         assert_eq!(set.shrink(30_000, 30_000), None);
         // 2 keeps up; 3 fetches but stays behind the leader's end.
-        set.record_fetch(2, 100, 100, 20_000);
-        set.record_fetch(3, 50, 100, 20_000);
-        set.record_fetch(3, 60, 120, 25_000);
+        set.record_fetch(2, -1, 100, 100, 20_000);
+        set.record_fetch(3, -1, 50, 100, 20_000);
+        set.record_fetch(3, -1, 60, 120, 25_000);
         assert_eq!(set.shrink(31_001, 30_000), Some(vec![1, 2]));
         // Fetching up to where the leader ended at its previous fetch
         // counts as caught up as of that fetch.
-        set.record_fetch(3, 120, 130, 31_000);
+        set.record_fetch(3, -1, 120, 130, 31_000);
         assert_eq!(set.follower(3).unwrap().last_caught_up_ms, 25_000);
         assert_eq!(set.shrink(31_001, 30_000), None);
         assert_eq!(set.shrink(55_001, 30_000), Some(vec![1]));

@@ -1411,18 +1411,18 @@ mod tests {
         // No follower has fetched yet: nothing is exposed.
         assert_eq!(p.high_watermark(), 0);
         let now = 1_000;
-        p.follower_fetch(2, 3, -1, 1 << 20, now).unwrap();
+        p.follower_fetch(2, -1, 3, -1, 1 << 20, now).unwrap();
         assert_eq!(p.high_watermark(), 0, "follower 3 has not fetched");
-        p.follower_fetch(3, 1, -1, 1 << 20, now).unwrap();
+        p.follower_fetch(3, -1, 1, -1, 1 << 20, now).unwrap();
         assert_eq!(p.high_watermark(), 1);
-        p.follower_fetch(3, 3, -1, 1 << 20, now).unwrap();
+        p.follower_fetch(3, -1, 3, -1, 1 << 20, now).unwrap();
         assert_eq!(p.high_watermark(), 3);
         // A follower past the leader's end is told so, and does not count.
-        let ahead = p.follower_fetch(2, 9, -1, 1 << 20, now).unwrap_err();
+        let ahead = p.follower_fetch(2, -1, 9, -1, 1 << 20, now).unwrap_err();
         assert_eq!(ahead.code, error::OFFSET_OUT_OF_RANGE);
         // A follower whose last fetched epoch this log lacks past its
         // offset is told where its log diverges.
-        match p.follower_fetch(2, 5, 0, 1 << 20, now).unwrap().0 {
+        match p.follower_fetch(2, -1, 5, 0, 1 << 20, now).unwrap().0 {
             crate::roles::FollowerRead::Diverging {
                 epoch, end_offset, ..
             } => {
@@ -1444,7 +1444,7 @@ mod tests {
         // Back to two: the high watermark moves to what both have.
         let image = apply(&image, &[state(vec![1, 2], 2)]);
         replicas.sync(&image, &config, true).unwrap();
-        p.follower_fetch(2, 4, 0, 1 << 20, now).unwrap();
+        p.follower_fetch(2, -1, 4, 0, 1 << 20, now).unwrap();
         assert_eq!(p.high_watermark(), 4);
         p.check_enough_replicas().unwrap();
         replicas.shutdown().unwrap();

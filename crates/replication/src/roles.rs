@@ -68,6 +68,9 @@ pub struct IsrChange {
     pub leader_epoch: i32,
     pub partition_epoch: i32,
     pub new_isr: Vec<i32>,
+    /// Each member's broker epoch as its last fetch here said (-1 where
+    /// none did), in `new_isr`'s order (KIP-903).
+    pub broker_epochs: Vec<i64>,
 }
 
 impl Partition {
@@ -294,12 +297,19 @@ impl Partition {
     pub fn follower_fetch(
         &self,
         replica: i32,
+        replica_epoch: i64,
         fetch_offset: i64,
         last_fetched_epoch: i32,
         max_bytes: usize,
         now_ms: i64,
     ) -> Result<(FollowerRead, FollowerFetchOutcome), PartitionError> {
-        match self.follower_position(replica, fetch_offset, last_fetched_epoch, now_ms)? {
+        match self.follower_position(
+            replica,
+            replica_epoch,
+            fetch_offset,
+            last_fetched_epoch,
+            now_ms,
+        )? {
             Err(diverging) => Ok((diverging, FollowerFetchOutcome::default())),
             Ok(outcome) => {
                 let (region, offsets) =
@@ -315,6 +325,7 @@ impl Partition {
     pub fn follower_position(
         &self,
         replica: i32,
+        replica_epoch: i64,
         fetch_offset: i64,
         last_fetched_epoch: i32,
         now_ms: i64,
@@ -351,6 +362,7 @@ impl Partition {
         }
         Ok(Ok(self.record_follower_fetch(
             replica,
+            replica_epoch,
             fetch_offset,
             now_ms,
         )?))
@@ -359,13 +371,14 @@ impl Partition {
     fn record_follower_fetch(
         &self,
         replica: i32,
+        replica_epoch: i64,
         fetch_offset: i64,
         now_ms: i64,
     ) -> Result<FollowerFetchOutcome, PartitionError> {
         let leader_end = self.log_end_offset();
         {
             let mut set = self.replica_set.lock();
-            if !set.record_fetch(replica, fetch_offset, leader_end, now_ms) {
+            if !set.record_fetch(replica, replica_epoch, fetch_offset, leader_end, now_ms) {
                 return Err(PartitionError::new(
                     error::NOT_LEADER_OR_FOLLOWER,
                     format!(
@@ -388,6 +401,7 @@ impl Partition {
                 IsrChange {
                     leader_epoch: self.leader_epoch(),
                     partition_epoch: set.partition_epoch(),
+                    broker_epochs: set.broker_epochs(&new_isr),
                     new_isr,
                 }
             })
@@ -410,6 +424,7 @@ impl Partition {
         Some(IsrChange {
             leader_epoch: self.leader_epoch(),
             partition_epoch: set.partition_epoch(),
+            broker_epochs: set.broker_epochs(&new_isr),
             new_isr,
         })
     }

@@ -379,6 +379,7 @@ impl Sim {
             leader_epoch: change.leader_epoch,
             partition_epoch: change.partition_epoch,
             new_isr: change.new_isr.clone(),
+            new_isr_epochs: change.broker_epochs.clone(),
         };
         match alter_partition(&image, &request) {
             Ok((records, _)) => {
@@ -420,7 +421,13 @@ impl Sim {
         };
         // The simulated file system has no OS files to sendfile from: the
         // fetch's checks and bookkeeping, then a plain read.
-        match leader.follower_position(id, fetch_offset, last_epoch, self.now_ms) {
+        match leader.follower_position(
+            id,
+            self.node(id).epoch,
+            fetch_offset,
+            last_epoch,
+            self.now_ms,
+        ) {
             Ok(Err(FollowerRead::Diverging {
                 epoch, end_offset, ..
             })) => {

@@ -99,6 +99,9 @@ pub enum ControllerRequest {
         leader_epoch: i32,
         partition_epoch: i32,
         new_isr: Vec<i32>,
+        /// Each member's broker epoch as the leader saw it (KIP-903).
+        #[serde(default)]
+        new_isr_epochs: Vec<i64>,
     },
     /// A node that follows the metadata log without being a voter asks
     /// for the committed entries after `after` (any voter answers, from
@@ -163,6 +166,10 @@ pub struct IsrUpdate {
     pub leader_epoch: i32,
     pub partition_epoch: i32,
     pub new_isr: Vec<i32>,
+    /// Each member's broker epoch as the leader saw it in the member's
+    /// fetches, in `new_isr`'s order; -1 where it saw none (KIP-903).
+    #[serde(default)]
+    pub new_isr_epochs: Vec<i64>,
 }
 
 /// A request the controller would not carry out, or a controller that
@@ -400,6 +407,7 @@ fn execute_local(broker: &Broker, request: &ControllerRequest) -> ControllerResp
             leader_epoch,
             partition_epoch,
             new_isr,
+            new_isr_epochs,
         } => alter_partition(
             broker,
             &AlterPartition {
@@ -410,6 +418,7 @@ fn execute_local(broker: &Broker, request: &ControllerRequest) -> ControllerResp
                 leader_epoch: *leader_epoch,
                 partition_epoch: *partition_epoch,
                 new_isr: new_isr.clone(),
+                new_isr_epochs: new_isr_epochs.clone(),
             },
         ),
     };
@@ -705,6 +714,7 @@ fn alter_partitions(
                     leader_epoch: u.leader_epoch,
                     partition_epoch: u.partition_epoch,
                     new_isr: u.new_isr.clone(),
+                    new_isr_epochs: u.new_isr_epochs.clone(),
                 };
                 match elections::alter_partition(image, &request) {
                     Ok((changes, _)) => {
@@ -1248,6 +1258,7 @@ mod tests {
             leader_epoch: 0,
             partition_epoch,
             new_isr: new_isr.to_vec(),
+            new_isr_epochs: Vec::new(),
         }
     }
 

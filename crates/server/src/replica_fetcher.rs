@@ -713,10 +713,16 @@ impl IsrChangeQueue {
 /// dropped at once (the controller would refuse it: INELIGIBLE_REPLICA).
 pub(crate) fn send_isr_change(broker: &Arc<Broker>, partition: Arc<Partition>, change: IsrChange) {
     let image = broker.metadata.image();
-    let ineligible = change
-        .new_isr
-        .iter()
-        .any(|r| image.brokers.get(r).is_none_or(|b| b.fenced));
+    // The controller's checks, made here first as Kafka's leader makes
+    // them: no fenced or unregistered member, and none whose fetches
+    // carried another broker epoch than its registration (KIP-903).
+    let ineligible = change.new_isr.iter().enumerate().any(|(i, r)| {
+        let seen = change.broker_epochs.get(i).copied().unwrap_or(-1);
+        image
+            .brokers
+            .get(r)
+            .is_none_or(|b| b.fenced || (seen >= 0 && seen != b.broker_epoch))
+    });
     if ineligible {
         partition.isr_change_done();
         return;
@@ -747,6 +753,7 @@ async fn run_isr_change_sender(broker: Arc<Broker>, mut stop: watch::Receiver<bo
                     leader_epoch: c.leader_epoch,
                     partition_epoch: c.partition_epoch,
                     new_isr: c.new_isr.clone(),
+                    new_isr_epochs: c.broker_epochs.clone(),
                 })
                 .collect(),
         };

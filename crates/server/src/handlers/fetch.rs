@@ -68,10 +68,15 @@ pub async fn handle(
     request: FetchRequest,
 ) -> FetchResponseOut {
     let by_id = ctx.version.version >= 13;
-    let replica_id = if ctx.version.version >= 15 {
-        request.replica_state.replica_id
+    // From v15 a follower names itself and its broker epoch in
+    // ReplicaState; before, by replica id alone.
+    let (replica_id, replica_epoch) = if ctx.version.version >= 15 {
+        (
+            request.replica_state.replica_id,
+            request.replica_state.replica_epoch,
+        )
     } else {
-        request.replica_id
+        (request.replica_id, -1)
     };
     let context = broker
         .fetch_sessions
@@ -87,13 +92,14 @@ pub async fn handle(
     let wanted = context.fetch_list();
     let read_committed = request.isolation_level == 1;
     let reader = Reader {
-        follower: (replica_id >= 0).then_some(replica_id),
+        follower: (replica_id >= 0).then_some((replica_id, replica_epoch)),
         read_committed,
         by_id,
         from_any_replica: ctx.version.version >= FIRST_FOLLOWER_READ_VERSION,
         client_rack: &request.rack_id,
     };
     let mut changes = broker.replicas.subscribe();
+    let leadership = broker.replicas.subscribe_leadership();
     let wait_ms = request.max_wait_ms.clamp(0, MAX_WAIT_MS_LIMIT) as u64;
     let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
     let results = loop {
@@ -109,6 +115,16 @@ pub async fn handle(
         let _waiting = broker.metrics.fetch_waiting();
         match tokio::time::timeout_at(deadline, changes.changed()).await {
             Ok(Ok(())) => continue,
+            // Nothing was appended, no high watermark moved and no leader
+            // changed since the read: its answer stands. An idle
+            // follower's session fetch costs one read of its partitions,
+            // not two.
+            Err(_)
+                if matches!(changes.has_changed(), Ok(false))
+                    && matches!(leadership.has_changed(), Ok(false)) =>
+            {
+                break results
+            }
             Ok(Err(_)) | Err(_) => break read_all(broker, &wanted, request.max_bytes, reader).0,
         }
     };
@@ -226,8 +242,9 @@ enum Read {
 /// Who reads, and how.
 #[derive(Debug, Clone, Copy)]
 struct Reader<'a> {
-    /// The replica id of a follower; `None` for a consumer.
-    follower: Option<i32>,
+    /// A follower's replica id and broker epoch (-1: not said); `None`
+    /// for a consumer.
+    follower: Option<(i32, i64)>,
     read_committed: bool,
     by_id: bool,
     /// A consumer may read from any replica hosted here (KIP-392), up to
@@ -348,7 +365,7 @@ fn read_all(
         // A leader's throttle for this follower, when it applies: the
         // topic names the replica here and the follower is out of the ISR.
         let throttle = match (follower, name.as_deref(), &hosted) {
-            (Some(replica), Some(name), Ok(partition))
+            (Some((replica, _)), Some(name), Ok(partition))
                 if image
                     .topic(name)
                     .is_some_and(|t| t.configs.contains_key(LEADER_THROTTLED_REPLICAS)) =>
@@ -372,7 +389,7 @@ fn read_all(
         let result = hosted.clone().and_then(|partition| {
             partition.check_epoch(p.current_leader_epoch)?;
             match follower {
-                Some(replica) if held_back => {
+                Some((replica, replica_epoch)) if held_back => {
                     // The follower's position counts; it gets no bytes.
                     broker
                         .metrics
@@ -380,6 +397,7 @@ fn read_all(
                         .fetch_add(1, Ordering::Relaxed);
                     match partition.follower_position(
                         replica,
+                        replica_epoch,
                         p.fetch_offset,
                         p.last_fetched_epoch,
                         now_ms,
@@ -394,9 +412,10 @@ fn read_all(
                         }
                     }
                 }
-                Some(replica) => {
+                Some((replica, replica_epoch)) => {
                     let (read, outcome) = partition.follower_fetch(
                         replica,
+                        replica_epoch,
                         p.fetch_offset,
                         p.last_fetched_epoch,
                         limit,
