@@ -15,7 +15,7 @@ pub mod fetch_session;
 
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -160,9 +160,23 @@ impl Connection {
                 message: format!("response of invalid size {size}"),
             });
         }
-        let mut response = vec![0u8; size as usize];
-        self.stream.read_exact(&mut response).await.map_err(io)?;
-        Ok(Bytes::from(response))
+        // Read into the buffer's spare capacity: a follower's fetch
+        // response runs to megabytes, and zeroing it first costs about as
+        // much as the copy from the socket.
+        let size = size as usize;
+        let mut response = BytesMut::with_capacity(size);
+        while response.len() < size {
+            let rest = (size - response.len()) as u64;
+            let read = (&mut self.stream)
+                .take(rest)
+                .read_buf(&mut response)
+                .await
+                .map_err(io)?;
+            if read == 0 {
+                return Err(io(std::io::ErrorKind::UnexpectedEof.into()));
+            }
+        }
+        Ok(response.freeze())
     }
 }
 
