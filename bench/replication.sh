@@ -11,6 +11,12 @@
 # at most 3.5 times their CPU per million unreplicated ones.
 #
 # env: N=2000000 SIZE=100 REPS=3 PARTS=6 TARN_BIN SHARED=../shared/bench
+#      QUEUE_MAX: the client's queue.buffering.max.messages (librdkafka's
+#        default, 100000, when unset). rdperf is a closed loop: once the
+#        brokers are the bottleneck its latency is mostly this queue's
+#        depth divided by the rate, so a run with a smaller queue shows
+#        the brokers' latency rather than the client's backlog.
+#      OUT=bench/RESULTS-replication.md (raw lines go beside it, .csv)
 #      KEEP=1 keeps the scratch directory (data dirs, every node's log)
 # Exits non-zero if any step fails.
 set -euo pipefail
@@ -18,6 +24,11 @@ cd "$(dirname "$0")/.."
 repo=$PWD
 shared=$(cd "${SHARED:-../shared/bench}" && pwd)
 N=${N:-2000000} SIZE=${SIZE:-100} REPS=${REPS:-3} PARTS=${PARTS:-6}
+OUT=${OUT:-bench/RESULTS-replication.md}
+raw=${OUT%.md}.csv
+raw=$(dirname "$raw")/$(basename "$raw" | sed 's/^RESULTS-/results-/')
+queue_opts=()
+if [ -n "${QUEUE_MAX:-}" ]; then queue_opts=(-X "queue.buffering.max.messages=$QUEUE_MAX"); fi
 work=$(mktemp -d /tmp/tarn-replication.XXXXXX)
 csv=$work/unused.csv
 pids=()
@@ -69,18 +80,18 @@ for rep in $(seq 1 "$REPS"); do
     if [ "$mode" = rf1 ]; then acks=1; else acks=-1; fi
     step "rep $rep: $mode (acks=$acks), $N x $SIZE B"
     c0=$(cpu_all)
-    res=$("$RDPERF" produce -b "$bootstrap" -t "$mode" -n "$N" -s "$SIZE" -a "$acks" -B 65536 -l 5 -c none |
+    res=$("$RDPERF" produce -b "$bootstrap" -t "$mode" -n "$N" -s "$SIZE" -a "$acks" -B 65536 -l 5 -c none "${queue_opts[@]}" |
           tee -a /dev/stderr | grep '^RESULT')
     c1=$(cpu_all)
     echo "$mode,$rep,$N,$SIZE,$(field secs "$res"),$(field rps "$res"),$(field p50_ms "$res"),$(field p99_ms "$res"),$(minus "$c0" "$c1"),$(field cpu_s "$res")" >>"$out"
   done
 done
 for pid in "${pids[@]}"; do kill -0 "$pid" || { echo "bench: a node died; logs in $work" >&2; KEEP=1; exit 1; }; done
-cp "$out" bench/results-replication.csv
+cp "$out" "$raw"
 
 commit=$(git rev-parse --short HEAD)
 dirty=$(git status --porcelain --untracked-files=no | grep -q . && echo " (with uncommitted changes)" || true)
-python3 - "$out" >bench/RESULTS-replication.md <<EOF
+python3 - "$out" >"$OUT" <<EOF
 import csv, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
 def med(mode, key):
@@ -93,8 +104,8 @@ print("# Replication: acks=all with replication factor 3 against acks=1 with rep
 print()
 print("Written by \`bench/replication.sh\` on $(date -u '+%Y-%m-%d %H:%M UTC'), commit $commit$dirty, release build;")
 print("$(nproc) cores ($(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)), three nodes (broker and controller each)")
-print("and the client on this one machine. N=$N SIZE=$SIZE REPS=$REPS PARTS=$PARTS; rdperf produce -B 65536 -l 5 -c none.")
-print("Medians over the reps; every rep is in bench/results-replication.csv.")
+print("and the client on this one machine. N=$N SIZE=$SIZE REPS=$REPS PARTS=$PARTS; rdperf produce -B 65536 -l 5 -c none ${queue_opts[*]}.")
+print("Medians over the reps; every rep is in $raw.")
 print()
 print("| mode | rate M/s | p50 ms | p99 ms | three brokers' CPU s per M records |")
 print("|---|---|---|---|---|")
@@ -108,5 +119,5 @@ print(f"- acks=all/RF3 keeps {rate3 / rate1:.2f} of acks=1/RF1's rate: {ok(rate3
 print(f"- acks=all/RF3 p99 {p99_3:.1f} ms: {ok(p99_3 <= 30)} the target of at most 30 ms.")
 print(f"- CPU per million: {cpu3:.3f} s replicated against {cpu1:.3f} s unreplicated, {cpu3 / cpu1:.2f} times: {ok(cpu3 / cpu1 <= 3.5)} the target of at most 3.5.")
 EOF
-echo "bench: wrote bench/RESULTS-replication.md" >&2
-cat bench/RESULTS-replication.md
+echo "bench: wrote $OUT" >&2
+cat "$OUT"
