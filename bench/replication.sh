@@ -27,6 +27,18 @@ N=${N:-2000000} SIZE=${SIZE:-100} REPS=${REPS:-3} PARTS=${PARTS:-6}
 OUT=${OUT:-bench/RESULTS-replication.md}
 raw=${OUT%.md}.csv
 raw=$(dirname "$raw")/$(basename "$raw" | sed 's/^RESULTS-/results-/')
+# Before each run the page cache is written back and dropped (when this
+# runs as root): on this kind of VM, writing into guest memory the page
+# cache has not used before costs several times the CPU (the kernel's copy
+# into the page cache took half the brokers' time once a run's data
+# pushed the cache into fresh memory), which fell on whichever run came
+# later.
+drop_caches=0
+if [ -w /proc/sys/vm/drop_caches ]; then drop_caches=1; fi
+settle() {
+  sync
+  if [ "$drop_caches" = 1 ]; then echo 1 >/proc/sys/vm/drop_caches; fi
+}
 queue_opts=()
 if [ -n "${QUEUE_MAX:-}" ]; then queue_opts=(-X "queue.buffering.max.messages=$QUEUE_MAX"); fi
 work=$(mktemp -d /tmp/tarn-replication.XXXXXX)
@@ -79,6 +91,7 @@ for rep in $(seq 1 "$REPS"); do
   for mode in rf1 rf3; do
     if [ "$mode" = rf1 ]; then acks=1; else acks=-1; fi
     step "rep $rep: $mode (acks=$acks), $N x $SIZE B"
+    settle
     c0=$(cpu_all)
     res=$("$RDPERF" produce -b "$bootstrap" -t "$mode" -n "$N" -s "$SIZE" -a "$acks" -B 65536 -l 5 -c none "${queue_opts[@]}" |
           tee -a /dev/stderr | grep '^RESULT')
@@ -105,7 +118,7 @@ print()
 print("Written by \`bench/replication.sh\` on $(date -u '+%Y-%m-%d %H:%M UTC'), commit $commit$dirty, release build;")
 print("$(nproc) cores ($(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)), three nodes (broker and controller each)")
 print("and the client on this one machine. N=$N SIZE=$SIZE REPS=$REPS PARTS=$PARTS; rdperf produce -B 65536 -l 5 -c none ${queue_opts[*]}.")
-print("Medians over the reps; every rep is in $raw.")
+print("Medians over the reps; every rep is in $raw." + (" The page cache was dropped before each run." if "$drop_caches" == "1" else ""))
 print()
 print("| mode | rate M/s | p50 ms | p99 ms | three brokers' CPU s per M records |")
 print("|---|---|---|---|---|")
