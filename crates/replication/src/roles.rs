@@ -460,12 +460,14 @@ impl Partition {
     }
 
     /// Follower: takes the leader's high watermark, capped by this log's
-    /// end.
-    pub fn update_follower_high_watermark(&self, leader_high_watermark: i64) {
+    /// end; true when that moved it.
+    pub fn update_follower_high_watermark(&self, leader_high_watermark: i64) -> bool {
         let hw = leader_high_watermark.min(self.log_end_offset()).max(0);
-        if self.high_watermark.swap(hw, Ordering::AcqRel) != hw {
+        let moved = self.high_watermark.swap(hw, Ordering::AcqRel) != hw;
+        if moved {
             self.hw_changes.send_replace(hw);
         }
+        moved
     }
 
     /// Follower: removes everything at and after `offset`.

@@ -353,6 +353,7 @@ async fn run_fetcher(
         let by_key: HashMap<(Uuid, i32), &Followed> =
             followed.iter().map(|f| (f.key(), f)).collect();
         let mut flushes = Vec::new();
+        let mut high_watermark_moved = false;
         for topic in response.responses {
             for data in topic.partitions {
                 let Some(followed) = by_key.get(&(topic.topic_id, data.partition_index)) else {
@@ -365,7 +366,13 @@ async fn run_fetcher(
                         .record(bytes as u64, Instant::now(), t.windows);
                 }
                 let outcome = process_partition(&broker, conn, followed, data).await;
-                if let Ok(Some(flush)) = outcome {
+                if let Ok(processed) = &outcome {
+                    high_watermark_moved |= processed.high_watermark_moved;
+                }
+                if let Ok(Processed {
+                    flush: Some(flush), ..
+                }) = outcome
+                {
                     flushes.push((*followed, flush));
                 } else if let Err(failed) = outcome {
                     let delay = if failed.leader_catching_up {
@@ -377,6 +384,11 @@ async fn run_fetcher(
                     backoff_until.insert(followed.backoff_key(), Instant::now() + delay);
                 }
             }
+        }
+        // Consumers reading from this follower (KIP-392) wait up to its
+        // high watermark: wake them, as the leader's appends do.
+        if high_watermark_moved {
+            broker.replicas.notify_appended();
         }
         // The next fetch tells the leader this log's new end, which may
         // move its high watermark and acknowledge acks=all writes: a flush
@@ -524,22 +536,30 @@ impl From<String> for PartitionFailed {
 /// divergence, settles an out-of-range offset. Returns the flush the
 /// append made due (`flush.messages`), if any, to be awaited before the
 /// next fetch.
+/// What applying one partition's answer came to.
+#[derive(Default)]
+struct Processed {
+    /// The flush `flush.messages` made due by the append, if any.
+    flush: Option<AppendCompletion>,
+    high_watermark_moved: bool,
+}
+
 async fn process_partition(
     broker: &Broker,
     conn: &mut Connection,
     followed: &Followed,
     data: PartitionData,
-) -> Result<Option<AppendCompletion>, PartitionFailed> {
+) -> Result<Processed, PartitionFailed> {
     let partition = &followed.partition;
     if partition.role() != Role::Follower || partition.leader_epoch() != followed.leader_epoch {
         // The metadata moved on while the fetch was out; its answer is stale.
-        return Ok(None);
+        return Ok(Processed::default());
     }
     match data.error_code {
         error::NONE => {}
         error::OFFSET_OUT_OF_RANGE => {
             settle_out_of_range(broker, conn, followed).await?;
-            return Ok(None);
+            return Ok(Processed::default());
         }
         code => {
             return Err(PartitionFailed {
@@ -560,7 +580,7 @@ async fn process_partition(
             .divergence_truncation_offset(diverging.epoch, diverging.end_offset)
             .map_err(|e| e.message)?;
         partition.truncate_to(offset).map_err(|e| e.message)?;
-        return Ok(None);
+        return Ok(Processed::default());
     }
     let mut flush = None;
     if let Some(records) = data.records.as_deref() {
@@ -570,12 +590,15 @@ async fn process_partition(
             flush = Some(partition.durability_barrier());
         }
     }
-    partition.update_follower_high_watermark(data.high_watermark);
+    let high_watermark_moved = partition.update_follower_high_watermark(data.high_watermark);
     if data.log_start_offset >= 0 {
         off_async_workers(|| partition.follow_log_start_offset(data.log_start_offset))
             .map_err(|e| e.message)?;
     }
-    Ok(flush)
+    Ok(Processed {
+        flush,
+        high_watermark_moved,
+    })
 }
 
 /// The prefix of `records` made of whole batches (a leader may cut the
