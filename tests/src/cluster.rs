@@ -114,7 +114,18 @@ impl Cluster {
     /// Starts `n` nodes in the order given (node ids from 1), each with
     /// `settings` besides the cluster keys.
     pub fn start(n: usize, order: &[usize], settings: &[(&str, &str)]) -> Cluster {
-        Cluster::launch(n, order, settings, Roles::Combined, Hosts::Loopback)
+        Cluster::launch(n, order, settings, &[], Roles::Combined, Hosts::Loopback)
+    }
+
+    /// Like [`Cluster::start`], node `i + 1` also with `each[i]` (a
+    /// `broker.rack` of its own, say).
+    pub fn start_each(
+        n: usize,
+        order: &[usize],
+        settings: &[(&str, &str)],
+        each: &[&[(&str, &str)]],
+    ) -> Cluster {
+        Cluster::launch(n, order, settings, each, Roles::Combined, Hosts::Loopback)
     }
 
     /// Starts `controllers` nodes that are only controllers (ids 1 to
@@ -130,6 +141,7 @@ impl Cluster {
             controllers + brokers,
             order,
             settings,
+            &[],
             Roles::Separated(controllers),
             Hosts::Loopback,
         )
@@ -145,6 +157,7 @@ impl Cluster {
             n,
             order,
             settings,
+            &[],
             Roles::Combined,
             Hosts::Network(Network::create(n as i32)),
         )
@@ -154,6 +167,7 @@ impl Cluster {
         n: usize,
         order: &[usize],
         settings: &[(&str, &str)],
+        each: &[&[(&str, &str)]],
         roles: Roles,
         hosts: Hosts,
     ) -> Cluster {
@@ -204,7 +218,8 @@ impl Cluster {
                     .set("process.roles", roles)
                     .set("controller.listener.names", "CONTROLLER")
                     .set("controller.quorum.voters", &voters);
-                for (key, value) in settings {
+                let own = each.get(i).copied().unwrap_or_default();
+                for (key, value) in settings.iter().chain(own) {
                     options = options.set(key, value);
                 }
                 options

@@ -327,7 +327,19 @@ pub fn consume_from(
     expected: usize,
     timeout: Duration,
 ) -> Vec<Consumed> {
-    let consumer = consumer(bootstrap, &[]);
+    consume_from_with(bootstrap, topic, starts, expected, timeout, &[])
+}
+
+/// Like [`consume_from`], with the consumer configured with `extra`.
+pub fn consume_from_with(
+    bootstrap: &str,
+    topic: &str,
+    starts: &[(i32, Offset)],
+    expected: usize,
+    timeout: Duration,
+    extra: &[(&str, &str)],
+) -> Vec<Consumed> {
+    let consumer = consumer(bootstrap, extra);
     let mut assignment = TopicPartitionList::new();
     for (partition, offset) in starts {
         assignment

@@ -72,7 +72,20 @@ pub fn fetch(
     epoch: i32,
     max_wait_ms: i32,
 ) -> PartitionData {
+    fetch_in_rack(client, topic, offset, epoch, max_wait_ms, "")
+}
+
+/// Like [`fetch`], from a consumer whose `client.rack` is `rack` (KIP-392).
+pub fn fetch_in_rack(
+    client: &mut Client,
+    topic: &str,
+    offset: i64,
+    epoch: i32,
+    max_wait_ms: i32,
+    rack: &str,
+) -> PartitionData {
     let request = FetchRequest {
+        rack_id: rack.into(),
         max_wait_ms,
         min_bytes: 1,
         max_bytes: 1 << 20,

@@ -9,9 +9,10 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use rdkafka::Offset;
 use tarn_cli::client::Client;
 use tarn_e2e::cluster::{segment_files, Cluster};
-use tarn_e2e::kafka::{consume_all, watermarks, Outgoing, Record, TestProducer};
+use tarn_e2e::kafka::{consume_all, consume_from_with, watermarks, Outgoing, Record, TestProducer};
 use tarn_e2e::{cli, http, run_with_timeout, wire};
 use tarn_protocol::error;
 
@@ -259,5 +260,124 @@ fn a_killed_broker_is_fenced_once_its_controller_connection_closes() {
             Duration::from_secs(60),
         );
         assert_eq!(consumed.len(), 200);
+    });
+}
+
+/// The Fetch version Tarn's followers send (`FOLLOWER_FETCH_VERSION` in
+/// crates/server/src/replica_fetcher.rs); librdkafka 2.12 sends v16.
+const FOLLOWER_FETCH_VERSION: i16 = 15;
+
+/// Fetch requests `node` answered in any other version than its peers'
+/// followers use: consumers' and tools'.
+fn consumer_fetches(cluster: &Cluster, node: i32) -> f64 {
+    http::scrape(cluster.node(node))
+        .lines()
+        .filter_map(|line| {
+            let rest = line.strip_prefix("tarn_requests_total{api=\"Fetch\",version=\"")?;
+            let (version, count) = rest.split_once("\"} ")?;
+            (version.parse::<i16>().ok()? != FOLLOWER_FETCH_VERSION)
+                .then(|| count.parse::<f64>().expect("count"))
+        })
+        .sum()
+}
+
+#[test]
+fn a_consumer_reads_from_the_replica_in_its_rack() {
+    run_with_timeout(TEST_LIMIT, || {
+        let cluster = Cluster::start_each(
+            3,
+            &[1, 2, 3],
+            &[(
+                "replica.selector.class",
+                "org.apache.kafka.common.replica.RackAwareReplicaSelector",
+            )],
+            &[
+                &[("broker.rack", "rack-1")],
+                &[("broker.rack", "rack-2")],
+                &[("broker.rack", "rack-3")],
+            ],
+        );
+        cluster.wait_until_formed(FORMED);
+        create_topic(&cluster.address(1), "racked", 1, &["min.insync.replicas=2"]);
+        let mut producer = TestProducer::new(&cluster.address(1), &[("acks", "all")]);
+        assert_eq!(
+            producer.produce_all("racked", &records("r", 300)).len(),
+            300
+        );
+        let view = cluster.view(1).expect("view");
+        let leader = view.leaders["racked"][0];
+        let follower = *[1, 2, 3]
+            .iter()
+            .find(|id| **id != leader)
+            .expect("a follower");
+        let rack = format!("rack-{follower}");
+
+        // The leader names the follower in the consumer's rack, with no
+        // records; from v11 only, and only to a consumer that names a rack.
+        let mut to_leader = Client::connect(&cluster.address(leader)).expect("connect");
+        let told = wire::fetch_in_rack(&mut to_leader, "racked", 0, -1, 0, &rack);
+        assert_eq!(told.error_code, error::NONE);
+        assert_eq!(told.preferred_read_replica, follower, "{told:?}");
+        assert!(told.records.as_ref().is_none_or(|r| r.is_empty()));
+        let own = wire::fetch_in_rack(
+            &mut to_leader,
+            "racked",
+            0,
+            -1,
+            0,
+            &format!("rack-{leader}"),
+        );
+        assert_eq!(own.preferred_read_replica, -1, "{own:?}");
+        assert!(own.records.as_ref().is_some_and(|r| !r.is_empty()));
+        let unracked = wire::fetch(&mut to_leader, "racked", 0, -1, 0);
+        assert_eq!(unracked.preferred_read_replica, -1, "{unracked:?}");
+
+        // The follower serves the consumer up to its high watermark.
+        let mut to_follower = Client::connect(&cluster.address(follower)).expect("connect");
+        let served = wire::fetch_in_rack(&mut to_follower, "racked", 0, -1, 5_000, &rack);
+        assert_eq!(served.error_code, error::NONE, "{served:?}");
+        assert!(
+            served.records.as_ref().is_some_and(|r| !r.is_empty()),
+            "{served:?}"
+        );
+
+        // librdkafka with client.rack follows the leader's answer and reads
+        // everything from the follower.
+        let before = consumer_fetches(&cluster, follower);
+        let consumed = consume_from_with(
+            &cluster.address(leader),
+            "racked",
+            &[(0, Offset::Beginning)],
+            300,
+            Duration::from_secs(60),
+            &[("client.rack", rack.as_str())],
+        );
+        let values: BTreeSet<_> = consumed.iter().map(|c| c.record.value.clone()).collect();
+        assert_eq!((consumed.len(), values.len()), (300, 300));
+        let served = consumer_fetches(&cluster, follower) - before;
+        assert!(
+            served >= 1.0,
+            "the follower answered {served} consumer fetches"
+        );
+
+        // A fetch waiting at the follower's end gets the records produced
+        // meanwhile: the follower wakes its waiting fetches when its high
+        // watermark moves. (Without that, the wait would lapse and answer
+        // the empty read it began with.)
+        let late = std::thread::spawn({
+            let bootstrap = cluster.address(leader);
+            move || {
+                std::thread::sleep(Duration::from_secs(1));
+                let mut producer = TestProducer::new(&bootstrap, &[("acks", "all")]);
+                producer.produce_all("racked", &records("late", 100)).len()
+            }
+        });
+        let woken = wire::fetch_in_rack(&mut to_follower, "racked", 300, -1, 20_000, &rack);
+        assert_eq!(late.join().expect("late producer"), 100);
+        assert_eq!(woken.error_code, error::NONE, "{woken:?}");
+        assert!(
+            woken.records.as_ref().is_some_and(|r| !r.is_empty()),
+            "{woken:?}"
+        );
     });
 }
