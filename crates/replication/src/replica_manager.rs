@@ -1117,6 +1117,7 @@ impl ReplicaManager {
         let min_insync = min_insync_replicas(config, topic);
         let now_ms = self.env.now_ms();
         let mut leadership_changed = false;
+        let mut high_watermark_moved = false;
         let settings_changed = config_changed || old.is_some_and(|o| o.configs != topic.configs);
         let mut removed = Vec::new();
         for p in &topic.partitions {
@@ -1135,9 +1136,12 @@ impl ReplicaManager {
             }
             if let Some(existing) = self.get(&topic.name, p.partition_id) {
                 if existing.topic_id == topic.topic_id {
+                    let high_watermark = existing.high_watermark();
                     if existing.apply_assignment(p, p.partition_epoch, min_insync, now_ms) {
                         leadership_changed = true;
                     }
+                    // A smaller ISR can let a leader's high watermark jump.
+                    high_watermark_moved |= existing.high_watermark() != high_watermark;
                     if settings_changed {
                         existing.compression.store(compression, Ordering::Release);
                         existing.compression_level.store(level, Ordering::Release);
@@ -1228,6 +1232,9 @@ impl ReplicaManager {
             }
             self.retire(&removed)?;
             leadership_changed = true;
+        }
+        if high_watermark_moved {
+            self.notify_appended();
         }
         if leadership_changed {
             self.leadership_version.send_modify(|v| *v += 1);
