@@ -1,6 +1,10 @@
 //! Fetch: whole record batches from each requested partition, waiting up
 //! to `max_wait_ms` for `min_bytes` of data. The wait is woken by appends
-//! (the replica manager's data version), not by polling.
+//! and high watermark moves (the replica manager's data version: a
+//! leader's produce, a follower's fetch or an ISR change on a leader, a
+//! follower's copy of its leader's high watermark, a coordinator's write)
+//! and by leader changes, not by polling; when it lapses with none of
+//! these, the read it began with is the answer.
 //!
 //! Record data is never read into memory: each partition's records are a
 //! file range of its segment, which the connection sends with sendfile(2)
