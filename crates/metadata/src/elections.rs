@@ -411,21 +411,30 @@ fn check_new_isr(
     }
     for (i, member) in new_isr.iter().enumerate() {
         let seen = epochs.get(i).copied().unwrap_or(-1);
-        let why = match image.brokers.get(member) {
-            None => "not registered".to_owned(),
-            Some(b) if b.fenced => "fenced".to_owned(),
-            Some(b) if seen >= 0 && seen != b.broker_epoch => format!(
-                "registered with broker epoch {}, not the epoch {seen} its fetches carried",
-                b.broker_epoch
-            ),
-            Some(_) => continue,
-        };
-        return Err((
-            error::INELIGIBLE_REPLICA,
-            format!("the new ISR {new_isr:?} names broker {member}, which is {why}"),
-        ));
+        if let Some(why) = isr_ineligibility(image, *member, seen) {
+            return Err((
+                error::INELIGIBLE_REPLICA,
+                format!("the new ISR {new_isr:?} names broker {member}, which is {why}"),
+            ));
+        }
     }
     Ok(())
+}
+
+/// Why broker `member` may not be in an ISR, if it may not: it is not
+/// registered, is fenced, or is registered with another broker epoch than
+/// `seen_epoch`, the one its fetches carried to the leader (-1: unknown,
+/// not checked; KIP-903). Leaders ask it before sending an ISR change.
+pub fn isr_ineligibility(image: &MetadataImage, member: i32, seen_epoch: i64) -> Option<String> {
+    match image.brokers.get(&member) {
+        None => Some("not registered".to_owned()),
+        Some(b) if b.fenced => Some("fenced".to_owned()),
+        Some(b) if seen_epoch >= 0 && seen_epoch != b.broker_epoch => Some(format!(
+            "registered with broker epoch {}, not the epoch {seen_epoch} its fetches carried",
+            b.broker_epoch
+        )),
+        Some(_) => None,
+    }
 }
 
 /// ElectLeaders' election types, by their wire ids.

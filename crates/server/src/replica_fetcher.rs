@@ -365,23 +365,22 @@ async fn run_fetcher(
                         .follower_quota
                         .record(bytes as u64, Instant::now(), t.windows);
                 }
-                let outcome = process_partition(&broker, conn, followed, data).await;
-                if let Ok(processed) = &outcome {
-                    high_watermark_moved |= processed.high_watermark_moved;
-                }
-                if let Ok(Processed {
-                    flush: Some(flush), ..
-                }) = outcome
-                {
-                    flushes.push((*followed, flush));
-                } else if let Err(failed) = outcome {
-                    let delay = if failed.leader_catching_up {
-                        LEADER_CATCH_UP_BACKOFF
-                    } else {
-                        settings.backoff
-                    };
-                    tracing::debug!(topic = %followed.partition.topic, partition = followed.partition.index, leader, reason = %failed.reason, ?delay, "partition backs off");
-                    backoff_until.insert(followed.backoff_key(), Instant::now() + delay);
+                match process_partition(&broker, conn, followed, data).await {
+                    Ok(processed) => {
+                        high_watermark_moved |= processed.high_watermark_moved;
+                        if let Some(flush) = processed.flush {
+                            flushes.push((*followed, flush));
+                        }
+                    }
+                    Err(failed) => {
+                        let delay = if failed.leader_catching_up {
+                            LEADER_CATCH_UP_BACKOFF
+                        } else {
+                            settings.backoff
+                        };
+                        tracing::debug!(topic = %followed.partition.topic, partition = followed.partition.index, leader, reason = %failed.reason, ?delay, "partition backs off");
+                        backoff_until.insert(followed.backoff_key(), Instant::now() + delay);
+                    }
                 }
             }
         }
@@ -532,18 +531,20 @@ impl From<String> for PartitionFailed {
     }
 }
 
-/// Takes one partition's answer: appends its records, truncates on a
-/// divergence, settles an out-of-range offset. Returns the flush the
-/// append made due (`flush.messages`), if any, to be awaited before the
-/// next fetch.
 /// What applying one partition's answer came to.
 #[derive(Default)]
 struct Processed {
-    /// The flush `flush.messages` made due by the append, if any.
+    /// The flush `flush.messages` made due by the append, if any, to be
+    /// awaited before the next fetch.
     flush: Option<AppendCompletion>,
+    /// This replica's high watermark moved (consumers reading from it
+    /// are woken).
     high_watermark_moved: bool,
 }
 
+/// Takes one partition's answer: appends its records, truncates on a
+/// divergence, settles an out-of-range offset, and takes the leader's
+/// high watermark.
 async fn process_partition(
     broker: &Broker,
     conn: &mut Connection,
@@ -736,15 +737,11 @@ impl IsrChangeQueue {
 /// dropped at once (the controller would refuse it: INELIGIBLE_REPLICA).
 pub(crate) fn send_isr_change(broker: &Arc<Broker>, partition: Arc<Partition>, change: IsrChange) {
     let image = broker.metadata.image();
-    // The controller's checks, made here first as Kafka's leader makes
-    // them: no fenced or unregistered member, and none whose fetches
-    // carried another broker epoch than its registration (KIP-903).
+    // The controller's member checks, made here first as Kafka's leader
+    // makes them.
     let ineligible = change.new_isr.iter().enumerate().any(|(i, r)| {
         let seen = change.broker_epochs.get(i).copied().unwrap_or(-1);
-        image
-            .brokers
-            .get(r)
-            .is_none_or(|b| b.fenced || (seen >= 0 && seen != b.broker_epoch))
+        tarn_metadata::elections::isr_ineligibility(&image, *r, seen).is_some()
     });
     if ineligible {
         partition.isr_change_done();
