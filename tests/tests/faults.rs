@@ -41,11 +41,16 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::client::ClientContext;
+use rdkafka::config::RDKafkaLogLevel;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext};
+use rdkafka::error::KafkaResult;
 use rdkafka::{Message, Offset, TopicPartitionList};
 
 use tarn_e2e::cluster::{Cluster, View};
-use tarn_e2e::kafka::{consume_all, consumer, watermarks, Outgoing, Record, TestProducer};
+use tarn_e2e::kafka::{
+    base_config, consume_all, consumer, watermarks, Outgoing, Record, TestProducer,
+};
 use tarn_e2e::{cli, run_with_timeout};
 use tarn_protocol::record_batch::BatchIter;
 
@@ -127,6 +132,9 @@ struct GroupReads {
     read: std::collections::HashSet<(i32, i64)>,
     /// Per partition, the highest offset a commit was acknowledged for.
     acked_commits: BTreeMap<i32, i64>,
+    /// Commits sent, and of them those answered with success or an error
+    /// (the rest were never answered: a client that lost its coordinator).
+    sent_commits: usize,
     commits: usize,
     failed_commits: usize,
 }
@@ -162,6 +170,9 @@ struct Anomalies {
     reader_behind: usize,
     /// The same for the group's members.
     group_behind: usize,
+    /// Group members whose consumer did not close within [`CATCH_UP`] of
+    /// being told to stop (a client waiting on a coordinator it lost).
+    members_stuck: usize,
 }
 
 fn seeds(ci_seeds: &[u64]) -> (Vec<u64>, usize) {
@@ -237,9 +248,9 @@ fn run_seed(seed: u64, rounds: usize, brokers: usize) {
     };
     let group = Arc::new(Mutex::new(GroupReads::default()));
     let members: Vec<_> = (0..MEMBERS)
-        .map(|_| {
+        .map(|id| {
             let (stop, group, bootstrap) = (stop_reading.clone(), group.clone(), bootstrap.clone());
-            thread::spawn(move || read_in_group(&bootstrap, &stop, &group))
+            thread::spawn(move || read_in_group(&bootstrap, &stop, group, id))
         })
         .collect();
 
@@ -293,8 +304,21 @@ fn run_seed(seed: u64, rounds: usize, brokers: usize) {
     );
     stop_reading.store(true, Ordering::SeqCst);
     reader.join().expect("reader thread");
-    for member in members {
-        member.join().expect("group member thread");
+    // A member's consumer closes (leaves the group) as its thread ends; a
+    // client that lost its coordinator can wait on it for ever, so the run
+    // waits a bounded time and then leaves it behind, reporting it.
+    let closing = Instant::now();
+    let mut members_stuck = 0;
+    for (id, member) in members.into_iter().enumerate() {
+        while !member.is_finished() && closing.elapsed() < CATCH_UP {
+            thread::sleep(Duration::from_millis(100));
+        }
+        if member.is_finished() {
+            member.join().expect("group member thread");
+        } else {
+            println!("  group member {id}: its consumer did not close in {CATCH_UP:?}");
+            members_stuck += 1;
+        }
     }
 
     // Everything healed: wait for every ISR to be whole again, then read.
@@ -338,6 +362,7 @@ fn run_seed(seed: u64, rounds: usize, brokers: usize) {
     let mut anomalies = Anomalies {
         reader_behind,
         group_behind,
+        members_stuck,
         producer_fatal: usize::from(history.fatal.is_some()),
         backwards: reads.backwards,
         skipped: reads.skipped,
@@ -374,10 +399,11 @@ fn run_seed(seed: u64, rounds: usize, brokers: usize) {
     let committed = committed_offsets(&cluster.bootstrap());
     let group = group.lock().expect("group reads");
     println!(
-        "seed {seed}: the group read {} records, {} commits acknowledged ({} failed), committed {committed:?}",
+        "seed {seed}: the group read {} records, {} commits acknowledged ({} failed, {} unanswered), committed {committed:?}",
         group.read.len(),
         group.commits,
-        group.failed_commits
+        group.failed_commits,
+        group.sent_commits.saturating_sub(group.commits + group.failed_commits),
     );
     for (partition, acked) in &group.acked_commits {
         if committed.get(partition).copied().unwrap_or(-1) < *acked {
@@ -614,14 +640,74 @@ fn read_live(bootstrap: &str, stop: &AtomicBool, reads: &Mutex<Reads>) {
     }
 }
 
+/// A group member's librdkafka callbacks: the coordinator's answers to its
+/// commits, and librdkafka's own log when `TARN_FAULT_CLIENT_DEBUG` names
+/// debug contexts (`cgrp,protocol`, say) to diagnose a client that wedges.
+struct Member {
+    id: usize,
+    group: Arc<Mutex<GroupReads>>,
+}
+
+impl ClientContext for Member {
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
+        // librdkafka logs from its own threads, which the test harness does
+        // not capture: say nothing unless asked to.
+        if std::env::var_os("TARN_FAULT_CLIENT_DEBUG").is_some() {
+            eprintln!("member {} {level:?} {fac}: {log_message}", self.id);
+        }
+    }
+}
+
+impl ConsumerContext for Member {
+    fn commit_callback(&self, result: KafkaResult<()>, offsets: &TopicPartitionList) {
+        let mut group = self.group.lock().expect("group reads");
+        // A rebalance or a coordinator moving fails a commit: nothing is
+        // owed for a partition whose commit was not acknowledged.
+        let mut acknowledged = result.is_ok();
+        for element in offsets.elements() {
+            match (&result, element.error(), element.offset()) {
+                (Ok(()), Ok(()), Offset::Offset(offset)) => {
+                    let acked = group
+                        .acked_commits
+                        .entry(element.partition())
+                        .or_insert(offset);
+                    *acked = (*acked).max(offset);
+                }
+                (_, Err(_), _) => acknowledged = false,
+                _ => {}
+            }
+        }
+        if acknowledged {
+            group.commits += 1;
+        } else {
+            group.failed_commits += 1;
+        }
+    }
+}
+
 /// One member of the group: reads what it is assigned and commits its
-/// positions every `COMMIT_EVERY` records, until `stop` (then it leaves
-/// without a last commit).
-fn read_in_group(bootstrap: &str, stop: &AtomicBool, group: &Mutex<GroupReads>) {
-    let consumer: BaseConsumer = consumer(
-        bootstrap,
-        &[("group.id", GROUP), ("fetch.wait.max.ms", "100")],
-    );
+/// positions every [`COMMIT_EVERY`] records. Commits are asynchronous (their
+/// answers come to [`Member::commit_callback`] while polling), so a client
+/// that loses track of its coordinator stalls this member's commits, not the
+/// run: librdkafka 2.12's synchronous commit has been seen to wait forever.
+fn read_in_group(bootstrap: &str, stop: &AtomicBool, group: Arc<Mutex<GroupReads>>, id: usize) {
+    let mut config = base_config(bootstrap);
+    config
+        .set("group.id", GROUP)
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("fetch.wait.max.ms", "100");
+    if let Ok(contexts) = std::env::var("TARN_FAULT_CLIENT_DEBUG") {
+        config.set("debug", contexts);
+    }
+    let member = Member {
+        id,
+        group: group.clone(),
+    };
+    let consumer: BaseConsumer<Member> = config
+        .create_with_context(member)
+        .expect("create group member");
     consumer.subscribe(&[TOPIC]).expect("subscribe");
     let mut since_commit = 0;
     while !stop.load(Ordering::SeqCst) {
@@ -642,25 +728,23 @@ fn read_in_group(bootstrap: &str, stop: &AtomicBool, group: &Mutex<GroupReads>) 
         let Ok(positions) = consumer.position() else {
             continue;
         };
-        let outcome = consumer.commit(&positions, CommitMode::Sync);
-        let mut group = group.lock().expect("group reads");
-        match outcome {
-            Ok(()) => {
-                group.commits += 1;
-                for element in positions.elements() {
-                    if let Offset::Offset(offset) = element.offset() {
-                        let acked = group
-                            .acked_commits
-                            .entry(element.partition())
-                            .or_insert(offset);
-                        *acked = (*acked).max(offset);
-                    }
-                }
-            }
-            // A rebalance or a coordinator moving: the commit is not
-            // acknowledged, so nothing is owed for it.
-            Err(_) => group.failed_commits += 1,
+        match consumer.commit(&positions, CommitMode::Async) {
+            Ok(()) => group.lock().expect("group reads").sent_commits += 1,
+            // Refused before it was sent (no assignment, say): not owed.
+            Err(_) => group.lock().expect("group reads").failed_commits += 1,
         }
+    }
+    // Hear the answers to the commits still in flight.
+    let answered = Instant::now();
+    while answered.elapsed() < Duration::from_secs(10) {
+        let pending = {
+            let group = group.lock().expect("group reads");
+            group.sent_commits > group.commits + group.failed_commits
+        };
+        if !pending {
+            break;
+        }
+        consumer.poll(Duration::from_millis(100));
     }
 }
 
