@@ -44,7 +44,6 @@ use std::time::{Duration, Instant};
 use rdkafka::client::ClientContext;
 use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext};
-use rdkafka::error::KafkaResult;
 use rdkafka::{Message, Offset, TopicPartitionList};
 
 use tarn_e2e::cluster::{Cluster, View};
@@ -132,9 +131,6 @@ struct GroupReads {
     read: std::collections::HashSet<(i32, i64)>,
     /// Per partition, the highest offset a commit was acknowledged for.
     acked_commits: BTreeMap<i32, i64>,
-    /// Commits sent, and of them those answered with success or an error
-    /// (the rest were never answered: a client that lost its coordinator).
-    sent_commits: usize,
     commits: usize,
     failed_commits: usize,
 }
@@ -250,7 +246,7 @@ fn run_seed(seed: u64, rounds: usize, brokers: usize) {
     let members: Vec<_> = (0..MEMBERS)
         .map(|id| {
             let (stop, group, bootstrap) = (stop_reading.clone(), group.clone(), bootstrap.clone());
-            thread::spawn(move || read_in_group(&bootstrap, &stop, group, id))
+            thread::spawn(move || read_in_group(&bootstrap, &stop, &group, id))
         })
         .collect();
 
@@ -399,11 +395,10 @@ fn run_seed(seed: u64, rounds: usize, brokers: usize) {
     let committed = committed_offsets(&cluster.bootstrap());
     let group = group.lock().expect("group reads");
     println!(
-        "seed {seed}: the group read {} records, {} commits acknowledged ({} failed, {} unanswered), committed {committed:?}",
+        "seed {seed}: the group read {} records, {} commits acknowledged ({} failed), committed {committed:?}",
         group.read.len(),
         group.commits,
-        group.failed_commits,
-        group.sent_commits.saturating_sub(group.commits + group.failed_commits),
+        group.failed_commits
     );
     for (partition, acked) in &group.acked_commits {
         if committed.get(partition).copied().unwrap_or(-1) < *acked {
@@ -640,57 +635,33 @@ fn read_live(bootstrap: &str, stop: &AtomicBool, reads: &Mutex<Reads>) {
     }
 }
 
-/// A group member's librdkafka callbacks: the coordinator's answers to its
-/// commits, and librdkafka's own log when `TARN_FAULT_CLIENT_DEBUG` names
-/// debug contexts (`cgrp,protocol`, say) to diagnose a client that wedges.
+/// A group member's librdkafka log, printed only when
+/// `TARN_FAULT_CLIENT_DEBUG` names debug contexts (`cgrp,protocol`, say), to
+/// diagnose a client that wedges.
 struct Member {
     id: usize,
-    group: Arc<Mutex<GroupReads>>,
+    verbose: bool,
 }
 
 impl ClientContext for Member {
     fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
-        // librdkafka logs from its own threads, which the test harness does
-        // not capture: say nothing unless asked to.
-        if std::env::var_os("TARN_FAULT_CLIENT_DEBUG").is_some() {
+        // librdkafka logs from its own threads, which the test harness
+        // does not capture: say nothing unless asked to.
+        if self.verbose {
             eprintln!("member {} {level:?} {fac}: {log_message}", self.id);
         }
     }
 }
 
-impl ConsumerContext for Member {
-    fn commit_callback(&self, result: KafkaResult<()>, offsets: &TopicPartitionList) {
-        let mut group = self.group.lock().expect("group reads");
-        // A rebalance or a coordinator moving fails a commit: nothing is
-        // owed for a partition whose commit was not acknowledged.
-        let mut acknowledged = result.is_ok();
-        for element in offsets.elements() {
-            match (&result, element.error(), element.offset()) {
-                (Ok(()), Ok(()), Offset::Offset(offset)) => {
-                    let acked = group
-                        .acked_commits
-                        .entry(element.partition())
-                        .or_insert(offset);
-                    *acked = (*acked).max(offset);
-                }
-                (_, Err(_), _) => acknowledged = false,
-                _ => {}
-            }
-        }
-        if acknowledged {
-            group.commits += 1;
-        } else {
-            group.failed_commits += 1;
-        }
-    }
-}
+impl ConsumerContext for Member {}
 
 /// One member of the group: reads what it is assigned and commits its
-/// positions every [`COMMIT_EVERY`] records. Commits are asynchronous (their
-/// answers come to [`Member::commit_callback`] while polling), so a client
-/// that loses track of its coordinator stalls this member's commits, not the
-/// run: librdkafka 2.12's synchronous commit has been seen to wait forever.
-fn read_in_group(bootstrap: &str, stop: &AtomicBool, group: Arc<Mutex<GroupReads>>, id: usize) {
+/// positions every [`COMMIT_EVERY`] records, synchronously, so that the
+/// outcome of each commit is known, until `stop` (then it leaves without a
+/// last commit). librdkafka 2.12 has been seen to wait forever in a
+/// synchronous commit after its coordinator was killed; the run then
+/// leaves this thread behind and counts the member as stuck.
+fn read_in_group(bootstrap: &str, stop: &AtomicBool, group: &Mutex<GroupReads>, id: usize) {
     let mut config = base_config(bootstrap);
     config
         .set("group.id", GROUP)
@@ -698,12 +669,15 @@ fn read_in_group(bootstrap: &str, stop: &AtomicBool, group: Arc<Mutex<GroupReads
         .set("enable.auto.offset.store", "false")
         .set("auto.offset.reset", "earliest")
         .set("fetch.wait.max.ms", "100");
-    if let Ok(contexts) = std::env::var("TARN_FAULT_CLIENT_DEBUG") {
-        config.set("debug", contexts);
+    let debug = std::env::var("TARN_FAULT_CLIENT_DEBUG").ok();
+    if let Some(contexts) = &debug {
+        config
+            .set("debug", contexts)
+            .set_log_level(RDKafkaLogLevel::Debug);
     }
     let member = Member {
         id,
-        group: group.clone(),
+        verbose: debug.is_some(),
     };
     let consumer: BaseConsumer<Member> = config
         .create_with_context(member)
@@ -728,23 +702,25 @@ fn read_in_group(bootstrap: &str, stop: &AtomicBool, group: Arc<Mutex<GroupReads
         let Ok(positions) = consumer.position() else {
             continue;
         };
-        match consumer.commit(&positions, CommitMode::Async) {
-            Ok(()) => group.lock().expect("group reads").sent_commits += 1,
-            // Refused before it was sent (no assignment, say): not owed.
-            Err(_) => group.lock().expect("group reads").failed_commits += 1,
+        let outcome = consumer.commit(&positions, CommitMode::Sync);
+        let mut group = group.lock().expect("group reads");
+        match outcome {
+            Ok(()) => {
+                group.commits += 1;
+                for element in positions.elements() {
+                    if let Offset::Offset(offset) = element.offset() {
+                        let acked = group
+                            .acked_commits
+                            .entry(element.partition())
+                            .or_insert(offset);
+                        *acked = (*acked).max(offset);
+                    }
+                }
+            }
+            // A rebalance or a coordinator moving: the commit is not
+            // acknowledged, so nothing is owed for it.
+            Err(_) => group.failed_commits += 1,
         }
-    }
-    // Hear the answers to the commits still in flight.
-    let answered = Instant::now();
-    while answered.elapsed() < Duration::from_secs(10) {
-        let pending = {
-            let group = group.lock().expect("group reads");
-            group.sent_commits > group.commits + group.failed_commits
-        };
-        if !pending {
-            break;
-        }
-        consumer.poll(Duration::from_millis(100));
     }
 }
 
