@@ -4,7 +4,7 @@
 # three-broker and on a five-broker cluster of real processes; writes bench/RESULTS-jepsen.md with
 # each seed's fault schedule and anomaly counts (lost, duplicated,
 # divergent reads and replicas, backwards, skipped, failed but read, the group's
-# lost commits and skipped records, readers that stall).
+# lost commits and skipped records, readers that stall, group members whose client never closes).
 #
 # env: SEEDS=1,2,3,4,5 ROUNDS=8
 # Exits non-zero if the build fails or any seed finds an anomaly (the
@@ -37,7 +37,7 @@ TARN_FAULT_SEEDS=$seeds TARN_FAULT_ROUNDS=$rounds \
   echo "off, a minority holding a leader split off, one leader-follower link cut, or a bridge), or"
   echo "strands a leader (pauses its followers, kills it, resumes them), for 2-5 s, then heals."
   echo "A consumer group of two members commits as it goes. After the last round the readers must"
-  echo "read everything within a minute (reader_behind, group_behind). A seed fixes the schedule."
+  echo "read everything within a minute (reader_behind, group_behind), and each member's client must close (members_stuck). A seed fixes the schedule."
   echo
   echo "Test exit status: $status (0: every seed had zero anomalies)."
   echo
