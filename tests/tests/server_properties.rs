@@ -279,9 +279,20 @@ fn storage_format_gives_serve_its_cluster_id() {
         let config_arg = config.to_str().unwrap();
         let id = String::from_utf8(tarn(&["storage", "random-uuid"]).stdout).unwrap();
         let id = id.trim();
+        // Kafka 4's server.properties names a dynamic quorum
+        // (controller.quorum.bootstrap.servers): as kafka-storage.sh does,
+        // format asks how it starts, and Kafka's quickstart says
+        // --standalone.
+        let unsaid = tarn(&["storage", "format", "-t", id, "--config", config_arg]);
+        assert!(!unsaid.status.success(), "{unsaid:?}");
+        assert!(
+            String::from_utf8_lossy(&unsaid.stderr).contains("--standalone"),
+            "{unsaid:?}"
+        );
         let format = tarn(&[
             "storage",
             "format",
+            "--standalone",
             "--cluster-id",
             id,
             "--config",
@@ -292,10 +303,21 @@ fn storage_format_gives_serve_its_cluster_id() {
         for line in ["version=1", "node.id=1", &format!("cluster.id={id}")] {
             assert!(meta.lines().any(|l| l == line), "{line} in {meta}");
         }
-        assert!(
-            meta.lines().any(|l| l.starts_with("directory.id=")),
-            "{meta}"
-        );
+        let directory_id = meta
+            .lines()
+            .find_map(|l| l.strip_prefix("directory.id="))
+            .unwrap_or_else(|| panic!("no directory.id in {meta}"));
+        // The one initial voter: this node, its controller listener as
+        // advertised, and its directory id.
+        let voters = std::fs::read_to_string(
+            node.data_dir()
+                .join("__cluster_metadata-0")
+                .join("bootstrap-voters"),
+        )
+        .unwrap();
+        let (voter, directory) = voters.trim().rsplit_once(':').unwrap();
+        assert!(voter.starts_with("1@localhost:"), "{voters}");
+        assert_eq!(directory, directory_id, "{voters}");
 
         // Formatted already: refused, unless --ignore-formatted; another
         // cluster id is refused either way.
@@ -346,6 +368,7 @@ fn serve_refuses_a_directory_formatted_for_another_node() {
         "format",
         "-t",
         id.trim(),
+        "--standalone",
         "--config",
         config_arg,
         "--set",
@@ -354,4 +377,162 @@ fn serve_refuses_a_directory_formatted_for_another_node() {
     assert!(format.status.success(), "{format:?}");
     let stderr = refused(&[], Some(&config));
     assert!(stderr.contains("belongs to node.id 2, not 1"), "{stderr}");
+}
+
+/// Three controllers of a dynamic quorum (KIP-853), each formatted with
+/// the same `--initial-controllers` as kafka-storage.sh takes them, and
+/// started with only `controller.quorum.bootstrap.servers`: they form one
+/// cluster of three brokers. A controller not formatted so, or formatted
+/// without itself among the voters, is refused with what to do.
+#[test]
+fn controllers_formatted_with_initial_controllers_form_a_dynamic_quorum() {
+    run_with_timeout(TEST_TIMEOUT, || {
+        let scratch = tempfile::tempdir().expect("create a scratch dir");
+        let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_port(), free_port())).collect();
+        let bootstrap = ports
+            .iter()
+            .map(|(_, c)| format!("127.0.0.1:{c}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let uuid = || {
+            let out = tarn(&["storage", "random-uuid"]);
+            String::from_utf8(out.stdout).unwrap().trim().to_owned()
+        };
+        let initial = ports
+            .iter()
+            .enumerate()
+            .map(|(i, (_, c))| format!("{}@127.0.0.1:{c}:{}", i + 1, uuid()))
+            .collect::<Vec<_>>()
+            .join(",");
+        let configs: Vec<PathBuf> = ports
+            .iter()
+            .enumerate()
+            .map(|(i, (kafka, controller))| {
+                let id = i + 1;
+                let path = scratch.path().join(format!("node{id}.properties"));
+                let text = format!(
+                    "process.roles=broker,controller\nnode.id={id}\n\
+                     controller.quorum.bootstrap.servers={bootstrap}\n\
+                     listeners=PLAINTEXT://127.0.0.1:{kafka},CONTROLLER://127.0.0.1:{controller}\n\
+                     controller.listener.names=CONTROLLER\n\
+                     log.dirs={}\n",
+                    scratch.path().join(format!("data{id}")).display()
+                );
+                std::fs::write(&path, text).expect("write properties");
+                path
+            })
+            .collect();
+        let config_arg = |i: usize| configs[i].to_str().unwrap().to_owned();
+
+        // Not formatted: serve says how to start the quorum.
+        let stderr = refused(&[], Some(&configs[0]));
+        assert!(stderr.contains("--initial-controllers"), "{stderr}");
+        // Voters that leave this node out: Tarn cannot add it later.
+        let without = initial.split(',').skip(1).collect::<Vec<_>>().join(",");
+        let cluster_id = uuid();
+        let refused_format = tarn(&[
+            "storage",
+            "format",
+            "-t",
+            &cluster_id,
+            "-I",
+            &without,
+            "--config",
+            &config_arg(0),
+        ]);
+        assert!(!refused_format.status.success(), "{refused_format:?}");
+        assert!(
+            String::from_utf8_lossy(&refused_format.stderr).contains("does not name node 1"),
+            "{refused_format:?}"
+        );
+
+        for i in 0..3 {
+            let format = tarn(&[
+                "storage",
+                "format",
+                "-t",
+                &cluster_id,
+                "-I",
+                &initial,
+                "--config",
+                &config_arg(i),
+            ]);
+            assert!(format.status.success(), "{format:?}");
+        }
+        // Every node needs a majority before it is ready: start all three,
+        // then read their ready lines.
+        let children: Vec<Serving> = configs
+            .iter()
+            .map(|config| {
+                Serving(
+                    Command::new(tarn_bin())
+                        .args(["serve", "--http-listen", "off", "--config"])
+                        .arg(config)
+                        .stdin(Stdio::null())
+                        .stdout(Stdio::piped())
+                        .stderr(Stdio::inherit())
+                        .spawn()
+                        .expect("spawn tarn serve"),
+                )
+            })
+            .collect();
+        let mut children = children;
+        for child in &mut children {
+            let stdout = child.0.stdout.take().expect("piped stdout");
+            let mut line = String::new();
+            BufReader::new(stdout)
+                .read_line(&mut line)
+                .expect("read the ready line");
+            assert!(parse_ready_line(&line).is_some(), "ready line {line:?}");
+        }
+        // One cluster of three brokers, with the id it was formatted with.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let answer = metadata(ports[0].0);
+            if answer.brokers.len() == 3 {
+                assert_eq!(answer.cluster_id.as_deref(), Some(cluster_id.as_str()));
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "three brokers within 30 s: {:?}",
+                answer.brokers
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        drop(children);
+    });
+}
+
+/// A static quorum cannot also be formatted as a dynamic one.
+#[test]
+fn standalone_is_refused_for_a_static_quorum() {
+    let scratch = tempfile::tempdir().expect("create a scratch dir");
+    let path = scratch.path().join("node.properties");
+    std::fs::write(
+        &path,
+        format!(
+            "process.roles=broker,controller\nnode.id=1\n\
+             controller.quorum.voters=1@127.0.0.1:19093,2@127.0.0.1:29093,3@127.0.0.1:39093\n\
+             listeners=PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093\n\
+             controller.listener.names=CONTROLLER\nlog.dirs={}\n",
+            scratch.path().join("data").display()
+        ),
+    )
+    .expect("write properties");
+    let id = String::from_utf8(tarn(&["storage", "random-uuid"]).stdout).unwrap();
+    let format = tarn(&[
+        "storage",
+        "format",
+        "-t",
+        id.trim(),
+        "--standalone",
+        "--config",
+        path.to_str().unwrap(),
+    ]);
+    assert!(!format.status.success(), "{format:?}");
+    assert!(
+        String::from_utf8_lossy(&format.stderr).contains("controller.quorum.voters is set"),
+        "{format:?}"
+    );
 }

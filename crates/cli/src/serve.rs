@@ -199,26 +199,51 @@ pub fn run(args: ServeArgs) -> Result<()> {
     cluster
         .check_servable()
         .context("invalid broker configuration")?;
-    // A broker that is not a controller only needs somewhere to find the
-    // controllers; a controller would need a dynamic quorum.
-    match cluster.quorum() {
-        Quorum::Bootstrap(servers) if cluster.is_controller() => bail!(
-            "controller.quorum.bootstrap.servers ({}) asks for a dynamic quorum (KIP-853), which \
-             Tarn does not support yet for controllers: list the voters in controller.quorum.voters",
-            servers
-                .iter()
-                .map(|(h, p)| format!("{h}:{p}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        _ => {}
-    }
+    let quorum = resolve_quorum(&cluster)?;
     tune_allocator();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("start the async runtime")?;
-    runtime.block_on(serve(args, config, cluster))
+    runtime.block_on(serve(args, config, cluster, quorum))
+}
+
+/// How this node finds its quorum. A controller of a dynamic quorum
+/// (`controller.quorum.bootstrap.servers`, KIP-853) takes the initial
+/// voters `tarn storage format` gave its data directory; a broker that is
+/// not a controller only needs somewhere to find the controllers.
+fn resolve_quorum(cluster: &ClusterConfig) -> Result<Quorum> {
+    let servers = match cluster.quorum() {
+        Quorum::Bootstrap(servers) if cluster.is_controller() => servers,
+        quorum => return Ok(quorum),
+    };
+    let servers = servers
+        .iter()
+        .map(|(h, p)| format!("{h}:{p}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let Some(voters) = crate::storage::bootstrap_voters(&cluster.log_dir)? else {
+        bail!(
+            "controller.quorum.bootstrap.servers ({servers}) asks for a dynamic quorum (KIP-853), \
+             and this controller's data directory holds no initial voters: format it with \
+             `tarn storage format --standalone` or `--initial-controllers` (as kafka-storage.sh \
+             does), or list the voters in controller.quorum.voters. (Formatted with \
+             --no-initial-controllers, it would join a running quorum, which Tarn cannot do yet.)"
+        );
+    };
+    if !voters.iter().any(|v| v.id == cluster.node_id) {
+        bail!(
+            "node {} is not one of the initial voters its data directory was formatted with; \
+             Tarn cannot add a controller to a running quorum yet (KIP-853 AddRaftVoter)",
+            cluster.node_id
+        );
+    }
+    Ok(Quorum::Voters(
+        voters
+            .into_iter()
+            .map(|v| (v.id, (v.host, v.port)))
+            .collect(),
+    ))
 }
 
 /// glibc's allocator: largest block served by mmap, and free memory kept
@@ -247,7 +272,12 @@ fn tune_allocator() {
     }
 }
 
-async fn serve(args: ServeArgs, config: BrokerConfig, cluster: ClusterConfig) -> Result<()> {
+async fn serve(
+    args: ServeArgs,
+    config: BrokerConfig,
+    cluster: ClusterConfig,
+    quorum: Quorum,
+) -> Result<()> {
     // A node that is only a controller serves no Kafka listener: it is
     // reached on its CONTROLLER listener, which it reports as ready.
     let kafka = match cluster.kafka_listener() {
@@ -268,7 +298,7 @@ async fn serve(args: ServeArgs, config: BrokerConfig, cluster: ClusterConfig) ->
         }
         None => None,
     };
-    let controller_listener = match (cluster.is_controller(), cluster.quorum()) {
+    let controller_listener = match (cluster.is_controller(), &quorum) {
         (true, Quorum::Voters(_)) => Some(bind_controller_listener(&cluster).await?),
         _ => None,
     };
@@ -303,9 +333,10 @@ async fn serve(args: ServeArgs, config: BrokerConfig, cluster: ClusterConfig) ->
         config,
         env: None,
     };
-    let joined = match cluster.quorum() {
+    let joined = match quorum {
         Quorum::Voters(voters) => Some(voters),
-        // Only a broker gets here with bootstrap servers (see `run`).
+        // Only a broker gets here with bootstrap servers (see
+        // `resolve_quorum`).
         Quorum::Bootstrap(_) => Some(BTreeMap::new()),
         Quorum::SingleNode => None,
     };

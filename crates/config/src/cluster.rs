@@ -579,6 +579,66 @@ fn parse_voters(value: &str) -> Result<BTreeMap<i32, (String, u16)>, ClusterConf
     Ok(voters)
 }
 
+/// One entry of a dynamic quorum's initial voters (KIP-853), as
+/// `kafka-storage.sh format --initial-controllers` takes them:
+/// `{id}@{host}:{port}:{directory id}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InitialController {
+    pub id: i32,
+    pub host: String,
+    pub port: u16,
+    /// The controller's metadata log directory id (a base64 UUID).
+    pub directory_id: String,
+}
+
+impl fmt::Display for InitialController {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let host = if self.host.contains(':') {
+            format!("[{}]", self.host)
+        } else {
+            self.host.clone()
+        };
+        write!(f, "{}@{host}:{}:{}", self.id, self.port, self.directory_id)
+    }
+}
+
+/// Parses a comma-separated list of [`InitialController`]s; each id may
+/// appear once. The directory ids are only split off here: the caller
+/// checks that they are UUIDs.
+pub fn parse_initial_controllers(value: &str) -> Result<Vec<InitialController>, String> {
+    let mut controllers: Vec<InitialController> = Vec::new();
+    for entry in csv(value) {
+        let shape = || {
+            format!("{entry}: each entry should be in the form {{id}}@{{host}}:{{port}}:{{directory id}}")
+        };
+        let (id, rest) = entry.split_once('@').ok_or_else(shape)?;
+        let id: i32 = id
+            .trim()
+            .parse()
+            .map_err(|_| format!("{entry}: the id {id} is not an integer"))?;
+        let (address, directory_id) = rest.rsplit_once(':').ok_or_else(shape)?;
+        let (host, port) = parse_host_port(address)
+            .filter(|(h, _)| !h.is_empty())
+            .ok_or_else(shape)?;
+        if directory_id.is_empty() {
+            return Err(shape());
+        }
+        if controllers.iter().any(|c| c.id == id) {
+            return Err(format!("controller {id} is listed twice"));
+        }
+        controllers.push(InitialController {
+            id,
+            host,
+            port,
+            directory_id: directory_id.to_owned(),
+        });
+    }
+    if controllers.is_empty() {
+        return Err("no controllers given".into());
+    }
+    Ok(controllers)
+}
+
 fn parse_bootstrap_servers(value: &str) -> Result<Vec<(String, u16)>, ClusterConfigError> {
     csv(value)
         .map(|entry| {

@@ -445,3 +445,44 @@ fn roles_are_broker_or_controller() {
     assert!(BrokerConfig::with_overrides([("process.roles", "broker,zookeeper")]).is_err());
     assert!(BrokerConfig::with_overrides([("process.roles", "")]).is_err());
 }
+
+#[test]
+fn initial_controllers_parse_as_kafka_storage_takes_them() {
+    let parsed = parse_initial_controllers(
+        "1@127.0.0.1:19093:J8aAPcfLQt2bqs1JT_rMgQ, 2@[::1]:29093:9Q7YTP2ZRsa7U6jUFZbCLA",
+    )
+    .expect("two controllers");
+    assert_eq!(
+        parsed,
+        vec![
+            InitialController {
+                id: 1,
+                host: "127.0.0.1".into(),
+                port: 19093,
+                directory_id: "J8aAPcfLQt2bqs1JT_rMgQ".into(),
+            },
+            InitialController {
+                id: 2,
+                host: "::1".into(),
+                port: 29093,
+                directory_id: "9Q7YTP2ZRsa7U6jUFZbCLA".into(),
+            },
+        ]
+    );
+    // What `Display` writes reads back the same.
+    let rendered: Vec<String> = parsed.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        parse_initial_controllers(&rendered.join(",")).expect("round trip"),
+        parsed
+    );
+    for bad in [
+        "",
+        "1@127.0.0.1:19093",
+        "x@127.0.0.1:19093:J8aAPcfLQt2bqs1JT_rMgQ",
+        "1@:19093:J8aAPcfLQt2bqs1JT_rMgQ",
+        "1@127.0.0.1:19093:",
+        "1@h:1:J8aAPcfLQt2bqs1JT_rMgQ,1@h:2:9Q7YTP2ZRsa7U6jUFZbCLA",
+    ] {
+        assert!(parse_initial_controllers(bad).is_err(), "{bad:?} accepted");
+    }
+}
