@@ -26,7 +26,8 @@
 //! commits the coordinator acknowledged and then lost, and records below
 //! the group's final committed offsets that no member read; and readers
 //! that stall: records the live consumer or the group had not read a
-//! minute after the producer stopped. Every count must be zero.
+//! minute after the producer stopped, and group members whose client never
+//! returns (stuck in a commit, say). Every count must be zero.
 //!
 //! CI runs the seeds in `CI_SEEDS` with a few faults each;
 //! `TARN_FAULT_SEEDS=1,2,3 TARN_FAULT_ROUNDS=12` runs others (and
