@@ -318,6 +318,11 @@ fn storage_format_gives_serve_its_cluster_id() {
         let (voter, directory) = voters.trim().rsplit_once(':').unwrap();
         assert!(voter.starts_with("1@localhost:"), "{voters}");
         assert_eq!(directory, directory_id, "{voters}");
+        let info = tarn(&["storage", "info", "--config", config_arg]);
+        assert!(
+            String::from_utf8_lossy(&info.stdout).contains(voters.trim()),
+            "{info:?}"
+        );
 
         // Formatted already: refused, unless --ignore-formatted; another
         // cluster id is refused either way.

@@ -294,6 +294,13 @@ fn info(args: InfoArgs) -> Result<()> {
                 meta.directory_id.as_deref().unwrap_or("(none)"),
                 meta.node_id
             );
+            if let Some(voters) = bootstrap_voters(dir)? {
+                let rendered: Vec<String> = voters.iter().map(ToString::to_string).collect();
+                println!(
+                    "Initial voters of the metadata quorum: {}",
+                    rendered.join(",")
+                );
+            }
             if meta.node_id != cluster.node_id {
                 bail!(
                     "{} belongs to node.id {}, but the configuration says node.id {}",
