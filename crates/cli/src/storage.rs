@@ -146,16 +146,15 @@ fn format(args: FormatArgs) -> Result<()> {
     };
     // The voters first: a formatted controller always has them.
     if let Some(voters) = &voters {
-        let rendered: Vec<String> = voters.iter().map(ToString::to_string).collect();
         let quorum_dir = dir.join(QUORUM_DIR);
         write_atomically(
             &quorum_dir,
             &quorum_dir.join(BOOTSTRAP_VOTERS_FILE),
-            format!("{}\n", rendered.join(",")).as_bytes(),
+            format!("{}\n", render_voters(voters)).as_bytes(),
         )?;
         println!(
             "Initial voters of the metadata quorum: {}",
-            rendered.join(",")
+            render_voters(voters)
         );
     }
     write_atomically(
@@ -251,6 +250,15 @@ fn initial_voters(
     Ok(Some(voters))
 }
 
+/// Voters as `--initial-controllers` takes them (and the file keeps them).
+fn render_voters(voters: &[InitialController]) -> String {
+    voters
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// The initial voters `tarn storage format` gave the data directory
 /// `log_dir`, if any.
 pub fn bootstrap_voters(log_dir: &Path) -> Result<Option<Vec<InitialController>>> {
@@ -295,10 +303,9 @@ fn info(args: InfoArgs) -> Result<()> {
                 meta.node_id
             );
             if let Some(voters) = bootstrap_voters(dir)? {
-                let rendered: Vec<String> = voters.iter().map(ToString::to_string).collect();
                 println!(
                     "Initial voters of the metadata quorum: {}",
-                    rendered.join(",")
+                    render_voters(&voters)
                 );
             }
             if meta.node_id != cluster.node_id {
