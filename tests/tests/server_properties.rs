@@ -160,6 +160,13 @@ fn tarn(args: &[&str]) -> std::process::Output {
         .expect("run tarn")
 }
 
+/// A new cluster (or directory) id from `tarn storage random-uuid`.
+fn random_uuid() -> String {
+    let out = tarn(&["storage", "random-uuid"]);
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
 #[test]
 fn kafkas_server_properties_starts_tarn_on_the_listener_it_names() {
     run_with_timeout(TEST_TIMEOUT, || {
@@ -277,8 +284,8 @@ fn storage_format_gives_serve_its_cluster_id() {
         let node = Node::new();
         let config = node.server_properties("");
         let config_arg = config.to_str().unwrap();
-        let id = String::from_utf8(tarn(&["storage", "random-uuid"]).stdout).unwrap();
-        let id = id.trim();
+        let id = random_uuid();
+        let id = id.as_str();
         // Kafka 4's server.properties names a dynamic quorum
         // (controller.quorum.bootstrap.servers): as kafka-storage.sh does,
         // format asks how it starts, and Kafka's quickstart says
@@ -331,15 +338,9 @@ fn storage_format_gives_serve_its_cluster_id() {
         assert!(String::from_utf8_lossy(&again.stderr).contains("already formatted"));
         let ignored = tarn(&["storage", "format", "-t", id, "-g", "--config", config_arg]);
         assert!(ignored.status.success(), "{ignored:?}");
-        let other = String::from_utf8(tarn(&["storage", "random-uuid"]).stdout).unwrap();
+        let other = random_uuid();
         let other = tarn(&[
-            "storage",
-            "format",
-            "-t",
-            other.trim(),
-            "-g",
-            "--config",
-            config_arg,
+            "storage", "format", "-t", &other, "-g", "--config", config_arg,
         ]);
         assert!(!other.status.success());
         assert!(String::from_utf8_lossy(&other.stderr).contains("is formatted for cluster"));
@@ -367,12 +368,12 @@ fn serve_refuses_a_directory_formatted_for_another_node() {
     let node = Node::new();
     let config = node.server_properties("");
     let config_arg = config.to_str().unwrap();
-    let id = String::from_utf8(tarn(&["storage", "random-uuid"]).stdout).unwrap();
+    let id = random_uuid();
     let format = tarn(&[
         "storage",
         "format",
         "-t",
-        id.trim(),
+        &id,
         "--standalone",
         "--config",
         config_arg,
@@ -399,14 +400,10 @@ fn controllers_formatted_with_initial_controllers_form_a_dynamic_quorum() {
             .map(|(_, c)| format!("127.0.0.1:{c}"))
             .collect::<Vec<_>>()
             .join(",");
-        let uuid = || {
-            let out = tarn(&["storage", "random-uuid"]);
-            String::from_utf8(out.stdout).unwrap().trim().to_owned()
-        };
         let initial = ports
             .iter()
             .enumerate()
-            .map(|(i, (_, c))| format!("{}@127.0.0.1:{c}:{}", i + 1, uuid()))
+            .map(|(i, (_, c))| format!("{}@127.0.0.1:{c}:{}", i + 1, random_uuid()))
             .collect::<Vec<_>>()
             .join(",");
         let configs: Vec<PathBuf> = ports
@@ -434,7 +431,7 @@ fn controllers_formatted_with_initial_controllers_form_a_dynamic_quorum() {
         assert!(stderr.contains("--initial-controllers"), "{stderr}");
         // Voters that leave this node out: Tarn cannot add it later.
         let without = initial.split(',').skip(1).collect::<Vec<_>>().join(",");
-        let cluster_id = uuid();
+        let cluster_id = random_uuid();
         let refused_format = tarn(&[
             "storage",
             "format",
@@ -466,7 +463,7 @@ fn controllers_formatted_with_initial_controllers_form_a_dynamic_quorum() {
         }
         // Every node needs a majority before it is ready: start all three,
         // then read their ready lines.
-        let children: Vec<Serving> = configs
+        let mut children: Vec<Serving> = configs
             .iter()
             .map(|config| {
                 Serving(
@@ -481,7 +478,6 @@ fn controllers_formatted_with_initial_controllers_form_a_dynamic_quorum() {
                 )
             })
             .collect();
-        let mut children = children;
         for child in &mut children {
             let stdout = child.0.stdout.take().expect("piped stdout");
             let mut line = String::new();
@@ -525,12 +521,12 @@ fn standalone_is_refused_for_a_static_quorum() {
         ),
     )
     .expect("write properties");
-    let id = String::from_utf8(tarn(&["storage", "random-uuid"]).stdout).unwrap();
+    let id = random_uuid();
     let format = tarn(&[
         "storage",
         "format",
         "-t",
-        id.trim(),
+        &id,
         "--standalone",
         "--config",
         path.to_str().unwrap(),
