@@ -101,12 +101,17 @@ pub struct QuorumStatus {
 impl QuorumStatus {
     /// Whether this node leads and a quorum acknowledged it within
     /// `lease`: an isolated leader stops counting as one once its lease
-    /// lapses, although Raft has not deposed it yet.
+    /// lapses, although Raft has not deposed it yet. The sole voter is a
+    /// quorum by itself and cannot be cut off from it: nobody else
+    /// acknowledges it (openraft then records no acknowledgement after
+    /// its election), and its lease never lapses.
     pub fn leads_within(&self, lease: std::time::Duration) -> bool {
+        let sole_voter = self.voters.iter().all(|id| *id == self.node_id);
         self.is_leader
-            && self
-                .quorum_acked
-                .is_some_and(|acked| acked.elapsed() < lease)
+            && (sole_voter
+                || self
+                    .quorum_acked
+                    .is_some_and(|acked| acked.elapsed() < lease))
     }
 }
 
@@ -347,4 +352,42 @@ fn spawn_status(node_id: NodeId, raft: &QuorumRaft) -> watch::Receiver<QuorumSta
         }
     });
     rx
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn leader_of(voters: &[NodeId], acked_ago: Option<Duration>) -> QuorumStatus {
+        QuorumStatus {
+            node_id: 1,
+            term: 3,
+            leader: Some(1),
+            is_leader: true,
+            committed_index: Some(10),
+            applied_index: Some(10),
+            voters: voters.iter().copied().collect(),
+            running: true,
+            quorum_acked: acked_ago.map(|ago| tokio::time::Instant::now() - ago),
+            last_log_index: Some(10),
+            matched: BTreeMap::new(),
+            acked: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn a_leader_s_lease_lapses_without_acknowledgements_unless_it_is_the_sole_voter() {
+        let lease = Duration::from_secs(1);
+        assert!(leader_of(&[1, 2, 3], Some(Duration::from_millis(100))).leads_within(lease));
+        assert!(!leader_of(&[1, 2, 3], Some(Duration::from_secs(5))).leads_within(lease));
+        assert!(!leader_of(&[1, 2, 3], None).leads_within(lease));
+        // Elected long ago and never acknowledged since: still the quorum.
+        assert!(leader_of(&[1], Some(Duration::from_secs(5))).leads_within(lease));
+        assert!(leader_of(&[1], None).leads_within(lease));
+        let mut follower = leader_of(&[1], None);
+        follower.is_leader = false;
+        assert!(!follower.leads_within(lease));
+    }
 }
