@@ -505,6 +505,95 @@ fn controllers_formatted_with_initial_controllers_form_a_dynamic_quorum() {
     });
 }
 
+/// Kafka's quickstart for a dynamic quorum that grows: the first
+/// controller formatted `--standalone` while its bootstrap servers also
+/// name a controller that is not running (and not a voter), and a
+/// broker-only node formatted with just the cluster id that finds the
+/// quorum through those bootstrap servers. The one voter leads, both
+/// brokers register, and a topic created on the broker-only node (which
+/// forwards it to the controller) is seen by both.
+#[test]
+fn a_standalone_controller_leads_and_brokers_join_it_through_bootstrap_servers() {
+    run_with_timeout(TEST_TIMEOUT, || {
+        let scratch = tempfile::tempdir().expect("create a scratch dir");
+        let (kafka1, controller1, kafka2) = (free_port(), free_port(), free_port());
+        // Nothing ever listens on the second bootstrap server.
+        let bootstrap = format!("127.0.0.1:{controller1},127.0.0.1:{}", free_port());
+        let write = |name: &str, text: String| {
+            let path = scratch.path().join(name);
+            std::fs::write(&path, text).expect("write properties");
+            path
+        };
+        let controller = write(
+            "node1.properties",
+            format!(
+                "process.roles=broker,controller\nnode.id=1\n\
+                 controller.quorum.bootstrap.servers={bootstrap}\n\
+                 listeners=PLAINTEXT://127.0.0.1:{kafka1},CONTROLLER://127.0.0.1:{controller1}\n\
+                 controller.listener.names=CONTROLLER\nlog.dirs={}\n",
+                scratch.path().join("data1").display()
+            ),
+        );
+        let broker = write(
+            "node2.properties",
+            format!(
+                "process.roles=broker\nnode.id=2\n\
+                 controller.quorum.bootstrap.servers={bootstrap}\n\
+                 listeners=PLAINTEXT://127.0.0.1:{kafka2}\n\
+                 controller.listener.names=CONTROLLER\nlog.dirs={}\n",
+                scratch.path().join("data2").display()
+            ),
+        );
+        let cluster_id = random_uuid();
+        for (config, flags) in [(&controller, &["--standalone"][..]), (&broker, &[][..])] {
+            let mut args = vec!["storage", "format", "-t", &cluster_id];
+            args.extend_from_slice(flags);
+            args.extend_from_slice(&["--config", config.to_str().unwrap()]);
+            let format = tarn(&args);
+            assert!(format.status.success(), "{format:?}");
+        }
+        let (_controller, _) = serve(&controller);
+        let (_broker, _) = serve(&broker);
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let both_brokers = |port: u16| loop {
+            let answer = metadata(port);
+            if answer.brokers.len() == 2 {
+                break answer;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "two brokers within 30 s on port {port}: {:?}",
+                answer.brokers
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        };
+        for port in [kafka1, kafka2] {
+            let answer = both_brokers(port);
+            assert_eq!(answer.cluster_id.as_deref(), Some(cluster_id.as_str()));
+            assert_eq!(answer.controller_id, 1, "the only voter is the controller");
+        }
+        let created = tarn(&[
+            "topics",
+            "create",
+            "--bootstrap-server",
+            &format!("127.0.0.1:{kafka2}"),
+            "--topic",
+            "grown",
+            "--partitions",
+            "2",
+        ]);
+        assert!(created.status.success(), "{created:?}");
+        for port in [kafka1, kafka2] {
+            let topics = metadata(port).topics;
+            let grown = topics
+                .iter()
+                .find(|t| t.name.as_deref() == Some("grown"))
+                .unwrap_or_else(|| panic!("topic grown on port {port}: {topics:?}"));
+            assert_eq!(grown.partitions.len(), 2, "{grown:?}");
+        }
+    });
+}
+
 /// A static quorum cannot also be formatted as a dynamic one.
 #[test]
 fn standalone_is_refused_for_a_static_quorum() {
