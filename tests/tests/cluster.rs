@@ -449,6 +449,43 @@ fn wait_quorum(
     }
 }
 
+/// Kafka's smallest isolated mode: one node that is only a controller,
+/// the sole voter (`controller.quorum.voters=1@...`), and brokers that
+/// join it. It forms a quorum of one that keeps its lead (nobody else
+/// acknowledges it), serves the brokers the metadata log and their
+/// heartbeats, and comes back from a SIGKILL with the metadata intact.
+#[test]
+fn one_dedicated_controller_serves_brokers_and_survives_its_restart() {
+    run_with_timeout(TEST_LIMIT, || {
+        let mut cluster =
+            Cluster::start_separated(1, 2, &[2, 1, 3], &[("broker.heartbeat.interval.ms", "500")]);
+        cluster.wait_until_formed(FORMED);
+        let out = cli::create_topic(&cluster.address(2), "alone", 2, 2, &[]);
+        assert!(out.status.success(), "{out}");
+        let mut producer = TestProducer::new(&cluster.address(3), &[("acks", "all")]);
+        let records: Vec<Outgoing> = (0..100)
+            .map(|i| Record::kv(&format!("k{i}"), &format!("v{i}")).into())
+            .collect();
+        producer.produce_all("alone", &records);
+        // Heartbeats keep both brokers unfenced well past the election
+        // timeout that a lapsing lease would stop the controller after.
+        std::thread::sleep(Duration::from_secs(3));
+        cluster.wait_until_formed(FORMED);
+
+        cluster.kill(1);
+        cluster.start_again(1);
+        cluster.wait_until_formed(FORMED);
+        let out = cli::create_topic(&cluster.address(3), "after-restart", 1, 2, &[]);
+        assert!(out.status.success(), "{out}");
+        let (view, _) = cluster.wait_for(2, FORMED, "both topics", |v| {
+            v.leaders.contains_key("alone") && v.leaders.contains_key("after-restart")
+        });
+        assert_eq!(view.brokers.keys().copied().collect::<Vec<_>>(), [2, 3]);
+        let consumed = consume_all(&cluster.address(2), "alone", 100, FORMED);
+        assert_eq!(consumed.len(), 100, "every record, once");
+    });
+}
+
 #[test]
 fn controllers_and_brokers_on_separate_nodes_form_fail_over_and_serve_clients() {
     run_with_timeout(TEST_LIMIT, || {

@@ -302,6 +302,17 @@ async fn serve(
         (true, Quorum::Voters(_)) => Some(bind_controller_listener(&cluster).await?),
         _ => None,
     };
+    if let (Quorum::SingleNode, Some(controller)) = (&quorum, cluster.controller_listeners().next())
+    {
+        // Said, since Kafka would serve it: a broker pointed at it would
+        // otherwise wait without a word from this side.
+        tracing::info!(
+            listener = %controller,
+            "this node is its quorum's only voter and also a broker, so it runs as a single \
+             node: its controller listener is not served and no other broker can join it \
+             (a dedicated controller, process.roles=controller, can be joined)"
+        );
+    }
     let http_listener = match args.http_listen.as_str() {
         "off" => None,
         addr => Some(TcpListener::bind(addr).await.with_context(|| {

@@ -98,8 +98,11 @@ impl fmt::Display for Listener {
 /// How this node finds its controller quorum.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Quorum {
-    /// A quorum of this node alone: it is a controller and the quorum keys
-    /// name no other node (or are not set at all, Tarn's default).
+    /// A quorum of this node alone, serving clients itself: it is a
+    /// broker and a controller, and the quorum keys name no other node (or
+    /// are not set at all, Tarn's default). A controller that is not a
+    /// broker exists to serve other nodes, so it always forms a quorum
+    /// they can join, even as its sole voter.
     SingleNode,
     /// A static quorum (`controller.quorum.voters`) with other voters.
     Voters(BTreeMap<i32, (String, u16)>),
@@ -263,7 +266,7 @@ impl ClusterConfig {
             .bootstrap_servers
             .iter()
             .all(|(host, port)| self.is_own_controller_address(host, *port));
-        if self.is_controller() && voters_are_self && bootstrap_is_self {
+        if self.is_controller() && self.is_broker() && voters_are_self && bootstrap_is_self {
             Quorum::SingleNode
         } else if !self.voters.is_empty() {
             Quorum::Voters(self.voters.clone())

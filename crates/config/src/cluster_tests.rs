@@ -122,6 +122,24 @@ fn a_single_voter_that_is_this_node_is_a_single_node() {
     assert_eq!(c.quorum(), Quorum::SingleNode);
 }
 
+/// One dedicated controller for brokers elsewhere (Kafka's isolated mode
+/// at its smallest): a quorum of one voter they can join, not a single
+/// node, which would serve nobody.
+#[test]
+fn a_sole_voter_that_is_only_a_controller_is_a_quorum() {
+    let c = cluster(&with(
+        THREE_NODES,
+        &[
+            ("process.roles", "controller"),
+            ("listeners", "CONTROLLER://127.0.0.1:19093"),
+            ("controller.quorum.voters", "1@127.0.0.1:19093"),
+        ],
+    ))
+    .unwrap();
+    let voters = BTreeMap::from([(1, ("127.0.0.1".to_owned(), 19093))]);
+    assert_eq!(c.quorum(), Quorum::Voters(voters));
+}
+
 #[test]
 fn bootstrap_servers_elsewhere_are_a_quorum_to_join() {
     let c = cluster(&with(
