@@ -29,6 +29,43 @@ const FETCH_WAIT: Duration = Duration::from_millis(500);
 const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 /// The pause before asking again after a voter could not be reached.
 const RETRY_BACKOFF: Duration = Duration::from_millis(200);
+/// How long no voter may answer before it is said at WARN (and said again
+/// as often while it lasts).
+const UNREACHABLE_WARN_EVERY: Duration = Duration::from_secs(10);
+
+/// Fetches that keep failing: each is logged at debug, and once none has
+/// succeeded for [`UNREACHABLE_WARN_EVERY`] it is said at WARN, since a
+/// broker that never catches up serves no clients (a controller down or
+/// unreachable, or a combined node whose voters name only itself, which
+/// runs as a single node and serves no observers).
+#[derive(Default)]
+struct Unanswered {
+    since: Option<tokio::time::Instant>,
+    warned: Option<tokio::time::Instant>,
+}
+
+impl Unanswered {
+    fn failed(&mut self, voter: &str, controllers: &[String], what: &str, error: &str) {
+        tracing::debug!(%voter, %error, "{what}");
+        let now = tokio::time::Instant::now();
+        let since = *self.since.get_or_insert(now);
+        let last = self.warned.unwrap_or(since);
+        if now.duration_since(last) >= UNREACHABLE_WARN_EVERY {
+            self.warned = Some(now);
+            tracing::warn!(
+                ?controllers,
+                last_tried = %voter,
+                %error,
+                "no controller has served the metadata log for {} s; this broker serves clients once it has caught up",
+                now.duration_since(since).as_secs()
+            );
+        }
+    }
+
+    fn answered(&mut self) {
+        *self = Unanswered::default();
+    }
+}
 
 /// Where the active controller is, for a node that is not a voter: as
 /// the last answer of the metadata log said.
@@ -79,6 +116,7 @@ pub(crate) async fn run(
     let client_id = format!("broker-{}-metadata", broker.node_id);
     let mut turn = 0usize;
     let mut connection: Option<(String, tarn_client::Connection)> = None;
+    let mut unanswered = Unanswered::default();
     loop {
         if *stop.borrow() {
             return;
@@ -100,7 +138,12 @@ pub(crate) async fn run(
                 match connected {
                     Ok(kept) => (voter, kept),
                     Err(e) => {
-                        tracing::debug!(%voter, error = %e, "cannot reach a controller for the metadata log");
+                        unanswered.failed(
+                            &voter,
+                            &controllers,
+                            "cannot reach a controller for the metadata log",
+                            &e.to_string(),
+                        );
                         // Not the one to ask next, even if it was active.
                         topology.forget();
                         if pause(&mut stop).await {
@@ -115,7 +158,12 @@ pub(crate) async fn run(
         match fetch(&broker, &mut kept, &client_id, &mut stop).await {
             Fetched::Stopped => return,
             Fetched::Failed(why) => {
-                tracing::debug!(%voter, error = %why, "fetching the metadata log failed");
+                unanswered.failed(
+                    &voter,
+                    &controllers,
+                    "fetching the metadata log failed",
+                    &why,
+                );
                 topology.forget();
                 if pause(&mut stop).await {
                     return;
@@ -126,6 +174,7 @@ pub(crate) async fn run(
                 active_address,
                 read,
             } => {
+                unanswered.answered();
                 let moved = active_address.as_ref().is_some_and(|a| *a != voter);
                 topology.learn(active_controller, active_address);
                 let nothing_newer = matches!(&read, FeedRead::Entries(e) if e.is_empty());
