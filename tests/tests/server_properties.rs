@@ -594,6 +594,136 @@ fn a_standalone_controller_leads_and_brokers_join_it_through_bootstrap_servers()
     });
 }
 
+/// The keys of Kafka 4's shipped `config/controller.properties` and
+/// `config/broker.properties` (its isolated-mode quickstart), with
+/// `{controller}`, `{port}` and `{dir}` to fill in.
+const KAFKA_CONTROLLER_PROPERTIES: &str = "\
+process.roles=controller
+node.id=1
+controller.quorum.bootstrap.servers=localhost:{controller}
+listeners=CONTROLLER://:{controller}
+advertised.listeners=CONTROLLER://localhost:{controller}
+controller.listener.names=CONTROLLER
+num.network.threads=3
+num.io.threads=8
+socket.send.buffer.bytes=102400
+socket.receive.buffer.bytes=102400
+socket.request.max.bytes=104857600
+log.dirs={dir}
+num.partitions=1
+num.recovery.threads.per.data.dir=1
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+log.retention.hours=168
+log.segment.bytes=1073741824
+log.retention.check.interval.ms=300000
+";
+const KAFKA_BROKER_PROPERTIES: &str = "\
+process.roles=broker
+node.id=2
+controller.quorum.bootstrap.servers=localhost:{controller}
+listeners=PLAINTEXT://localhost:{port}
+inter.broker.listener.name=PLAINTEXT
+advertised.listeners=PLAINTEXT://localhost:{port}
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL
+num.network.threads=3
+num.io.threads=8
+socket.send.buffer.bytes=102400
+socket.receive.buffer.bytes=102400
+socket.request.max.bytes=104857600
+log.dirs={dir}
+num.partitions=1
+num.recovery.threads.per.data.dir=2
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+log.retention.hours=168
+log.segment.bytes=1073741824
+log.retention.check.interval.ms=300000
+";
+
+/// Kafka 4's isolated-mode quickstart as its docs give it: the shipped
+/// controller and broker properties, `format -t ID --standalone -c
+/// controller.properties` and `format -t ID -c broker.properties`, then
+/// both started. The dedicated controller (the quorum's one voter) serves
+/// the broker, which registers, is unfenced and takes a topic.
+#[test]
+fn kafkas_controller_and_broker_properties_start_an_isolated_pair() {
+    run_with_timeout(TEST_TIMEOUT, || {
+        let scratch = tempfile::tempdir().expect("create a scratch dir");
+        let (port, controller) = (free_port(), free_port());
+        let write = |name: &str, template: &str| {
+            let path = scratch.path().join(format!("{name}.properties"));
+            let text = template
+                .replace("{port}", &port.to_string())
+                .replace("{controller}", &controller.to_string())
+                .replace(
+                    "{dir}",
+                    &scratch
+                        .path()
+                        .join(format!("{name}-logs"))
+                        .display()
+                        .to_string(),
+                );
+            std::fs::write(&path, text).expect("write properties");
+            path
+        };
+        let controller_config = write("controller", KAFKA_CONTROLLER_PROPERTIES);
+        let broker_config = write("broker", KAFKA_BROKER_PROPERTIES);
+        let cluster_id = random_uuid();
+        for (config, flags) in [
+            (&controller_config, &["--standalone"][..]),
+            (&broker_config, &[][..]),
+        ] {
+            let mut args = vec!["storage", "format", "-t", &cluster_id];
+            args.extend_from_slice(flags);
+            args.extend_from_slice(&["-c", config.to_str().unwrap()]);
+            let format = tarn(&args);
+            assert!(format.status.success(), "{format:?}");
+        }
+        let (_controller, _) = serve(&controller_config);
+        let (_broker, _) = serve(&broker_config);
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let answer = metadata(port);
+            if answer.brokers.len() == 1 {
+                assert_eq!(answer.brokers[0].node_id, 2, "{answer:?}");
+                assert_eq!(answer.cluster_id.as_deref(), Some(cluster_id.as_str()));
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the broker unfenced within 30 s: {:?}",
+                answer.brokers
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let created = tarn(&[
+            "topics",
+            "create",
+            "--bootstrap-server",
+            &format!("localhost:{port}"),
+            "--topic",
+            "isolated",
+            "--partitions",
+            "3",
+        ]);
+        assert!(created.status.success(), "{created:?}");
+        let topics = metadata(port).topics;
+        let isolated = topics
+            .iter()
+            .find(|t| t.name.as_deref() == Some("isolated"))
+            .unwrap_or_else(|| panic!("topic isolated: {topics:?}"));
+        assert_eq!(isolated.partitions.len(), 3, "{isolated:?}");
+    });
+}
+
 /// A static quorum cannot also be formatted as a dynamic one.
 #[test]
 fn standalone_is_refused_for_a_static_quorum() {

@@ -64,7 +64,8 @@ pub enum LogFormat {
 pub struct ConfigArgs {
     /// A file of Kafka broker config keys: TOML, or a Java properties file
     /// such as Kafka's server.properties (by extension, else by content).
-    #[arg(long)]
+    /// `-c` as kafka-storage.sh takes it.
+    #[arg(long, short = 'c')]
     config: Option<PathBuf>,
     /// A broker config override, key=value; repeatable, applied after --config.
     #[arg(long = "set", value_name = "KEY=VALUE")]
