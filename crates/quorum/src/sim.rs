@@ -103,6 +103,11 @@ impl SimNetwork {
         }
     }
 
+    /// Whether the link from `a` to `b` is cut.
+    pub fn is_cut(&self, a: NodeId, b: NodeId) -> bool {
+        self.state().cut.contains(&(a, b))
+    }
+
     /// Restores every link.
     pub fn heal(&self) {
         self.state().cut.clear();
