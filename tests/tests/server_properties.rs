@@ -167,6 +167,58 @@ fn random_uuid() -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }
 
+/// `tarn storage format -t CLUSTER_ID FLAGS... CONFIG_FLAG CONFIG`, which
+/// must succeed.
+fn format_node(cluster_id: &str, flags: &[&str], config_flag: &str, config: &Path) {
+    let mut args = vec!["storage", "format", "-t", cluster_id];
+    args.extend_from_slice(flags);
+    args.extend_from_slice(&[config_flag, config.to_str().unwrap()]);
+    let format = tarn(&args);
+    assert!(format.status.success(), "{format:?}");
+}
+
+/// Metadata from the broker on `port` once it lists `count` brokers,
+/// asked again until `deadline`.
+fn wait_for_brokers(port: u16, count: usize, deadline: std::time::Instant) -> MetadataResponse {
+    loop {
+        let answer = metadata(port);
+        if answer.brokers.len() == count {
+            return answer;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{count} brokers on port {port} in time: {:?}",
+            answer.brokers
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Creates `topic` with `partitions` through the broker on `create_on`
+/// (`tarn topics create`), then checks every broker of `ports` shows it
+/// with that many partitions.
+fn create_topic_seen_by(create_on: &str, ports: &[u16], topic: &str, partitions: usize) {
+    let created = tarn(&[
+        "topics",
+        "create",
+        "--bootstrap-server",
+        create_on,
+        "--topic",
+        topic,
+        "--partitions",
+        &partitions.to_string(),
+    ]);
+    assert!(created.status.success(), "{created:?}");
+    for port in ports {
+        let topics = metadata(*port).topics;
+        let found = topics
+            .iter()
+            .find(|t| t.name.as_deref() == Some(topic))
+            .unwrap_or_else(|| panic!("topic {topic} on port {port}: {topics:?}"));
+        assert_eq!(found.partitions.len(), partitions, "{found:?}");
+    }
+}
+
 #[test]
 fn kafkas_server_properties_starts_tarn_on_the_listener_it_names() {
     run_with_timeout(TEST_TIMEOUT, || {
@@ -448,18 +500,8 @@ fn controllers_formatted_with_initial_controllers_form_a_dynamic_quorum() {
             "{refused_format:?}"
         );
 
-        for i in 0..3 {
-            let format = tarn(&[
-                "storage",
-                "format",
-                "-t",
-                &cluster_id,
-                "-I",
-                &initial,
-                "--config",
-                &config_arg(i),
-            ]);
-            assert!(format.status.success(), "{format:?}");
+        for config in &configs {
+            format_node(&cluster_id, &["-I", &initial], "--config", config);
         }
         // Every node needs a majority before it is ready: start all three,
         // then read their ready lines.
@@ -488,19 +530,8 @@ fn controllers_formatted_with_initial_controllers_form_a_dynamic_quorum() {
         }
         // One cluster of three brokers, with the id it was formatted with.
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        loop {
-            let answer = metadata(ports[0].0);
-            if answer.brokers.len() == 3 {
-                assert_eq!(answer.cluster_id.as_deref(), Some(cluster_id.as_str()));
-                break;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "three brokers within 30 s: {:?}",
-                answer.brokers
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        let answer = wait_for_brokers(ports[0].0, 3, deadline);
+        assert_eq!(answer.cluster_id.as_deref(), Some(cluster_id.as_str()));
         drop(children);
     });
 }
@@ -545,57 +576,28 @@ fn a_standalone_controller_leads_and_brokers_join_it_through_bootstrap_servers()
             ),
         );
         let cluster_id = random_uuid();
-        for (config, flags) in [(&controller, &["--standalone"][..]), (&broker, &[][..])] {
-            let mut args = vec!["storage", "format", "-t", &cluster_id];
-            args.extend_from_slice(flags);
-            args.extend_from_slice(&["--config", config.to_str().unwrap()]);
-            let format = tarn(&args);
-            assert!(format.status.success(), "{format:?}");
-        }
+        format_node(&cluster_id, &["--standalone"], "--config", &controller);
+        format_node(&cluster_id, &[], "--config", &broker);
         let (_controller, _) = serve(&controller);
         let (_broker, _) = serve(&broker);
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        let both_brokers = |port: u16| loop {
-            let answer = metadata(port);
-            if answer.brokers.len() == 2 {
-                break answer;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "two brokers within 30 s on port {port}: {:?}",
-                answer.brokers
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        };
         for port in [kafka1, kafka2] {
-            let answer = both_brokers(port);
+            let answer = wait_for_brokers(port, 2, deadline);
             assert_eq!(answer.cluster_id.as_deref(), Some(cluster_id.as_str()));
             assert_eq!(answer.controller_id, 1, "the only voter is the controller");
         }
-        let created = tarn(&[
-            "topics",
-            "create",
-            "--bootstrap-server",
+        create_topic_seen_by(
             &format!("127.0.0.1:{kafka2}"),
-            "--topic",
+            &[kafka1, kafka2],
             "grown",
-            "--partitions",
-            "2",
-        ]);
-        assert!(created.status.success(), "{created:?}");
-        for port in [kafka1, kafka2] {
-            let topics = metadata(port).topics;
-            let grown = topics
-                .iter()
-                .find(|t| t.name.as_deref() == Some("grown"))
-                .unwrap_or_else(|| panic!("topic grown on port {port}: {topics:?}"));
-            assert_eq!(grown.partitions.len(), 2, "{grown:?}");
-        }
+            2,
+        );
     });
 }
 
 /// The keys of Kafka 4's shipped `config/controller.properties` and
-/// `config/broker.properties` (its isolated-mode quickstart), with
+/// `config/broker.properties` (its isolated-mode quickstart): each
+/// file's own, then [`KAFKA_SHIPPED_COMMON_PROPERTIES`]; with
 /// `{controller}`, `{port}` and `{dir}` to fill in.
 const KAFKA_CONTROLLER_PROPERTIES: &str = "\
 process.roles=controller
@@ -604,22 +606,7 @@ controller.quorum.bootstrap.servers=localhost:{controller}
 listeners=CONTROLLER://:{controller}
 advertised.listeners=CONTROLLER://localhost:{controller}
 controller.listener.names=CONTROLLER
-num.network.threads=3
-num.io.threads=8
-socket.send.buffer.bytes=102400
-socket.receive.buffer.bytes=102400
-socket.request.max.bytes=104857600
-log.dirs={dir}
-num.partitions=1
 num.recovery.threads.per.data.dir=1
-offsets.topic.replication.factor=1
-transaction.state.log.replication.factor=1
-transaction.state.log.min.isr=1
-share.coordinator.state.topic.replication.factor=1
-share.coordinator.state.topic.min.isr=1
-log.retention.hours=168
-log.segment.bytes=1073741824
-log.retention.check.interval.ms=300000
 ";
 const KAFKA_BROKER_PROPERTIES: &str = "\
 process.roles=broker
@@ -630,6 +617,10 @@ inter.broker.listener.name=PLAINTEXT
 advertised.listeners=PLAINTEXT://localhost:{port}
 controller.listener.names=CONTROLLER
 listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL
+num.recovery.threads.per.data.dir=2
+";
+/// The keys both files give the same values.
+const KAFKA_SHIPPED_COMMON_PROPERTIES: &str = "\
 num.network.threads=3
 num.io.threads=8
 socket.send.buffer.bytes=102400
@@ -637,7 +628,6 @@ socket.receive.buffer.bytes=102400
 socket.request.max.bytes=104857600
 log.dirs={dir}
 num.partitions=1
-num.recovery.threads.per.data.dir=2
 offsets.topic.replication.factor=1
 transaction.state.log.replication.factor=1
 transaction.state.log.min.isr=1
@@ -658,9 +648,9 @@ fn kafkas_controller_and_broker_properties_start_an_isolated_pair() {
     run_with_timeout(TEST_TIMEOUT, || {
         let scratch = tempfile::tempdir().expect("create a scratch dir");
         let (port, controller) = (free_port(), free_port());
-        let write = |name: &str, template: &str| {
+        let write = |name: &str, own: &str| {
             let path = scratch.path().join(format!("{name}.properties"));
-            let text = template
+            let text = format!("{own}{KAFKA_SHIPPED_COMMON_PROPERTIES}")
                 .replace("{port}", &port.to_string())
                 .replace("{controller}", &controller.to_string())
                 .replace(
@@ -677,50 +667,15 @@ fn kafkas_controller_and_broker_properties_start_an_isolated_pair() {
         let controller_config = write("controller", KAFKA_CONTROLLER_PROPERTIES);
         let broker_config = write("broker", KAFKA_BROKER_PROPERTIES);
         let cluster_id = random_uuid();
-        for (config, flags) in [
-            (&controller_config, &["--standalone"][..]),
-            (&broker_config, &[][..]),
-        ] {
-            let mut args = vec!["storage", "format", "-t", &cluster_id];
-            args.extend_from_slice(flags);
-            args.extend_from_slice(&["-c", config.to_str().unwrap()]);
-            let format = tarn(&args);
-            assert!(format.status.success(), "{format:?}");
-        }
+        format_node(&cluster_id, &["--standalone"], "-c", &controller_config);
+        format_node(&cluster_id, &[], "-c", &broker_config);
         let (_controller, _) = serve(&controller_config);
         let (_broker, _) = serve(&broker_config);
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        loop {
-            let answer = metadata(port);
-            if answer.brokers.len() == 1 {
-                assert_eq!(answer.brokers[0].node_id, 2, "{answer:?}");
-                assert_eq!(answer.cluster_id.as_deref(), Some(cluster_id.as_str()));
-                break;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the broker unfenced within 30 s: {:?}",
-                answer.brokers
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        let created = tarn(&[
-            "topics",
-            "create",
-            "--bootstrap-server",
-            &format!("localhost:{port}"),
-            "--topic",
-            "isolated",
-            "--partitions",
-            "3",
-        ]);
-        assert!(created.status.success(), "{created:?}");
-        let topics = metadata(port).topics;
-        let isolated = topics
-            .iter()
-            .find(|t| t.name.as_deref() == Some("isolated"))
-            .unwrap_or_else(|| panic!("topic isolated: {topics:?}"));
-        assert_eq!(isolated.partitions.len(), 3, "{isolated:?}");
+        let answer = wait_for_brokers(port, 1, deadline);
+        assert_eq!(answer.brokers[0].node_id, 2, "{answer:?}");
+        assert_eq!(answer.cluster_id.as_deref(), Some(cluster_id.as_str()));
+        create_topic_seen_by(&format!("localhost:{port}"), &[port], "isolated", 3);
     });
 }
 

@@ -146,16 +146,14 @@ fn format(args: FormatArgs) -> Result<()> {
     };
     // The voters first: a formatted controller always has them.
     if let Some(voters) = &voters {
+        let rendered = render_voters(voters);
         let quorum_dir = dir.join(QUORUM_DIR);
         write_atomically(
             &quorum_dir,
             &quorum_dir.join(BOOTSTRAP_VOTERS_FILE),
-            format!("{}\n", render_voters(voters)).as_bytes(),
+            format!("{rendered}\n").as_bytes(),
         )?;
-        println!(
-            "Initial voters of the metadata quorum: {}",
-            render_voters(voters)
-        );
+        println!("Initial voters of the metadata quorum: {rendered}");
     }
     write_atomically(
         dir,
