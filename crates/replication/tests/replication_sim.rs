@@ -33,6 +33,7 @@ use tarn_metadata::elections::{alter_partition, AlterPartition};
 use tarn_metadata::topics::{create_topic_records, NewTopic};
 use tarn_metadata::{MetadataImage, MetadataRecord};
 use tarn_protocol::error;
+use tarn_protocol::messages::create_topics::CreatableReplicaAssignment;
 use tarn_protocol::record_batch::{BatchIter, RecordBatchBuilder, RecordIter};
 use tarn_replication::replica_manager::{Partition, ReadLimit, ReplicaManager, Role};
 use tarn_replication::roles::{FollowerRead, IsrChange};
@@ -167,15 +168,30 @@ impl Sim {
         for id in 1..=BROKERS {
             sim.register(id, false);
         }
+        // The replicas of each partition in an order the seed picks (the
+        // placer would draw its own, unseeded, start), the first leading.
+        let assignments: Vec<CreatableReplicaAssignment> = (0..PARTITIONS)
+            .map(|partition_index| {
+                let mut broker_ids: Vec<i32> = (1..=BROKERS).collect();
+                for i in (1..broker_ids.len()).rev() {
+                    let j = sim.rng.below(i as u64 + 1) as usize;
+                    broker_ids.swap(i, j);
+                }
+                CreatableReplicaAssignment {
+                    partition_index,
+                    broker_ids,
+                }
+            })
+            .collect();
         let image = sim.image();
         let (records, _) = create_topic_records(
             &image,
             &sim.config,
             &NewTopic {
                 name: TOPIC,
-                num_partitions: PARTITIONS,
-                replication_factor: 3,
-                assignments: None,
+                num_partitions: -1,
+                replication_factor: -1,
+                assignments: Some(&assignments),
                 configs: vec![("min.insync.replicas".into(), Some("2".into()))],
             },
         )
@@ -188,6 +204,7 @@ impl Sim {
     }
 
     fn fail(&self, what: String) -> ! {
+        self.write_trace();
         let tail: Vec<&String> = self.log.iter().rev().take(40).collect();
         panic!(
             "seed {} ({:?}): {what}\nlast steps, newest first:\n{}",
@@ -198,6 +215,15 @@ impl Sim {
                 .collect::<Vec<_>>()
                 .join("\n")
         );
+    }
+
+    /// With `TARN_REPLICATION_SIM_TRACE=PREFIX`, every step so far to
+    /// the file `PREFIX.SEED.SETTING`.
+    fn write_trace(&self) {
+        if let Ok(prefix) = std::env::var("TARN_REPLICATION_SIM_TRACE") {
+            let path = format!("{prefix}.{}.{:?}", self.seed, self.flush);
+            std::fs::write(&path, self.log.join("\n")).expect("write the trace");
+        }
     }
 
     fn note(&mut self, step: String) {
@@ -419,6 +445,9 @@ impl Sim {
             Ok(position) => position,
             Err(e) => self.fail(format!("broker {id} p{p}: fetch position: {}", e.message)),
         };
+        self.note(format!(
+            "{id} p{p} fetches from {leader_id} at {fetch_offset} (last epoch {last_epoch})"
+        ));
         // The simulated file system has no OS files to sendfile from: the
         // fetch's checks and bookkeeping, then a plain read.
         match leader.follower_position(
@@ -794,6 +823,7 @@ fn run(seed: u64, flush: Flush) -> Ran {
     }
     sim.heal_and_converge();
     sim.check();
+    sim.write_trace();
     let mut counts = BTreeMap::new();
     for (kind, needle) in [
         ("crashes", "crash "),
