@@ -160,7 +160,7 @@ pub struct Partition {
     /// The highest offset a flush was queued to cover; a retried
     /// (duplicate) batch below it waits for that flush too.
     pub(crate) flush_requested_upto: AtomicI64,
-    log: Mutex<Option<Log>>,
+    pub(crate) log: Mutex<Option<Log>>,
 }
 
 /// What an append did, and the completion to wait for before it may be

@@ -159,9 +159,18 @@ impl Partition {
         let old_leader = self.leader.swap(p.leader, Ordering::AcqRel);
         let old_epoch = self.leader_epoch.swap(p.leader_epoch, Ordering::AcqRel);
         let changed = old_leader != p.leader || old_epoch != p.leader_epoch;
+        let leads_anew = changed && p.leader == self.local_node;
+        // The log's lock first (the order every append takes), held until
+        // the replica set is reset: nothing is appended in between.
+        let mut log = leads_anew.then(|| self.log.lock());
+        if let Some(Some(log)) = log.as_deref_mut() {
+            if let Err(e) = log.assign_leader_epoch(p.leader_epoch) {
+                tracing::error!(topic = %self.topic, partition = self.index, leader_epoch = p.leader_epoch, error = %e, "cannot record the new leader epoch; the log is offline");
+            }
+        }
         {
             let mut set = self.replica_set.lock();
-            if changed && p.leader == self.local_node {
+            if leads_anew {
                 *set = ReplicaSet::new(
                     self.local_node,
                     &p.replicas,
@@ -175,6 +184,7 @@ impl Partition {
                 set.update(&p.replicas, &p.isr, partition_epoch, now_ms);
             }
         }
+        drop(log);
         if self.role() == Role::Leader {
             self.maybe_increment_high_watermark();
         }
@@ -475,8 +485,12 @@ impl Partition {
         let step = self.with_log(|log| {
             if offset < log.log_end_offset() {
                 tracing::info!(topic = %self.topic, partition = self.index, from = log.log_end_offset(), to = offset, "truncating to the leader's log");
-                off_async_workers(|| log.truncate_to(offset))?;
             }
+            // Even at the log end: an epoch this replica started as a
+            // leader and wrote nothing in still ends there, and would be
+            // sent as its last fetched epoch again (Kafka's truncateTo
+            // drops it the same way).
+            off_async_workers(|| log.truncate_to(offset))?;
             Ok(())
         });
         self.note_storage(&self.writes_failing, "truncating", step)

@@ -913,6 +913,28 @@ impl Log {
         self.leader_epoch_cache.latest_epoch()
     }
 
+    /// Records that `epoch` starts at the log end, as Kafka's `makeLeader`
+    /// does when this replica becomes the leader: a follower that fetches
+    /// with an epoch between the last one this log wrote and `epoch` (one a
+    /// leader that lost its records wrote) is then told where it diverges
+    /// instead of being taken for a prefix. A log without records skips
+    /// it (a follower ahead of it is told it is out of range, and its
+    /// first append records the epoch), which spares each new partition
+    /// the checkpoint's fsyncs. A failed checkpoint write takes the log
+    /// offline.
+    pub fn assign_leader_epoch(&mut self, epoch: i32) -> Result<(), StorageError> {
+        self.durability.check(&self.dir)?;
+        if self.log_end_offset == self.log_start_offset {
+            return Ok(());
+        }
+        if let Err(e) = self.leader_epoch_cache.assign(epoch, self.log_end_offset) {
+            self.durability
+                .fail_because(&self.dir, "record the new leader epoch", &e);
+            return Err(e);
+        }
+        Ok(())
+    }
+
     /// Truncations so far (see `flush.rs`): work planned outside the lock
     /// checks it did not change before it commits.
     pub(crate) fn truncation_generation(&self) -> u64 {

@@ -902,6 +902,37 @@ mod tests {
     }
 
     #[test]
+    fn a_new_leaders_epoch_starts_at_the_log_end_until_a_truncation_or_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), LogConfig::default(), true).unwrap();
+        log.assign_leader_epoch(2).unwrap();
+        assert_eq!(log.latest_epoch(), None, "a log without records skips it");
+        log.append_as_follower(&leader_batch(0, 1, 3, 0)).unwrap();
+        log.assign_leader_epoch(4).unwrap();
+        assert_eq!(log.latest_epoch(), Some(4));
+        // Epoch 3 (a leader whose records this log never had) ends where
+        // 4 starts; 4, the latest, at the log end.
+        let answers = [(3, (1, 3)), (4, (4, 3)), (1, (1, 3))];
+        for (epoch, answer) in answers {
+            assert_eq!(log.end_offset_for_epoch(epoch), answer, "epoch {epoch}");
+        }
+        // Following another leader: a truncation to the end drops the
+        // epoch it never wrote in, so it is not sent as the last fetched.
+        log.truncate_to(3).unwrap();
+        assert_eq!(log.latest_epoch(), Some(1));
+        // As opening the log does (Kafka's recovery too); leading again
+        // assigns it again.
+        log.assign_leader_epoch(4).unwrap();
+        drop(log);
+        let mut log = Log::open(dir.path(), LogConfig::default(), false).unwrap();
+        assert_eq!(log.latest_epoch(), Some(1));
+        log.assign_leader_epoch(4).unwrap();
+        for (epoch, answer) in answers {
+            assert_eq!(log.end_offset_for_epoch(epoch), answer, "epoch {epoch}");
+        }
+    }
+
+    #[test]
     fn truncating_below_the_log_start_starts_over() {
         let dir = tempfile::tempdir().unwrap();
         let mut log = leader_log(dir.path());
