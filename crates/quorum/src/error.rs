@@ -29,6 +29,14 @@ pub enum QuorumError {
     /// A peer's RPC could not be decoded or answered.
     #[error("rpc: {0}")]
     Rpc(String),
+    /// An RPC meant for another node (a voter address that names the
+    /// wrong node, or a node of another cluster on a reused port); Kafka
+    /// answers such requests with INVALID_VOTER_KEY.
+    #[error(
+        "this RPC is for node {to} but reached node {this}: \
+         check controller.quorum.voters (or the bootstrap servers) on the sender"
+    )]
+    Misdirected { to: NodeId, this: NodeId },
 }
 
 impl QuorumError {

@@ -6,7 +6,12 @@
 //! null) | body`, with the private api keys of [`RpcKind`] (see
 //! [`crate::is_quorum_api_key`]). Response: `size: i32 |
 //! correlation_id: i32 | error_code: i16 | body`, where a non-zero error
-//! code carries a UTF-8 message as its body. Bodies are JSON.
+//! code carries a UTF-8 message as its body. Bodies are JSON; from api
+//! version 1 a request's body starts with `to: i32`, the node it is meant
+//! for, which the receiver checks (as KIP-853's voter key does in Kafka's
+//! quorum RPCs): an RPC that reaches another node, through a voter address
+//! that names the wrong node or a port another cluster's node took over,
+//! is refused instead of being taken for this node's own.
 //!
 //! A client keeps one connection per peer and RPC kind (so a snapshot
 //! does not hold up heartbeats), one request in flight on each, and
@@ -24,15 +29,16 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
 use crate::network::{RpcKind, Transport, TransportError};
-use crate::{NodeId, Quorum};
+use crate::{NodeId, Quorum, QuorumError};
 
 /// The largest frame read (Kafka's `socket.request.max.bytes` default);
 /// snapshots must fit in one.
 pub const FRAME_BYTES_MAX: usize = 100 << 20;
 /// Most quorum connections one listener serves at once.
 pub const CONNECTIONS_MAX: usize = 64;
-/// The api version of every quorum RPC so far.
-pub const QUORUM_API_VERSION: i16 = 0;
+/// The api version every quorum RPC is sent with: 1 names the node it is
+/// for; 0 (without) is still answered.
+pub const QUORUM_API_VERSION: i16 = 1;
 pub const ERROR_NONE: i16 = 0;
 pub const ERROR_FAILED: i16 = -1;
 
@@ -128,6 +134,40 @@ pub fn encode_response(correlation_id: i32, error_code: i16, body: &[u8]) -> Byt
     frame.freeze()
 }
 
+/// The answer frame to one quorum RPC (`header`, `body`) sent to this
+/// node: refused when it names another node or an unknown version.
+pub async fn answer(quorum: &Quorum, header: &RequestHeader, kind: RpcKind, body: &[u8]) -> Bytes {
+    let result = match header.api_version {
+        0 => quorum.handle_rpc(kind, body).await,
+        1 if body.len() >= 4 => {
+            let to = i32::from_be_bytes(body[..4].try_into().expect("4 bytes"));
+            let this = quorum.node_id();
+            if u64::try_from(to).ok() == Some(this) {
+                quorum.handle_rpc(kind, &body[4..]).await
+            } else {
+                Err(QuorumError::Misdirected {
+                    to: u64::try_from(to).unwrap_or(u64::MAX),
+                    this,
+                })
+            }
+        }
+        1 => Err(QuorumError::Rpc(
+            "request shorter than its destination".into(),
+        )),
+        v => Err(QuorumError::Rpc(format!(
+            "unsupported quorum api version {v} (this node speaks 0 and 1)"
+        ))),
+    };
+    match result {
+        Ok(reply) => encode_response(header.correlation_id, ERROR_NONE, &reply),
+        Err(e) => encode_response(
+            header.correlation_id,
+            ERROR_FAILED,
+            e.to_string().as_bytes(),
+        ),
+    }
+}
+
 /// Serves quorum RPCs on `listener` until `quorum` stops; connections
 /// beyond [`CONNECTIONS_MAX`] wait for a free slot.
 pub async fn serve(listener: TcpListener, quorum: Quorum) -> io::Result<()> {
@@ -172,14 +212,7 @@ pub async fn serve_connection(mut stream: TcpStream, quorum: &Quorum) -> io::Res
                 header.api_key
             )));
         };
-        let response = match quorum.handle_rpc(kind, body).await {
-            Ok(reply) => encode_response(header.correlation_id, ERROR_NONE, &reply),
-            Err(e) => encode_response(
-                header.correlation_id,
-                ERROR_FAILED,
-                e.to_string().as_bytes(),
-            ),
-        };
+        let response = answer(quorum, &header, kind, body).await;
         stream.write_all(&response).await?;
     }
 }
@@ -269,7 +302,13 @@ impl Transport for TcpTransport {
                 TransportError::Unreachable(target, "not in the voter set".into())
             })?;
             let connection = connection?;
-            let request = encode_request(&header, &body);
+            let to = i32::try_from(target).map_err(|_| {
+                TransportError::Unreachable(target, "node id beyond a Kafka int32".into())
+            })?;
+            let mut addressed = BytesMut::with_capacity(4 + body.len());
+            addressed.put_i32(to);
+            addressed.put_slice(&body);
+            let request = encode_request(&header, &addressed);
             let mut slot = connection.lock().await;
             // Out of the slot while in use: a call given up on (a timeout
             // drops this future) drops the stream with it, so the reply it

@@ -113,3 +113,75 @@ async fn three_nodes_over_tcp_survive_the_loss_of_their_leader() {
         quorum.shutdown().await.unwrap();
     }
 }
+
+/// A voter address that leads to a node of another quorum (a typo in
+/// `controller.quorum.voters`, or a port another cluster took over) must
+/// not let the other quorum's leader reach that node: each RPC names the
+/// node it is for, and the receiver refuses those that name another.
+/// Without that, B's node 2 below takes A's AppendEntries for its own
+/// (A's leader may be a node 2 too) and stops or follows A's leader.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_rpc_for_another_node_is_refused_not_taken_for_this_ones() {
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let fs: Arc<dyn FileSystem> = Arc::new(OsFileSystem);
+    let start = |id: NodeId, voters: &BTreeMap<NodeId, String>, dir: usize| {
+        let mut config = QuorumConfig::new(
+            id,
+            voters.clone(),
+            dirs[dir].path().join("__cluster_metadata-0"),
+        );
+        config.election_timeout_ms = 300;
+        config.fetch_timeout_ms = 600;
+        Quorum::start(
+            config,
+            fs.clone(),
+            TcpTransport::new(id, voters.clone()),
+            Box::new(Applied::default()),
+        )
+    };
+
+    // Quorum B: node 2, its only voter, leads.
+    let listener_b = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address_b = listener_b.local_addr().unwrap().to_string();
+    let b = start(2, &BTreeMap::from([(2, address_b.clone())]), 0)
+        .await
+        .unwrap();
+    tokio::spawn(tcp::serve(listener_b, b.clone()));
+    let mut status = b.status();
+    timeout(Duration::from_secs(10), status.wait_for(|s| s.is_leader))
+        .await
+        .expect("B's node elects itself")
+        .unwrap();
+    let before = b.status().borrow().clone();
+
+    // Quorum A: nodes 1 and 2, and a node 3 whose address is B's.
+    let mut listeners = Vec::new();
+    let mut voters_a = BTreeMap::new();
+    for id in 1..=2u64 {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        voters_a.insert(id, listener.local_addr().unwrap().to_string());
+        listeners.push(listener);
+    }
+    voters_a.insert(3, address_b);
+    let mut a = BTreeMap::new();
+    for (id, listener) in (1..=2u64).zip(listeners) {
+        let quorum = start(id, &voters_a, id as usize).await.unwrap();
+        tokio::spawn(tcp::serve(listener, quorum.clone()));
+        a.insert(id, quorum);
+    }
+    // A's leader commits with its two nodes, and keeps sending to "3"
+    // for several election timeouts.
+    propose(&a, "a").await;
+    sleep(Duration::from_millis(1500)).await;
+
+    let after = b.status().borrow().clone();
+    assert!(
+        after.running && after.is_leader && after.term == before.term,
+        "B's node was moved by A's leader: {before:?} -> {after:?}"
+    );
+    assert_eq!(after.last_log_index, before.last_log_index, "B's log");
+    for quorum in a.values() {
+        quorum.shutdown().await.unwrap();
+    }
+    b.shutdown().await.unwrap();
+}

@@ -556,14 +556,7 @@ async fn serve_controller_frames(
         };
         let (header, body) = tcp::decode_request(&frame)?;
         let response = if let Some(kind) = RpcKind::from_api_key(header.api_key) {
-            match controller.quorum.handle_rpc(kind, body).await {
-                Ok(reply) => tcp::encode_response(header.correlation_id, tcp::ERROR_NONE, &reply),
-                Err(e) => tcp::encode_response(
-                    header.correlation_id,
-                    tcp::ERROR_FAILED,
-                    e.to_string().as_bytes(),
-                ),
-            }
+            tcp::answer(&controller.quorum, &header, kind, body).await
         } else if header.api_key == CONTROLLER_API_KEY {
             let request: ControllerRequest = serde_json::from_slice(body).map_err(|e| {
                 std::io::Error::new(
