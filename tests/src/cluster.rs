@@ -64,7 +64,7 @@ static HANDED_OUT: AtomicU16 = AtomicU16::new(0);
 /// no outgoing connection takes it while its node is down for a restart.
 /// Each test process starts at its own offset; a port is checked free by
 /// binding it.
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     const FIRST: u16 = 20_000;
     const SPAN: u16 = 12_000;
     let offset = (std::process::id() % u32::from(SPAN)) as u16;

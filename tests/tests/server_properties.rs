@@ -10,6 +10,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use tarn_cli::client::Client;
+use tarn_e2e::cluster::free_port;
 use tarn_e2e::{parse_ready_line, run_with_timeout, tarn_bin, TEST_TIMEOUT};
 use tarn_protocol::messages::metadata::*;
 use tarn_protocol::Uuid;
@@ -52,14 +53,6 @@ log.retention.hours=168
 log.segment.bytes=1073741824
 log.retention.check.interval.ms=300000
 ";
-
-/// A port nothing listens on right now.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("find a free port")
-        .port()
-}
 
 struct Node {
     scratch: tempfile::TempDir,
