@@ -21,7 +21,9 @@
 //! time, several at once.
 //!
 //! `TARN_REPLICATION_SIM_SEEDS=N` runs N seeds per setting (default 64);
-//! `TARN_REPLICATION_SIM_SEED=S` replays one. A failure names its seed.
+//! `TARN_REPLICATION_SIM_SEED=S` replays one. A failure names its seed and
+//! its last steps; `TARN_REPLICATION_SIM_TRACE=PREFIX` writes all of a
+//! seed's steps to `PREFIX.SEED.SETTING`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
