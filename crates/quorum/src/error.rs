@@ -37,6 +37,13 @@ pub enum QuorumError {
          check controller.quorum.voters (or the bootstrap servers) on the sender"
     )]
     Misdirected { to: NodeId, this: NodeId },
+    /// An RPC from a node of another cluster (Kafka's
+    /// INCONSISTENT_CLUSTER_ID).
+    #[error(
+        "INCONSISTENT_CLUSTER_ID: this RPC is for cluster {theirs}, \
+         this node belongs to cluster {ours}"
+    )]
+    InconsistentClusterId { theirs: String, ours: String },
 }
 
 impl QuorumError {

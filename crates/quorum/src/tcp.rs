@@ -8,10 +8,12 @@
 //! correlation_id: i32 | error_code: i16 | body`, where a non-zero error
 //! code carries a UTF-8 message as its body. Bodies are JSON; from api
 //! version 1 a request's body starts with `to: i32`, the node it is meant
-//! for, which the receiver checks (as KIP-853's voter key does in Kafka's
-//! quorum RPCs): an RPC that reaches another node, through a voter address
-//! that names the wrong node or a port another cluster's node took over,
-//! is refused instead of being taken for this node's own.
+//! for, and `cluster_id: nullable string` (i16 length, -1 while the sender
+//! does not know it yet), which the receiver checks as Kafka checks its
+//! quorum RPCs' ClusterId and voter key: an RPC that reaches another node
+//! or another cluster, through a voter address that names the wrong node or
+//! a port another cluster's node took over, is refused instead of being
+//! taken for this node's own.
 //!
 //! A client keeps one connection per peer and RPC kind (so a snapshot
 //! does not hold up heartbeats), one request in flight on each, and
@@ -26,7 +28,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use futures_util::future::BoxFuture;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
+use tokio::sync::{watch, Semaphore};
 
 use crate::network::{RpcKind, Transport, TransportError};
 use crate::{NodeId, Quorum, QuorumError};
@@ -41,6 +43,8 @@ pub const CONNECTIONS_MAX: usize = 64;
 pub const QUORUM_API_VERSION: i16 = 1;
 pub const ERROR_NONE: i16 = 0;
 pub const ERROR_FAILED: i16 = -1;
+/// Kafka's INCONSISTENT_CLUSTER_ID: the sender belongs to another cluster.
+pub const ERROR_INCONSISTENT_CLUSTER_ID: i16 = 104;
 
 /// The request header of a Kafka-framed request (v1: nullable client id).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -134,43 +138,111 @@ pub fn encode_response(correlation_id: i32, error_code: i16, body: &[u8]) -> Byt
     frame.freeze()
 }
 
+/// The id of the cluster a node belongs to, once it is known (formatted,
+/// or agreed by the quorum and adopted): shared by the node's transport,
+/// which sends it with every RPC, and its listener, which checks it.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterId(Arc<Mutex<Option<String>>>);
+
+impl ClusterId {
+    pub fn new(known: Option<String>) -> ClusterId {
+        ClusterId(Arc::new(Mutex::new(known)))
+    }
+
+    pub fn set(&self, cluster_id: &str) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(cluster_id.to_owned());
+    }
+
+    pub fn get(&self) -> Option<String> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// A version 1 request body: the node and cluster it is meant for, then
+/// the RPC's JSON.
+fn encode_addressed(to: i32, cluster_id: Option<&str>, rpc: &[u8]) -> Bytes {
+    let mut body = BytesMut::with_capacity(6 + cluster_id.map_or(0, str::len) + rpc.len());
+    body.put_i32(to);
+    match cluster_id {
+        Some(id) => {
+            body.put_i16(id.len() as i16);
+            body.put_slice(id.as_bytes());
+        }
+        None => body.put_i16(-1),
+    }
+    body.put_slice(rpc);
+    body.freeze()
+}
+
+/// Splits a version 1 request body into its addressee, cluster id and
+/// RPC.
+fn decode_addressed(body: &[u8]) -> Result<(i32, Option<&str>, &[u8]), QuorumError> {
+    let short = || QuorumError::Rpc("request shorter than its address".into());
+    let to = body.get(..4).ok_or_else(short)?;
+    let to = i32::from_be_bytes(to.try_into().expect("4 bytes"));
+    let len = body.get(4..6).ok_or_else(short)?;
+    let len = i16::from_be_bytes(len.try_into().expect("2 bytes"));
+    if len < 0 {
+        return Ok((to, None, &body[6..]));
+    }
+    let end = 6 + len as usize;
+    let id = std::str::from_utf8(body.get(6..end).ok_or_else(short)?)
+        .map_err(|_| QuorumError::Rpc("cluster id is not UTF-8".into()))?;
+    Ok((to, Some(id), &body[end..]))
+}
+
 /// The answer frame to one quorum RPC (`header`, `body`) sent to this
-/// node: refused when it names another node or an unknown version.
-pub async fn answer(quorum: &Quorum, header: &RequestHeader, kind: RpcKind, body: &[u8]) -> Bytes {
+/// node, a member of `cluster`: refused when it names another node,
+/// another cluster, or a version this node does not speak.
+pub async fn answer(
+    quorum: &Quorum,
+    cluster: &ClusterId,
+    header: &RequestHeader,
+    kind: RpcKind,
+    body: &[u8],
+) -> Bytes {
     let result = match header.api_version {
         0 => quorum.handle_rpc(kind, body).await,
-        1 if body.len() >= 4 => {
-            let to = i32::from_be_bytes(body[..4].try_into().expect("4 bytes"));
-            let this = quorum.node_id();
-            if u64::try_from(to).ok() == Some(this) {
-                quorum.handle_rpc(kind, &body[4..]).await
-            } else {
-                Err(QuorumError::Misdirected {
-                    to: u64::try_from(to).unwrap_or(u64::MAX),
-                    this,
-                })
+        1 => match decode_addressed(body) {
+            Ok((to, theirs, rpc)) => {
+                let this = quorum.node_id();
+                let ours = cluster.get();
+                if u64::try_from(to).ok() != Some(this) {
+                    Err(QuorumError::Misdirected {
+                        to: u64::try_from(to).unwrap_or(u64::MAX),
+                        this,
+                    })
+                } else if let Some((theirs, ours)) =
+                    theirs.zip(ours.as_deref()).filter(|(t, o)| t != o)
+                {
+                    Err(QuorumError::InconsistentClusterId {
+                        theirs: theirs.to_owned(),
+                        ours: ours.to_owned(),
+                    })
+                } else {
+                    quorum.handle_rpc(kind, rpc).await
+                }
             }
-        }
-        1 => Err(QuorumError::Rpc(
-            "request shorter than its destination".into(),
-        )),
+            Err(e) => Err(e),
+        },
         v => Err(QuorumError::Rpc(format!(
             "unsupported quorum api version {v} (this node speaks 0 and 1)"
         ))),
     };
+    let code = match &result {
+        Ok(_) => ERROR_NONE,
+        Err(QuorumError::InconsistentClusterId { .. }) => ERROR_INCONSISTENT_CLUSTER_ID,
+        Err(_) => ERROR_FAILED,
+    };
     match result {
-        Ok(reply) => encode_response(header.correlation_id, ERROR_NONE, &reply),
-        Err(e) => encode_response(
-            header.correlation_id,
-            ERROR_FAILED,
-            e.to_string().as_bytes(),
-        ),
+        Ok(reply) => encode_response(header.correlation_id, code, &reply),
+        Err(e) => encode_response(header.correlation_id, code, e.to_string().as_bytes()),
     }
 }
 
 /// Serves quorum RPCs on `listener` until `quorum` stops; connections
 /// beyond [`CONNECTIONS_MAX`] wait for a free slot.
-pub async fn serve(listener: TcpListener, quorum: Quorum) -> io::Result<()> {
+pub async fn serve(listener: TcpListener, quorum: Quorum, cluster: ClusterId) -> io::Result<()> {
     let slots = Arc::new(Semaphore::new(CONNECTIONS_MAX));
     let mut status = quorum.status();
     loop {
@@ -184,8 +256,9 @@ pub async fn serve(listener: TcpListener, quorum: Quorum) -> io::Result<()> {
             _ = status.wait_for(|s| !s.running) => return Ok(()),
         };
         let quorum = quorum.clone();
+        let cluster = cluster.clone();
         tokio::spawn(async move {
-            if let Err(e) = serve_connection(stream, &quorum).await {
+            if let Err(e) = serve_connection(stream, &quorum, &cluster).await {
                 tracing::debug!(%peer, error = %e, "quorum connection closed");
             }
             drop(permit);
@@ -194,7 +267,11 @@ pub async fn serve(listener: TcpListener, quorum: Quorum) -> io::Result<()> {
 }
 
 /// Serves one connection: one request at a time, answered in order.
-pub async fn serve_connection(mut stream: TcpStream, quorum: &Quorum) -> io::Result<()> {
+pub async fn serve_connection(
+    mut stream: TcpStream,
+    quorum: &Quorum,
+    cluster: &ClusterId,
+) -> io::Result<()> {
     stream.set_nodelay(true)?;
     let mut status = quorum.status();
     loop {
@@ -212,7 +289,7 @@ pub async fn serve_connection(mut stream: TcpStream, quorum: &Quorum) -> io::Res
                 header.api_key
             )));
         };
-        let response = answer(quorum, &header, kind, body).await;
+        let response = answer(quorum, cluster, &header, kind, body).await;
         stream.write_all(&response).await?;
     }
 }
@@ -223,19 +300,36 @@ type Connection = Arc<tokio::sync::Mutex<Option<TcpStream>>>;
 pub struct TcpTransport {
     from: NodeId,
     voters: BTreeMap<NodeId, String>,
+    cluster: ClusterId,
+    /// The peers whose last answer refused this node as one of another
+    /// cluster, with what they said.
+    refusals: Arc<watch::Sender<BTreeMap<NodeId, String>>>,
     connections: Mutex<HashMap<(NodeId, RpcKind), Connection>>,
     correlation_id: AtomicI32,
 }
 
 impl TcpTransport {
-    /// `voters`: id -> host:port of each controller listener.
-    pub fn new(from: NodeId, voters: BTreeMap<NodeId, String>) -> Arc<TcpTransport> {
+    /// `voters`: id -> host:port of each controller listener; `cluster`:
+    /// the id sent with each RPC, once known.
+    pub fn new(
+        from: NodeId,
+        voters: BTreeMap<NodeId, String>,
+        cluster: ClusterId,
+    ) -> Arc<TcpTransport> {
         Arc::new(TcpTransport {
             from,
             voters,
+            cluster,
+            refusals: Arc::new(watch::channel(BTreeMap::new()).0),
             connections: Mutex::new(HashMap::new()),
             correlation_id: AtomicI32::new(0),
         })
+    }
+
+    /// The peers that refuse this node as one of another cluster (their
+    /// last answer said INCONSISTENT_CLUSTER_ID), with their messages.
+    pub fn refusals(&self) -> watch::Receiver<BTreeMap<NodeId, String>> {
+        self.refusals.subscribe()
     }
 
     fn connection(&self, target: NodeId, kind: RpcKind) -> Result<Connection, TransportError> {
@@ -252,7 +346,7 @@ async fn exchange(
     addr: &str,
     request: &[u8],
     correlation_id: i32,
-) -> io::Result<Result<Bytes, String>> {
+) -> io::Result<Result<Bytes, (i16, String)>> {
     if slot.is_none() {
         let stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
@@ -277,7 +371,10 @@ async fn exchange(
     if error_code == ERROR_NONE {
         Ok(Ok(body))
     } else {
-        Ok(Err(String::from_utf8_lossy(&body).into_owned()))
+        Ok(Err((
+            error_code,
+            String::from_utf8_lossy(&body).into_owned(),
+        )))
     }
 }
 
@@ -290,6 +387,8 @@ impl Transport for TcpTransport {
     ) -> BoxFuture<'static, Result<Bytes, TransportError>> {
         let addr = self.voters.get(&target).cloned();
         let connection = self.connection(target, kind);
+        let cluster_id = self.cluster.get();
+        let refusals = self.refusals.clone();
         let correlation_id = self.correlation_id.fetch_add(1, Ordering::Relaxed);
         let header = RequestHeader {
             api_key: kind.api_key(),
@@ -305,21 +404,30 @@ impl Transport for TcpTransport {
             let to = i32::try_from(target).map_err(|_| {
                 TransportError::Unreachable(target, "node id beyond a Kafka int32".into())
             })?;
-            let mut addressed = BytesMut::with_capacity(4 + body.len());
-            addressed.put_i32(to);
-            addressed.put_slice(&body);
+            let addressed = encode_addressed(to, cluster_id.as_deref(), &body);
             let request = encode_request(&header, &addressed);
             let mut slot = connection.lock().await;
             // Out of the slot while in use: a call given up on (a timeout
             // drops this future) drops the stream with it, so the reply it
             // did not read cannot be taken for the next call's.
             let mut stream = slot.take();
-            match exchange(&mut stream, &addr, &request, correlation_id).await {
+            let answered = exchange(&mut stream, &addr, &request, correlation_id).await;
+            if let Ok(answer) = &answered {
+                let refused = match answer {
+                    Err((ERROR_INCONSISTENT_CLUSTER_ID, message)) => Some(message),
+                    _ => None,
+                };
+                refusals.send_if_modified(|by| match refused {
+                    Some(message) => by.insert(target, message.clone()).is_none(),
+                    None => by.remove(&target).is_some(),
+                });
+            }
+            match answered {
                 Ok(Ok(reply)) => {
                     *slot = stream;
                     Ok(reply)
                 }
-                Ok(Err(message)) => {
+                Ok(Err((_, message))) => {
                     *slot = stream;
                     Err(TransportError::Remote(target, message))
                 }

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use tarn_quorum::tcp::{self, TcpTransport};
-use tarn_quorum::{ApplyError, Committed, NodeId, Quorum, QuorumConfig, StateMachine};
+use tarn_quorum::tcp::{self, ClusterId, TcpTransport};
+use tarn_quorum::{ApplyError, Committed, NodeId, Quorum, QuorumConfig, RpcKind, StateMachine};
 use tarn_storage::{FileSystem, OsFileSystem};
 use tokio::net::TcpListener;
 use tokio::time::{sleep, timeout, Instant};
@@ -69,12 +69,13 @@ async fn three_nodes_over_tcp_survive_the_loss_of_their_leader() {
         config.election_timeout_ms = 300;
         config.fetch_timeout_ms = 600;
         let machine = Applied::default();
-        let transport = TcpTransport::new(id, voters.clone());
+        let cluster = ClusterId::new(Some("c".into()));
+        let transport = TcpTransport::new(id, voters.clone(), cluster.clone());
         let quorum = Quorum::start(config, fs.clone(), transport, Box::new(machine.clone()))
             .await
             .unwrap();
         let listener = listeners.remove(&id).unwrap();
-        tokio::spawn(tcp::serve(listener, quorum.clone()));
+        tokio::spawn(tcp::serve(listener, quorum.clone(), cluster));
         nodes.insert(id, quorum);
         machines.insert(id, machine);
         sleep(Duration::from_millis(200)).await;
@@ -135,7 +136,7 @@ async fn an_rpc_for_another_node_is_refused_not_taken_for_this_ones() {
         Quorum::start(
             config,
             fs.clone(),
-            TcpTransport::new(id, voters.clone()),
+            TcpTransport::new(id, voters.clone(), ClusterId::default()),
             Box::new(Applied::default()),
         )
     };
@@ -146,7 +147,8 @@ async fn an_rpc_for_another_node_is_refused_not_taken_for_this_ones() {
     let b = start(2, &BTreeMap::from([(2, address_b.clone())]), 0)
         .await
         .unwrap();
-    tokio::spawn(tcp::serve(listener_b, b.clone()));
+    let cluster_b = ClusterId::new(Some("cluster-b".into()));
+    tokio::spawn(tcp::serve(listener_b, b.clone(), cluster_b));
     let mut status = b.status();
     timeout(Duration::from_secs(10), status.wait_for(|s| s.is_leader))
         .await
@@ -162,11 +164,11 @@ async fn an_rpc_for_another_node_is_refused_not_taken_for_this_ones() {
         voters_a.insert(id, listener.local_addr().unwrap().to_string());
         listeners.push(listener);
     }
-    voters_a.insert(3, address_b);
+    voters_a.insert(3, address_b.clone());
     let mut a = BTreeMap::new();
     for (id, listener) in (1..=2u64).zip(listeners) {
         let quorum = start(id, &voters_a, id as usize).await.unwrap();
-        tokio::spawn(tcp::serve(listener, quorum.clone()));
+        tokio::spawn(tcp::serve(listener, quorum.clone(), ClusterId::default()));
         a.insert(id, quorum);
     }
     // A's leader commits with its two nodes, and keeps sending to "3"
@@ -180,8 +182,70 @@ async fn an_rpc_for_another_node_is_refused_not_taken_for_this_ones() {
         "B's node was moved by A's leader: {before:?} -> {after:?}"
     );
     assert_eq!(after.last_log_index, before.last_log_index, "B's log");
+
+    // What B's node answers: another node's RPC, or one of another
+    // cluster, is refused naming why; the vote checks come after.
+    let failed = tcp::ERROR_FAILED;
+    let inconsistent = tcp::ERROR_INCONSISTENT_CLUSTER_ID;
+    for (to, cluster, code, expected) in [
+        (
+            3,
+            Some("cluster-b"),
+            failed,
+            "is for node 3 but reached node 2",
+        ),
+        (
+            2,
+            Some("cluster-a"),
+            inconsistent,
+            "INCONSISTENT_CLUSTER_ID",
+        ),
+        (2, Some("cluster-b"), failed, "rpc:"),
+        (2, None, failed, "rpc:"),
+    ] {
+        let (got, answer) = raw_vote(&address_b, to, cluster).await;
+        assert_eq!(got, code, "to {to} in {cluster:?}: {answer}");
+        assert!(
+            answer.contains(expected),
+            "to {to} in {cluster:?}: {answer}"
+        );
+    }
     for quorum in a.values() {
         quorum.shutdown().await.unwrap();
     }
     b.shutdown().await.unwrap();
+}
+
+/// Sends one version 1 Vote RPC whose body is not a vote, addressed to
+/// node `to` of `cluster`, and returns the error code and message it is
+/// answered with.
+async fn raw_vote(address: &str, to: i32, cluster: Option<&str>) -> (i16, String) {
+    use tokio::io::AsyncWriteExt;
+    let mut body = to.to_be_bytes().to_vec();
+    match cluster {
+        Some(id) => {
+            body.extend((id.len() as i16).to_be_bytes());
+            body.extend(id.as_bytes());
+        }
+        None => body.extend((-1i16).to_be_bytes()),
+    }
+    body.extend(b"{}");
+    let header = tcp::RequestHeader {
+        api_key: RpcKind::Vote.api_key(),
+        api_version: 1,
+        correlation_id: 9,
+        client_id: Some("raw".into()),
+    };
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    stream
+        .write_all(&tcp::encode_request(&header, &body))
+        .await
+        .unwrap();
+    let frame = tcp::read_frame(&mut stream)
+        .await
+        .unwrap()
+        .expect("an answer");
+    assert_eq!(&frame[..4], &9i32.to_be_bytes(), "correlation id");
+    let code = i16::from_be_bytes([frame[4], frame[5]]);
+    (code, String::from_utf8_lossy(&frame[6..]).into_owned())
 }

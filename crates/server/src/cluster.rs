@@ -37,7 +37,7 @@ use tarn_metadata::{
     Endpoint, MetadataImage, MetadataLog, MetadataPublisher, MetadataRecord, MetadataStore,
 };
 use tarn_protocol::error;
-use tarn_quorum::tcp::{self, TcpTransport};
+use tarn_quorum::tcp::{self, ClusterId, TcpTransport};
 use tarn_quorum::{Quorum, QuorumConfig, RpcKind};
 use tarn_storage::LogEnv;
 
@@ -231,6 +231,8 @@ pub async fn start(
     let data_dir = options.data_dir.clone();
     env.create_dir_all(&data_dir)?;
     let formatted = formatted_cluster_id(&env, &data_dir, node_id)?;
+    // Sent with and checked on every quorum RPC once known.
+    let quorum_cluster = ClusterId::new(formatted.clone());
     let single_node_log = data_dir.join("__cluster_metadata-0").join("metadata.log");
     if env.len(&single_node_log)?.is_some() {
         return Err(BrokerError::Invalid(format!(
@@ -289,7 +291,15 @@ pub async fn start(
             );
             config.election_timeout_ms = cluster.election_timeout_ms;
             config.fetch_timeout_ms = cluster.fetch_timeout_ms;
-            let transport = TcpTransport::new(node_id as u64, voters);
+            let majority = voters.len() / 2 + 1;
+            let transport = TcpTransport::new(node_id as u64, voters, quorum_cluster.clone());
+            tasks.push(tokio::spawn(stop_when_refused(
+                transport.refusals(),
+                majority,
+                data_dir.clone(),
+                fatal_tx.clone(),
+                stop_rx.clone(),
+            )));
             let machine = PublishingMachine::new(publisher);
             let feed = machine.feed();
             let quorum = Quorum::start(config, env.fs.clone(), transport, Box::new(machine))
@@ -306,6 +316,7 @@ pub async fn start(
                     feed,
                     observers,
                     voters: cluster.voters.clone(),
+                    cluster: quorum_cluster.clone(),
                 },
                 stop_rx.clone(),
             )));
@@ -347,6 +358,7 @@ pub async fn start(
         env,
         data_dir,
         formatted.clone(),
+        quorum_cluster,
         fatal_tx.clone(),
         stop_rx.clone(),
     )));
@@ -479,6 +491,8 @@ struct Controller {
     observers: Arc<ObserverBook>,
     /// The voters' CONTROLLER listeners, by node id.
     voters: BTreeMap<i32, String>,
+    /// This node's cluster, once known: quorum RPCs of another are refused.
+    cluster: ClusterId,
 }
 
 /// Serves the quorum's RPCs, controller requests and the metadata log.
@@ -556,7 +570,7 @@ async fn serve_controller_frames(
         };
         let (header, body) = tcp::decode_request(&frame)?;
         let response = if let Some(kind) = RpcKind::from_api_key(header.api_key) {
-            tcp::answer(&controller.quorum, &header, kind, body).await
+            tcp::answer(&controller.quorum, &controller.cluster, &header, kind, body).await
         } else if header.api_key == CONTROLLER_API_KEY {
             let request: ControllerRequest = serde_json::from_slice(body).map_err(|e| {
                 std::io::Error::new(
@@ -650,6 +664,38 @@ async fn serve_metadata(
     }
 }
 
+/// Stops the node once a majority of the voters refuse it as a node of
+/// another cluster (its data directory was formatted for another): it can
+/// never take part in their quorum, and would otherwise wait for a
+/// metadata log that never comes. A minority refusing it may be the
+/// misconfigured ones, and is only logged (by the quorum, as each RPC
+/// fails).
+async fn stop_when_refused(
+    mut refusals: watch::Receiver<BTreeMap<u64, String>>,
+    majority: usize,
+    data_dir: std::path::PathBuf,
+    fatal: watch::Sender<Option<String>>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let refused = tokio::select! {
+        refused = refusals.wait_for(|by| by.len() >= majority) => refused,
+        _ = stop.changed() => return,
+    };
+    let Ok(by) = refused else {
+        return;
+    };
+    let why = format!(
+        "INCONSISTENT_CLUSTER_ID: a majority of the voters ({:?}) refuse this node: {}; \
+         {} belongs to another cluster than theirs",
+        by.keys().collect::<Vec<_>>(),
+        by.values().next().map_or("", String::as_str),
+        data_dir.display()
+    );
+    drop(by);
+    tracing::error!("{why}");
+    fatal.send_replace(Some(why));
+}
+
 /// Gives a new cluster its id (on the active controller) and adopts the
 /// id the quorum agreed on: writes it to meta.properties, or stops the
 /// node when that file names another cluster.
@@ -658,6 +704,7 @@ async fn adopt_cluster_id(
     env: LogEnv,
     data_dir: std::path::PathBuf,
     formatted: Option<String>,
+    quorum_cluster: ClusterId,
     fatal: watch::Sender<Option<String>>,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -676,6 +723,7 @@ async fn adopt_cluster_id(
                     return;
                 }
                 broker.set_cluster_id(agreed);
+                quorum_cluster.set(agreed);
                 if formatted.is_none() {
                     if let Err(e) = write_meta_properties(&env, &data_dir, broker.node_id, agreed) {
                         tracing::error!(error = %e, "write meta.properties");
