@@ -164,7 +164,8 @@ impl Partition {
         // the replica set is reset: nothing is appended in between.
         let mut log = leads_anew.then(|| self.log.lock());
         if let Some(Some(log)) = log.as_deref_mut() {
-            if let Err(e) = log.assign_leader_epoch(p.leader_epoch) {
+            // A checkpoint write (and its fsyncs) when the epoch is new.
+            if let Err(e) = off_async_workers(|| log.assign_leader_epoch(p.leader_epoch)) {
                 tracing::error!(topic = %self.topic, partition = self.index, leader_epoch = p.leader_epoch, error = %e, "cannot record the new leader epoch; the log is offline");
             }
         }
