@@ -20,7 +20,8 @@
 //! sync and up; with `flush.messages=1` power cuts hit any broker at any
 //! time, several at once.
 //!
-//! `TARN_REPLICATION_SIM_SEEDS=N` runs N seeds per setting (default 64);
+//! `TARN_REPLICATION_SIM_SEEDS=N` runs seeds 0..N per setting (default 64)
+//! and the seeds that once found a fault (`REGRESSION_SEEDS`);
 //! `TARN_REPLICATION_SIM_SEED=S` replays one. A failure names its seed and
 //! its last steps; `TARN_REPLICATION_SIM_TRACE=PREFIX` writes all of a
 //! seed's steps to `PREFIX.SEED.SETTING`.
@@ -850,8 +851,14 @@ fn seeds() -> Vec<u64> {
     let n: u64 = std::env::var("TARN_REPLICATION_SIM_SEEDS")
         .map(|n| n.parse().expect("TARN_REPLICATION_SIM_SEEDS is a number"))
         .unwrap_or(64);
-    (0..n).collect()
+    let mut seeds: Vec<u64> = (0..n).collect();
+    // Seeds that once found a fault, run every time: 394 a follower whose
+    // records of a lost leader's epoch were taken for the new leader's.
+    seeds.extend(REGRESSION_SEEDS.iter().filter(|s| **s >= n));
+    seeds
 }
+
+const REGRESSION_SEEDS: [u64; 1] = [394];
 
 #[test]
 fn acknowledged_records_survive_crashes_and_partitions_without_flushes() {
