@@ -337,6 +337,38 @@ impl GroupCommit {
         })
     }
 
+    /// A group commit without a thread, for deterministic simulations:
+    /// requests wait in the queue until the caller runs them with
+    /// [`GroupCommit::run_queued`] (as the thread would, at a moment the
+    /// caller picks); stopping or dropping it runs what is queued.
+    pub fn manual() -> GroupCommit {
+        GroupCommit {
+            shared: Arc::new(Shared {
+                queue: Mutex::new(Queue::default()),
+                wake: Condvar::new(),
+                rounds: AtomicI64::new(0),
+                fsyncs: AtomicI64::new(0),
+            }),
+            thread: Mutex::new(None),
+        }
+    }
+
+    /// Runs everything queued so far as one round on the caller's thread
+    /// (see [`GroupCommit::manual`]); returns how many requests it ran.
+    pub fn run_queued(&self) -> usize {
+        let round: Vec<Request> = {
+            let mut queue = self.shared.queue.lock();
+            queue.by_log.clear();
+            queue.pending.drain(..).collect()
+        };
+        let ran = round.len();
+        if ran > 0 {
+            self.shared.rounds.fetch_add(1, Ordering::Relaxed);
+            run_round(&self.shared, round);
+        }
+        ran
+    }
+
     /// Queues `target` (merged into the queued request of its log, if
     /// any) without blocking; `done` runs on the group-commit thread once
     /// an fsync round that covers it has finished. After [`GroupCommit::stop`]
@@ -404,9 +436,14 @@ impl GroupCommit {
     pub fn stop(&self) {
         self.shared.queue.lock().stopping = true;
         self.shared.wake.notify_all();
-        if let Some(thread) = self.thread.lock().take() {
-            if thread.join().is_err() {
-                tracing::error!("the group-commit thread panicked");
+        match self.thread.lock().take() {
+            Some(thread) => {
+                if thread.join().is_err() {
+                    tracing::error!("the group-commit thread panicked");
+                }
+            }
+            None => {
+                self.run_queued();
             }
         }
     }
@@ -519,6 +556,51 @@ mod tests {
             }
             Ok(())
         }
+    }
+
+    #[test]
+    fn a_manual_group_commit_runs_its_queue_only_when_told() {
+        let file = Arc::new(GatedFile {
+            syncs: AtomicI64::new(0),
+            started: Mutex::new(None),
+            release: Mutex::new(None),
+        });
+        let durability = Arc::new(LogDurability::new(0));
+        let target = |upto: i64| FlushTarget {
+            env: LogEnv::shared_default(),
+            file: file.clone(),
+            path: PathBuf::from("manual.log"),
+            dir: PathBuf::from("manual"),
+            dir_changes: None,
+            upto,
+            generation: 0,
+            durability: durability.clone(),
+        };
+        let commit = GroupCommit::manual();
+        let (done_tx, done_rx) = mpsc::channel();
+        for upto in 1..=3 {
+            let done_tx = done_tx.clone();
+            commit.submit(
+                target(upto),
+                Some(Box::new(move |r| done_tx.send((upto, r.is_ok())).unwrap())),
+            );
+        }
+        assert_eq!(
+            file.syncs.load(Ordering::SeqCst),
+            0,
+            "nothing runs by itself"
+        );
+        assert!(done_rx.try_recv().is_err());
+        assert_eq!(commit.run_queued(), 1, "one queued request per log");
+        let done: Vec<(i64, bool)> = done_rx.try_iter().collect();
+        assert_eq!(done, [(1, true), (2, true), (3, true)]);
+        assert_eq!(durability.durable_offset(), 3);
+        assert_eq!(commit.run_queued(), 0);
+        // Stopping runs what is still queued.
+        commit.submit(target(4), None);
+        commit.stop();
+        assert_eq!(durability.durable_offset(), 4);
+        assert_eq!(file.syncs.load(Ordering::SeqCst), 2);
     }
 
     #[test]
