@@ -29,6 +29,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use tarn_protocol::error;
+use tarn_storage::LogDurability;
 
 use crate::replica_manager::{Partition, PartitionError};
 
@@ -87,6 +88,19 @@ impl DurablePublisher {
             let advanced = upto > s.durable_offset;
             s.durable_offset = s.durable_offset.max(upto);
             advanced
+        });
+    }
+
+    /// Publishes the log's durable offset as it is now: what its fsyncs
+    /// made durable, which a truncation lowers to the new log end. A flush
+    /// prepared before a truncation advances nothing, so the bytes it
+    /// covered, cut and written again, are not taken for durable.
+    pub fn publish(&self, log: &LogDurability) {
+        self.0.send_if_modified(|s| {
+            let durable = log.durable_offset();
+            let changed = durable != s.durable_offset;
+            s.durable_offset = durable;
+            changed
         });
     }
 

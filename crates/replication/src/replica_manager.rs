@@ -156,7 +156,7 @@ pub struct Partition {
     /// Where this partition's flushes run.
     group_commit: Arc<GroupCommit>,
     /// What is durable, for the completions of appends waiting on it.
-    durability: PartitionDurability,
+    pub(crate) durability: PartitionDurability,
     /// The highest offset a flush was queued to cover; a retried
     /// (duplicate) batch below it waits for that flush too.
     pub(crate) flush_requested_upto: AtomicI64,
@@ -439,11 +439,11 @@ impl Partition {
     /// partition's waiting completions.
     pub(crate) fn submit_flush(&self, target: FlushTarget) {
         let publisher = self.durability.publisher();
-        let upto = target.upto();
+        let log = target.durability();
         self.group_commit.submit(
             target,
             Some(Box::new(move |result| match result {
-                Ok(()) => publisher.durable(upto),
+                Ok(()) => publisher.publish(&log),
                 Err(e) => publisher.failed(e.to_string()),
             })),
         );
@@ -1371,6 +1371,64 @@ mod tests {
         assert_eq!(partition.role(), Role::Leader);
         assert_eq!(partition.leader_epoch(), 4);
         partition.check_leader().unwrap();
+    }
+
+    /// With `flush.messages=1`, a follower that truncates below what it
+    /// had flushed waits for a new flush of what it writes past the cut:
+    /// the cut bytes having been durable says nothing of the new ones.
+    #[test]
+    fn a_follower_waits_for_the_flush_of_what_it_writes_after_a_truncation() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = BrokerConfig::with_overrides([("log.flush.interval.messages", "1")]).unwrap();
+        let commit = Arc::new(GroupCommit::manual());
+        let replicas = ReplicaManager::new(dir.path(), 1, LogEnv::os(8), commit.clone());
+        let topic = MetadataRecord::Topic {
+            name: "cut".into(),
+            topic_id: [9; 16],
+        };
+        let followed = MetadataRecord::Partition {
+            topic_id: [9; 16],
+            partition_id: 0,
+            replicas: vec![2, 1],
+            isr: vec![2, 1],
+            leader: 2,
+            leader_epoch: 1,
+            partition_epoch: 1,
+            adding_replicas: Vec::new(),
+            removing_replicas: Vec::new(),
+        };
+        let image = apply(&Arc::new(MetadataImage::default()), &[topic, followed]);
+        replicas.sync(&image, &config, true).unwrap();
+        let partition = replicas.get("cut", 0).expect("hosted");
+        let leader_batch = |base: i64, n: usize| {
+            let mut builder = tarn_protocol::record_batch::RecordBatchBuilder::new()
+                .base_offset(base)
+                .partition_leader_epoch(1);
+            for i in 0..n {
+                builder = builder.record(1_000 + i as i64, None, Some(b"v"));
+            }
+            builder.build()
+        };
+        partition.append_as_follower(&leader_batch(0, 10)).unwrap();
+        assert!(
+            !partition.durability_barrier().is_ready(),
+            "not flushed yet"
+        );
+        commit.run_queued();
+        assert!(partition.durability_barrier().is_ready());
+
+        partition.truncate_to(5).unwrap();
+        assert!(
+            partition.durability_barrier().is_ready(),
+            "the cut is durable"
+        );
+        partition.append_as_follower(&leader_batch(5, 2)).unwrap();
+        assert!(
+            !partition.durability_barrier().is_ready(),
+            "offsets 5 and 6 were durable before the cut, not now"
+        );
+        commit.run_queued();
+        assert!(partition.durability_barrier().is_ready());
     }
 
     /// A batch of `n` records for a leader's append.

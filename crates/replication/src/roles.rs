@@ -492,6 +492,7 @@ impl Partition {
             // sent as its last fetched epoch again (Kafka's truncateTo
             // drops it the same way).
             off_async_workers(|| log.truncate_to(offset))?;
+            self.truncated_durability(log);
             Ok(())
         });
         self.note_storage(&self.writes_failing, "truncating", step)
@@ -503,9 +504,21 @@ impl Partition {
         let step = self.with_log(|log| {
             tracing::info!(topic = %self.topic, partition = self.index, offset, "starting over at the leader's log start");
             off_async_workers(|| log.truncate_fully_and_start_at(offset))?;
+            self.truncated_durability(log);
             Ok(())
         });
         self.note_storage(&self.writes_failing, "truncating", step)
+    }
+
+    /// After a truncation (durable when it returns): the completions
+    /// learn the log's durable offset, now its new end, so a write past
+    /// it waits for its own flush again instead of counting as durable
+    /// because the cut bytes were; flushes queued before it cover nothing
+    /// past the new end either.
+    fn truncated_durability(&self, log: &Log) {
+        self.flush_requested_upto
+            .fetch_min(log.log_end_offset(), Ordering::AcqRel);
+        self.durability.publisher().publish(&log.durability());
     }
 
     /// Follower: what the next fetch from the leader sends: this log's

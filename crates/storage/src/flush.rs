@@ -185,6 +185,13 @@ impl FlushTarget {
         self.upto
     }
 
+    /// The durability of the log this flush is for: after the flush, its
+    /// durable offset says what the flush made durable (nothing, for a
+    /// flush prepared before a truncation).
+    pub fn durability(&self) -> Arc<LogDurability> {
+        self.durability.clone()
+    }
+
     /// Does the fsyncs right here and advances the durable offset. A
     /// failure takes the log offline (see the module docs).
     pub fn run(&self) -> Result<(), StorageError> {

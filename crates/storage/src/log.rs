@@ -971,6 +971,11 @@ impl Log {
         self.durability.durable_offset()
     }
 
+    /// What the log's fsyncs made durable so far, shared with its flushes.
+    pub fn durability(&self) -> Arc<LogDurability> {
+        self.durability.clone()
+    }
+
     /// Why the log is offline (an fsync failed), or `None` while it works.
     pub fn offline_cause(&self) -> Option<String> {
         self.durability.failure()
