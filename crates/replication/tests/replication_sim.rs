@@ -112,6 +112,8 @@ struct Sim {
     now_ms: i64,
     config: BrokerConfig,
     group_commit: Arc<GroupCommit>,
+    /// Whether `group_commit` has its own thread.
+    threaded: bool,
     runtime: tokio::runtime::Runtime,
     /// Every image the controller committed, in order.
     images: Vec<Arc<MetadataImage>>,
@@ -129,6 +131,7 @@ struct Sim {
 impl Sim {
     fn new(seed: u64, flush: Flush) -> Sim {
         let clock = Arc::new(ManualClock::new(START_MS));
+        let threaded = std::env::var_os("TARN_REPLICATION_SIM_THREADED").is_some();
         let overrides: Vec<(&str, &str)> = match flush {
             Flush::None => vec![],
             Flush::EveryMessage => vec![("log.flush.interval.messages", "1")],
@@ -155,7 +158,17 @@ impl Sim {
             clock,
             now_ms: START_MS,
             config,
-            group_commit: Arc::new(GroupCommit::start().expect("group commit")),
+            // Its rounds run when the simulation says (see `wait`, `tick`,
+            // `step`), not when a thread gets to them: a seed replays
+            // exactly. TARN_REPLICATION_SIM_THREADED=1 gives it its thread
+            // back, racing the simulation as it races request handlers in
+            // a broker: a hunt for races, whose seeds do not replay.
+            group_commit: Arc::new(if threaded {
+                GroupCommit::start().expect("group commit")
+            } else {
+                GroupCommit::manual()
+            }),
+            threaded,
             runtime: tokio::runtime::Builder::new_current_thread()
                 .enable_time()
                 .build()
@@ -321,8 +334,30 @@ impl Sim {
         self.node(id).replicas.as_ref()?.get(TOPIC, p)
     }
 
+    /// Waits for `f`, which a flush completes: the queued group-commit
+    /// rounds run first (the thread would have run them meanwhile).
     fn wait<T>(&self, f: impl std::future::Future<Output = T>) -> T {
-        self.runtime.block_on(f)
+        if self.threaded {
+            let bounded =
+                async { tokio::time::timeout(std::time::Duration::from_secs(30), f).await };
+            return self
+                .runtime
+                .block_on(bounded)
+                .expect("a flush the group-commit thread never completed");
+        }
+        let group_commit = self.group_commit.clone();
+        self.runtime.block_on(async move {
+            tokio::pin!(f);
+            for _ in 0..100 {
+                group_commit.run_queued();
+                tokio::select! {
+                    biased;
+                    out = &mut f => return out,
+                    () = tokio::task::yield_now() => {}
+                }
+            }
+            panic!("a wait was not completed by the queued flushes");
+        })
     }
 
     /// The client sends one acks=all record to broker `id` for `p`.
@@ -510,6 +545,8 @@ impl Sim {
 
     /// Time passes; leaders shrink the ISR of followers that fell behind.
     fn tick(&mut self, ms: i64) {
+        // Flushes nobody waited for have run by now.
+        self.group_commit.run_queued();
         self.now_ms += ms;
         self.clock.set(self.now_ms);
         for id in 1..=BROKERS {
@@ -628,6 +665,11 @@ impl Sim {
     }
 
     fn step(&mut self) {
+        // The group-commit thread gets to the flushes nobody waits for
+        // (a roll's, a barrier's) at moments of its own.
+        if self.rng.chance(50) {
+            self.group_commit.run_queued();
+        }
         let id = 1 + self.rng.below(BROKERS as u64) as i32;
         let p = self.rng.below(PARTITIONS as u64) as i32;
         match self.rng.below(100) {
@@ -852,13 +894,14 @@ fn seeds() -> Vec<u64> {
         .map(|n| n.parse().expect("TARN_REPLICATION_SIM_SEEDS is a number"))
         .unwrap_or(64);
     let mut seeds: Vec<u64> = (0..n).collect();
-    // Seeds that once found a fault, run every time: 394 a follower whose
-    // records of a lost leader's epoch were taken for the new leader's.
+    // Seeds that once found a fault, run every time: 293 a follower whose
+    // records of a lost leader's epoch were taken for the new leader's
+    // (with a leader that does not record its epoch at the log end).
     seeds.extend(REGRESSION_SEEDS.iter().filter(|s| **s >= n));
     seeds
 }
 
-const REGRESSION_SEEDS: [u64; 1] = [394];
+const REGRESSION_SEEDS: [u64; 1] = [293];
 
 #[test]
 fn acknowledged_records_survive_crashes_and_partitions_without_flushes() {
