@@ -24,7 +24,10 @@
 //! and the seeds that once found a fault (`REGRESSION_SEEDS`);
 //! `TARN_REPLICATION_SIM_SEED=S` replays one. A failure names its seed and
 //! its last steps; `TARN_REPLICATION_SIM_TRACE=PREFIX` writes all of a
-//! seed's steps to `PREFIX.SEED.SETTING`.
+//! seed's steps to `PREFIX.SEED.SETTING`. The group commit's fsync rounds
+//! run when the seed says; `TARN_REPLICATION_SIM_THREADED=1` gives it its
+//! own thread instead, which races the steps as it races request handlers
+//! in a broker: a hunt for races whose seeds do not replay exactly.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
