@@ -565,24 +565,43 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_manual_group_commit_runs_its_queue_only_when_told() {
-        let file = Arc::new(GatedFile {
-            syncs: AtomicI64::new(0),
-            started: Mutex::new(None),
-            release: Mutex::new(None),
-        });
-        let durability = Arc::new(LogDurability::new(0));
-        let target = |upto: i64| FlushTarget {
+    impl GatedFile {
+        /// One whose fsyncs never block.
+        fn ungated() -> Arc<GatedFile> {
+            Arc::new(GatedFile {
+                syncs: AtomicI64::new(0),
+                started: Mutex::new(None),
+                release: Mutex::new(None),
+            })
+        }
+    }
+
+    /// A flush of `file` (the segment `NAME.log` in the directory `NAME`)
+    /// up to `upto`, for the log of `durability` in its current
+    /// generation.
+    fn flush_of(
+        file: &Arc<GatedFile>,
+        durability: &Arc<LogDurability>,
+        name: &str,
+        upto: i64,
+    ) -> FlushTarget {
+        FlushTarget {
             env: LogEnv::shared_default(),
             file: file.clone(),
-            path: PathBuf::from("manual.log"),
-            dir: PathBuf::from("manual"),
+            path: PathBuf::from(format!("{name}.log")),
+            dir: PathBuf::from(name),
             dir_changes: None,
             upto,
-            generation: 0,
+            generation: durability.generation(),
             durability: durability.clone(),
-        };
+        }
+    }
+
+    #[test]
+    fn a_manual_group_commit_runs_its_queue_only_when_told() {
+        let file = GatedFile::ungated();
+        let durability = Arc::new(LogDurability::new(0));
+        let target = |upto: i64| flush_of(&file, &durability, "manual", upto);
         let commit = GroupCommit::manual();
         let (done_tx, done_rx) = mpsc::channel();
         for upto in 1..=3 {
@@ -620,16 +639,7 @@ mod tests {
             release: Mutex::new(Some(release_rx)),
         });
         let durability = Arc::new(LogDurability::new(0));
-        let target = |upto: i64| FlushTarget {
-            env: LogEnv::shared_default(),
-            file: file.clone(),
-            path: PathBuf::from("gated.log"),
-            dir: PathBuf::from("gated"),
-            dir_changes: None,
-            upto,
-            generation: 0,
-            durability: durability.clone(),
-        };
+        let target = |upto: i64| flush_of(&file, &durability, "gated", upto);
         let commit = GroupCommit::start().unwrap();
         let (done_tx, done_rx) = mpsc::channel();
         let callback = |id: i64| -> Option<FlushCallback> {
@@ -662,22 +672,9 @@ mod tests {
 
     #[test]
     fn a_merged_flush_keeps_the_offsets_of_the_newest_generation() {
-        let file = Arc::new(GatedFile {
-            syncs: AtomicI64::new(0),
-            started: Mutex::new(None),
-            release: Mutex::new(None),
-        });
+        let file = GatedFile::ungated();
         let durability = Arc::new(LogDurability::new(0));
-        let target = |upto: i64| FlushTarget {
-            env: LogEnv::shared_default(),
-            file: file.clone(),
-            path: PathBuf::from("truncated.log"),
-            dir: PathBuf::from("truncated"),
-            dir_changes: None,
-            upto,
-            generation: durability.generation(),
-            durability: durability.clone(),
-        };
+        let target = |upto: i64| flush_of(&file, &durability, "truncated", upto);
         let before = target(10);
         // The log is cut back to 3, then grows to 5.
         durability.truncated(3);
