@@ -764,8 +764,17 @@ async fn adopt_cluster_id(
     }
 }
 
+/// How soon a registered broker that is still fenced heartbeats again:
+/// the controller unfences it at the first heartbeat that shows it caught
+/// up, so a starting broker serves within milliseconds of registering
+/// rather than a heartbeat interval later (Kafka's broker heartbeats every
+/// 10 ms while it starts up, too).
+const STARTING_HEARTBEAT: Duration = Duration::from_millis(10);
+
 /// Registers the broker and heartbeats until the node stops; registers
-/// again when the controller no longer knows this registration.
+/// again when the controller no longer knows this registration. The first
+/// heartbeat goes at once, and the next ones every `STARTING_HEARTBEAT`
+/// until the controller unfences the broker, then every `interval`.
 async fn run_lifecycle(
     broker: Arc<Broker>,
     registration: BrokerRegistration,
@@ -798,9 +807,13 @@ async fn run_lifecycle(
         };
         broker.set_broker_epoch(broker_epoch);
         epoch.send_replace(Some(broker_epoch));
+        let mut next = Duration::ZERO;
+        // After the first unfence, a fenced answer (the controller fenced
+        // a broker whose session lapsed) waits a whole interval as before.
+        let mut unfenced_once = false;
         loop {
             tokio::select! {
-                _ = tokio::time::sleep(interval) => {}
+                _ = tokio::time::sleep(next) => {}
                 _ = stop.changed() => return,
             }
             let request = ControllerRequest::Heartbeat {
@@ -813,7 +826,12 @@ async fn run_lifecycle(
                 answer = broker.submit_to_controller(request) => answer,
                 _ = stop.changed() => return,
             };
+            next = interval;
             match answer {
+                Ok(ControllerReply::Heartbeat { fenced: true, .. }) if !unfenced_once => {
+                    next = STARTING_HEARTBEAT;
+                }
+                Ok(ControllerReply::Heartbeat { fenced: false, .. }) => unfenced_once = true,
                 Ok(_) => {}
                 Err(e) if e.code == error::STALE_BROKER_EPOCH => {
                     tracing::warn!(error = %e, "the controller forgot this registration; registering again");
