@@ -220,8 +220,10 @@ fn kafkas_server_properties_starts_tarn_on_the_listener_it_names() {
         let (_serving, addr) = serve(&config);
         // `listeners=PLAINTEXT://:port` binds every interface.
         assert_eq!(addr, format!("0.0.0.0:{}", node.port));
-        let metadata = metadata(node.port);
-        assert_eq!(metadata.brokers.len(), 1);
+        // A quorum of one voter, as Kafka's: the broker is listed once it
+        // registered and the controller unfenced it.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let metadata = wait_for_brokers(node.port, 1, deadline);
         let broker = &metadata.brokers[0];
         // Advertised as advertised.listeners says, not as bound.
         assert_eq!(
@@ -669,6 +671,115 @@ fn kafkas_controller_and_broker_properties_start_an_isolated_pair() {
         assert_eq!(answer.brokers[0].node_id, 2, "{answer:?}");
         assert_eq!(answer.cluster_id.as_deref(), Some(cluster_id.as_str()));
         create_topic_seen_by(&format!("localhost:{port}"), &[port], "isolated", 3);
+    });
+}
+
+/// Kafka 4's combined quickstart, unformatted (Tarn needs no format
+/// step): the shipped server.properties makes a quorum of one voter that
+/// other brokers can join, as Kafka's does. A broker started with Kafka's
+/// shipped broker.properties, pointed at the same bootstrap server,
+/// registers; a topic of replication factor 2 created through it has a
+/// replica on each node, and both list it.
+#[test]
+fn kafkas_combined_quickstart_is_joined_by_a_broker() {
+    run_with_timeout(TEST_TIMEOUT, || {
+        let scratch = tempfile::tempdir().expect("create a scratch dir");
+        let (port, controller, broker_port) = (free_port(), free_port(), free_port());
+        let write = |name: &str, text: String| {
+            let path = scratch.path().join(format!("{name}.properties"));
+            let dir = scratch.path().join(format!("{name}-logs"));
+            let text = text
+                .replace("{controller}", &controller.to_string())
+                .replace("{dir}", &dir.display().to_string());
+            std::fs::write(&path, text).expect("write properties");
+            path
+        };
+        let combined = write(
+            "server",
+            KAFKA_SERVER_PROPERTIES.replace("{port}", &port.to_string()),
+        );
+        let broker = write(
+            "broker",
+            format!("{KAFKA_BROKER_PROPERTIES}{KAFKA_SHIPPED_COMMON_PROPERTIES}")
+                .replace("{port}", &broker_port.to_string()),
+        );
+        let (_combined, _) = serve(&combined);
+        let (_broker, _) = serve(&broker);
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let mut cluster_ids = Vec::new();
+        for port in [port, broker_port] {
+            let answer = wait_for_brokers(port, 2, deadline);
+            assert_eq!(answer.controller_id, 1, "the only voter is the controller");
+            cluster_ids.push(answer.cluster_id.expect("a cluster id"));
+        }
+        assert_eq!(cluster_ids[0], cluster_ids[1], "one cluster");
+        let created = tarn(&[
+            "topics",
+            "create",
+            "--bootstrap-server",
+            &format!("localhost:{broker_port}"),
+            "--topic",
+            "joined",
+            "--partitions",
+            "2",
+            "--replication-factor",
+            "2",
+        ]);
+        assert!(created.status.success(), "{created:?}");
+        for port in [port, broker_port] {
+            let topics = metadata(port).topics;
+            let joined = topics
+                .iter()
+                .find(|t| t.name.as_deref() == Some("joined"))
+                .unwrap_or_else(|| panic!("topic joined on port {port}: {topics:?}"));
+            assert_eq!(joined.partitions.len(), 2, "{joined:?}");
+            for partition in &joined.partitions {
+                let mut replicas = partition.replica_nodes.clone();
+                replicas.sort_unstable();
+                assert_eq!(replicas, [1, 2], "{joined:?}");
+            }
+        }
+    });
+}
+
+/// A data directory that a single node wrote (Tarn before quorums of one
+/// voter could be joined ran Kafka's combined quickstart so) keeps
+/// running as a single node under that configuration, with its topics.
+#[test]
+fn a_single_nodes_data_directory_stays_a_single_node_under_the_combined_quickstart() {
+    run_with_timeout(TEST_TIMEOUT, || {
+        let node = Node::new();
+        let single = node.scratch.path().join("single.properties");
+        std::fs::write(
+            &single,
+            format!(
+                "listeners=PLAINTEXT://127.0.0.1:{}\nlog.dirs={}\n",
+                node.port,
+                node.data_dir().display()
+            ),
+        )
+        .expect("write single.properties");
+        {
+            let (_single, _) = serve(&single);
+            create_topic_seen_by(&format!("127.0.0.1:{}", node.port), &[node.port], "kept", 2);
+        }
+        let (_combined, _) = serve(&node.server_properties(""));
+        let answer = metadata(node.port);
+        assert_eq!(answer.brokers.len(), 1, "{answer:?}");
+        let kept = answer
+            .topics
+            .iter()
+            .find(|t| t.name.as_deref() == Some("kept"))
+            .unwrap_or_else(|| panic!("topic kept: {:?}", answer.topics));
+        assert_eq!(kept.partitions.len(), 2, "{kept:?}");
+        assert!(
+            !node
+                .data_dir()
+                .join("__cluster_metadata-0")
+                .join("quorum-state")
+                .exists(),
+            "no quorum was started in a single node's directory"
+        );
     });
 }
 

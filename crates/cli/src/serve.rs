@@ -211,19 +211,72 @@ pub fn run(args: ServeArgs) -> Result<()> {
 
 /// How this node finds its quorum. A controller of a dynamic quorum
 /// (`controller.quorum.bootstrap.servers`, KIP-853) takes the initial
-/// voters `tarn storage format` gave its data directory; a broker that is
-/// not a controller only needs somewhere to find the controllers.
+/// voters `tarn storage format` gave its data directory, or, unformatted,
+/// is the sole voter when its bootstrap servers name only itself; a broker
+/// that is not a controller only needs somewhere to find the controllers.
+/// A data directory that a single node wrote keeps running as one.
 fn resolve_quorum(cluster: &ClusterConfig) -> Result<Quorum> {
-    let servers = match cluster.quorum() {
-        Quorum::Bootstrap(servers) if cluster.is_controller() => servers,
-        quorum => return Ok(quorum),
+    let quorum = match cluster.quorum() {
+        Quorum::Bootstrap(servers) if cluster.is_controller() => dynamic_voters(cluster, &servers)?,
+        quorum => quorum,
     };
+    let sole_voter = match &quorum {
+        Quorum::Voters(voters) => voters.keys().all(|id| *id == cluster.node_id),
+        _ => false,
+    };
+    if sole_voter && cluster.is_broker() && holds_single_node_metadata(&cluster.log_dir)? {
+        tracing::info!(
+            data_dir = %cluster.log_dir.display(),
+            "the data directory holds a single node's metadata log (written by a Tarn that ran              this configuration as a single node), so it runs as a single node: no other broker              can join it. Start from an empty data directory to run a quorum of one that brokers              can join"
+        );
+        return Ok(Quorum::SingleNode);
+    }
+    Ok(quorum)
+}
+
+/// Whether `log_dir` holds the metadata log of a single node.
+fn holds_single_node_metadata(log_dir: &std::path::Path) -> Result<bool> {
+    let path = log_dir
+        .join(crate::storage::QUORUM_DIR)
+        .join(tarn_metadata::METADATA_LOG_FILE);
+    match std::fs::metadata(&path) {
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e).with_context(|| format!("read {}", path.display())),
+    }
+}
+
+/// The voters of a dynamic quorum that this controller starts: those it
+/// was formatted with; unformatted, itself alone when its bootstrap
+/// servers name only itself (the only quorum it could form).
+fn dynamic_voters(cluster: &ClusterConfig, servers: &[(String, u16)]) -> Result<Quorum> {
+    // Another node's directory is refused for that first, whatever voters
+    // it holds.
+    if let Some(meta) = crate::storage::read_meta(&cluster.log_dir)? {
+        if meta.node_id != cluster.node_id {
+            bail!(
+                "{} belongs to node.id {}, not {}",
+                cluster.log_dir.display(),
+                meta.node_id,
+                cluster.node_id
+            );
+        }
+    }
+    let stored = crate::storage::bootstrap_voters(&cluster.log_dir)?;
+    if stored.is_none() && cluster.bootstraps_only_itself() {
+        if let Some((host, port)) = servers.first() {
+            return Ok(Quorum::Voters(BTreeMap::from([(
+                cluster.node_id,
+                (host.clone(), *port),
+            )])));
+        }
+    }
     let servers = servers
         .iter()
         .map(|(h, p)| format!("{h}:{p}"))
         .collect::<Vec<_>>()
         .join(",");
-    let Some(voters) = crate::storage::bootstrap_voters(&cluster.log_dir)? else {
+    let Some(voters) = stored else {
         bail!(
             "controller.quorum.bootstrap.servers ({servers}) asks for a dynamic quorum (KIP-853), \
              and this controller's data directory holds no initial voters: format it with \
@@ -309,9 +362,8 @@ async fn serve(
         // otherwise wait without a word from this side.
         tracing::info!(
             listener = %controller,
-            "this node is its quorum's only voter and also a broker, so it runs as a single \
-             node: its controller listener is not served and no other broker can join it \
-             (a dedicated controller, process.roles=controller, can be joined)"
+            "this node runs as a single node, so its controller listener is not served and no \
+             other broker can join it"
         );
     }
     let http_listener = match args.http_listen.as_str() {

@@ -83,7 +83,7 @@ pub fn run(command: StorageCommand) -> Result<()> {
     }
 }
 
-fn read_meta(dir: &Path) -> Result<Option<MetaProperties>> {
+pub(crate) fn read_meta(dir: &Path) -> Result<Option<MetaProperties>> {
     let path = dir.join(META_PROPERTIES_FILE);
     match std::fs::read_to_string(&path) {
         Ok(text) => Ok(Some(
@@ -169,7 +169,7 @@ fn format(args: FormatArgs) -> Result<()> {
 }
 
 /// The metadata quorum's directory in a data directory.
-const QUORUM_DIR: &str = "__cluster_metadata-0";
+pub(crate) const QUORUM_DIR: &str = "__cluster_metadata-0";
 /// Where `format` keeps a dynamic quorum's initial voters.
 const BOOTSTRAP_VOTERS_FILE: &str = "bootstrap-voters";
 

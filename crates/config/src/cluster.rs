@@ -98,11 +98,10 @@ impl fmt::Display for Listener {
 /// How this node finds its controller quorum.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Quorum {
-    /// A quorum of this node alone, serving clients itself: it is a
-    /// broker and a controller, and the quorum keys name no other node (or
-    /// are not set at all, Tarn's default). A controller that is not a
-    /// broker exists to serve other nodes, so it always forms a quorum
-    /// they can join, even as its sole voter.
+    /// Tarn's default: no quorum key is set, and the node (a broker and a
+    /// controller) keeps its metadata in a local log that no other node
+    /// can join. A node whose quorum keys name only itself is a quorum of
+    /// one voter that brokers can join, as Kafka's combined quickstart is.
     SingleNode,
     /// A static quorum (`controller.quorum.voters`) with other voters.
     Voters(BTreeMap<i32, (String, u16)>),
@@ -260,13 +259,8 @@ impl ClusterConfig {
 
     /// How this node finds its quorum (see `Quorum`).
     pub fn quorum(&self) -> Quorum {
-        let voters_are_self =
-            self.voters.is_empty() || self.voters.keys().all(|id| *id == self.node_id);
-        let bootstrap_is_self = self
-            .bootstrap_servers
-            .iter()
-            .all(|(host, port)| self.is_own_controller_address(host, *port));
-        if self.is_controller() && self.is_broker() && voters_are_self && bootstrap_is_self {
+        // `check_roles` allows no quorum key only on a broker and controller.
+        if self.voters.is_empty() && self.bootstrap_servers.is_empty() {
             Quorum::SingleNode
         } else if !self.voters.is_empty() {
             Quorum::Voters(self.voters.clone())
@@ -293,6 +287,17 @@ impl ClusterConfig {
             );
         }
         Ok(())
+    }
+
+    /// Whether `controller.quorum.bootstrap.servers` names this node's
+    /// controller listeners only (Kafka's quickstart does): the only quorum
+    /// it can then start, unformatted, is itself alone.
+    pub fn bootstraps_only_itself(&self) -> bool {
+        self.is_controller()
+            && self
+                .bootstrap_servers
+                .iter()
+                .all(|(host, port)| self.is_own_controller_address(host, *port))
     }
 
     /// Whether `host:port` reaches one of this node's controller listeners.

@@ -85,8 +85,10 @@ fn three_node_command_parses_and_is_a_quorum_of_voters() {
     );
 }
 
+/// Kafka 4's combined quickstart: a dynamic quorum whose bootstrap server
+/// is this node, which other brokers can join as Kafka's can.
 #[test]
-fn kafkas_shipped_server_properties_is_a_single_node() {
+fn kafkas_shipped_server_properties_bootstraps_from_itself() {
     let c = cluster(&[
         ("process.roles", "broker,controller"),
         ("node.id", "1"),
@@ -105,26 +107,32 @@ fn kafkas_shipped_server_properties_is_a_single_node() {
         ("log.dirs", "/tmp/kraft-combined-logs"),
     ])
     .unwrap();
-    assert_eq!(c.quorum(), Quorum::SingleNode);
+    assert_eq!(
+        c.quorum(),
+        Quorum::Bootstrap(vec![("localhost".to_owned(), 9093)])
+    );
+    assert!(c.bootstraps_only_itself());
     let kafka = c.kafka_listener().unwrap();
     assert_eq!(kafka.bind_address(), "0.0.0.0:9092");
     assert_eq!(c.advertised_listener(kafka).unwrap().host, "localhost");
     assert_eq!(c.log_dir, PathBuf::from("/tmp/kraft-combined-logs"));
 }
 
+/// A broker and controller that is the only voter: a quorum of one that
+/// other brokers can join, as Kafka's is.
 #[test]
-fn a_single_voter_that_is_this_node_is_a_single_node() {
+fn a_single_voter_that_is_this_node_is_a_quorum() {
     let c = cluster(&with(
         THREE_NODES,
         &[("controller.quorum.voters", "1@127.0.0.1:19093")],
     ))
     .unwrap();
-    assert_eq!(c.quorum(), Quorum::SingleNode);
+    let voters = BTreeMap::from([(1, ("127.0.0.1".to_owned(), 19093))]);
+    assert_eq!(c.quorum(), Quorum::Voters(voters));
 }
 
 /// One dedicated controller for brokers elsewhere (Kafka's isolated mode
-/// at its smallest): a quorum of one voter they can join, not a single
-/// node, which would serve nobody.
+/// at its smallest): a quorum of one voter they can join.
 #[test]
 fn a_sole_voter_that_is_only_a_controller_is_a_quorum() {
     let c = cluster(&with(
@@ -154,6 +162,7 @@ fn bootstrap_servers_elsewhere_are_a_quorum_to_join() {
         c.quorum(),
         Quorum::Bootstrap(vec![("10.0.0.2".to_owned(), 9093)])
     );
+    assert!(!c.bootstraps_only_itself());
 }
 
 #[test]

@@ -21,7 +21,7 @@ pub mod replicated;
 pub mod topics;
 
 pub use image::{BrokerInfo, MetadataImage, PartitionInfo, QuotaEntity, TopicInfo, NO_LEADER};
-pub use log::{Appending, FileMetadataLog, MetadataLog, MetadataLogError};
+pub use log::{Appending, FileMetadataLog, MetadataLog, MetadataLogError, METADATA_LOG_FILE};
 pub use publisher::{MetadataDelta, MetadataListener, MetadataPublisher, PublishError};
 pub use records::{Endpoint, MetadataRecord};
 

@@ -96,6 +96,10 @@ pub enum Appending {
     InFlight(Box<dyn FnOnce() -> Result<u64, MetadataLogError> + Send>),
 }
 
+/// The file of a single node's metadata log, in the quorum's directory
+/// (`__cluster_metadata-0`) of its data directory.
+pub const METADATA_LOG_FILE: &str = "metadata.log";
+
 /// The metadata log in one file, through the storage crate's file system
 /// (the real one, or a simulated one that can lose power).
 pub struct FileMetadataLog {
@@ -109,7 +113,7 @@ impl FileMetadataLog {
     /// tail; an entry that cannot be read is an error (see the module doc).
     pub fn open(env: &LogEnv, dir: &Path) -> Result<Self, MetadataLogError> {
         env.create_dir_all(dir)?;
-        let path = dir.join("metadata.log");
+        let path = dir.join(METADATA_LOG_FILE);
         let mut file = SegmentFile::open(env, &path)?;
         let data = read_all(&file)?;
         let parsed = parse_entries(&data)?;

@@ -233,7 +233,9 @@ pub async fn start(
     let formatted = formatted_cluster_id(&env, &data_dir, node_id)?;
     // Sent with and checked on every quorum RPC once known.
     let quorum_cluster = ClusterId::new(formatted.clone());
-    let single_node_log = data_dir.join("__cluster_metadata-0").join("metadata.log");
+    let single_node_log = data_dir
+        .join("__cluster_metadata-0")
+        .join(tarn_metadata::METADATA_LOG_FILE);
     if env.len(&single_node_log)?.is_some() {
         return Err(BrokerError::Invalid(format!(
             "{} holds the metadata of a single-node Tarn; moving it into a multi-node quorum is \
