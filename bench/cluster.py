@@ -492,6 +492,12 @@ def commits(tarn, work):
             node = single(tarn, f"{work}/commits-single-{mode}")
             measured(f"single_{mode}", [node], mode, node.addr, "s")
             stop_single(node)
+            # The same node as the sole voter of a Raft quorum: what the
+            # quorum's machinery costs before any network or follower.
+            sole = Cluster(tarn, f"{work}/commits-sole-{mode}", 1)
+            sole.start()
+            measured(f"sole_{mode}", [sole.nodes[1]], mode, sole.nodes[1].addr, "q")
+            sole.shutdown()
             for target in ("controller", "forwarded"):
                 cluster = Cluster(tarn, f"{work}/commits-cluster-{mode}-{target}", 3)
                 controller = cluster.start()
@@ -507,8 +513,11 @@ def commits(tarn, work):
     fmt_cpu = {f"cpu_{k}": f"{statistics.median(v):.2f}" for k, v in cpu.items()}
     rates = {k: statistics.median(v) for k, v in runs.items()}
     fmt = {k: f"{v:.1f}" for k, v in rates.items()}
-    ratios = {f"ratio_{mode}_{target}": f"{rates[f'cluster_{mode}_{target}'] / rates[f'single_{mode}']:.2f}"
-              for mode in ("seq", "par") for target in ("controller", "forwarded")}
+    ratios = {f"ratio_{mode}_{target}": f"{rates[f'{group}_{mode}{suffix}'] / rates[f'single_{mode}']:.2f}"
+              for mode in ("seq", "par")
+              for target, group, suffix in (("controller", "cluster", "_controller"),
+                                            ("forwarded", "cluster", "_forwarded"),
+                                            ("sole", "sole", ""))}
     result("commits", n=n, inflight=inflight, reps=reps, **fmt, **ratios, **fmt_cpu)
 
 
@@ -854,15 +863,24 @@ def report(raw, out, header):
                "\"controller\" sends to the active controller, \"forwarded\" to another broker, "
                "which forwards to it.", "",
                "CPU is user + system seconds per 1000 topics, summed over the nodes (one, or all three).", "",
-               "| run | single node /s | 3-node /s | ratio | target | | single node CPU | 3-node CPU |",
+               "\"quorum of one\" is the single node run as the sole voter of a Raft quorum (a broker "
+               "and controller whose quorum keys name only itself): the quorum's own cost, with no "
+               "network and no follower; it has no target.", "",
+               "| run | single node /s | quorum /s | ratio | target | | single node CPU | quorum CPU |",
                "|---|---:|---:|---:|---|---|---:|---:|"]
         for label, single_key, cluster_key, ratio_key in [
                 ("sequential, to the controller", "single_seq", "cluster_seq_controller", "ratio_seq_controller"),
                 ("sequential, forwarded", "single_seq", "cluster_seq_forwarded", "ratio_seq_forwarded"),
                 ("in flight, to the controller", "single_par", "cluster_par_controller", "ratio_par_controller"),
-                ("in flight, forwarded", "single_par", "cluster_par_forwarded", "ratio_par_forwarded")]:
+                ("in flight, forwarded", "single_par", "cluster_par_forwarded", "ratio_par_forwarded"),
+                ("sequential, quorum of one", "single_seq", "sole_seq", "ratio_seq_sole"),
+                ("in flight, quorum of one", "single_par", "sole_par", "ratio_par_sole")]:
+            if cluster_key not in c:
+                continue  # a run from before quorums of one were measured
             ratio = float(c[ratio_key])
-            md.append(f"| {label} | {c[single_key]} | {c[cluster_key]} | {ratio:.2f} | >= 0.5 | {verdict(ratio >= 0.5)} "
+            target = ("| (none) | " if cluster_key.startswith("sole")
+                      else f"| >= 0.5 | {verdict(ratio >= 0.5)} ")
+            md.append(f"| {label} | {c[single_key]} | {c[cluster_key]} | {ratio:.2f} {target}"
                       f"| {c['cpu_' + single_key]} s | {c['cpu_' + cluster_key]} s |")
         md.append("")
     if "fencing" in by:
