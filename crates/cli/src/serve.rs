@@ -227,7 +227,10 @@ fn resolve_quorum(cluster: &ClusterConfig) -> Result<Quorum> {
     if sole_voter && cluster.is_broker() && holds_single_node_metadata(&cluster.log_dir)? {
         tracing::info!(
             data_dir = %cluster.log_dir.display(),
-            "the data directory holds a single node's metadata log (written by a Tarn that ran              this configuration as a single node), so it runs as a single node: no other broker              can join it. Start from an empty data directory to run a quorum of one that brokers              can join"
+            "the data directory holds a single node's metadata log (written by a Tarn that ran \
+             this configuration as a single node), so it runs as a single node: no other broker \
+             can join it. Start from an empty data directory to run a quorum of one that brokers \
+             can join"
         );
         return Ok(Quorum::SingleNode);
     }
