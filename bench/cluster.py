@@ -229,6 +229,17 @@ class Conn:
         answers = r.array(lambda: (r.string(), r.array(lambda: (r.i32(), r.i16(), r.take(">q"), r.take(">q")))))
         return answers[0][1][0][1]
 
+    def produce_each(self, topic, partitions, value, acks=1, timeout_ms=30000):
+        """Produce v3 of one record to each of partitions 0..partitions-1, in one request; the
+        partitions whose answer was not NONE, with their error codes."""
+        records = record_batch(value)
+        body = (struct.pack(">hhi", -1, acks, timeout_ms) + struct.pack(">i", 1) + string(topic)
+                + struct.pack(">i", partitions)
+                + b"".join(struct.pack(">ii", p, len(records)) + records for p in range(partitions)))
+        r = self.recv(self.send(PRODUCE, 3, body))
+        answers = r.array(lambda: (r.string(), r.array(lambda: (r.i32(), r.i16(), r.take(">q"), r.take(">q")))))
+        return {index: error for _, parts in answers for index, error, _, _ in parts if error != 0}
+
     def send_create(self, name, partitions, replication=1, timeout_ms=30000):
         body = (struct.pack(">i", 1) + string(name) + struct.pack(">ihii", partitions, replication, 0, 0)
                 + struct.pack(">ib", timeout_ms, 0))
@@ -652,7 +663,7 @@ def first_ack(cluster, survivor, victim, topic, t_kill, acked, stop):
                 if error == 0:
                     acked.update(s=time.monotonic() - t_kill, attempts=attempts, refused=refused)
                     return
-                refused[f"error {error}"] = refused.get(f"error {error}", 0) + 1
+                refused[f"error_{error}"] = refused.get(f"error_{error}", 0) + 1
         except (OSError, ConnectionError) as e:
             # Expected while leadership moves; counted, and reported with the result.
             refused[type(e).__name__] = refused.get(type(e).__name__, 0) + 1
@@ -670,6 +681,7 @@ def leaders(tarn, work):
     counts = [int(x) for x in os.environ.get("LEADER_COUNTS", "1,1000,10000").split(",")]
     detections = os.environ.get("LEADER_DETECTIONS", "session,disconnect").split(",")
     per_topic = 1000
+    with_data = os.environ.get("LEADER_DATA", "0") == "1"
     for detection in detections:
         if detection not in ("session", "disconnect"):
             raise RuntimeError(f"unknown detection {detection}: session or disconnect")
@@ -699,6 +711,15 @@ def leaders(tarn, work):
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"{count} partitions not all led by {victim}")
                 time.sleep(0.1)
+            if with_data:
+                # A record in every partition: a new leader of a partition
+                # with records writes its leader-epoch checkpoint.
+                conn = Conn(cluster.nodes[victim].addr, 120.0)
+                for t, name in enumerate(names):
+                    failed = conn.produce_each(name, min(per_topic, count - t * per_topic), b"before the kill")
+                    if failed:
+                        raise RuntimeError(f"produce to {name}: errors by partition {failed}")
+                conn.close()
             time.sleep(2)  # let the followers fetch once
             acked, stop = {}, threading.Event()
             t_kill = time.monotonic()
@@ -729,7 +750,8 @@ def leaders(tarn, work):
             if "s" not in acked:
                 raise RuntimeError(f"{count} partitions: no acknowledged produce {FENCE_TIMEOUT_S}s after the kill")
             refused = "+".join(f"{k}:{v}" for k, v in sorted(acked["refused"].items())) or "none"
-            result("leaders", detection=detection, partitions=count, killed=victim, fenced_s=f"{fenced:.2f}",
+            result("leaders", detection=detection, partitions=count, data=int(with_data), killed=victim,
+                   fenced_s=f"{fenced:.2f}",
                    led_s=f"{led:.2f}", after_fence_s=f"{led - fenced:.2f}", first_ack_s=f"{acked['s']:.2f}",
                    attempts=acked["attempts"], refused=refused)
             cluster.shutdown()
@@ -913,11 +935,14 @@ def report(raw, out, header):
                "whose heartbeat connection closed and whose listener refuses connections "
                "(broker.session.fence.on.disconnect, Tarn's default). Target: new leaders within 1 s of "
                "the fence.", "",
-               "| detection | partitions | kill to fenced | kill to all led | fenced to all led "
+               "\"with records\": every partition held a record before the kill (LEADER_DATA=1), so each new "
+               "leader writes its leader-epoch checkpoint.", "",
+               "| detection | partitions | with records | kill to fenced | kill to all led | fenced to all led "
                "| kill to first acked produce | produce attempts (refused) | |",
-               "|---|---:|---:|---:|---:|---:|---|---|"]
+               "|---|---:|---|---:|---:|---:|---:|---|---|"]
         for r in by["leaders"]:
-            md.append(f"| {r.get('detection', 'session')} | {r['partitions']} | {r['fenced_s']} s | {r['led_s']} s "
+            data = "yes" if r.get("data") == "1" else "no"
+            md.append(f"| {r.get('detection', 'session')} | {r['partitions']} | {data} | {r['fenced_s']} s | {r['led_s']} s "
                       f"| {r['after_fence_s']} s | {r.get('first_ack_s', '-')} s "
                       f"| {r.get('attempts', '-')} ({r.get('refused', '-')}) "
                       f"| {verdict(float(r['after_fence_s']) <= 1)} |")

@@ -22,7 +22,8 @@
 #             and to a full Metadata answer; target < 2 s
 #   leaders   (not in the default set) SIGKILL a broker leading 1, 1,000 and
 #             10,000 partitions of replication factor 3 (LEADER_COUNTS); time
-#             to its fence and to new leaders for all; target <= 1 s after
+#             to its fence and to new leaders for all (LEADER_DATA=1: a record in
+#             every partition first); target <= 1 s after
 #             the fence
 #   idle      (not in the default set) the three nodes' CPU per second while
 #             1,000 and 10,000 partitions of replication factor 3 sit idle
