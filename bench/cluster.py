@@ -35,7 +35,10 @@ from pathlib import Path
 
 READY_PREFIX = "tarn: listening on "
 READY_TIMEOUT_S = 30
-STOP_TIMEOUT_S = 30
+# A broker closing 10,000 partitions that each hold unflushed records
+# fsyncs each (about 20 s on a slow disk) after a controlled shutdown of
+# up to 5 s.
+STOP_TIMEOUT_S = 60
 FORMED_TIMEOUT_S = 60
 # A dead broker must be gone well before this; a failing run reports it.
 FENCE_TIMEOUT_S = 60

@@ -50,7 +50,7 @@ use tarn_storage::{
 };
 
 use tarn_config::BrokerConfig;
-use tarn_metadata::{MetadataImage, TopicInfo};
+use tarn_metadata::{MetadataImage, PartitionInfo, TopicInfo};
 
 use crate::blocking::off_async_workers;
 use crate::durability::{AppendCompletion, PartitionDurability};
@@ -1120,6 +1120,8 @@ impl ReplicaManager {
         let mut high_watermark_moved = false;
         let settings_changed = config_changed || old.is_some_and(|o| o.configs != topic.configs);
         let mut removed = Vec::new();
+        // The partitions already hosted here, updated after the loop.
+        let mut hosted: Vec<(Arc<Partition>, &PartitionInfo)> = Vec::new();
         for p in &topic.partitions {
             if !p.replicas.contains(&self.node_id) {
                 // A reassignment moved the partition off this broker: it
@@ -1136,20 +1138,7 @@ impl ReplicaManager {
             }
             if let Some(existing) = self.get(&topic.name, p.partition_id) {
                 if existing.topic_id == topic.topic_id {
-                    let high_watermark = existing.high_watermark();
-                    if existing.apply_assignment(p, p.partition_epoch, min_insync, now_ms) {
-                        leadership_changed = true;
-                    }
-                    // A smaller ISR can let a leader's high watermark jump.
-                    high_watermark_moved |= existing.high_watermark() != high_watermark;
-                    if settings_changed {
-                        existing.compression.store(compression, Ordering::Release);
-                        existing.compression_level.store(level, Ordering::Release);
-                        existing
-                            .max_message_bytes
-                            .store(max_message_bytes, Ordering::Release);
-                        existing.update_config(log_config.clone(), delete_delay_ms);
-                    }
+                    hosted.push((existing, p));
                     continue;
                 }
                 // Same name, new topic id: the old topic is gone.
@@ -1226,6 +1215,23 @@ impl ReplicaManager {
             self.partitions.write().insert(partition);
             leadership_changed = true;
         }
+        let update = |existing: &Partition, p: &PartitionInfo| {
+            let high_watermark = existing.high_watermark();
+            let changed = existing.apply_assignment(p, p.partition_epoch, min_insync, now_ms);
+            if settings_changed {
+                existing.compression.store(compression, Ordering::Release);
+                existing.compression_level.store(level, Ordering::Release);
+                existing
+                    .max_message_bytes
+                    .store(max_message_bytes, Ordering::Release);
+                existing.update_config(log_config.clone(), delete_delay_ms);
+            }
+            // A smaller ISR can let a leader's high watermark jump.
+            (changed, existing.high_watermark() != high_watermark)
+        };
+        let (changed, moved) = update_in_parallel(&hosted, update);
+        leadership_changed |= changed;
+        high_watermark_moved |= moved;
         if !removed.is_empty() {
             for partition in &removed {
                 tracing::info!(topic = %partition.topic, partition = partition.index, "no longer a replica here; deleting it");
@@ -1296,6 +1302,57 @@ impl ReplicaManager {
         }
         first_error.map_or(Ok(()), Err)
     }
+}
+
+/// Partitions updated from one metadata change at most this many at a
+/// time, each on its own thread.
+const UPDATE_THREADS: usize = 16;
+/// Fewer hosted partitions than this are updated on the calling thread.
+const UPDATE_IN_PARALLEL_FROM: usize = 32;
+
+/// Runs `update` on every hosted partition; whether any returned true in
+/// each place. A partition that becomes leader of a log with records
+/// writes its leader-epoch checkpoint with two fsyncs before it serves as
+/// leader: one after another, thousands of them (every partition a failed
+/// broker led) kept the last ones refusing produces for tens of seconds.
+/// Run from several threads, the fsyncs share the file system's journal
+/// commits. Partitions are independent of each other here.
+fn update_in_parallel(
+    partitions: &[(Arc<Partition>, &PartitionInfo)],
+    update: impl Fn(&Partition, &PartitionInfo) -> (bool, bool) + Sync,
+) -> (bool, bool) {
+    let merge = |(a, b): (bool, bool), (c, d): (bool, bool)| (a | c, b | d);
+    if partitions.len() < UPDATE_IN_PARALLEL_FROM {
+        return partitions
+            .iter()
+            .map(|(partition, p)| update(partition, p))
+            .fold((false, false), merge);
+    }
+    let threads = UPDATE_THREADS.min(partitions.len() / (UPDATE_IN_PARALLEL_FROM / 2));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let work = || {
+        let mut outcome = (false, false);
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some((partition, p)) = partitions.get(i) else {
+                return outcome;
+            };
+            outcome = merge(outcome, update(partition, p));
+        }
+    };
+    off_async_workers(|| {
+        std::thread::scope(|scope| {
+            let helpers: Vec<_> = (1..threads).map(|_| scope.spawn(work)).collect();
+            let mine = work();
+            helpers.into_iter().fold(mine, |outcome, helper| {
+                // A panic in an update is a bug: passed on as it is.
+                let theirs = helper
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                merge(outcome, theirs)
+            })
+        })
+    })
 }
 
 #[cfg(test)]
@@ -1371,6 +1428,71 @@ mod tests {
         assert_eq!(partition.role(), Role::Leader);
         assert_eq!(partition.leader_epoch(), 4);
         partition.check_leader().unwrap();
+    }
+
+    /// A broker that takes over the leadership of many partitions with
+    /// records at once (the ones a failed broker led) updates them on
+    /// several threads: each leads in its new epoch, recorded at its log
+    /// end, and the sync still reports the leadership change.
+    #[test]
+    fn many_partitions_taken_over_at_once_each_lead_in_the_new_epoch() {
+        const PARTITIONS: i32 = (UPDATE_IN_PARALLEL_FROM * 3) as i32;
+        let dir = tempfile::tempdir().unwrap();
+        let config = BrokerConfig::default();
+        let replicas = ReplicaManager::new(dir.path(), 1, LogEnv::os(8), group_commit());
+        let placed =
+            |partition_id: i32, leader: i32, leader_epoch: i32| MetadataRecord::Partition {
+                topic_id: [8; 16],
+                partition_id,
+                replicas: vec![2, 1],
+                isr: vec![2, 1],
+                leader,
+                leader_epoch,
+                partition_epoch: leader_epoch,
+                adding_replicas: Vec::new(),
+                removing_replicas: Vec::new(),
+            };
+        let mut records = vec![MetadataRecord::Topic {
+            name: "taken".into(),
+            topic_id: [8; 16],
+        }];
+        records.extend((0..PARTITIONS).map(|i| placed(i, 2, 1)));
+        let image = apply(&Arc::new(MetadataImage::default()), &records);
+        replicas.sync(&image, &config, true).unwrap();
+        for i in 0..PARTITIONS {
+            let partition = replicas.get("taken", i).expect("hosted");
+            let batch = tarn_protocol::record_batch::RecordBatchBuilder::new()
+                .partition_leader_epoch(1)
+                .record(1_000, None, Some(b"v"))
+                .build();
+            partition.append_as_follower(&batch).unwrap();
+        }
+        let mut leadership = replicas.leadership_version.subscribe();
+        leadership.mark_unchanged();
+        let taken: Vec<_> = (0..PARTITIONS).map(|i| placed(i, 1, 2)).collect();
+        let image = apply(&image, &taken);
+        replicas
+            .sync_topics(&image, &config, &[Uuid([8; 16])])
+            .unwrap();
+        assert!(leadership.has_changed().unwrap(), "leadership moved");
+        for i in 0..PARTITIONS {
+            let partition = replicas.get("taken", i).expect("hosted");
+            assert_eq!(partition.role(), Role::Leader, "partition {i}");
+            assert_eq!(partition.leader_epoch(), 2, "partition {i}");
+            partition.check_leader().unwrap();
+            let recorded = partition
+                .with_log_ref(|l| l.end_offset_for_epoch(2))
+                .unwrap();
+            assert_eq!(
+                recorded,
+                (2, 1),
+                "partition {i}: epoch 2 ends at the log end"
+            );
+            let before = partition
+                .with_log_ref(|l| l.end_offset_for_epoch(1))
+                .unwrap();
+            assert_eq!(before, (1, 1), "partition {i}: epoch 1 ends where 2 starts");
+        }
     }
 
     /// With `flush.messages=1`, a follower that truncates below what it
