@@ -1116,12 +1116,35 @@ impl ReplicaManager {
         let max_message_bytes = log_config.max_message_bytes;
         let min_insync = min_insync_replicas(config, topic);
         let now_ms = self.env.now_ms();
-        let mut leadership_changed = false;
-        let mut high_watermark_moved = false;
         let settings_changed = config_changed || old.is_some_and(|o| o.configs != topic.configs);
         let mut removed = Vec::new();
-        // The partitions already hosted here, updated after the loop.
-        let mut hosted: Vec<(Arc<Partition>, &PartitionInfo)> = Vec::new();
+        // The partitions already hosted here first, on several threads
+        // when there are many; the loop below skips them.
+        let hosted: Vec<(Arc<Partition>, &PartitionInfo)> = topic
+            .partitions
+            .iter()
+            .filter(|p| p.replicas.contains(&self.node_id))
+            .filter_map(|p| {
+                self.get(&topic.name, p.partition_id)
+                    .filter(|existing| existing.topic_id == topic.topic_id)
+                    .map(|existing| (existing, p))
+            })
+            .collect();
+        let update = |existing: &Partition, p: &PartitionInfo| {
+            let high_watermark = existing.high_watermark();
+            let changed = existing.apply_assignment(p, p.partition_epoch, min_insync, now_ms);
+            if settings_changed {
+                existing.compression.store(compression, Ordering::Release);
+                existing.compression_level.store(level, Ordering::Release);
+                existing
+                    .max_message_bytes
+                    .store(max_message_bytes, Ordering::Release);
+                existing.update_config(log_config.clone(), delete_delay_ms);
+            }
+            // A smaller ISR can let a leader's high watermark jump.
+            (changed, existing.high_watermark() != high_watermark)
+        };
+        let (mut leadership_changed, high_watermark_moved) = update_in_parallel(&hosted, update);
         for p in &topic.partitions {
             if !p.replicas.contains(&self.node_id) {
                 // A reassignment moved the partition off this broker: it
@@ -1138,8 +1161,7 @@ impl ReplicaManager {
             }
             if let Some(existing) = self.get(&topic.name, p.partition_id) {
                 if existing.topic_id == topic.topic_id {
-                    hosted.push((existing, p));
-                    continue;
+                    continue; // updated above
                 }
                 // Same name, new topic id: the old topic is gone.
                 let stale = self.partitions.write().remove(&topic.name, p.partition_id);
@@ -1215,23 +1237,6 @@ impl ReplicaManager {
             self.partitions.write().insert(partition);
             leadership_changed = true;
         }
-        let update = |existing: &Partition, p: &PartitionInfo| {
-            let high_watermark = existing.high_watermark();
-            let changed = existing.apply_assignment(p, p.partition_epoch, min_insync, now_ms);
-            if settings_changed {
-                existing.compression.store(compression, Ordering::Release);
-                existing.compression_level.store(level, Ordering::Release);
-                existing
-                    .max_message_bytes
-                    .store(max_message_bytes, Ordering::Release);
-                existing.update_config(log_config.clone(), delete_delay_ms);
-            }
-            // A smaller ISR can let a leader's high watermark jump.
-            (changed, existing.high_watermark() != high_watermark)
-        };
-        let (changed, moved) = update_in_parallel(&hosted, update);
-        leadership_changed |= changed;
-        high_watermark_moved |= moved;
         if !removed.is_empty() {
             for partition in &removed {
                 tracing::info!(topic = %partition.topic, partition = partition.index, "no longer a replica here; deleting it");
