@@ -1399,14 +1399,13 @@ mod tests {
         records
     }
 
-    #[test]
-    fn a_partition_takes_its_role_and_epoch_from_the_image() {
-        let dir = tempfile::tempdir().unwrap();
-        let config = BrokerConfig::default();
-        let replicas = ReplicaManager::new(dir.path(), 1, LogEnv::os(8), group_commit());
-        let placed = |leader: i32, leader_epoch: i32| MetadataRecord::Partition {
-            topic_id: [7; 16],
-            partition_id: 0,
+    /// A partition of topic `[id; 16]` replicated on brokers 2 and 1 (both
+    /// in sync), led by `leader` in `leader_epoch` (also its partition
+    /// epoch).
+    fn on_two(id: u8, partition_id: i32, leader: i32, leader_epoch: i32) -> MetadataRecord {
+        MetadataRecord::Partition {
+            topic_id: [id; 16],
+            partition_id,
             replicas: vec![2, 1],
             isr: vec![2, 1],
             leader,
@@ -1414,7 +1413,15 @@ mod tests {
             partition_epoch: leader_epoch,
             adding_replicas: Vec::new(),
             removing_replicas: Vec::new(),
-        };
+        }
+    }
+
+    #[test]
+    fn a_partition_takes_its_role_and_epoch_from_the_image() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = BrokerConfig::default();
+        let replicas = ReplicaManager::new(dir.path(), 1, LogEnv::os(8), group_commit());
+        let placed = |leader: i32, leader_epoch: i32| on_two(7, 0, leader, leader_epoch);
         let topic = MetadataRecord::Topic {
             name: "placed".into(),
             topic_id: [7; 16],
@@ -1445,18 +1452,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let config = BrokerConfig::default();
         let replicas = ReplicaManager::new(dir.path(), 1, LogEnv::os(8), group_commit());
-        let placed =
-            |partition_id: i32, leader: i32, leader_epoch: i32| MetadataRecord::Partition {
-                topic_id: [8; 16],
-                partition_id,
-                replicas: vec![2, 1],
-                isr: vec![2, 1],
-                leader,
-                leader_epoch,
-                partition_epoch: leader_epoch,
-                adding_replicas: Vec::new(),
-                removing_replicas: Vec::new(),
-            };
+        let placed = |partition_id: i32, leader: i32, leader_epoch: i32| {
+            on_two(8, partition_id, leader, leader_epoch)
+        };
         let mut records = vec![MetadataRecord::Topic {
             name: "taken".into(),
             topic_id: [8; 16],
@@ -1513,17 +1511,7 @@ mod tests {
             name: "cut".into(),
             topic_id: [9; 16],
         };
-        let followed = MetadataRecord::Partition {
-            topic_id: [9; 16],
-            partition_id: 0,
-            replicas: vec![2, 1],
-            isr: vec![2, 1],
-            leader: 2,
-            leader_epoch: 1,
-            partition_epoch: 1,
-            adding_replicas: Vec::new(),
-            removing_replicas: Vec::new(),
-        };
+        let followed = on_two(9, 0, 2, 1);
         let image = apply(&Arc::new(MetadataImage::default()), &[topic, followed]);
         replicas.sync(&image, &config, true).unwrap();
         let partition = replicas.get("cut", 0).expect("hosted");
