@@ -225,23 +225,19 @@ class Conn:
 
     def produce(self, topic, partition, value, acks=-1, timeout_ms=1000):
         """Produce v3 of one record to one partition; its error code."""
-        records = record_batch(value)
-        body = (struct.pack(">hhi", -1, acks, timeout_ms) + struct.pack(">i", 1) + string(topic)
-                + struct.pack(">ii", 1, partition) + struct.pack(">i", len(records)) + records)
-        r = self.recv(self.send(PRODUCE, 3, body))
-        answers = r.array(lambda: (r.string(), r.array(lambda: (r.i32(), r.i16(), r.take(">q"), r.take(">q")))))
-        return answers[0][1][0][1]
+        return self.produce_to(topic, [partition], value, acks, timeout_ms)[partition]
 
-    def produce_each(self, topic, partitions, value, acks=1, timeout_ms=30000):
-        """Produce v3 of one record to each of partitions 0..partitions-1, in one request; the
-        partitions whose answer was not NONE, with their error codes."""
+    def produce_to(self, topic, partitions, value, acks, timeout_ms):
+        """Produce v3 of one record to each of `partitions`, in one request; the error code
+        answered for each partition."""
         records = record_batch(value)
+        partitions = list(partitions)
         body = (struct.pack(">hhi", -1, acks, timeout_ms) + struct.pack(">i", 1) + string(topic)
-                + struct.pack(">i", partitions)
-                + b"".join(struct.pack(">ii", p, len(records)) + records for p in range(partitions)))
+                + struct.pack(">i", len(partitions))
+                + b"".join(struct.pack(">ii", p, len(records)) + records for p in partitions))
         r = self.recv(self.send(PRODUCE, 3, body))
         answers = r.array(lambda: (r.string(), r.array(lambda: (r.i32(), r.i16(), r.take(">q"), r.take(">q")))))
-        return {index: error for _, parts in answers for index, error, _, _ in parts if error != 0}
+        return {index: error for _, parts in answers for index, error, _, _ in parts}
 
     def send_create(self, name, partitions, replication=1, timeout_ms=30000):
         body = (struct.pack(">i", 1) + string(name) + struct.pack(">ihii", partitions, replication, 0, 0)
@@ -719,7 +715,9 @@ def leaders(tarn, work):
                 # with records writes its leader-epoch checkpoint.
                 conn = Conn(cluster.nodes[victim].addr, 120.0)
                 for t, name in enumerate(names):
-                    failed = conn.produce_each(name, min(per_topic, count - t * per_topic), b"before the kill")
+                    parts = range(min(per_topic, count - t * per_topic))
+                    answers = conn.produce_to(name, parts, b"before the kill", 1, 30000)
+                    failed = {p: e for p, e in answers.items() if e != 0}
                     if failed:
                         raise RuntimeError(f"produce to {name}: errors by partition {failed}")
                 conn.close()
