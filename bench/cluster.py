@@ -821,20 +821,37 @@ def create_big(addr, topics, partitions):
     return time.monotonic() - t0
 
 
+def put_a_record_in_each(addr, topics, parts):
+    """One record into every partition of create_big's topics (acks=all):
+    unflushed, so that the next clean stop must flush them all."""
+    conn = Conn(addr, 60.0)
+    for t in range(topics):
+        errors = conn.produce_to(f"big-{t}", range(parts), b"x" * 100, -1, 30000)
+        refused = {p: e for p, e in errors.items() if e != 0}
+        if refused:
+            raise RuntimeError(f"big-{t}: produce refused: {refused}")
+    conn.close()
+
+
 def startup(tarn, work):
     reps = int(os.environ.get("STARTUP_REPS", "3"))
     topics = int(os.environ.get("STARTUP_TOPICS", "100"))
     parts = int(os.environ.get("STARTUP_PARTS", "100"))
+    with_data = os.environ.get("STARTUP_DATA", "0") == "1"
     node = single(tarn, f"{work}/startup-single")
     made = create_big(node.addr, topics, parts)
     log(f"single: {topics} x {parts} partitions created in {made:.1f}s")
     for rep in range(1, reps + 1):
+        if with_data:
+            put_a_record_in_each(node.addr, topics, parts)
+        t_stop = time.monotonic()
         node.stop()
+        stopped = time.monotonic() - t_stop
         node.start(wait_ready=False)
         full = time_to_full_metadata(node, topics, parts)
         node.wait_ready()
         result("startup", kind="single", rep=rep, partitions=topics * parts,
-               ready_s=f"{node.ready_s:.2f}", metadata_s=f"{full:.2f}")
+               stop_s=f"{stopped:.2f}", ready_s=f"{node.ready_s:.2f}", metadata_s=f"{full:.2f}")
     stop_single(node)
 
     cluster = Cluster(tarn, f"{work}/startup-cluster", 3)
@@ -961,12 +978,14 @@ def report(raw, out, header):
                "From process start to the ready line, and to the first Metadata answer listing every topic "
                "with every partition led. Target: < 2 s. \"cluster-node\" restarts one non-controller node "
                "(SIGTERM, start) of a running three-node cluster; \"listed by all\" is until every node "
-               "lists it again.", "",
-               "| kind | rep | partitions | to ready line | to full Metadata | listed by all | |",
-               "|---|---|---:|---:|---:|---:|---|"]
+               "lists it again. \"stop\" is the single node's clean exit before it (SIGTERM to exit; "
+               "with STARTUP_DATA=1 every partition holds an unflushed record then).", "",
+               "| kind | rep | partitions | stop | to ready line | to full Metadata | listed by all | |",
+               "|---|---|---:|---:|---:|---:|---:|---|"]
         for r in by["startup"]:
             ok = float(r["ready_s"]) < 2 and float(r["metadata_s"]) < 2
-            md.append(f"| {r['kind']} | {r['rep']} | {r['partitions']} | {r['ready_s']} s | {r['metadata_s']} s "
+            stop = f"{r['stop_s']} s" if "stop_s" in r else "-"
+            md.append(f"| {r['kind']} | {r['rep']} | {r['partitions']} | {stop} | {r['ready_s']} s | {r['metadata_s']} s "
                       f"| {r.get('listed_by_all_s', '-')}{' s' if 'listed_by_all_s' in r else ''} | {verdict(ok)} |")
         md.append("")
     Path(out).write_text("\n".join(md) + "\n")

@@ -19,7 +19,9 @@
 #             one succeeds; target <= 3 s
 #   startup   10,000 partitions (STARTUP_TOPICS x STARTUP_PARTS): restart a
 #             single node, and one node of a cluster; time to the ready line
-#             and to a full Metadata answer; target < 2 s
+#             and to a full Metadata answer; target < 2 s; the single node's
+#             clean stop before each restart is timed too (STARTUP_DATA=1: a
+#             record in every partition first, so the stop flushes them all)
 #   leaders   (not in the default set) SIGKILL a broker leading 1, 1,000 and
 #             10,000 partitions of replication factor 3 (LEADER_COUNTS); time
 #             to its fence and to new leaders for all (LEADER_DATA=1: a record in
