@@ -215,6 +215,9 @@ struct Session {
     last_heartbeat: Instant,
     /// The broker is caught up once it has published this offset.
     caught_up_at: u64,
+    /// Known dead (its heartbeat connection closed and its listener
+    /// refuses): due for fencing without waiting out the timeout.
+    dead: bool,
 }
 
 impl BrokerSessions {
@@ -224,24 +227,29 @@ impl BrokerSessions {
             broker_epoch,
             last_heartbeat: Instant::now(),
             caught_up_at,
+            dead: false,
         });
         if session.broker_epoch != broker_epoch {
             *session = Session {
                 broker_epoch,
                 last_heartbeat: Instant::now(),
                 caught_up_at,
+                dead: false,
             };
         }
         session.last_heartbeat = Instant::now();
+        // It heartbeats: alive after all.
+        session.dead = false;
         session.caught_up_at
     }
 
-    /// The (broker, epoch) pairs whose session lapsed before `now`.
+    /// The (broker, epoch) pairs whose session lapsed before `now`, or
+    /// that are known dead.
     fn expired(&self, now: Instant, timeout: Duration) -> Vec<(i32, i64)> {
         self.0
             .lock()
             .iter()
-            .filter(|(_, s)| now.duration_since(s.last_heartbeat) > timeout)
+            .filter(|(_, s)| s.dead || now.duration_since(s.last_heartbeat) > timeout)
             .map(|(id, s)| (*id, s.broker_epoch))
             .collect()
     }
@@ -258,6 +266,20 @@ impl BrokerSessions {
         }
     }
 
+    /// Makes that registration's session due for fencing at the next
+    /// check, whatever its last heartbeat (a fence that failed is retried
+    /// there).
+    fn mark_dead(&self, broker_id: i32, broker_epoch: i64) {
+        if let Some(session) = self
+            .0
+            .lock()
+            .get_mut(&broker_id)
+            .filter(|s| s.broker_epoch == broker_epoch)
+        {
+            session.dead = true;
+        }
+    }
+
     /// Starts a session, as of now, for every unfenced broker that has
     /// none: after a controller failover each gets a whole session
     /// timeout to reach the new controller.
@@ -268,6 +290,7 @@ impl BrokerSessions {
                 broker_epoch,
                 last_heartbeat: Instant::now(),
                 caught_up_at: 0,
+                dead: false,
             });
         }
     }
@@ -761,13 +784,18 @@ pub async fn run_session_timer(
                 .unfenced_brokers()
                 .map(|b| (b.broker_id, b.broker_epoch)),
         );
+        // A session ends once its fence commits: one whose fence failed
+        // stays expired and is fenced again at the next check, not a
+        // whole session timeout later (the check would adopt it afresh).
         for (broker_id, broker_epoch) in broker.sessions.expired(Instant::now(), timeout) {
-            broker.sessions.remove(broker_id, broker_epoch);
             let outcome = tarn_replication::blocking::off_async_workers(|| {
                 commit_fence(&broker, broker_id, broker_epoch, "session timed out")
             });
-            if let Err(e) = outcome {
-                tracing::warn!(broker_id, error = %e, "fencing a broker whose session lapsed failed; will retry");
+            match outcome {
+                Ok(()) => broker.sessions.remove(broker_id, broker_epoch),
+                Err(e) => {
+                    tracing::warn!(broker_id, error = %e, "fencing a broker whose session lapsed failed; retrying at the next check")
+                }
             }
         }
     }
@@ -1168,7 +1196,6 @@ pub async fn heartbeat_connection_closed(broker: Arc<Broker>, broker_id: i32, br
     if !refused || !still_registered || !broker.is_active_controller() {
         return;
     }
-    broker.sessions.remove(broker_id, broker_epoch);
     let outcome = tarn_replication::blocking::off_async_workers(|| {
         commit_fence(
             &broker,
@@ -1177,9 +1204,13 @@ pub async fn heartbeat_connection_closed(broker: Arc<Broker>, broker_id: i32, br
             "its controller connection closed and its listener refuses connections",
         )
     });
-    if let Err(e) = outcome {
-        // Its session still lapses: the session timer fences it then.
-        tracing::warn!(broker_id, error = %e, "fencing a broker whose connection closed failed; its session will time out");
+    match outcome {
+        Ok(()) => broker.sessions.remove(broker_id, broker_epoch),
+        Err(e) => {
+            // The session check fences it at its next round instead.
+            tracing::warn!(broker_id, error = %e, "fencing a broker whose connection closed failed; the session check retries");
+            broker.sessions.mark_dead(broker_id, broker_epoch);
+        }
     }
 }
 
@@ -1269,6 +1300,36 @@ mod tests {
             metadata_offset: broker.metadata.publisher().published_offset(),
             shutting_down,
         }
+    }
+
+    /// A session whose fence failed is not lost (a later check would
+    /// otherwise adopt the broker afresh and wait a whole timeout): a
+    /// broker known dead is due at once, until it heartbeats again.
+    #[test]
+    fn a_broker_known_dead_is_due_for_fencing_until_it_heartbeats() {
+        let sessions = BrokerSessions::default();
+        let timeout = Duration::from_secs(9);
+        sessions.touch(2, 7, 0);
+        sessions.touch(3, 8, 0);
+        assert!(sessions.expired(Instant::now(), timeout).is_empty());
+        sessions.mark_dead(2, 6);
+        assert!(
+            sessions.expired(Instant::now(), timeout).is_empty(),
+            "another registration's"
+        );
+        sessions.mark_dead(2, 7);
+        assert_eq!(sessions.expired(Instant::now(), timeout), vec![(2, 7)]);
+        sessions.adopt([(2, 7), (3, 8)].into_iter());
+        assert_eq!(
+            sessions.expired(Instant::now(), timeout),
+            vec![(2, 7)],
+            "adopting keeps it due"
+        );
+        sessions.touch(2, 7, 0);
+        assert!(sessions.expired(Instant::now(), timeout).is_empty());
+        sessions.mark_dead(3, 8);
+        sessions.remove(3, 8);
+        assert!(sessions.expired(Instant::now(), timeout).is_empty());
     }
 
     #[test]
