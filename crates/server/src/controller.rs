@@ -1167,6 +1167,7 @@ pub async fn heartbeat_connection_closed(broker: Arc<Broker>, broker_id: i32, br
         }
     };
     let mut refused = false;
+    let mut last_error = None;
     for attempt in 0..PROBES {
         if attempt > 0 {
             tokio::time::sleep(PROBE_INTERVAL).await;
@@ -1178,14 +1179,18 @@ pub async fn heartbeat_connection_closed(broker: Arc<Broker>, broker_id: i32, br
                 refused = true;
                 break;
             }
-            Ok(Err(e)) => {
-                tracing::info!(broker_id, %address, error = %e, "a broker's heartbeat connection closed and probing it failed; its session decides");
-                return;
-            }
-            // It accepts (alive, or still dying) or cannot be reached in
-            // time (paused, or cut off): ask again.
+            // It accepts (alive, or still dying), cannot be reached in
+            // time (paused, or cut off), or failed otherwise (a reset from
+            // a listener being closed, no route): ask again.
+            Ok(Err(e)) => last_error = Some(e),
             Ok(Ok(_)) | Err(_) => {}
         }
+    }
+    if !refused {
+        if let Some(e) = last_error {
+            tracing::info!(broker_id, %address, error = %e, "a broker's heartbeat connection closed and probing its listener failed; its session decides");
+        }
+        return;
     }
     let still_registered = broker
         .metadata
@@ -1193,7 +1198,7 @@ pub async fn heartbeat_connection_closed(broker: Arc<Broker>, broker_id: i32, br
         .brokers
         .get(&broker_id)
         .is_some_and(|b| b.broker_epoch == broker_epoch && !b.fenced);
-    if !refused || !still_registered || !broker.is_active_controller() {
+    if !still_registered || !broker.is_active_controller() {
         return;
     }
     let outcome = tarn_replication::blocking::off_async_workers(|| {
