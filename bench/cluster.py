@@ -478,8 +478,11 @@ def parallel_creates(addr, prefix, n, inflight):
 
 
 def commits(tarn, work):
-    """Each run on a fresh node or cluster, so that no run pays for the
-    topics an earlier one left behind."""
+    """Each run on a fresh node or cluster in a directory of its own, so
+    that no run pays for the topics an earlier one left behind, nor for
+    their removal: on ext4 without a journal, creating a file or directory
+    skips (reading each) inodes deleted in the last minutes, which doubled
+    the cost of a partition's files right after a run's were removed."""
     n = int(os.environ.get("COMMITS_N", "1000"))
     inflight = int(os.environ.get("INFLIGHT", "8"))
 
@@ -499,17 +502,17 @@ def commits(tarn, work):
     # the machine's load falls on both.
     for rep in range(1, reps + 1):
         for mode in ("seq", "par"):
-            node = single(tarn, f"{work}/commits-single-{mode}")
+            node = single(tarn, f"{work}/commits-single-{mode}-{rep}")
             measured(f"single_{mode}", [node], mode, node.addr, "s")
             stop_single(node)
             # The same node as the sole voter of a Raft quorum: what the
             # quorum's machinery costs before any network or follower.
-            sole = Cluster(tarn, f"{work}/commits-sole-{mode}", 1)
+            sole = Cluster(tarn, f"{work}/commits-sole-{mode}-{rep}", 1)
             sole.start()
             measured(f"sole_{mode}", [sole.nodes[1]], mode, sole.nodes[1].addr, "q")
             sole.shutdown()
             for target in ("controller", "forwarded"):
-                cluster = Cluster(tarn, f"{work}/commits-cluster-{mode}-{target}", 3)
+                cluster = Cluster(tarn, f"{work}/commits-cluster-{mode}-{target}-{rep}", 3)
                 controller = cluster.start()
                 via = controller if target == "controller" else min(i for i in cluster.nodes if i != controller)
                 measured(f"cluster_{mode}_{target}", list(cluster.nodes.values()), mode, cluster.nodes[via].addr, "c")
