@@ -1144,7 +1144,8 @@ impl ReplicaManager {
             // A smaller ISR can let a leader's high watermark jump.
             (changed, existing.high_watermark() != high_watermark)
         };
-        let (mut leadership_changed, high_watermark_moved) = update_in_parallel(&hosted, update);
+        let (mut leadership_changed, high_watermark_moved) =
+            update_in_parallel(&self.env, &hosted, update);
         for p in &topic.partitions {
             if !p.replicas.contains(&self.node_id) {
                 // A reassignment moved the partition off this broker: it
@@ -1301,7 +1302,7 @@ impl ReplicaManager {
         let partitions: Vec<Arc<Partition>> = self.partitions.write().drain();
         // Closing flushes each log: thousands of partitions holding
         // unflushed records took tens of seconds one after another.
-        let closed = in_parallel(&partitions, |partition| {
+        let closed = in_parallel(&self.env, &partitions, |partition| {
             partition.close().map_err(|e| {
                 tracing::error!(topic = %partition.topic, partition = partition.index, error = %e, "close log");
                 e
@@ -1330,10 +1331,11 @@ const UPDATE_IN_PARALLEL_FROM: usize = 32;
 /// Run from several threads, the fsyncs share the file system's journal
 /// commits. Partitions are independent of each other here.
 fn update_in_parallel(
+    env: &LogEnv,
     partitions: &[(Arc<Partition>, &PartitionInfo)],
     update: impl Fn(&Partition, &PartitionInfo) -> (bool, bool) + Sync,
 ) -> (bool, bool) {
-    in_parallel(partitions, |(partition, p)| update(partition, p))
+    in_parallel(env, partitions, |(partition, p)| update(partition, p))
         .into_iter()
         .fold((false, false), |(a, b), (c, d)| (a | c, b | d))
 }
@@ -1341,9 +1343,14 @@ fn update_in_parallel(
 /// `work` on every item, from `UPDATE_IN_PARALLEL_FROM` items on spread
 /// over up to `UPDATE_THREADS` threads (each item's disk work, its fsyncs
 /// above all, then overlaps the others'); the results in no particular
-/// order.
-fn in_parallel<T: Sync, R: Send>(items: &[T], work: impl Fn(&T) -> R + Sync) -> Vec<R> {
-    if items.len() < UPDATE_IN_PARALLEL_FROM {
+/// order. On a file system that replays (a simulation) all on the calling
+/// thread, in order.
+fn in_parallel<T: Sync, R: Send>(
+    env: &LogEnv,
+    items: &[T],
+    work: impl Fn(&T) -> R + Sync,
+) -> Vec<R> {
+    if items.len() < UPDATE_IN_PARALLEL_FROM || env.replays() {
         return items.iter().map(work).collect();
     }
     let threads = UPDATE_THREADS.min(items.len() / (UPDATE_IN_PARALLEL_FROM / 2));
@@ -1537,6 +1544,34 @@ mod tests {
                 .join(format!("{:020}.snapshot", 1));
             assert!(snapshot.exists(), "partition {i} was not closed");
         }
+    }
+
+    /// Many partitions go to several threads on a real disk, but stay on
+    /// the calling thread, in order, on a simulated one: its seeded faults
+    /// replay only if its operations come in the same order every run.
+    #[test]
+    fn partitions_are_handled_on_the_calling_thread_in_a_simulation() {
+        let items: Vec<usize> = (0..UPDATE_IN_PARALLEL_FROM * 3).collect();
+        let caller = std::thread::current().id();
+        let sim = LogEnv::new(
+            Arc::new(tarn_storage::sim::SimFileSystem::new(5)),
+            8,
+            Arc::new(tarn_storage::file::ManualClock::new(0)),
+        );
+        let seen = in_parallel(&sim, &items, |i| (*i, std::thread::current().id()));
+        assert_eq!(seen, items.iter().map(|i| (*i, caller)).collect::<Vec<_>>());
+        // The first two items wait for each other, so another thread
+        // than the first must take the second.
+        let arrived = std::sync::atomic::AtomicUsize::new(0);
+        let both = std::sync::Barrier::new(2);
+        let os = in_parallel(&LogEnv::os(8), &items, |_| {
+            if arrived.fetch_add(1, Ordering::SeqCst) < 2 {
+                both.wait();
+            }
+            std::thread::current().id()
+        });
+        let threads: std::collections::HashSet<_> = os.into_iter().collect();
+        assert!(threads.len() > 1, "a real disk's go to threads");
     }
 
     /// With `flush.messages=1`, a follower that truncates below what it

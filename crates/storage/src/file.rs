@@ -80,6 +80,12 @@ pub trait FileSystem: Send + Sync + Debug {
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
     /// fsync a directory so created, renamed and removed entries are durable.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+    /// Whether what it does is drawn from a seeded generator that a run
+    /// must consume in a fixed order to replay (the simulated file
+    /// system): its callers then keep their operations on one thread.
+    fn replays(&self) -> bool {
+        false
+    }
 }
 
 /// The real file system.
@@ -355,6 +361,11 @@ impl LogEnv {
     }
 
     /// The real file system and clock, with a cache of `open_files_max`.
+    /// See [`FileSystem::replays`].
+    pub fn replays(&self) -> bool {
+        self.fs.replays()
+    }
+
     pub fn os(open_files_max: usize) -> LogEnv {
         LogEnv::new(
             Arc::new(OsFileSystem),

@@ -253,6 +253,10 @@ fn random(rng: &mut u64, max: u64) -> u64 {
 }
 
 impl FileSystem for SimFileSystem {
+    fn replays(&self) -> bool {
+        true
+    }
+
     fn open(&self, path: &Path, create: bool) -> io::Result<Arc<dyn FileHandle>> {
         let mut state = self.0.lock();
         check(&state.halted)?;
