@@ -220,22 +220,26 @@ struct Session {
     dead: bool,
 }
 
-impl BrokerSessions {
-    fn touch(&self, broker_id: i32, broker_epoch: i64, caught_up_at: u64) -> u64 {
-        let mut sessions = self.0.lock();
-        let session = sessions.entry(broker_id).or_insert(Session {
+impl Session {
+    /// A session of `broker_epoch` starting now.
+    fn new(broker_epoch: i64, caught_up_at: u64) -> Session {
+        Session {
             broker_epoch,
             last_heartbeat: Instant::now(),
             caught_up_at,
             dead: false,
-        });
+        }
+    }
+}
+
+impl BrokerSessions {
+    fn touch(&self, broker_id: i32, broker_epoch: i64, caught_up_at: u64) -> u64 {
+        let mut sessions = self.0.lock();
+        let session = sessions
+            .entry(broker_id)
+            .or_insert_with(|| Session::new(broker_epoch, caught_up_at));
         if session.broker_epoch != broker_epoch {
-            *session = Session {
-                broker_epoch,
-                last_heartbeat: Instant::now(),
-                caught_up_at,
-                dead: false,
-            };
+            *session = Session::new(broker_epoch, caught_up_at);
         }
         session.last_heartbeat = Instant::now();
         // It heartbeats: alive after all.
@@ -286,12 +290,9 @@ impl BrokerSessions {
     fn adopt(&self, brokers: impl Iterator<Item = (i32, i64)>) {
         let mut sessions = self.0.lock();
         for (broker_id, broker_epoch) in brokers {
-            sessions.entry(broker_id).or_insert(Session {
-                broker_epoch,
-                last_heartbeat: Instant::now(),
-                caught_up_at: 0,
-                dead: false,
-            });
+            sessions
+                .entry(broker_id)
+                .or_insert_with(|| Session::new(broker_epoch, 0));
         }
     }
 
