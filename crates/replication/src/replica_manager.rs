@@ -770,8 +770,15 @@ pub struct ReplicaManager {
     partitions: RwLock<PartitionMap>,
     data_version: watch::Sender<u64>,
     /// Bumped when a hosted partition changes leader or leader epoch, or
-    /// a partition is added: the replica fetchers look again.
+    /// a partition is added: waiting fetches and the group coordinator
+    /// look again.
     leadership_version: watch::Sender<u64>,
+    /// Bumped when what this broker follows may have changed (a follower
+    /// added, any partition removed, a leader or leader epoch changed),
+    /// not when it becomes the leader of a new partition: the replica
+    /// fetchers look again, and a topic created with this broker as its
+    /// only replica does not make them scan every hosted partition.
+    following_version: watch::Sender<u64>,
     /// High watermarks as `replication-offset-checkpoint` had them at
     /// start-up, for the partitions opened from it.
     checkpointed: Mutex<HashMap<TopicPartition, i64>>,
@@ -881,6 +888,7 @@ impl ReplicaManager {
         let (data_version, _) = watch::channel(0);
         ReplicaManager {
             leadership_version: watch::channel(0).0,
+            following_version: watch::channel(0).0,
             checkpointed: Mutex::new(read_high_watermark_checkpoint(&env, data_dir)),
             data_dir: data_dir.to_owned(),
             node_id,
@@ -937,6 +945,22 @@ impl ReplicaManager {
     /// leader epoch changes, or partitions are added.
     pub fn subscribe_leadership(&self) -> watch::Receiver<u64> {
         self.leadership_version.subscribe()
+    }
+
+    /// A receiver that changes whenever what this broker follows may have
+    /// (see the field `following_version`).
+    pub fn subscribe_following(&self) -> watch::Receiver<u64> {
+        self.following_version.subscribe()
+    }
+
+    /// The hosted partitions of `topic`, in no particular order.
+    pub fn topic_partitions(&self, topic: &str) -> Vec<Arc<Partition>> {
+        self.partitions
+            .read()
+            .0
+            .get(topic)
+            .map(|partitions| partitions.values().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// Writes every hosted partition's high watermark to
@@ -1078,6 +1102,9 @@ impl ReplicaManager {
     /// one per partition: a topic of thousands of partitions goes at once),
     /// then schedules the directories' removal.
     fn retire(&self, partitions: &[Arc<Partition>]) -> Result<(), StorageError> {
+        if !partitions.is_empty() {
+            self.following_version.send_modify(|v| *v += 1);
+        }
         let mut renamed = Vec::with_capacity(partitions.len());
         let mut failed = None;
         for partition in partitions {
@@ -1146,6 +1173,7 @@ impl ReplicaManager {
         };
         let (mut leadership_changed, high_watermark_moved) =
             update_in_parallel(&self.env, &hosted, update);
+        let mut following_changed = leadership_changed;
         for p in &topic.partitions {
             if !p.replicas.contains(&self.node_id) {
                 // A reassignment moved the partition off this broker: it
@@ -1232,8 +1260,11 @@ impl ReplicaManager {
                 flush_requested_upto: AtomicI64::new(0),
                 log: Mutex::new(Some(log)),
             });
-            if partition.role() == Role::Leader {
-                partition.maybe_increment_high_watermark();
+            match partition.role() {
+                Role::Leader => {
+                    partition.maybe_increment_high_watermark();
+                }
+                Role::Follower => following_changed = true,
             }
             self.partitions.write().insert(partition);
             leadership_changed = true;
@@ -1250,6 +1281,9 @@ impl ReplicaManager {
         }
         if leadership_changed {
             self.leadership_version.send_modify(|v| *v += 1);
+        }
+        if following_changed {
+            self.following_version.send_modify(|v| *v += 1);
         }
         Ok(())
     }
@@ -1459,6 +1493,40 @@ mod tests {
         assert_eq!(partition.role(), Role::Leader);
         assert_eq!(partition.leader_epoch(), 4);
         partition.check_leader().unwrap();
+    }
+
+    /// The replica fetchers look again when what this broker follows may
+    /// have changed, and not when it is made the leader of a new
+    /// partition (a topic created here alone costs no scan of every
+    /// hosted partition).
+    #[test]
+    fn the_fetchers_are_told_of_followers_not_of_new_partitions_led_here() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = BrokerConfig::default();
+        let replicas = ReplicaManager::new(dir.path(), 1, LogEnv::os(8), group_commit());
+        let mut following = replicas.subscribe_following();
+        let sync = |records: &[MetadataRecord], image: &Arc<MetadataImage>| {
+            let image = apply(image, records);
+            replicas.sync(&image, &config, true).unwrap();
+            image
+        };
+        let topic = |id: u8| MetadataRecord::Topic {
+            name: format!("t{id}"),
+            topic_id: [id; 16],
+        };
+        let image = Arc::new(MetadataImage::default());
+        let image = sync(&[topic(1), on_two(1, 0, 1, 1)], &image);
+        assert!(!following.has_changed().unwrap(), "led here");
+        assert_eq!(replicas.topic_partitions("t1").len(), 1);
+        let image = sync(&[topic(2), on_two(2, 0, 2, 1)], &image);
+        assert!(following.has_changed().unwrap(), "a follower added");
+        following.mark_unchanged();
+        let image = sync(&[on_two(1, 0, 2, 2)], &image);
+        assert!(following.has_changed().unwrap(), "a leader moved away");
+        following.mark_unchanged();
+        sync(&[MetadataRecord::RemoveTopic { topic_id: [2; 16] }], &image);
+        assert!(following.has_changed().unwrap(), "a partition removed");
+        assert!(replicas.topic_partitions("t2").is_empty());
     }
 
     /// A broker that takes over the leadership of many partitions with

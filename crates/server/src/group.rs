@@ -197,10 +197,7 @@ pub async fn run_leadership_sync(broker: Arc<Broker>, mut shutdown: watch::Recei
         leadership.borrow_and_update();
         let store = broker.groups.store();
         if store.is_attached() {
-            for partition in broker.replicas.partitions() {
-                if partition.topic != OFFSETS_TOPIC {
-                    continue;
-                }
+            for partition in broker.replicas.topic_partitions(OFFSETS_TOPIC) {
                 let index = partition.index;
                 let leads = partition.role() == tarn_replication::replica_manager::Role::Leader;
                 let epoch = partition.leader_epoch();

@@ -178,11 +178,11 @@ async fn run_high_watermark_checkpoints(broker: Arc<Broker>, mut stop: watch::Re
 /// Keeps a fetcher for each (leader, index) with partitions to follow.
 async fn run_manager(broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
     let settings = FetchSettings::of(&broker);
-    let mut leadership = broker.replicas.subscribe_leadership();
+    let mut following = broker.replicas.subscribe_following();
     let mut fetchers: HashMap<(i32, u64), watch::Sender<Vec<Followed>>> = HashMap::new();
     let mut tasks = Vec::new();
     loop {
-        leadership.borrow_and_update();
+        following.borrow_and_update();
         let mut wanted: BTreeMap<(i32, u64), Vec<Followed>> = BTreeMap::new();
         for partition in broker.replicas.partitions() {
             let leader = partition.leader();
@@ -218,7 +218,7 @@ async fn run_manager(broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
         }
         tasks.retain(|t: &tokio::task::JoinHandle<()>| !t.is_finished());
         tokio::select! {
-            _ = leadership.changed() => {}
+            _ = following.changed() => {}
             _ = tokio::time::sleep(RESCAN_INTERVAL) => {}
             _ = stop.changed() => break,
         }
