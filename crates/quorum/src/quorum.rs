@@ -32,7 +32,7 @@ use crate::error::QuorumError;
 use crate::log_store::LogStore;
 use crate::machine::{committed, MachineStore, SnapshotStore, StateMachine};
 use crate::network::{decode, encode, NetworkFactory, RpcKind, SnapshotRequest, Transport};
-use crate::types::{Data, Snapshot, TypeConfig};
+use crate::types::{Data, LogId, Snapshot, TypeConfig};
 use crate::NodeId;
 
 /// Where a proposed entry landed in the log once committed.
@@ -306,14 +306,24 @@ impl Quorum {
 /// Mirrors openraft's metrics into a [`QuorumStatus`] watch.
 fn spawn_status(node_id: NodeId, raft: &QuorumRaft) -> watch::Receiver<QuorumStatus> {
     let mut metrics = raft.metrics();
-    let convert = move |running: bool, m: &openraft::RaftMetrics<TypeConfig>| QuorumStatus {
+    // openraft's metrics change with every commit and acknowledgement;
+    // the voter set only with a membership entry.
+    let mut voters: Option<(Option<LogId>, BTreeSet<NodeId>)> = None;
+    let mut convert = move |running: bool, m: &openraft::RaftMetrics<TypeConfig>| QuorumStatus {
         node_id,
         term: m.current_term,
         leader: m.current_leader,
         is_leader: m.state == ServerState::Leader,
         committed_index: m.local_committed.map(|l| l.index),
         applied_index: m.last_applied.map(|l| l.index),
-        voters: m.membership_config.membership().voter_ids().collect(),
+        voters: match &voters {
+            Some((of, set)) if of == m.membership_config.log_id() => set.clone(),
+            _ => {
+                let set: BTreeSet<NodeId> = m.membership_config.membership().voter_ids().collect();
+                voters = Some((*m.membership_config.log_id(), set.clone()));
+                set
+            }
+        },
         running: running && m.running_state.is_ok(),
         quorum_acked: m
             .last_quorum_acked
