@@ -91,6 +91,10 @@ impl PartitionMap {
         self.0.values().flat_map(HashMap::values)
     }
 
+    fn of_topic(&self, topic: &str) -> impl Iterator<Item = &Arc<Partition>> {
+        self.0.get(topic).into_iter().flat_map(HashMap::values)
+    }
+
     fn drain(&mut self) -> Vec<Arc<Partition>> {
         self.0.drain().flat_map(|(_, p)| p.into_values()).collect()
     }
@@ -955,12 +959,7 @@ impl ReplicaManager {
 
     /// The hosted partitions of `topic`, in no particular order.
     pub fn topic_partitions(&self, topic: &str) -> Vec<Arc<Partition>> {
-        self.partitions
-            .read()
-            .0
-            .get(topic)
-            .map(|partitions| partitions.values().cloned().collect())
-            .unwrap_or_default()
+        self.partitions.read().of_topic(topic).cloned().collect()
     }
 
     /// Writes every hosted partition's high watermark to
