@@ -54,12 +54,40 @@ func saramaCreateTopic(t *testing.T, admin sarama.ClusterAdmin, topic string, pa
 	}
 }
 
+// newSaramaSyncProducer connects the producer's client to every broker
+// before the first send. sarama 1.61's Broker.Open marks a broker opened
+// before it takes the lock that a send waits on, so when the partitions'
+// goroutines look up a fresh leader at once, one of them can send on the
+// half-opened broker and fail with "broker not connected"; the failure
+// closes the broker under the requests already in flight on it, and sarama
+// resends them. A plain (non-idempotent) producer then writes those batches
+// twice, as it would against Kafka: a client race, not the broker's doing,
+// that these tests would otherwise report as a duplicate now and then.
 func newSaramaSyncProducer(t *testing.T, b *broker, cfg *sarama.Config) sarama.SyncProducer {
 	t.Helper()
-	producer, err := sarama.NewSyncProducer([]string{b.bootstrap}, cfg)
+	client, err := sarama.NewClient([]string{b.bootstrap}, cfg)
 	if err != nil {
-		t.Fatalf("sarama.NewSyncProducer: %v", err)
+		t.Fatalf("sarama.NewClient: %v", err)
 	}
+	t.Cleanup(func() {
+		if err := client.Close(); err != nil {
+			t.Errorf("close producer's client: %v", err)
+		}
+	})
+	for _, kb := range client.Brokers() {
+		if err := kb.Open(cfg); err != nil && !errors.Is(err, sarama.ErrAlreadyConnected) {
+			t.Fatalf("open broker %d: %v", kb.ID(), err)
+		}
+		// Connected waits for the lock that the connecting goroutine holds.
+		if connected, err := kb.Connected(); !connected {
+			t.Fatalf("connect to broker %d at %s: %v", kb.ID(), kb.Addr(), err)
+		}
+	}
+	producer, err := sarama.NewSyncProducerFromClient(client)
+	if err != nil {
+		t.Fatalf("sarama.NewSyncProducerFromClient: %v", err)
+	}
+	// Registered after the client's cleanup, so it runs first.
 	t.Cleanup(func() {
 		if err := producer.Close(); err != nil {
 			t.Errorf("close producer: %v", err)
