@@ -201,7 +201,7 @@ fn removal_deadline(now_ms: i64, due_ms: Option<i64>) -> Option<Instant> {
 fn retention_pass(replicas: &ReplicaManager) -> Option<Instant> {
     let env = replicas.env().clone();
     let mut next_due: Option<i64> = None;
-    for partition in replicas.all_partitions() {
+    for partition in replicas.partitions() {
         let now_ms = env.now_ms();
         let result = partition.with_log_mut(|log| {
             log.roll_if_idle(now_ms)?;
@@ -223,7 +223,7 @@ fn retention_pass(replicas: &ReplicaManager) -> Option<Instant> {
 fn removal_pass(replicas: &ReplicaManager) -> Option<Instant> {
     let env = replicas.env().clone();
     let mut next_due: Option<i64> = None;
-    for partition in replicas.all_partitions() {
+    for partition in replicas.partitions() {
         let now_ms = env.now_ms();
         let result = partition.with_log_mut(|log| {
             log.remove_deleted_segments(now_ms)?;
@@ -244,7 +244,7 @@ fn removal_pass(replicas: &ReplicaManager) -> Option<Instant> {
 /// `flush.ms` has passed; nobody waits for it.
 fn flush_pass(replicas: &ReplicaManager, group_commit: &GroupCommit) {
     let now_ms = replicas.env().now_ms();
-    for partition in replicas.all_partitions() {
+    for partition in replicas.partitions() {
         let result = partition.with_log_mut(|log| {
             if log.flush_ms_due(now_ms) {
                 log.prepare_flush()
@@ -307,7 +307,7 @@ fn clean_pass(stop: &Stop, replicas: &ReplicaManager, dedupe_buffer_bytes: usize
         decompressor: decompress_for_cleaner,
         compressor: compress_for_cleaner,
     };
-    for partition in replicas.all_partitions() {
+    for partition in replicas.partitions() {
         if *stop.stopping.lock() {
             return true;
         }

@@ -926,16 +926,12 @@ impl ReplicaManager {
         &self.env
     }
 
-    /// Every hosted partition (a snapshot of the set).
-    pub fn all_partitions(&self) -> Vec<Arc<Partition>> {
-        self.partitions.read().values().cloned().collect()
-    }
-
     pub fn get(&self, topic: &str, partition: i32) -> Option<Arc<Partition>> {
         self.partitions.read().get(topic, partition).cloned()
     }
 
-    /// Every hosted partition, in no particular order.
+    /// Every hosted partition (a snapshot of the set), in no particular
+    /// order.
     pub fn partitions(&self) -> Vec<Arc<Partition>> {
         self.partitions.read().values().cloned().collect()
     }
@@ -1801,7 +1797,7 @@ mod tests {
         let empty = Arc::new(MetadataImage::default());
         let image = apply(&empty, &[topic("a", 1, 3), topic("b", 2, 2)].concat());
         replicas.sync(&image, &config, true).unwrap();
-        assert_eq!(replicas.all_partitions().len(), 5);
+        assert_eq!(replicas.partitions().len(), 5);
         let a0 = replicas.get("a", 0).unwrap();
         let retention = |p: &Partition| p.with_log_ref(|l| l.config().retention_ms).unwrap();
         assert_eq!(retention(&a0), 604_800_000);
