@@ -94,6 +94,7 @@ pub trait Transport: Send + Sync + 'static {
 pub(crate) struct SnapshotRequest {
     pub vote: Vote,
     pub meta: SnapshotMeta,
+    #[serde(serialize_with = "crate::types::text_or_bytes")]
     pub image: Bytes,
 }
 
