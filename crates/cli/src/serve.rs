@@ -347,8 +347,9 @@ async fn serve(
     let listener = match kafka {
         Some(kafka) => {
             let bind = kafka.bind_address();
+            let buffers = tarn_server::transport::SocketBuffers::from_config(&config);
             Some(
-                TcpListener::bind(&bind)
+                tarn_server::transport::bind_listener(&bind, buffers)
                     .await
                     .with_context(|| format!("listen on {bind} (listener {kafka})"))?,
             )

@@ -110,6 +110,9 @@ pub fn documentation(name: &str) -> Option<&'static str> {
         "listener.security.protocol.map" => "Listener names and their security protocols as NAME:PROTOCOL; Tarn serves PLAINTEXT only.",
         "inter.broker.listener.name" => "The listener brokers use to reach each other; Tarn binds it as its Kafka listener.",
         "security.inter.broker.protocol" => "The security protocol between brokers when inter.broker.listener.name is not set.",
+        // The Kafka listener's sockets.
+        "socket.send.buffer.bytes" => "SO_SNDBUF of the Kafka listener's connections, as in Kafka; -1 keeps the operating system's size and its autotuning. Bounded (Kafka's default), it costs the broker far less CPU to serve large fetches.",
+        "socket.receive.buffer.bytes" => "SO_RCVBUF of the Kafka listener's connections (set on the listening socket, so the handshake offers a window to match), as in Kafka; -1 keeps the operating system's size and its autotuning.",
         // The data directory.
         "log.dir" => "The data directory when log.dirs is not set (Tarn's default: ./tarn-data).",
         "log.dirs" => "The data directory; Tarn supports one, not several (JBOD).",
@@ -117,8 +120,6 @@ pub fn documentation(name: &str) -> Option<&'static str> {
         // Accepted from Kafka's server.properties, without effect in Tarn.
         "num.network.threads" => "Accepted for Kafka compatibility and without effect: Tarn's network work runs on its async runtime.",
         "num.io.threads" => "Accepted for Kafka compatibility and without effect: Tarn's request work runs on its async runtime.",
-        "socket.send.buffer.bytes" => "Accepted for Kafka compatibility and without effect: Tarn keeps the operating system's socket buffer sizes.",
-        "socket.receive.buffer.bytes" => "Accepted for Kafka compatibility and without effect: Tarn keeps the operating system's socket buffer sizes.",
         "num.recovery.threads.per.data.dir" => "Accepted for Kafka compatibility and without effect: Tarn recovers logs with its own threads.",
         "transaction.state.log.replication.factor" => "Accepted for Kafka compatibility and without effect: Tarn has no transaction coordinator yet.",
         "transaction.state.log.min.isr" => "Accepted for Kafka compatibility and without effect: Tarn has no transaction coordinator yet.",

@@ -327,14 +327,16 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     def("log.dirs", Str, "", Any),
     // `log.retention.ms` is derived from it when only the hours are given.
     def("log.retention.hours", Int, "168", Any),
-    // Keys of Kafka's shipped server.properties that Tarn accepts without
-    // effect, so that file starts Tarn: Tarn's threads, socket buffers and
-    // recovery are not configured this way, and it has no transaction or
-    // share-group coordinator.
-    def("num.network.threads", Int, "3", AtLeast(1)),
-    def("num.io.threads", Int, "8", AtLeast(1)),
+    // SO_SNDBUF and SO_RCVBUF of the Kafka listener's connections; -1
+    // (or anything below 1) keeps the operating system's.
     def("socket.send.buffer.bytes", Int, "102400", Any),
     def("socket.receive.buffer.bytes", Int, "102400", Any),
+    // Keys of Kafka's shipped server.properties that Tarn accepts without
+    // effect, so that file starts Tarn: Tarn's threads and recovery are not
+    // configured this way, and it has no transaction or share-group
+    // coordinator.
+    def("num.network.threads", Int, "3", AtLeast(1)),
+    def("num.io.threads", Int, "8", AtLeast(1)),
     def("num.recovery.threads.per.data.dir", Int, "2", AtLeast(1)),
     def(
         "transaction.state.log.replication.factor",

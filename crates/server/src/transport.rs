@@ -53,6 +53,74 @@ pub trait SendFile {
     fn send_file(&mut self, region: &FileRegion) -> impl Future<Output = io::Result<()>> + Send;
 }
 
+/// The socket buffer sizes of a Kafka listener's connections, from
+/// Kafka's `socket.send.buffer.bytes` and `socket.receive.buffer.bytes`
+/// (102400 each by default, as in Kafka); `None` (the key at -1, or any
+/// value below 1) keeps the operating system's size and its autotuning.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SocketBuffers {
+    pub send: Option<usize>,
+    pub receive: Option<usize>,
+}
+
+impl SocketBuffers {
+    pub fn from_config(config: &tarn_config::BrokerConfig) -> SocketBuffers {
+        let size = |key: &str| usize::try_from(config.get_i64(key)).ok().filter(|&n| n > 0);
+        SocketBuffers {
+            send: size("socket.send.buffer.bytes"),
+            receive: size("socket.receive.buffer.bytes"),
+        }
+    }
+}
+
+/// Binds a Kafka listener on `addr` (`host:port`; the first of its
+/// addresses that binds) with `buffers` set on the listening socket, so
+/// that every connection it accepts starts with them (Linux copies them,
+/// and that they were chosen, to the accepted socket; a receive buffer set
+/// before `listen` also sizes the window offered in the handshake).
+///
+/// Why a bounded send buffer matters: with the operating system's
+/// autotuned one (up to `net.ipv4.tcp_wmem`'s 4 MiB), a fetch's whole
+/// sendfile(2) of a megabyte was queued at once, and on loopback the
+/// broker paid for the consumer's side of it too: 0.5 s of broker CPU per
+/// million 1 KiB records read, against 0.13-0.18 s with Kafka's 102400
+/// (bench/RESULTS-vs-kafka.md).
+pub async fn bind_listener(addr: &str, buffers: SocketBuffers) -> io::Result<TcpListener> {
+    let mut failed = None;
+    for resolved in tokio::net::lookup_host(addr).await? {
+        match bind_one(resolved, buffers) {
+            Ok(listener) => return Ok(listener),
+            Err(e) => failed = Some(e),
+        }
+    }
+    Err(failed.unwrap_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{addr} resolves to no address"),
+        )
+    }))
+}
+
+/// The backlog of pending connections, as tokio's own `TcpListener::bind`.
+const LISTEN_BACKLOG: u32 = 1024;
+
+fn bind_one(addr: SocketAddr, buffers: SocketBuffers) -> io::Result<TcpListener> {
+    let socket = match addr {
+        SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+        SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+    };
+    socket.set_reuseaddr(true)?;
+    let size = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+    if let Some(n) = buffers.send {
+        socket.set_send_buffer_size(size(n))?;
+    }
+    if let Some(n) = buffers.receive {
+        socket.set_recv_buffer_size(size(n))?;
+    }
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
+}
+
 impl Listener for TcpListener {
     type Conn = TcpStream;
     async fn accept(&mut self) -> io::Result<(TcpStream, SocketAddr)> {
@@ -236,6 +304,61 @@ mod tests {
         version: 4,
         flexible: false,
     };
+
+    #[test]
+    fn socket_buffers_are_kafkas_keys_and_minus_one_is_the_systems() {
+        let defaults = SocketBuffers::from_config(&tarn_config::BrokerConfig::default());
+        assert_eq!(
+            defaults,
+            SocketBuffers {
+                send: Some(102_400),
+                receive: Some(102_400)
+            }
+        );
+        let config = tarn_config::BrokerConfig::with_overrides([
+            ("socket.send.buffer.bytes", "-1"),
+            ("socket.receive.buffer.bytes", "65536"),
+        ])
+        .expect("valid");
+        assert_eq!(
+            SocketBuffers::from_config(&config),
+            SocketBuffers {
+                send: None,
+                receive: Some(65_536)
+            }
+        );
+    }
+
+    /// The sizes an accepted connection of a listener bound with `buffers`
+    /// has: (send, receive).
+    async fn accepted_buffer_sizes(buffers: SocketBuffers) -> (u32, u32) {
+        let listener = bind_listener("127.0.0.1:0", buffers).await.expect("bind");
+        let addr = listener.local_addr().expect("bound address");
+        let (client, accepted) = tokio::join!(TcpStream::connect(addr), listener.accept());
+        let _client = client.expect("connect");
+        let (accepted, _) = accepted.expect("accept");
+        let socket = tokio::net::TcpSocket::from_std_stream(accepted.into_std().expect("std"));
+        (
+            socket.send_buffer_size().expect("SO_SNDBUF"),
+            socket.recv_buffer_size().expect("SO_RCVBUF"),
+        )
+    }
+
+    #[tokio::test]
+    async fn accepted_connections_get_the_listeners_buffer_sizes() {
+        // Linux doubles what is asked (room for its bookkeeping) and
+        // reports the doubled size.
+        let asked = SocketBuffers {
+            send: Some(102_400),
+            receive: Some(65_536),
+        };
+        assert_eq!(accepted_buffer_sizes(asked).await, (204_800, 131_072));
+        let asked = SocketBuffers {
+            send: Some(300_000),
+            receive: Some(150_000),
+        };
+        assert_eq!(accepted_buffer_sizes(asked).await, (600_000, 300_000));
+    }
 
     async fn send_fetch(client: &mut DuplexStream, correlation_id: i32) {
         let request = FetchRequest {
