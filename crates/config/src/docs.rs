@@ -111,8 +111,8 @@ pub fn documentation(name: &str) -> Option<&'static str> {
         "inter.broker.listener.name" => "The listener brokers use to reach each other; Tarn binds it as its Kafka listener.",
         "security.inter.broker.protocol" => "The security protocol between brokers when inter.broker.listener.name is not set.",
         // The Kafka listener's sockets.
-        "socket.send.buffer.bytes" => "SO_SNDBUF of the Kafka listener's connections, as in Kafka; -1 keeps the operating system's size and its autotuning. Bounded (Kafka's default), it costs the broker far less CPU to serve large fetches.",
-        "socket.receive.buffer.bytes" => "SO_RCVBUF of the Kafka listener's connections (set on the listening socket, so the handshake offers a window to match), as in Kafka; -1 keeps the operating system's size and its autotuning.",
+        "socket.send.buffer.bytes" => "SO_SNDBUF of the Kafka listener's connections, as in Kafka; -1 (Tarn's default; Kafka's is 102400) keeps the operating system's size and its autotuning. Bounded, it costs the broker far less CPU to serve large fetches, and consumers of small records more wake-ups per fetch.",
+        "socket.receive.buffer.bytes" => "SO_RCVBUF of the Kafka listener's connections (set on the listening socket, so the handshake offers a window to match), as in Kafka; -1 (Tarn's default; Kafka's is 102400) keeps the operating system's size and its autotuning.",
         // The data directory.
         "log.dir" => "The data directory when log.dirs is not set (Tarn's default: ./tarn-data).",
         "log.dirs" => "The data directory; Tarn supports one, not several (JBOD).",

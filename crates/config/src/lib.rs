@@ -328,9 +328,13 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     // `log.retention.ms` is derived from it when only the hours are given.
     def("log.retention.hours", Int, "168", Any),
     // SO_SNDBUF and SO_RCVBUF of the Kafka listener's connections; -1
-    // (or anything below 1) keeps the operating system's.
-    def("socket.send.buffer.bytes", Int, "102400", Any),
-    def("socket.receive.buffer.bytes", Int, "102400", Any),
+    // (or anything below 1) keeps the operating system's. Kafka's default
+    // is 102400 for both; Tarn's is the system's: on 2 cores, a bounded
+    // send buffer halved the rate at which a consumer read small records,
+    // and a bounded receive buffer took a tenth off 1 KiB produce
+    // (bench/RESULTS-vs-kafka.md, "Socket buffers").
+    def("socket.send.buffer.bytes", Int, "-1", Any),
+    def("socket.receive.buffer.bytes", Int, "-1", Any),
     // Keys of Kafka's shipped server.properties that Tarn accepts without
     // effect, so that file starts Tarn: Tarn's threads and recovery are not
     // configured this way, and it has no transaction or share-group
