@@ -330,9 +330,9 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     // SO_SNDBUF and SO_RCVBUF of the Kafka listener's connections; -1
     // (or anything below 1) keeps the operating system's. Kafka's default
     // is 102400 for both; Tarn's is the system's: on 2 cores, a bounded
-    // send buffer halved the rate at which a consumer read small records,
-    // and a bounded receive buffer took a tenth off 1 KiB produce
-    // (bench/RESULTS-vs-kafka.md, "Socket buffers").
+    // send buffer cut the rate at which a consumer read 200 B records to a
+    // quarter or a half, and a bounded receive buffer took a tenth off
+    // 1 KiB produce (bench/RESULTS-vs-kafka.md, "Socket buffers").
     def("socket.send.buffer.bytes", Int, "-1", Any),
     def("socket.receive.buffer.bytes", Int, "-1", Any),
     // Keys of Kafka's shipped server.properties that Tarn accepts without
