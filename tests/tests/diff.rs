@@ -479,11 +479,10 @@ fn describe_configs_request(
 /// `controller.quorum.voters` and `log.dirs` name each node's own ports
 /// and paths; `listener.security.protocol.map`, `num.network.threads` and
 /// `num.io.threads` are reconfigurable at run time in Kafka but read-only
-/// in Tarn, which cannot apply them; `socket.send.buffer.bytes` and
-/// `socket.receive.buffer.bytes` default to the system's sizes (-1) in
-/// Tarn and to 102400 in Kafka (bench/RESULTS-vs-kafka.md, "Socket
-/// buffers", says why); `broker.rack` and the other keys with no default
-/// are null in Kafka and empty in Tarn.
+/// in Tarn, which cannot apply them; `socket.receive.buffer.bytes`
+/// defaults to the system's size (-1) in Tarn and to 102400 in Kafka
+/// (bench/RESULTS-vs-kafka.md, "Socket buffers", says why); `broker.rack`
+/// and the other keys with no default are null in Kafka and empty in Tarn.
 const COMPARED_BROKER_KEYS: &[&str] = &[
     "process.roles",
     "node.id",
@@ -494,6 +493,7 @@ const COMPARED_BROKER_KEYS: &[&str] = &[
     "broker.session.timeout.ms",
     "controller.quorum.election.timeout.ms",
     "controller.quorum.fetch.timeout.ms",
+    "socket.send.buffer.bytes",
 ];
 
 /// The cluster keys `scripts/kafka.sh` writes into Kafka's

@@ -54,9 +54,10 @@ pub trait SendFile {
 }
 
 /// The socket buffer sizes of a Kafka listener's connections, from
-/// Kafka's `socket.send.buffer.bytes` and `socket.receive.buffer.bytes`;
-/// `None` (the key at -1, Tarn's default, or any value below 1) keeps the
-/// operating system's size and its autotuning.
+/// Kafka's `socket.send.buffer.bytes` (102400 by default, as in Kafka) and
+/// `socket.receive.buffer.bytes` (the system's by default); `None` (the key
+/// at -1, or any value below 1) keeps the operating system's size and its
+/// autotuning.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SocketBuffers {
     pub send: Option<usize>,
@@ -79,14 +80,13 @@ impl SocketBuffers {
 /// and that they were chosen, to the accepted socket; a receive buffer set
 /// before `listen` also sizes the window offered in the handshake).
 ///
-/// What the sizes trade (bench/RESULTS-vs-kafka.md, "Socket buffers"):
-/// with the operating system's autotuned send buffer (up to
-/// `net.ipv4.tcp_wmem`'s 4 MiB) a fetch's sendfile(2) of a megabyte goes
-/// out in one call, and on loopback the broker spent 0.5 s of CPU per
-/// million 1 KiB records read, against 0.13-0.18 s with Kafka's 102400;
-/// but with 102400, a consumer sharing the broker's two cores read 200 B
-/// records at a quarter to a half of the rate (each fetch several rounds of
-/// wake-ups). With a core each, the rates were the same.
+/// What the send buffer's size trades (bench/RESULTS-vs-kafka.md, "Socket
+/// buffers"): with the operating system's autotuned one (up to
+/// `net.ipv4.tcp_wmem`'s 4 MiB) a fetch's sendfile(2) of a megabyte goes out
+/// in one call, and on loopback the broker spent 0.5 s of CPU per million
+/// 1 KiB records read, against 0.13-0.18 s with Kafka's 102400, which sends
+/// it in a few rounds as the consumer reads. Consumers read as fast either
+/// way; one across a long, fast link may want more than 102400 in flight.
 pub async fn bind_listener(addr: &str, buffers: SocketBuffers) -> io::Result<TcpListener> {
     let mut failed = None;
     for resolved in tokio::net::lookup_host(addr).await? {
@@ -310,7 +310,13 @@ mod tests {
     #[test]
     fn socket_buffers_are_kafkas_keys_and_minus_one_is_the_systems() {
         let defaults = SocketBuffers::from_config(&tarn_config::BrokerConfig::default());
-        assert_eq!(defaults, SocketBuffers::default());
+        assert_eq!(
+            defaults,
+            SocketBuffers {
+                send: Some(102_400),
+                receive: None
+            }
+        );
         let config = tarn_config::BrokerConfig::with_overrides([
             ("socket.send.buffer.bytes", "-1"),
             ("socket.receive.buffer.bytes", "65536"),
