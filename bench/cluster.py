@@ -7,7 +7,7 @@ wire protocol (Metadata v1, CreateTopics v2), so that every request goes to
 the broker chosen, one at a time or several in flight, with no client-side
 retries, caching or controller routing in the way.
 
-    cluster.py TARN_BIN WORK SECTION...    sections: commits fencing failover startup leaders idle
+    cluster.py TARN_BIN WORK SECTION...    sections: commits fencing failover startup leaders idle kafka
     cluster.py --report RAW OUT.md HEADER.md   RESULT lines of RAW into OUT.md
 
 Each figure is printed as one `RESULT section=... key=value ...` line on
@@ -534,6 +534,119 @@ def commits(tarn, work):
     result("commits", n=n, inflight=inflight, reps=reps, **fmt, **ratios, **fmt_cpu)
 
 
+KAFKA_SH = str(Path(__file__).resolve().parent.parent / "scripts" / "kafka.sh")
+
+
+class KafkaNode:
+    """One Apache Kafka node (broker and controller in one JVM, as
+    scripts/kafka.sh runs it), for the same measurements as a Tarn node."""
+
+    def __init__(self, work, node_id, port, controller_port, voters, cluster_id):
+        self.dir = f"{work}/kafka{node_id}"
+        self.addr = f"127.0.0.1:{port}"
+        self.port = port
+        self.env = dict(os.environ, KAFKA_NODE_ID=str(node_id), KAFKA_CONTROLLER_PORT=str(controller_port),
+                        KAFKA_VOTERS=voters, KAFKA_CLUSTER_ID=cluster_id)
+        self.pid = None
+
+    def start(self):
+        # stdout is kafka.sh's one "listening" line; failures go to stderr and raise.
+        subprocess.run([KAFKA_SH, "start", self.dir, str(self.port)], env=self.env, check=True,
+                       stdout=subprocess.DEVNULL)
+        self.pid = int(Path(self.dir, "kafka.pid").read_text())
+
+    def stop(self):
+        subprocess.run([KAFKA_SH, "stop", self.dir], check=True)
+
+
+def kafka_nodes(work, n):
+    """n Kafka nodes forming one KRaft quorum, started at once; the nodes
+    in node id order."""
+    shutil.rmtree(work, ignore_errors=True)
+    ports = [free_port() for _ in range(2 * n)]
+    voters = ",".join(f"{i + 1}@127.0.0.1:{ports[n + i]}" for i in range(n))
+    cluster_id = subprocess.run([KAFKA_SH, "tool", "kafka-storage", "random-uuid"], check=True, text=True,
+                                stdout=subprocess.PIPE).stdout.strip()
+    nodes = [KafkaNode(work, i + 1, ports[i], ports[n + i], voters, cluster_id) for i in range(n)]
+    try:
+        on_each(nodes, KafkaNode.start)
+    except Exception:
+        # A start that timed out leaves its JVM running: stop it too.
+        on_each([node for node in nodes if Path(node.dir, "kafka.pid").exists()], KafkaNode.stop)
+        raise
+    return nodes
+
+
+def on_each(nodes, action):
+    """action(node) for every node at once, on threads; raises the first
+    failure once all have finished. Kafka nodes start and stop together:
+    each start waits for a quorum, and stopped one after another, the last
+    node left has no quorum to complete its controlled shutdown with and
+    waits out kafka.sh's 60 s before it is killed."""
+    errors = []
+
+    def run(node):
+        try:
+            action(node)
+        except Exception as e:  # reported below: the run fails
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(node,)) for node in nodes]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
+def kafka_commits(tarn, work):
+    """The commits section's single node and three-node quorum, for Tarn and
+    for Apache Kafka in one run, interleaved: Kafka's own ratio is the
+    reference for Tarn's. Every Kafka node is broker and controller (as
+    each Tarn node is); Kafka's creates go to node 1, whose broker forwards
+    them to the active controller (in one process or another), as Kafka's
+    brokers always do. Tarn's go to its active controller."""
+    n = int(os.environ.get("COMMITS_N", "1000"))
+    inflight = int(os.environ.get("INFLIGHT", "8"))
+    reps = int(os.environ.get("COMMITS_REPS", "3"))
+    runs, cpu = {}, {}
+
+    def measured(key, pids, mode, addr, prefix):
+        c0 = sum(cpu_s(pid) for pid in pids)
+        rate = sequential_creates(addr, prefix, n) if mode == "seq" else parallel_creates(addr, prefix, n, inflight)
+        cpu.setdefault(key, []).append((sum(cpu_s(pid) for pid in pids) - c0) * 1000 / n)
+        runs.setdefault(key, []).append(rate)
+
+    for rep in range(1, reps + 1):
+        for mode in ("seq", "par"):
+            node = single(tarn, f"{work}/kc-tarn-single-{mode}-{rep}")
+            measured(f"tarn_single_{mode}", [node.proc.pid], mode, node.addr, "s")
+            stop_single(node)
+            cluster = Cluster(tarn, f"{work}/kc-tarn-cluster-{mode}-{rep}", 3)
+            controller = cluster.start()
+            measured(f"tarn_cluster_{mode}", [x.proc.pid for x in cluster.nodes.values()], mode,
+                     cluster.nodes[controller].addr, "c")
+            cluster.shutdown()
+            for size in (1, 3):
+                nodes = kafka_nodes(f"{work}/kc-kafka-{size}-{mode}-{rep}", size)
+                try:
+                    measured(f"kafka_{'single' if size == 1 else 'cluster'}_{mode}", [k.pid for k in nodes],
+                             mode, nodes[0].addr, "k")
+                finally:
+                    on_each(nodes, KafkaNode.stop)
+        log(f"rep {rep}: {runs}")
+    for key, values in runs.items():
+        result("kafka_commits_run", run=key, rates="/".join(f"{v:.0f}" for v in values),
+               cpu_s_per_1000="/".join(f"{v:.2f}" for v in cpu[key]))
+    rates = {k: statistics.median(v) for k, v in runs.items()}
+    fields = {k: f"{v:.1f}" for k, v in rates.items()}
+    fields.update({f"cpu_{k}": f"{statistics.median(v):.2f}" for k, v in cpu.items()})
+    fields.update({f"ratio_{b}_{mode}": f"{rates[f'{b}_cluster_{mode}'] / rates[f'{b}_single_{mode}']:.2f}"
+                   for b in ("tarn", "kafka") for mode in ("seq", "par")})
+    result("kafka_commits", n=n, inflight=inflight, reps=reps, **fields)
+
+
 def wait_absent(addr, dead, t_kill, out, key):
     """Polls Metadata on addr until broker `dead` is absent; seconds since t_kill into out[key]."""
     deadline = t_kill + FENCE_TIMEOUT_S
@@ -926,6 +1039,23 @@ def report(raw, out, header):
             md.append(f"| {label} | {c[single_key]} | {c[cluster_key]} | {ratio:.2f} {target}"
                       f"| {c['cpu_' + single_key]} s | {c['cpu_' + cluster_key]} s |")
         md.append("")
+    if "kafka_commits" in by:
+        c = by["kafka_commits"][0]
+        md += ["## Metadata commits per second beside Apache Kafka (one-partition topics, CreateTopics v2)", "",
+               f"{c['n']} topics per run, each run on fresh nodes, median of {c['reps']} runs, Tarn and "
+               f"Kafka {os.environ.get('KAFKA_VERSION', '4.4.0')} interleaved (every run in the raw file). "
+               "Every node is broker and controller. Tarn's creates go to its active controller; Kafka's "
+               "to node 1, whose broker forwards them to the active controller as Kafka's brokers always "
+               f"do. \"in flight\" is {c['inflight']} connections with one request each. CPU is user + "
+               "system seconds per 1000 topics, summed over the nodes.", "",
+               "| run | broker | single node /s | 3-node /s | ratio | single node CPU | 3-node CPU |",
+               "|---|---|---:|---:|---:|---:|---:|"]
+        for mode, label in (("seq", "sequential"), ("par", "in flight")):
+            for b, name in (("tarn", "Tarn"), ("kafka", "Kafka")):
+                md.append(f"| {label} | {name} | {c[f'{b}_single_{mode}']} | {c[f'{b}_cluster_{mode}']} "
+                          f"| {c[f'ratio_{b}_{mode}']} | {c[f'cpu_{b}_single_{mode}']} s "
+                          f"| {c[f'cpu_{b}_cluster_{mode}']} s |")
+        md.append("")
     if "fencing" in by:
         md += ["## Fencing: SIGKILL a (non-controller) broker, poll Metadata on each survivor until it is absent", "",
                "Target: <= broker.session.timeout.ms + 2 s = 11 s (defaults: heartbeat 2000 ms, session 9000 ms).", "",
@@ -995,7 +1125,7 @@ def report(raw, out, header):
 
 
 SECTIONS = {"commits": commits, "fencing": fencing, "failover": failover, "startup": startup,
-            "leaders": leaders, "idle": idle}
+            "leaders": leaders, "idle": idle, "kafka": kafka_commits}
 
 
 def main():

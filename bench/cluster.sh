@@ -27,6 +27,9 @@
 #             to its fence and to new leaders for all (LEADER_DATA=1: a record in
 #             every partition first); target <= 1 s after
 #             the fence
+#   kafka     (not in the default set) the commits section's single node and
+#             three-node quorum for Tarn and for Apache Kafka (scripts/kafka.sh,
+#             needs Java and Maven), interleaved: Kafka's own ratio beside Tarn's
 #   idle      (not in the default set) the three nodes' CPU per second while
 #             1,000 and 10,000 partitions of replication factor 3 sit idle
 #             (IDLE_COUNTS); IDLE_COMPARE=/other/tarn runs another binary
@@ -37,7 +40,7 @@
 #      STARTUP_PARTS LEADER_COUNTS LOG_LEVEL (see bench/cluster.py); OUT (the
 #      results file, bench/RESULTS-cluster.md); KEEP=1 keeps the scratch
 #      directory (data dirs and every node's stderr)
-# Needs python3 only. Exits non-zero if any step fails.
+# Needs python3 (and Java and Maven for the kafka section). Exits non-zero if any step fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD

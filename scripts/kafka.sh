@@ -20,6 +20,11 @@
 #
 # KAFKA_VERSION picks another version; KAFKA_HEAP (default 1g) the server's
 # fixed heap; KAFKA_START_TIMEOUT_S (default 90) how long start waits.
+#
+# One node of a cluster: KAFKA_NODE_ID (default 1), KAFKA_CONTROLLER_PORT
+# (default PORT+1), KAFKA_VOTERS (controller.quorum.voters, default this
+# node alone) and KAFKA_CLUSTER_ID (the same for every node; default a new
+# one). Start a cluster's nodes at once: each start waits for a quorum.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 version=${KAFKA_VERSION:-4.4.0}
@@ -83,7 +88,9 @@ run_java() {
 start() {
     local dir=${1:?usage: kafka.sh start DIR [PORT]}
     local port=${2:-9192}
-    local controller_port=$((port + 1))
+    local controller_port=${KAFKA_CONTROLLER_PORT:-$((port + 1))}
+    local node_id=${KAFKA_NODE_ID:-1}
+    local voters=${KAFKA_VOTERS:-$node_id@127.0.0.1:$controller_port}
     mkdir -p "$dir"
     dir=$(cd "$dir" && pwd)
     if [[ -s "$dir/kafka.pid" ]] && kill -0 "$(cat "$dir/kafka.pid")" 2>/dev/null; then
@@ -92,8 +99,8 @@ start() {
     resolve
     cat >"$dir/server.properties" <<PROPS
 process.roles=broker,controller
-node.id=1
-controller.quorum.voters=1@127.0.0.1:$controller_port
+node.id=$node_id
+controller.quorum.voters=$voters
 listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$controller_port
 advertised.listeners=PLAINTEXT://127.0.0.1:$port
 controller.listener.names=CONTROLLER
@@ -109,8 +116,10 @@ share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
 PROPS
     if [[ ! -e "$dir/data/meta.properties" ]]; then
-        local cluster_id
-        cluster_id=$("$self" tool kafka-storage random-uuid)
+        local cluster_id=${KAFKA_CLUSTER_ID:-}
+        if [[ -z $cluster_id ]]; then
+            cluster_id=$("$self" tool kafka-storage random-uuid)
+        fi
         "$self" tool kafka-storage format -t "$cluster_id" -c "$dir/server.properties" >"$dir/format.log"
     fi
     local heap=${KAFKA_HEAP:-1g}
