@@ -111,7 +111,7 @@ pub fn documentation(name: &str) -> Option<&'static str> {
         "inter.broker.listener.name" => "The listener brokers use to reach each other; Tarn binds it as its Kafka listener.",
         "security.inter.broker.protocol" => "The security protocol between brokers when inter.broker.listener.name is not set.",
         // The Kafka listener's sockets.
-        "socket.send.buffer.bytes" => "SO_SNDBUF of the Kafka listener's connections, as in Kafka (102400 by default, doubled by Linux); -1 keeps the operating system's size and its autotuning, which costs the broker about three times the CPU per fetched megabyte and may suit consumers across a long, fast link better.",
+        "socket.send.buffer.bytes" => "SO_SNDBUF of the Kafka listener's connections, as in Kafka (102400 by default, doubled by Linux); -1 keeps the operating system's size and its autotuning, which cost the broker one and a half to three times the CPU per fetched megabyte here and may suit consumers across a long, fast link better.",
         "socket.receive.buffer.bytes" => "SO_RCVBUF of the Kafka listener's connections (set on the listening socket, so the handshake offers a window to match), as in Kafka; -1 (Tarn's default; Kafka's is 102400) keeps the operating system's size and its autotuning.",
         // The data directory.
         "log.dir" => "The data directory when log.dirs is not set (Tarn's default: ./tarn-data).",

@@ -330,7 +330,7 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     // SO_SNDBUF and SO_RCVBUF of the Kafka listener's connections; -1
     // (or anything below 1) keeps the operating system's. The send buffer
     // defaults to Kafka's 102400: it cuts the broker's CPU per fetched
-    // megabyte to a third or less of what the autotuned buffer costs. The
+    // megabyte to between a half and a third of the autotuned one's. The
     // receive buffer defaults to the system's (Kafka's is 102400 too): a
     // bounded one took a tenth off 1 KiB produce
     // (bench/RESULTS-vs-kafka.md, "Socket buffers").
