@@ -477,61 +477,77 @@ def parallel_creates(addr, prefix, n, inflight):
     return n / secs
 
 
+class CommitRuns:
+    """The commit-rate runs of one section (COMMITS_N topics each, one at a
+    time or INFLIGHT at a time, COMMITS_REPS of each kind): every run's
+    rate, and the CPU its brokers spent on it per 1000 topics, by run key."""
+
+    def __init__(self):
+        self.n = int(os.environ.get("COMMITS_N", "1000"))
+        self.inflight = int(os.environ.get("INFLIGHT", "8"))
+        self.reps = int(os.environ.get("COMMITS_REPS", "3"))
+        self.rates, self.cpu = {}, {}
+
+    def measure(self, key, pids, mode, addr, prefix):
+        """One run against addr ("seq" or "par"), charged to the processes `pids`."""
+        c0 = sum(cpu_s(pid) for pid in pids)
+        if mode == "seq":
+            rate = sequential_creates(addr, prefix, self.n)
+        else:
+            rate = parallel_creates(addr, prefix, self.n, self.inflight)
+        self.cpu.setdefault(key, []).append((sum(cpu_s(pid) for pid in pids) - c0) * 1000 / self.n)
+        self.rates.setdefault(key, []).append(rate)
+
+    def summary(self, section):
+        """Prints a `{section}_run` line per key with every run; returns the
+        median rate per key, and the medians as RESULT fields (rates, and
+        CPU as cpu_KEY)."""
+        for key, values in self.rates.items():
+            result(f"{section}_run", run=key, rates="/".join(f"{v:.0f}" for v in values),
+                   cpu_s_per_1000="/".join(f"{v:.2f}" for v in self.cpu[key]))
+        rates = {k: statistics.median(v) for k, v in self.rates.items()}
+        fields = {k: f"{v:.1f}" for k, v in rates.items()}
+        fields.update({f"cpu_{k}": f"{statistics.median(v):.2f}" for k, v in self.cpu.items()})
+        return rates, fields
+
+
 def commits(tarn, work):
     """Each run on a fresh node or cluster in a directory of its own, so
     that no run pays for the topics an earlier one left behind, nor for
     their removal: on ext4 without a journal, creating a file or directory
     skips (reading each) inodes deleted in the last minutes, which doubled
     the cost of a partition's files right after a run's were removed."""
-    n = int(os.environ.get("COMMITS_N", "1000"))
-    inflight = int(os.environ.get("INFLIGHT", "8"))
-
-    def run(mode, addr, prefix):
-        return sequential_creates(addr, prefix, n) if mode == "seq" else parallel_creates(addr, prefix, n, inflight)
-
-    reps = int(os.environ.get("COMMITS_REPS", "3"))
-    runs, cpu = {}, {}
-
-    def measured(key, nodes, mode, addr, prefix):
-        """One run; its rate, and the CPU seconds all `nodes` spent on it per 1000 topics."""
-        c0 = sum(cpu_s(n.proc.pid) for n in nodes)
-        rate = run(mode, addr, prefix)
-        cpu.setdefault(key, []).append((sum(cpu_s(n.proc.pid) for n in nodes) - c0) * 1000 / n)
-        runs.setdefault(key, []).append(rate)
+    runs = CommitRuns()
     # Repetitions interleave single node and cluster, so that a change in
     # the machine's load falls on both.
-    for rep in range(1, reps + 1):
+    for rep in range(1, runs.reps + 1):
         for mode in ("seq", "par"):
             node = single(tarn, f"{work}/commits-single-{mode}-{rep}")
-            measured(f"single_{mode}", [node], mode, node.addr, "s")
+            runs.measure(f"single_{mode}", [node.proc.pid], mode, node.addr, "s")
             stop_single(node)
             # The same node as the sole voter of a Raft quorum: what the
             # quorum's machinery costs before any network or follower.
             sole = Cluster(tarn, f"{work}/commits-sole-{mode}-{rep}", 1)
             sole.start()
-            measured(f"sole_{mode}", [sole.nodes[1]], mode, sole.nodes[1].addr, "q")
+            runs.measure(f"sole_{mode}", [sole.nodes[1].proc.pid], mode, sole.nodes[1].addr, "q")
             sole.shutdown()
             for target in ("controller", "forwarded"):
                 cluster = Cluster(tarn, f"{work}/commits-cluster-{mode}-{target}-{rep}", 3)
                 controller = cluster.start()
                 via = controller if target == "controller" else min(i for i in cluster.nodes if i != controller)
-                measured(f"cluster_{mode}_{target}", list(cluster.nodes.values()), mode, cluster.nodes[via].addr, "c")
+                runs.measure(f"cluster_{mode}_{target}", [x.proc.pid for x in cluster.nodes.values()], mode,
+                             cluster.nodes[via].addr, "c")
                 if cluster.controller() != controller:
                     raise RuntimeError("the controller changed during a commit-rate run")
                 cluster.shutdown()
-        log(f"rep {rep}: {runs}")
-    for key, values in runs.items():
-        result("commits_run", run=key, rates="/".join(f"{v:.0f}" for v in values),
-               cpu_s_per_1000="/".join(f"{v:.2f}" for v in cpu[key]))
-    fmt_cpu = {f"cpu_{k}": f"{statistics.median(v):.2f}" for k, v in cpu.items()}
-    rates = {k: statistics.median(v) for k, v in runs.items()}
-    fmt = {k: f"{v:.1f}" for k, v in rates.items()}
+        log(f"rep {rep}: {runs.rates}")
+    rates, fields = runs.summary("commits")
     ratios = {f"ratio_{mode}_{target}": f"{rates[f'{group}_{mode}{suffix}'] / rates[f'single_{mode}']:.2f}"
               for mode in ("seq", "par")
               for target, group, suffix in (("controller", "cluster", "_controller"),
                                             ("forwarded", "cluster", "_forwarded"),
                                             ("sole", "sole", ""))}
-    result("commits", n=n, inflight=inflight, reps=reps, **fmt, **ratios, **fmt_cpu)
+    result("commits", n=runs.n, inflight=runs.inflight, reps=runs.reps, **fields, **ratios)
 
 
 KAFKA_SH = str(Path(__file__).resolve().parent.parent / "scripts" / "kafka.sh")
@@ -607,44 +623,29 @@ def kafka_commits(tarn, work):
     each Tarn node is); Kafka's creates go to node 1, whose broker forwards
     them to the active controller (in one process or another), as Kafka's
     brokers always do. Tarn's go to its active controller."""
-    n = int(os.environ.get("COMMITS_N", "1000"))
-    inflight = int(os.environ.get("INFLIGHT", "8"))
-    reps = int(os.environ.get("COMMITS_REPS", "3"))
-    runs, cpu = {}, {}
-
-    def measured(key, pids, mode, addr, prefix):
-        c0 = sum(cpu_s(pid) for pid in pids)
-        rate = sequential_creates(addr, prefix, n) if mode == "seq" else parallel_creates(addr, prefix, n, inflight)
-        cpu.setdefault(key, []).append((sum(cpu_s(pid) for pid in pids) - c0) * 1000 / n)
-        runs.setdefault(key, []).append(rate)
-
-    for rep in range(1, reps + 1):
+    runs = CommitRuns()
+    for rep in range(1, runs.reps + 1):
         for mode in ("seq", "par"):
             node = single(tarn, f"{work}/kc-tarn-single-{mode}-{rep}")
-            measured(f"tarn_single_{mode}", [node.proc.pid], mode, node.addr, "s")
+            runs.measure(f"tarn_single_{mode}", [node.proc.pid], mode, node.addr, "s")
             stop_single(node)
             cluster = Cluster(tarn, f"{work}/kc-tarn-cluster-{mode}-{rep}", 3)
             controller = cluster.start()
-            measured(f"tarn_cluster_{mode}", [x.proc.pid for x in cluster.nodes.values()], mode,
-                     cluster.nodes[controller].addr, "c")
+            runs.measure(f"tarn_cluster_{mode}", [x.proc.pid for x in cluster.nodes.values()], mode,
+                         cluster.nodes[controller].addr, "c")
             cluster.shutdown()
             for size in (1, 3):
                 nodes = kafka_nodes(f"{work}/kc-kafka-{size}-{mode}-{rep}", size)
                 try:
-                    measured(f"kafka_{'single' if size == 1 else 'cluster'}_{mode}", [k.pid for k in nodes],
-                             mode, nodes[0].addr, "k")
+                    runs.measure(f"kafka_{'single' if size == 1 else 'cluster'}_{mode}", [k.pid for k in nodes],
+                                 mode, nodes[0].addr, "k")
                 finally:
                     on_each(nodes, KafkaNode.stop)
-        log(f"rep {rep}: {runs}")
-    for key, values in runs.items():
-        result("kafka_commits_run", run=key, rates="/".join(f"{v:.0f}" for v in values),
-               cpu_s_per_1000="/".join(f"{v:.2f}" for v in cpu[key]))
-    rates = {k: statistics.median(v) for k, v in runs.items()}
-    fields = {k: f"{v:.1f}" for k, v in rates.items()}
-    fields.update({f"cpu_{k}": f"{statistics.median(v):.2f}" for k, v in cpu.items()})
+        log(f"rep {rep}: {runs.rates}")
+    rates, fields = runs.summary("kafka_commits")
     fields.update({f"ratio_{b}_{mode}": f"{rates[f'{b}_cluster_{mode}'] / rates[f'{b}_single_{mode}']:.2f}"
                    for b in ("tarn", "kafka") for mode in ("seq", "par")})
-    result("kafka_commits", n=n, inflight=inflight, reps=reps, **fields)
+    result("kafka_commits", n=runs.n, inflight=runs.inflight, reps=runs.reps, **fields)
 
 
 def wait_absent(addr, dead, t_kill, out, key):
