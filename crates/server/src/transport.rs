@@ -58,7 +58,7 @@ pub trait SendFile {
 /// `socket.receive.buffer.bytes` (the system's by default); `None` (the key
 /// at -1, or any value below 1) keeps the operating system's size and its
 /// autotuning.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SocketBuffers {
     pub send: Option<usize>,
     pub receive: Option<usize>,
