@@ -571,8 +571,17 @@ class KafkaNode:
                        stdout=subprocess.DEVNULL)
         self.pid = int(Path(self.dir, "kafka.pid").read_text())
 
-    def stop(self):
-        subprocess.run([KAFKA_SH, "stop", self.dir], check=True)
+    def kill(self):
+        """SIGKILL, once its run is measured: the data is thrown away, and a
+        quorum's SIGTERMed nodes can wait out kafka.sh's 60 s (a broker
+        whose controlled shutdown lost its quorum), even stopped together."""
+        os.kill(self.pid, signal.SIGKILL)
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        while Path(f"/proc/{self.pid}").exists():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"Kafka pid {self.pid} still there {STOP_TIMEOUT_S}s after SIGKILL")
+            time.sleep(0.05)
+        Path(self.dir, "kafka.pid").unlink()
 
 
 def kafka_nodes(work, n):
@@ -587,18 +596,20 @@ def kafka_nodes(work, n):
     try:
         on_each(nodes, KafkaNode.start)
     except Exception:
-        # A start that timed out leaves its JVM running: stop it too.
-        on_each([node for node in nodes if Path(node.dir, "kafka.pid").exists()], KafkaNode.stop)
+        # A start that timed out leaves its JVM running: kill it too.
+        for node in nodes:
+            if Path(node.dir, "kafka.pid").exists():
+                node.pid = int(Path(node.dir, "kafka.pid").read_text())
+                if Path(f"/proc/{node.pid}").exists():
+                    node.kill()
         raise
     return nodes
 
 
 def on_each(nodes, action):
     """action(node) for every node at once, on threads; raises the first
-    failure once all have finished. Kafka nodes start and stop together:
-    each start waits for a quorum, and stopped one after another, the last
-    node left has no quorum to complete its controlled shutdown with and
-    waits out kafka.sh's 60 s before it is killed."""
+    failure once all have finished. A Kafka quorum's nodes start together:
+    each start waits for a quorum."""
     errors = []
 
     def run(node):
@@ -640,7 +651,8 @@ def kafka_commits(tarn, work):
                     runs.measure(f"kafka_{'single' if size == 1 else 'cluster'}_{mode}", [k.pid for k in nodes],
                                  mode, nodes[0].addr, "k")
                 finally:
-                    on_each(nodes, KafkaNode.stop)
+                    for k in nodes:
+                        k.kill()
         log(f"rep {rep}: {runs.rates}")
     rates, fields = runs.summary("kafka_commits")
     fields.update({f"ratio_{b}_{mode}": f"{rates[f'{b}_cluster_{mode}'] / rates[f'{b}_single_{mode}']:.2f}"
