@@ -7,7 +7,7 @@
 //!   way; entries at or below it are ignored at recovery.
 //! - `<20-digit first index>.log`: segments of framed entries (JSON),
 //!   indexes consecutive across segments. An append is written at once
-//!   and fsynced by the store's flusher, a task of its own, before
+//!   and fsynced by the store's flusher (a thread of its own) before
 //!   openraft is told it is flushed: openraft starts replicating an entry
 //!   once its append returns, so the leader's fsync overlaps its
 //!   followers' (it counts itself towards the quorum only once flushed).
@@ -81,47 +81,69 @@ impl Debug for FlushJob {
 /// The flusher: fsyncs the segments of each append queued, all appends
 /// waiting at once, and completes their callbacks in order. A failed
 /// fsync fails every append it covered (openraft then stops: what the
-/// disk holds is unknown).
-async fn run_flusher(
+/// disk holds is unknown). On a multi-threaded runtime it is a thread of
+/// its own, blocked in `recv` or in fsync: moving a worker aside for each
+/// fsync (`block_in_place`) woke a thread to take over its tasks every
+/// time. A single-threaded runtime (the simulations) runs it as a task,
+/// so that a seed replays.
+fn spawn_flusher(
+    runtime: &tokio::runtime::Handle,
     mut jobs: tokio::sync::mpsc::UnboundedReceiver<FlushJob>,
     finished: tokio::sync::watch::Sender<u64>,
-) {
-    while let Some(first) = jobs.recv().await {
-        let mut batch = vec![first];
-        while let Ok(more) = jobs.try_recv() {
-            batch.push(more);
+) -> io::Result<()> {
+    match runtime.runtime_flavor() {
+        tokio::runtime::RuntimeFlavor::MultiThread => {
+            std::thread::Builder::new()
+                .name("quorum-flusher".into())
+                .spawn(move || {
+                    while let Some(first) = jobs.blocking_recv() {
+                        flush_batch(first, &mut jobs, &finished);
+                    }
+                })
+                .map_err(|e| ctx("start the log store's flusher", e))?;
         }
-        let mut segments: Vec<(u64, Arc<dyn FileHandle>)> = Vec::new();
-        for job in &batch {
-            for (base, handle) in &job.segments {
-                if !segments.iter().any(|(b, _)| b == base) {
-                    segments.push((*base, handle.clone()));
+        _ => {
+            runtime.spawn(async move {
+                while let Some(first) = jobs.recv().await {
+                    flush_batch(first, &mut jobs, &finished);
                 }
-            }
+            });
         }
-        let sync = || -> Result<(), (io::ErrorKind, String)> {
-            for (base, handle) in &segments {
-                handle
-                    .sync()
-                    .map_err(|e| (e.kind(), format!("fsync {}: {e}", segment_name(*base))))?;
-            }
-            Ok(())
-        };
-        // A worker blocked in fsync hands its other tasks on; a
-        // single-threaded runtime (the simulations) just runs it.
-        let synced = match tokio::runtime::Handle::current().runtime_flavor() {
-            tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(sync),
-            _ => sync(),
-        };
-        let last = batch.last().map_or(0, |job| job.number);
-        for job in batch {
-            let result = synced
-                .clone()
-                .map_err(|(kind, message)| io::Error::new(kind, message));
-            job.callback.io_completed(result);
-        }
-        finished.send_replace(last);
     }
+    Ok(())
+}
+
+/// Fsyncs `first` and every job queued behind it, then completes them.
+fn flush_batch(
+    first: FlushJob,
+    jobs: &mut tokio::sync::mpsc::UnboundedReceiver<FlushJob>,
+    finished: &tokio::sync::watch::Sender<u64>,
+) {
+    let mut batch = vec![first];
+    while let Ok(more) = jobs.try_recv() {
+        batch.push(more);
+    }
+    let mut segments: Vec<(u64, Arc<dyn FileHandle>)> = Vec::new();
+    for job in &batch {
+        for (base, handle) in &job.segments {
+            if !segments.iter().any(|(b, _)| b == base) {
+                segments.push((*base, handle.clone()));
+            }
+        }
+    }
+    let synced = segments.iter().try_for_each(|(base, handle)| {
+        handle
+            .sync()
+            .map_err(|e| (e.kind(), format!("fsync {}: {e}", segment_name(*base))))
+    });
+    let last = batch.last().map_or(0, |job| job.number);
+    for job in batch {
+        let result = synced
+            .clone()
+            .map_err(|(kind, message)| io::Error::new(kind, message));
+        job.callback.io_completed(result);
+    }
+    finished.send_replace(last);
 }
 
 #[derive(Debug)]
@@ -214,7 +236,7 @@ impl LogStore {
         })?;
         let (jobs, queue) = tokio::sync::mpsc::unbounded_channel();
         let (finished_tx, finished) = tokio::sync::watch::channel(0);
-        runtime.spawn(run_flusher(queue, finished_tx));
+        spawn_flusher(&runtime, queue, finished_tx)?;
         Ok(LogStore {
             inner: Arc::new(Mutex::new(inner)),
             flush: Arc::new(Flush {
