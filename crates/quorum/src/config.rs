@@ -29,8 +29,11 @@ pub const DEFAULT_SNAPSHOT_EVERY: u64 = 1000;
 #[derive(Debug, Clone)]
 pub struct QuorumConfig {
     pub node_id: NodeId,
-    /// The static voter set (`controller.quorum.voters`): id -> host:port
-    /// of each controller listener. Must contain `node_id`.
+    /// The initial voter set (`controller.quorum.voters`, or the voters a
+    /// dynamic quorum was formatted with): id -> host:port of each
+    /// controller listener. Empty on a node that joins a running quorum
+    /// (formatted with `--no-initial-controllers`): it waits, as a learner,
+    /// until the leader adds it ([`crate::Quorum::add_voter`]).
     pub voters: BTreeMap<NodeId, String>,
     /// `controller.quorum.election.timeout.ms`.
     pub election_timeout_ms: u64,
@@ -66,7 +69,7 @@ impl QuorumConfig {
     }
 
     pub(crate) fn raft_config(&self) -> Result<openraft::Config, QuorumError> {
-        if !self.voters.contains_key(&self.node_id) {
+        if !self.voters.is_empty() && !self.voters.contains_key(&self.node_id) {
             return Err(QuorumError::Config(format!(
                 "node {} is not in the voter set {:?}",
                 self.node_id,

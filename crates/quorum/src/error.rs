@@ -44,6 +44,26 @@ pub enum QuorumError {
          this node belongs to cluster {ours}"
     )]
     InconsistentClusterId { theirs: String, ours: String },
+    /// The node to add is a voter already (Kafka's DUPLICATE_VOTER).
+    #[error("node {0} is a voter already")]
+    DuplicateVoter(NodeId),
+    /// The node to remove is not a voter (Kafka's VOTER_NOT_FOUND).
+    #[error("node {0} is not a voter")]
+    VoterNotFound(NodeId),
+    /// A voter change that cannot be made now: another is under way, or it
+    /// would leave no voter (Kafka answers REQUEST_TIMED_OUT and
+    /// INVALID_REQUEST).
+    #[error("{0}")]
+    VoterChangeRefused(String),
+    /// The node to add did not catch up with the leader's log in time (it
+    /// is not running, or cannot be reached at the address given).
+    #[error(
+        "node {id} did not catch up with the metadata log within {waited:?}; it was not added"
+    )]
+    NotCaughtUp {
+        id: NodeId,
+        waited: std::time::Duration,
+    },
 }
 
 impl QuorumError {

@@ -87,6 +87,12 @@ pub trait Transport: Send + Sync + 'static {
         kind: RpcKind,
         body: Bytes,
     ) -> BoxFuture<'static, Result<Bytes, TransportError>>;
+
+    /// Where `target` listens, as the membership in the log records it:
+    /// told before the first call to a member (a voter added to a running
+    /// quorum is in no node's configuration). A transport that routes
+    /// by node id alone ignores it.
+    fn learn(&self, _target: NodeId, _address: &str) {}
 }
 
 /// The body of an InstallSnapshot request.
@@ -116,7 +122,8 @@ pub(crate) struct NetworkFactory {
 impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
     type Network = Peer;
 
-    async fn new_client(&mut self, target: NodeId, _node: &openraft::impls::BasicNode) -> Peer {
+    async fn new_client(&mut self, target: NodeId, node: &openraft::impls::BasicNode) -> Peer {
+        self.transport.learn(target, &node.addr);
         Peer {
             from: self.node_id,
             target,

@@ -22,7 +22,7 @@ use bytes::Bytes;
 use openraft::async_runtime::WatchReceiver;
 use openraft::errors::{ClientWriteError, InitializeError, LinearizableReadError, RaftError};
 use openraft::impls::BasicNode;
-use openraft::{Raft, ServerState};
+use openraft::{ChangeMembers, Raft, ServerState};
 use openraft_rt::deterministic_rng::DeterministicRng;
 use tarn_storage::FileSystem;
 use tokio::sync::watch;
@@ -96,6 +96,9 @@ pub struct QuorumStatus {
     /// On the leader: when each voter last acknowledged a heartbeat or an
     /// append.
     pub acked: BTreeMap<NodeId, tokio::time::Instant>,
+    /// The controller listener (host:port) of every member, voter or
+    /// learner, as the membership in the log records it.
+    pub addresses: Arc<BTreeMap<NodeId, String>>,
 }
 
 impl QuorumStatus {
@@ -142,6 +145,23 @@ fn seed_from_clock(node_id: NodeId) -> u64 {
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
     nanos ^ node_id.rotate_left(32)
+}
+
+/// A membership change's failure in Tarn's terms.
+fn membership_error(e: RaftError<TypeConfig, ClientWriteError<TypeConfig>>) -> QuorumError {
+    match e {
+        RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => QuorumError::NotLeader {
+            leader: f.leader_id,
+        },
+        RaftError::APIError(ClientWriteError::LogEntryDiscarded(f)) => QuorumError::Uncertain {
+            leader: f.leader_id,
+        },
+        RaftError::APIError(ClientWriteError::ChangeMembershipError(e)) => {
+            QuorumError::VoterChangeRefused(e.to_string())
+        }
+        RaftError::APIError(e) => QuorumError::Rpc(e.to_string()),
+        RaftError::Fatal(e) => stopped(e),
+    }
 }
 
 fn stopped(e: impl std::fmt::Display) -> QuorumError {
@@ -193,6 +213,14 @@ impl Quorum {
     async fn bootstrap(&self, voters: &BTreeMap<NodeId, String>) -> Result<(), QuorumError> {
         let raft = &self.inner.raft;
         if raft.is_initialized().await.map_err(stopped)? {
+            return Ok(());
+        }
+        if voters.is_empty() {
+            tracing::info!(
+                node_id = self.inner.node_id,
+                "no initial voters: waiting for the quorum's leader to add this node \
+                 (AddRaftVoter, `kafka-metadata-quorum.sh add-controller`)"
+            );
             return Ok(());
         }
         let members: BTreeMap<NodeId, BasicNode> = voters
@@ -258,6 +286,111 @@ impl Quorum {
         }
     }
 
+    /// Adds node `id`, whose controller listener is `address`, to the
+    /// voters (KIP-853's AddRaftVoter): the leader first replicates its log
+    /// to the node as a learner and, once the node has caught up (within
+    /// `catch_up`), commits the new voter set (openraft's joint consensus:
+    /// two entries). Returns once the new set is committed. A node that
+    /// does not catch up in time is taken out again and not added. Only
+    /// the leader can do this.
+    pub async fn add_voter(
+        &self,
+        id: NodeId,
+        address: &str,
+        catch_up: std::time::Duration,
+    ) -> Result<(), QuorumError> {
+        self.check_leader()?;
+        if self.inner.status.borrow().voters.contains(&id) {
+            return Err(QuorumError::DuplicateVoter(id));
+        }
+        let raft = &self.inner.raft;
+        let deadline = tokio::time::Instant::now() + catch_up;
+        // openraft's blocking `add_learner` returns once its own wait ends,
+        // caught up or not: the catch-up is checked here, as a voter that
+        // cannot be reached would otherwise stall every commit of the
+        // joint configuration.
+        let added = tokio::time::timeout_at(
+            deadline,
+            raft.add_learner(id, BasicNode::new(address), false),
+        )
+        .await;
+        let caught_up = match added {
+            Ok(result) => {
+                let added = result.map_err(membership_error)?;
+                let mut status = self.status();
+                let target = added.log_id.index;
+                let wait = status.wait_for(|s| {
+                    !s.running || s.matched.get(&id).copied().flatten() >= Some(target)
+                });
+                let seen = tokio::time::timeout_at(deadline, wait).await;
+                let caught_up = matches!(seen, Ok(Ok(s)) if s.running);
+                caught_up
+            }
+            Err(_) => false,
+        };
+        if !caught_up {
+            // Take the learner out again, so the leader stops replicating
+            // to a node that was not added.
+            let remove = ChangeMembers::RemoveNodes(BTreeSet::from([id]));
+            if let Err(e) = raft.change_membership(remove, false).await {
+                tracing::warn!(node = id, error = %e, "could not remove a learner that did not catch up");
+            }
+            return Err(QuorumError::NotCaughtUp {
+                id,
+                waited: catch_up,
+            });
+        }
+        raft.change_membership(ChangeMembers::AddVoterIds(BTreeSet::from([id])), false)
+            .await
+            .map_err(membership_error)?;
+        tracing::info!(
+            node_id = self.inner.node_id,
+            added = id,
+            address,
+            "added a voter to the metadata quorum"
+        );
+        Ok(())
+    }
+
+    /// Removes voter `id` from the quorum, and from its membership
+    /// altogether (KIP-853's RemoveRaftVoter). Returns once the new voter
+    /// set is committed. A leader that removes itself steps down once the
+    /// new set is committed. Only the leader can do this.
+    pub async fn remove_voter(&self, id: NodeId) -> Result<(), QuorumError> {
+        self.check_leader()?;
+        let voters = self.inner.status.borrow().voters.clone();
+        if !voters.contains(&id) {
+            return Err(QuorumError::VoterNotFound(id));
+        }
+        if voters.len() == 1 {
+            return Err(QuorumError::VoterChangeRefused(format!(
+                "node {id} is the only voter: removing it would leave no quorum"
+            )));
+        }
+        self.inner
+            .raft
+            .change_membership(ChangeMembers::RemoveVoters(BTreeSet::from([id])), false)
+            .await
+            .map_err(membership_error)?;
+        tracing::info!(
+            node_id = self.inner.node_id,
+            removed = id,
+            "removed a voter from the metadata quorum"
+        );
+        Ok(())
+    }
+
+    fn check_leader(&self) -> Result<(), QuorumError> {
+        let status = self.inner.status.borrow();
+        if status.is_leader {
+            Ok(())
+        } else {
+            Err(QuorumError::NotLeader {
+                leader: status.leader,
+            })
+        }
+    }
+
     /// This node's view of the quorum, updated as it changes.
     pub fn status(&self) -> watch::Receiver<QuorumStatus> {
         self.inner.status.clone()
@@ -308,7 +441,12 @@ fn spawn_status(node_id: NodeId, raft: &QuorumRaft) -> watch::Receiver<QuorumSta
     let mut metrics = raft.metrics();
     // openraft's metrics change with every commit and acknowledgement;
     // the voter set only with a membership entry.
-    let mut voters: Option<(Option<LogId>, BTreeSet<NodeId>)> = None;
+    type Members = (
+        Option<LogId>,
+        BTreeSet<NodeId>,
+        Arc<BTreeMap<NodeId, String>>,
+    );
+    let mut voters: Option<Members> = None;
     let mut convert = move |running: bool, m: &openraft::RaftMetrics<TypeConfig>| QuorumStatus {
         node_id,
         term: m.current_term,
@@ -317,13 +455,24 @@ fn spawn_status(node_id: NodeId, raft: &QuorumRaft) -> watch::Receiver<QuorumSta
         committed_index: m.local_committed.map(|l| l.index),
         applied_index: m.last_applied.map(|l| l.index),
         voters: match &voters {
-            Some((of, set)) if of == m.membership_config.log_id() => set.clone(),
+            Some((of, set, _)) if of == m.membership_config.log_id() => set.clone(),
             _ => {
-                let set: BTreeSet<NodeId> = m.membership_config.membership().voter_ids().collect();
-                voters = Some((*m.membership_config.log_id(), set.clone()));
+                let membership = m.membership_config.membership();
+                let set: BTreeSet<NodeId> = membership.voter_ids().collect();
+                let addresses = Arc::new(
+                    membership
+                        .nodes()
+                        .map(|(id, node)| (*id, node.addr.clone()))
+                        .collect(),
+                );
+                voters = Some((*m.membership_config.log_id(), set.clone(), addresses));
                 set
             }
         },
+        addresses: voters
+            .as_ref()
+            .map(|(_, _, addresses)| Arc::clone(addresses))
+            .unwrap_or_default(),
         running: running && m.running_state.is_ok(),
         quorum_acked: m
             .last_quorum_acked
@@ -384,6 +533,7 @@ mod tests {
             last_log_index: Some(10),
             matched: BTreeMap::new(),
             acked: BTreeMap::new(),
+            addresses: Arc::default(),
         }
     }
 

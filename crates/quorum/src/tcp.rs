@@ -299,7 +299,9 @@ type Connection = Arc<tokio::sync::Mutex<Option<TcpStream>>>;
 /// A [`Transport`] to the peers' controller listeners.
 pub struct TcpTransport {
     from: NodeId,
-    voters: BTreeMap<NodeId, String>,
+    /// Each peer's controller listener: the configured voters, then what
+    /// the membership in the log says (see [`Transport::learn`]).
+    addresses: std::sync::RwLock<BTreeMap<NodeId, String>>,
     cluster: ClusterId,
     /// The peers whose last answer refused this node as one of another
     /// cluster, with what they said.
@@ -318,7 +320,7 @@ impl TcpTransport {
     ) -> Arc<TcpTransport> {
         Arc::new(TcpTransport {
             from,
-            voters,
+            addresses: std::sync::RwLock::new(voters),
             cluster,
             refusals: Arc::new(watch::channel(BTreeMap::new()).0),
             connections: Mutex::new(HashMap::new()),
@@ -385,7 +387,10 @@ impl Transport for TcpTransport {
         kind: RpcKind,
         body: Bytes,
     ) -> BoxFuture<'static, Result<Bytes, TransportError>> {
-        let addr = self.voters.get(&target).cloned();
+        let addr = match self.addresses.read() {
+            Ok(addresses) => addresses.get(&target).cloned(),
+            Err(_) => None,
+        };
         let connection = self.connection(target, kind);
         let cluster_id = self.cluster.get();
         let refusals = self.refusals.clone();
@@ -398,7 +403,7 @@ impl Transport for TcpTransport {
         };
         Box::pin(async move {
             let addr = addr.ok_or_else(|| {
-                TransportError::Unreachable(target, "not in the voter set".into())
+                TransportError::Unreachable(target, "no known address (not a member)".into())
             })?;
             let connection = connection?;
             let to = i32::try_from(target).map_err(|_| {
@@ -435,6 +440,20 @@ impl Transport for TcpTransport {
                 Err(e) => Err(TransportError::Unreachable(target, format!("{addr}: {e}"))),
             }
         })
+    }
+
+    fn learn(&self, target: NodeId, address: &str) {
+        let Ok(mut addresses) = self.addresses.write() else {
+            return;
+        };
+        if addresses.get(&target).map(String::as_str) != Some(address) {
+            tracing::debug!(node = target, address, "quorum peer address");
+            addresses.insert(target, address.to_owned());
+            // A connection to the old address must not be reused.
+            if let Ok(mut connections) = self.connections.lock() {
+                connections.retain(|(node, _), _| *node != target);
+            }
+        }
     }
 }
 

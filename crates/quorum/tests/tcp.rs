@@ -249,3 +249,153 @@ async fn raw_vote(address: &str, to: i32, cluster: Option<&str>) -> (i16, String
     let code = i16::from_be_bytes([frame[4], frame[5]]);
     (code, String::from_utf8_lossy(&frame[6..]).into_owned())
 }
+
+/// KIP-853's way to grow a quorum: a node started with no initial voters
+/// waits; the leader of a one-voter quorum adds it and a third as voters
+/// (each caught up first), after which the quorum survives the loss of
+/// its first node; a voter removed from it is no longer counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn voters_added_to_a_running_quorum_take_over_when_its_first_node_goes() {
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let fs: Arc<dyn FileSystem> = Arc::new(OsFileSystem);
+    let mut nodes = BTreeMap::new();
+    let mut machines = BTreeMap::new();
+    let mut addresses = BTreeMap::new();
+    for id in 1..=3u64 {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        // Only the first node is an initial voter; the others know nobody.
+        let voters = match id {
+            1 => BTreeMap::from([(1, address.clone())]),
+            _ => BTreeMap::new(),
+        };
+        let dir = dirs[id as usize - 1].path().join("__cluster_metadata-0");
+        let mut config = QuorumConfig::new(id, voters.clone(), dir);
+        config.election_timeout_ms = 300;
+        config.fetch_timeout_ms = 600;
+        let machine = Applied::default();
+        let cluster = ClusterId::new(Some("c".into()));
+        let transport = TcpTransport::new(id, voters, cluster.clone());
+        let quorum = Quorum::start(config, fs.clone(), transport, Box::new(machine.clone()))
+            .await
+            .unwrap();
+        tokio::spawn(tcp::serve(listener, quorum.clone(), cluster));
+        nodes.insert(id, quorum);
+        machines.insert(id, machine);
+        addresses.insert(id, address);
+    }
+    let first = propose(&nodes, "first").await;
+    assert!(nodes[&1].status().borrow().is_leader);
+    assert!(
+        !nodes[&2].status().borrow().voters.contains(&2),
+        "a node with no initial voters is not one until added"
+    );
+
+    let catch_up = Duration::from_secs(10);
+    for id in [2, 3] {
+        nodes[&1]
+            .add_voter(id, &addresses[&id], catch_up)
+            .await
+            .unwrap();
+    }
+    let err = nodes[&1]
+        .add_voter(2, &addresses[&2], catch_up)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, tarn_quorum::QuorumError::DuplicateVoter(2)),
+        "{err}"
+    );
+    let status = nodes[&1].status().borrow().clone();
+    assert_eq!(status.voters, [1, 2, 3].into_iter().collect());
+    assert_eq!(status.addresses[&3], addresses[&3]);
+    let err = nodes[&2]
+        .add_voter(4, "127.0.0.1:1", catch_up)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, tarn_quorum::QuorumError::NotLeader { .. }),
+        "{err}"
+    );
+
+    nodes.remove(&1).unwrap().shutdown().await.unwrap();
+    let second = propose(&nodes, "second").await;
+    assert!(second.index > first.index);
+    for (id, quorum) in &nodes {
+        let mut status = quorum.status();
+        let applied = status.wait_for(|s| s.applied_index >= Some(second.index));
+        timeout(Duration::from_secs(10), applied)
+            .await
+            .unwrap()
+            .unwrap();
+        let entries = machines[id].0.lock().unwrap().clone();
+        assert_eq!(
+            entries,
+            vec![Bytes::from("first"), Bytes::from("second")],
+            "node {id}"
+        );
+    }
+
+    // The dead first node is removed: the other two are the quorum.
+    let leader = nodes
+        .values()
+        .find(|q| q.status().borrow().is_leader)
+        .cloned()
+        .expect("a leader committed");
+    let err = leader.remove_voter(7).await.unwrap_err();
+    assert!(
+        matches!(err, tarn_quorum::QuorumError::VoterNotFound(7)),
+        "{err}"
+    );
+    leader.remove_voter(1).await.unwrap();
+    assert_eq!(
+        leader.status().borrow().voters,
+        [2, 3].into_iter().collect()
+    );
+    propose(&nodes, "third").await;
+    for quorum in nodes.values() {
+        quorum.shutdown().await.unwrap();
+    }
+}
+
+/// A node that is not running cannot catch up: adding it fails in time,
+/// and it is not left in the membership.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_voter_that_cannot_catch_up_is_not_added() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs: Arc<dyn FileSystem> = Arc::new(OsFileSystem);
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let voters = BTreeMap::from([(1, listener.local_addr().unwrap().to_string())]);
+    let mut config = QuorumConfig::new(1, voters.clone(), dir.path().join("q"));
+    config.election_timeout_ms = 300;
+    config.fetch_timeout_ms = 600;
+    let cluster = ClusterId::new(Some("c".into()));
+    let transport = TcpTransport::new(1, voters, cluster.clone());
+    let quorum = Quorum::start(config, fs, transport, Box::new(Applied::default()))
+        .await
+        .unwrap();
+    tokio::spawn(tcp::serve(listener, quorum.clone(), cluster));
+    let nodes = BTreeMap::from([(1, quorum.clone())]);
+    propose(&nodes, "first").await;
+    // Nothing listens on a port just freed.
+    let gone = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = gone.local_addr().unwrap().to_string();
+    drop(gone);
+    let err = quorum
+        .add_voter(2, &address, Duration::from_secs(2))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, tarn_quorum::QuorumError::NotCaughtUp { id: 2, .. }),
+        "{err}"
+    );
+    let mut status = quorum.status();
+    let settled = status.wait_for(|s| !s.addresses.contains_key(&2));
+    timeout(Duration::from_secs(10), settled)
+        .await
+        .expect("the learner is taken out again")
+        .unwrap();
+    assert_eq!(quorum.status().borrow().voters, [1].into_iter().collect());
+    propose(&nodes, "second").await;
+    quorum.shutdown().await.unwrap();
+}
