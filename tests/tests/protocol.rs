@@ -99,6 +99,8 @@ const KAFKA_4_4_0: &[(i16, &str, i16, i16)] = &[
     (61, "DescribeProducers", 0, 0),
     (64, "UnregisterBroker", 0, 0),
     (75, "DescribeTopicPartitions", 0, 0),
+    (80, "AddRaftVoter", 0, 1),
+    (81, "RemoveRaftVoter", 0, 0),
 ];
 
 /// Where Tarn knowingly advertises other versions than Kafka 4.4.0, as

@@ -590,6 +590,202 @@ fn a_standalone_controller_leads_and_brokers_join_it_through_bootstrap_servers()
     });
 }
 
+/// AddRaftVoter with its version, for `client.call`.
+fn add_raft_voter(
+    port: u16,
+    cluster_id: Option<&str>,
+    voter_id: i32,
+    controller_port: u16,
+) -> (i16, String) {
+    use tarn_protocol::messages::raft_voters::*;
+    let mut client = Client::connect(&format!("127.0.0.1:{port}")).expect("connect");
+    let response: AddRaftVoterResponse = client
+        .call(
+            80,
+            1,
+            0,
+            &AddRaftVoterRequest {
+                cluster_id: cluster_id.map(str::to_owned),
+                timeout_ms: 30_000,
+                voter_id,
+                voter_directory_id: Uuid::default(),
+                listeners: vec![AddRaftVoterListener {
+                    name: "CONTROLLER".into(),
+                    host: "127.0.0.1".into(),
+                    port: controller_port,
+                }],
+                ack_when_committed: true,
+            },
+        )
+        .expect("AddRaftVoter");
+    (
+        response.error_code,
+        response.error_message.unwrap_or_default(),
+    )
+}
+
+fn remove_raft_voter(port: u16, cluster_id: &str, voter_id: i32) -> (i16, String) {
+    use tarn_protocol::messages::raft_voters::*;
+    let mut client = Client::connect(&format!("127.0.0.1:{port}")).expect("connect");
+    let response: RemoveRaftVoterResponse = client
+        .call(
+            81,
+            0,
+            0,
+            &RemoveRaftVoterRequest {
+                cluster_id: Some(cluster_id.to_owned()),
+                voter_id,
+                voter_directory_id: Uuid::default(),
+            },
+        )
+        .expect("RemoveRaftVoter");
+    (
+        response.error_code,
+        response.error_message.unwrap_or_default(),
+    )
+}
+
+/// The voters DescribeQuorum names, asked of the broker on `port`.
+fn quorum_voters(port: u16) -> Vec<i32> {
+    use tarn_protocol::messages::describe_quorum::*;
+    let mut client = Client::connect(&format!("127.0.0.1:{port}")).expect("connect");
+    let response: DescribeQuorumResponse = client
+        .call(
+            55,
+            2,
+            0,
+            &DescribeQuorumRequest {
+                topics: vec![DescribeQuorumRequestTopic {
+                    topic_name: "__cluster_metadata".into(),
+                    partitions: vec![DescribeQuorumRequestPartition { partition_index: 0 }],
+                }],
+            },
+        )
+        .expect("DescribeQuorum");
+    let partition = &response.topics[0].partitions[0];
+    assert_eq!(partition.error_code, 0, "{response:?}");
+    partition
+        .current_voters
+        .iter()
+        .map(|v| v.replica_id)
+        .collect()
+}
+
+/// Kafka 4's way to grow a dynamic quorum (KIP-853): the first controller
+/// formatted `--standalone`, two more formatted `--no-initial-controllers`
+/// and started (they wait), then each added with AddRaftVoter (what
+/// `kafka-metadata-quorum.sh add-controller` sends). The three are then
+/// the quorum: it commits after the first is killed, and the dead one is
+/// removed with RemoveRaftVoter. Adding a voter twice and removing one
+/// that is not are refused with Kafka's codes; a single node refuses both.
+#[test]
+fn controllers_formatted_to_join_are_added_to_a_running_quorum() {
+    run_with_timeout(TEST_TIMEOUT, || {
+        let scratch = tempfile::tempdir().expect("create a scratch dir");
+        let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_port(), free_port())).collect();
+        let bootstrap = ports
+            .iter()
+            .map(|(_, c)| format!("127.0.0.1:{c}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let configs: Vec<PathBuf> = ports
+            .iter()
+            .enumerate()
+            .map(|(i, (kafka, controller))| {
+                let id = i + 1;
+                let path = scratch.path().join(format!("node{id}.properties"));
+                let text = format!(
+                    "process.roles=broker,controller\nnode.id={id}\n\
+                     controller.quorum.bootstrap.servers={bootstrap}\n\
+                     listeners=PLAINTEXT://127.0.0.1:{kafka},CONTROLLER://127.0.0.1:{controller}\n\
+                     controller.listener.names=CONTROLLER\n\
+                     log.dirs={}\n",
+                    scratch.path().join(format!("data{id}")).display()
+                );
+                std::fs::write(&path, text).expect("write properties");
+                path
+            })
+            .collect();
+        let cluster_id = random_uuid();
+        format_node(&cluster_id, &["--standalone"], "--config", &configs[0]);
+        for config in &configs[1..] {
+            format_node(
+                &cluster_id,
+                &["--no-initial-controllers"],
+                "--config",
+                config,
+            );
+        }
+        let mut nodes: Vec<Option<Serving>> =
+            configs.iter().map(|config| Some(serve(config).0)).collect();
+        let kafka = |i: usize| ports[i].0;
+        assert_eq!(quorum_voters(kafka(0)), [1]);
+        for id in [2, 3] {
+            let (code, message) =
+                add_raft_voter(kafka(0), Some(&cluster_id), id, ports[id as usize - 1].1);
+            assert_eq!(code, 0, "add voter {id}: {message}");
+        }
+        let (code, message) = add_raft_voter(kafka(0), Some(&cluster_id), 2, ports[1].1);
+        assert_eq!(code, 126, "DUPLICATE_VOTER: {message}");
+        assert_eq!(quorum_voters(kafka(0)), [1, 2, 3]);
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        for i in 0..3 {
+            let answer = wait_for_brokers(kafka(i), 3, deadline);
+            assert_eq!(answer.cluster_id.as_deref(), Some(cluster_id.as_str()));
+        }
+
+        // Without its first voter the quorum still commits.
+        drop(nodes[0].take());
+        let survivors = [kafka(1), kafka(2)];
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let created = tarn(&[
+                "topics",
+                "create",
+                "--bootstrap-server",
+                &format!("127.0.0.1:{}", kafka(1)),
+                "--topic",
+                "after-the-first",
+                "--partitions",
+                "2",
+            ]);
+            if created.status.success() {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "{created:?}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        for port in survivors {
+            let topics = metadata(port).topics;
+            assert!(
+                topics
+                    .iter()
+                    .any(|t| t.name.as_deref() == Some("after-the-first")),
+                "{topics:?}"
+            );
+        }
+        let (code, message) = remove_raft_voter(kafka(1), &cluster_id, 1);
+        assert_eq!(code, 0, "remove voter 1: {message}");
+        assert_eq!(quorum_voters(kafka(2)), [2, 3]);
+        let (code, message) = remove_raft_voter(kafka(2), &cluster_id, 1);
+        assert_eq!(code, 127, "VOTER_NOT_FOUND: {message}");
+        drop(nodes);
+
+        // A single node is no quorum whose voters change.
+        let single = tarn_e2e::TarnBroker::start();
+        let port: u16 = single
+            .bootstrap()
+            .rsplit(':')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let (code, message) = add_raft_voter(port, None, 2, free_port());
+        assert_eq!(code, 35, "UNSUPPORTED_VERSION: {message}");
+        single.assert_no_panic();
+    });
+}
+
 /// The keys of Kafka 4's shipped `config/controller.properties` and
 /// `config/broker.properties` (its isolated-mode quickstart): each
 /// file's own, then [`KAFKA_SHIPPED_COMMON_PROPERTIES`]; with

@@ -221,7 +221,9 @@ fn resolve_quorum(cluster: &ClusterConfig) -> Result<Quorum> {
         quorum => quorum,
     };
     let sole_voter = match &quorum {
-        Quorum::Voters(voters) => voters.keys().all(|id| *id == cluster.node_id),
+        Quorum::Voters(voters) => {
+            !voters.is_empty() && voters.keys().all(|id| *id == cluster.node_id)
+        }
         _ => false,
     };
     if sole_voter && cluster.is_broker() && holds_single_node_metadata(&cluster.log_dir)? {
@@ -280,18 +282,25 @@ fn dynamic_voters(cluster: &ClusterConfig, servers: &[(String, u16)]) -> Result<
         .collect::<Vec<_>>()
         .join(",");
     let Some(voters) = stored else {
-        bail!(
-            "controller.quorum.bootstrap.servers ({servers}) asks for a dynamic quorum (KIP-853), \
-             and this controller's data directory holds no initial voters: format it with \
-             `tarn storage format --standalone` or `--initial-controllers` (as kafka-storage.sh \
-             does), or list the voters in controller.quorum.voters. (Formatted with \
-             --no-initial-controllers, it would join a running quorum, which Tarn cannot do yet.)"
-        );
+        if crate::storage::read_meta(&cluster.log_dir)?.is_none() {
+            bail!(
+                "controller.quorum.bootstrap.servers ({servers}) asks for a dynamic quorum \
+                 (KIP-853), and this controller's data directory is not formatted: format it \
+                 with `tarn storage format` and --standalone or --initial-controllers (a new \
+                 quorum), or --no-initial-controllers (to join a running one), as \
+                 kafka-storage.sh does; or list the voters in controller.quorum.voters"
+            );
+        }
+        // Formatted with --no-initial-controllers: it joins the running
+        // quorum once its leader adds it (`kafka-metadata-quorum.sh
+        // add-controller`), and follows the log as a learner until then.
+        return Ok(Quorum::Voters(BTreeMap::new()));
     };
     if !voters.iter().any(|v| v.id == cluster.node_id) {
         bail!(
             "node {} is not one of the initial voters its data directory was formatted with; \
-             Tarn cannot add a controller to a running quorum yet (KIP-853 AddRaftVoter)",
+             format it with --no-initial-controllers to join the running quorum, then add it \
+             with `kafka-metadata-quorum.sh add-controller`",
             cluster.node_id
         );
     }
@@ -605,6 +614,7 @@ async fn join_cluster(
         election_timeout_ms: cluster.quorum_election_timeout_ms.max(1) as u64,
         fetch_timeout_ms: cluster.quorum_fetch_timeout_ms.max(1) as u64,
         heartbeat_interval_ms: cluster.broker_heartbeat_interval_ms.max(1) as u64,
+        dynamic_quorum: matches!(cluster.quorum(), Quorum::Bootstrap(_)),
     };
     let data_dir = options.data_dir.clone();
     tarn_server::cluster::start(options, joining)

@@ -12,9 +12,9 @@
 //! formats one: `--standalone` (this node alone) or `--initial-controllers`
 //! names the quorum's first voters, kept in
 //! `__cluster_metadata-0/bootstrap-voters` for `tarn serve`; this node's
-//! entry gives its directory id. Tarn cannot add a voter to a running
-//! quorum yet (AddRaftVoter), so a controller must be one of the initial
-//! voters; `--no-initial-controllers` formats a broker.
+//! entry gives its directory id. `--no-initial-controllers` formats a
+//! broker, or a controller that joins a running quorum once its leader
+//! adds it (AddRaftVoter, `kafka-metadata-quorum.sh add-controller`).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -68,6 +68,10 @@ pub const BROKER_ID_NOT_REGISTERED: ErrorCode = 102;
 pub const INCONSISTENT_TOPIC_ID: ErrorCode = 103;
 /// A node of another cluster tried to join.
 pub const INCONSISTENT_CLUSTER_ID: ErrorCode = 104;
+/// AddRaftVoter: the node is a voter already (KIP-853).
+pub const DUPLICATE_VOTER: ErrorCode = 126;
+/// RemoveRaftVoter: the node is not a voter (KIP-853).
+pub const VOTER_NOT_FOUND: ErrorCode = 127;
 /// The client should rebootstrap: it reached a node or cluster other than
 /// the one it meant (ApiVersions v5, Metadata v13).
 pub const REBOOTSTRAP_REQUIRED: ErrorCode = 129;

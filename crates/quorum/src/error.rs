@@ -50,11 +50,12 @@ pub enum QuorumError {
     /// The node to remove is not a voter (Kafka's VOTER_NOT_FOUND).
     #[error("node {0} is not a voter")]
     VoterNotFound(NodeId),
-    /// A voter change that cannot be made now: another is under way, or it
-    /// would leave no voter (Kafka answers REQUEST_TIMED_OUT and
-    /// INVALID_REQUEST).
+    /// A voter change that cannot be made now (another is under way).
     #[error("{0}")]
     VoterChangeRefused(String),
+    /// The node to remove is the only voter: no quorum would be left.
+    #[error("node {0} is the only voter: removing it would leave no quorum")]
+    LastVoter(NodeId),
     /// The node to add did not catch up with the leader's log in time (it
     /// is not running, or cannot be reached at the address given).
     #[error(

@@ -363,9 +363,7 @@ impl Quorum {
             return Err(QuorumError::VoterNotFound(id));
         }
         if voters.len() == 1 {
-            return Err(QuorumError::VoterChangeRefused(format!(
-                "node {id} is the only voter: removing it would leave no quorum"
-            )));
+            return Err(QuorumError::LastVoter(id));
         }
         self.inner
             .raft

@@ -83,6 +83,11 @@ pub struct ClusterOptions {
     pub election_timeout_ms: u64,
     pub fetch_timeout_ms: u64,
     pub heartbeat_interval_ms: u64,
+    /// Whether the quorum's voters can change (a KIP-853 dynamic quorum,
+    /// `controller.quorum.bootstrap.servers`): a controller then may start
+    /// with no voters (formatted with `--no-initial-controllers`) and wait
+    /// to be added (AddRaftVoter).
+    pub dynamic_quorum: bool,
 }
 
 /// The running cluster parts of a node, for its shutdown.
@@ -110,6 +115,10 @@ struct QuorumTopology {
     node_id: i32,
     quorum: Arc<OnceLock<Quorum>>,
     controllers: BTreeMap<i32, String>,
+    /// Whether the voters can change (a KIP-853 dynamic quorum,
+    /// `controller.quorum.bootstrap.servers`) or are fixed by
+    /// `controller.quorum.voters`.
+    dynamic: bool,
     lease: Duration,
     /// The observers that fetch the metadata log from this node.
     observers: Arc<ObserverBook>,
@@ -130,6 +139,24 @@ impl QuorumTopology {
     }
 }
 
+/// Each voter's CONTROLLER listener (host:port), as the membership in the
+/// metadata log records it; `configured` (the voters this node started
+/// with) for a voter the log does not name yet.
+fn voter_addresses(quorum: &Quorum, configured: &BTreeMap<i32, String>) -> BTreeMap<i32, String> {
+    let status = quorum.status();
+    let status = status.borrow();
+    let mut addresses = configured.clone();
+    for (id, address) in status.addresses.iter() {
+        if let Ok(id) = i32::try_from(*id) {
+            if status.voters.contains(&(id as u64)) {
+                addresses.insert(id, address.clone());
+            }
+        }
+    }
+    addresses.retain(|id, _| status.voters.is_empty() || status.voters.contains(&(*id as u64)));
+    addresses
+}
+
 impl ControllerTopology for QuorumTopology {
     fn is_active(&self) -> bool {
         self.leader().is_some_and(|(_, is_leader)| is_leader)
@@ -144,7 +171,12 @@ impl ControllerTopology for QuorumTopology {
         if leader == self.node_id {
             return None;
         }
-        self.controllers.get(&leader).cloned()
+        let quorum = self.quorum.get()?;
+        voter_addresses(quorum, &self.controllers).remove(&leader)
+    }
+
+    fn quorum(&self) -> Option<(Quorum, bool)> {
+        Some((self.quorum.get()?.clone(), self.dynamic))
     }
 
     fn describe_quorum(&self) -> Option<QuorumDescription> {
@@ -192,7 +224,7 @@ impl ControllerTopology for QuorumTopology {
             high_watermark: after(committed),
             voters,
             observers: self.observers.progress(),
-            listeners: self.controllers.clone(),
+            listeners: voter_addresses(self.quorum.get()?, &self.controllers),
         })
     }
 }
@@ -207,7 +239,9 @@ pub async fn start(
     let node_id = options.node_id;
     let voter = cluster.controller_listener.is_some();
     let listed = cluster.voters.contains_key(&node_id);
-    if voter && !listed {
+    // A controller of a dynamic quorum formatted to join a running one.
+    let joining = voter && cluster.dynamic_quorum && cluster.voters.is_empty();
+    if voter && !listed && !joining {
         return Err(BrokerError::Invalid(format!(
             "node {node_id} is a controller but not among the controller.quorum.voters {:?}",
             cluster.voters.keys().collect::<Vec<_>>()
@@ -277,6 +311,7 @@ pub async fn start(
                 node_id,
                 quorum: quorum_cell.clone(),
                 controllers: cluster.voters.clone(),
+                dynamic: cluster.dynamic_quorum,
                 lease: Duration::from_millis(cluster.election_timeout_ms),
                 observers: observers.clone(),
             });
@@ -660,7 +695,8 @@ async fn serve_metadata(
         offset: publisher.published_offset(),
         result: Ok(ControllerReply::Metadata {
             active_controller,
-            active_address: controller.voters.get(&active_controller).cloned(),
+            active_address: voter_addresses(&controller.quorum, &controller.voters)
+                .remove(&active_controller),
             read,
         }),
     }

@@ -879,6 +879,12 @@ pub trait ControllerTopology: Send + Sync {
     fn describe_quorum(&self) -> Option<QuorumDescription> {
         None
     }
+    /// This node's part of the metadata quorum, and whether its voters can
+    /// change (a KIP-853 dynamic quorum); none on a single node or an
+    /// observer.
+    fn quorum(&self) -> Option<(tarn_quorum::Quorum, bool)> {
+        None
+    }
 }
 
 /// The metadata quorum as its leader sees it: what DescribeQuorum says.

@@ -36,6 +36,7 @@ pub mod offset_delete;
 pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+pub mod raft_voters;
 pub mod reassignments;
 pub mod sync_group;
 pub mod unregister_broker;

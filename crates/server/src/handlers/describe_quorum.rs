@@ -63,14 +63,7 @@ pub async fn handle(
         return response;
     };
     // The voters' listener in the quorum's own name for it.
-    let listener_name = broker
-        .config
-        .get("controller.listener.names")
-        .split(',')
-        .map(str::trim)
-        .find(|n| !n.is_empty())
-        .unwrap_or("CONTROLLER")
-        .to_owned();
+    let listener_name = super::raft_voters::controller_listener_name(broker);
     let replicas = |progress: &[ReplicaProgress]| -> Vec<ReplicaState> {
         progress
             .iter()

@@ -7,6 +7,7 @@
 //! handler's response. A body that cannot be decoded closes the connection,
 //! as Kafka does.
 
+pub mod add_raft_voter;
 pub mod alter_client_quotas;
 pub mod alter_configs;
 pub mod alter_partition_reassignments;
@@ -45,6 +46,8 @@ pub mod offset_delete;
 pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+mod raft_voters;
+pub mod remove_raft_voter;
 pub mod sync_group;
 pub mod unregister_broker;
 
@@ -117,6 +120,8 @@ pub const APIS: &[ApiSpec] = &[
     describe_client_quotas::SPEC,
     alter_client_quotas::SPEC,
     unregister_broker::SPEC,
+    add_raft_voter::SPEC,
+    remove_raft_voter::SPEC,
 ];
 
 pub fn spec(key: i16) -> Option<&'static ApiSpec> {
@@ -188,6 +193,8 @@ const FORWARDED: &[i16] = &[
     delete_acls::KEY,
     unregister_broker::KEY,
     describe_quorum::KEY,
+    add_raft_voter::KEY,
+    remove_raft_voter::KEY,
 ];
 
 /// Encodes a response frame for the request in `ctx`.
@@ -334,7 +341,9 @@ pub async fn dispatch_received_by(
             offset_delete,
             describe_client_quotas,
             alter_client_quotas,
-            unregister_broker
+            unregister_broker,
+            add_raft_voter,
+            remove_raft_voter
         ]
     );
     broker

@@ -1,0 +1,86 @@
+//! What AddRaftVoter and RemoveRaftVoter share: the checks before a voter
+//! change, and its errors in Kafka's codes.
+use std::sync::Arc;
+
+use tarn_protocol::error;
+use tarn_quorum::{Quorum, QuorumError};
+
+use crate::broker::Broker;
+
+/// An error code with its message.
+pub type Refusal = (i16, Option<String>);
+
+/// This node's quorum, when a voter change for `voter_id` in
+/// `cluster_id` can be asked of it; else Kafka's refusal.
+pub fn refusal(
+    broker: &Arc<Broker>,
+    cluster_id: Option<&str>,
+    voter_id: i32,
+) -> Result<Quorum, Refusal> {
+    let ours = broker.cluster_id();
+    if let Some(theirs) = cluster_id.filter(|theirs| !ours.is_empty() && *theirs != ours) {
+        return Err((
+            error::INCONSISTENT_CLUSTER_ID,
+            Some(format!(
+                "the request is for cluster {theirs}, this is cluster {ours}"
+            )),
+        ));
+    }
+    if voter_id < 0 {
+        return Err((
+            error::INVALID_REQUEST,
+            Some(format!("voter id {voter_id} is negative")),
+        ));
+    }
+    let Some((quorum, dynamic)) = broker.controller_topology.quorum() else {
+        return Err((
+            error::UNSUPPORTED_VERSION,
+            Some(
+                "this node is not part of a metadata quorum whose voters can change: it runs \
+                 as a single node"
+                    .into(),
+            ),
+        ));
+    };
+    if !dynamic {
+        return Err((
+            error::UNSUPPORTED_VERSION,
+            Some(
+                "the voters are fixed by controller.quorum.voters (kraft.version 0); a dynamic \
+                 quorum (controller.quorum.bootstrap.servers, formatted with --standalone or \
+                 --initial-controllers) can change them"
+                    .into(),
+            ),
+        ));
+    }
+    Ok(quorum)
+}
+
+/// The quorum's listener name: the first of `controller.listener.names`.
+pub fn controller_listener_name(broker: &Broker) -> String {
+    broker
+        .config
+        .get("controller.listener.names")
+        .split(',')
+        .map(str::trim)
+        .find(|n| !n.is_empty())
+        .unwrap_or("CONTROLLER")
+        .to_owned()
+}
+
+/// A failed voter change in Kafka's codes.
+pub fn voter_change_error(e: &QuorumError) -> Refusal {
+    let code = match e {
+        QuorumError::DuplicateVoter(_) => error::DUPLICATE_VOTER,
+        QuorumError::VoterNotFound(_) => error::VOTER_NOT_FOUND,
+        QuorumError::LastVoter(_) => error::INVALID_REQUEST,
+        QuorumError::NotLeader { .. } | QuorumError::Uncertain { .. } => {
+            error::NOT_LEADER_OR_FOLLOWER
+        }
+        QuorumError::NotCaughtUp { .. } | QuorumError::VoterChangeRefused(_) => {
+            error::REQUEST_TIMED_OUT
+        }
+        _ => error::UNKNOWN_SERVER_ERROR,
+    };
+    (code, Some(e.to_string()))
+}
