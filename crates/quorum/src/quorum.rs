@@ -82,6 +82,9 @@ pub struct QuorumStatus {
     /// The highest index applied to this node's state machine.
     pub applied_index: Option<u64>,
     pub voters: BTreeSet<NodeId>,
+    /// The voters once a change under way (a joint configuration) is
+    /// done: `voters` when none is.
+    pub next_voters: BTreeSet<NodeId>,
     /// False once the node stopped (shut down or failed).
     pub running: bool,
     /// On the leader: when a quorum last acknowledged it (a heartbeat or
@@ -119,6 +122,10 @@ impl QuorumStatus {
 }
 
 type QuorumRaft = Raft<TypeConfig, MachineStore>;
+
+/// How long a leader that is asked to remove itself waits for another to
+/// take over.
+const HAND_OVER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// A running quorum member. Cheap to clone; all clones share the node.
 #[derive(Clone)]
@@ -365,6 +372,9 @@ impl Quorum {
         if voters.len() == 1 {
             return Err(QuorumError::LastVoter(id));
         }
+        if id == self.inner.node_id {
+            return Err(self.hand_over(&voters).await);
+        }
         self.inner
             .raft
             .change_membership(ChangeMembers::RemoveVoters(BTreeSet::from([id])), false)
@@ -378,15 +388,56 @@ impl Quorum {
         Ok(())
     }
 
+    /// Moves the leadership to the voter that has the most of the log, and
+    /// waits (up to a few election timeouts) until someone else leads; the
+    /// error tells the caller to ask the new leader. A leader does not
+    /// remove itself: openraft's leader that is not a voter of its own
+    /// latest membership (until that commits) mishandles a later change.
+    async fn hand_over(&self, voters: &BTreeSet<NodeId>) -> QuorumError {
+        let me = self.inner.node_id;
+        let to = {
+            let status = self.inner.status.borrow();
+            voters
+                .iter()
+                .filter(|id| **id != me)
+                .max_by_key(|id| status.matched.get(*id).copied().flatten())
+                .copied()
+        };
+        let Some(to) = to else {
+            return QuorumError::LastVoter(me);
+        };
+        if let Err(e) = self.inner.raft.trigger().transfer_leader(to).await {
+            return stopped(e);
+        }
+        let mut status = self.status();
+        let moved = status.wait_for(|s| !s.running || s.leader.is_some_and(|l| l != me));
+        let leader = match tokio::time::timeout(HAND_OVER_TIMEOUT, moved).await {
+            Ok(Ok(s)) => s.leader,
+            _ => None,
+        };
+        QuorumError::NotLeader { leader }
+    }
+
+    /// Whether this node may change the voters: it leads, and stays a voter
+    /// once the change under way, if any, is done. A leader that a pending
+    /// change removes still leads until that change commits, but may not
+    /// start another (openraft's leader then is no voter of its own latest
+    /// membership, and asserts against it in debug builds).
     fn check_leader(&self) -> Result<(), QuorumError> {
         let status = self.inner.status.borrow();
-        if status.is_leader {
-            Ok(())
-        } else {
-            Err(QuorumError::NotLeader {
+        if !status.is_leader {
+            return Err(QuorumError::NotLeader {
                 leader: status.leader,
-            })
+            });
         }
+        if !status.next_voters.contains(&self.inner.node_id) {
+            return Err(QuorumError::VoterChangeRefused(format!(
+                "node {} is leaving the quorum (its removal is not committed yet): ask again \
+                 once another leads",
+                self.inner.node_id
+            )));
+        }
+        Ok(())
     }
 
     /// This node's view of the quorum, updated as it changes.
@@ -443,6 +494,7 @@ fn spawn_status(node_id: NodeId, raft: &QuorumRaft) -> watch::Receiver<QuorumSta
         Option<LogId>,
         BTreeSet<NodeId>,
         Arc<BTreeMap<NodeId, String>>,
+        BTreeSet<NodeId>,
     );
     let mut voters: Option<Members> = None;
     let mut convert = move |running: bool, m: &openraft::RaftMetrics<TypeConfig>| QuorumStatus {
@@ -453,7 +505,7 @@ fn spawn_status(node_id: NodeId, raft: &QuorumRaft) -> watch::Receiver<QuorumSta
         committed_index: m.local_committed.map(|l| l.index),
         applied_index: m.last_applied.map(|l| l.index),
         voters: match &voters {
-            Some((of, set, _)) if of == m.membership_config.log_id() => set.clone(),
+            Some((of, set, _, _)) if of == m.membership_config.log_id() => set.clone(),
             _ => {
                 let membership = m.membership_config.membership();
                 let set: BTreeSet<NodeId> = membership.voter_ids().collect();
@@ -463,13 +515,22 @@ fn spawn_status(node_id: NodeId, raft: &QuorumRaft) -> watch::Receiver<QuorumSta
                         .map(|(id, node)| (*id, node.addr.clone()))
                         .collect(),
                 );
-                voters = Some((*m.membership_config.log_id(), set.clone(), addresses));
+                let next = membership
+                    .get_joint_config()
+                    .last()
+                    .cloned()
+                    .unwrap_or_default();
+                voters = Some((*m.membership_config.log_id(), set.clone(), addresses, next));
                 set
             }
         },
         addresses: voters
             .as_ref()
-            .map(|(_, _, addresses)| Arc::clone(addresses))
+            .map(|(_, _, addresses, _)| Arc::clone(addresses))
+            .unwrap_or_default(),
+        next_voters: voters
+            .as_ref()
+            .map(|(_, _, _, next)| next.clone())
             .unwrap_or_default(),
         running: running && m.running_state.is_ok(),
         quorum_acked: m
@@ -526,6 +587,7 @@ mod tests {
             committed_index: Some(10),
             applied_index: Some(10),
             voters: voters.iter().copied().collect(),
+            next_voters: voters.iter().copied().collect(),
             running: true,
             quorum_acked: acked_ago.map(|ago| tokio::time::Instant::now() - ago),
             last_log_index: Some(10),
