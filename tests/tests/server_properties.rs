@@ -769,6 +769,13 @@ fn controllers_formatted_to_join_are_added_to_a_running_quorum() {
         assert_eq!(quorum_voters(kafka(2)), [2, 3]);
         let (code, message) = remove_raft_voter(kafka(2), &cluster_id, 1);
         assert_eq!(code, 127, "VOTER_NOT_FOUND: {message}");
+        // Asked to remove itself, the active controller hands over first
+        // and the other removes it: one answer, and the one left leads.
+        let active = metadata(kafka(1)).controller_id;
+        let (code, message) = remove_raft_voter(kafka(1), &cluster_id, active);
+        assert_eq!(code, 0, "remove the active controller {active}: {message}");
+        let rest: Vec<i32> = [2, 3].into_iter().filter(|id| *id != active).collect();
+        assert_eq!(quorum_voters(kafka(rest[0] as usize - 1)), rest);
         drop(nodes);
 
         // A single node is no quorum whose voters change.

@@ -1,12 +1,20 @@
 //! RemoveRaftVoter (KIP-853): removes a controller from the metadata
 //! quorum's voters, as `kafka-metadata-quorum.sh remove-controller` asks;
-//! answered once the new voter set is committed. A leader that removes
-//! itself steps down after that. A broker forwards the request to the
-//! active controller. Refused, as by Kafka, on a quorum whose voters are
-//! fixed by `controller.quorum.voters`.
+//! answered once the new voter set is committed. A broker forwards the
+//! request to the active controller. Asked to remove itself, the active
+//! controller first hands its leadership to the most caught-up other
+//! voter and forwards the request there (openraft's leader mishandles a
+//! later change while its own removal is pending), so the client sees one
+//! answer, as from Kafka. Refused, as by Kafka, on a quorum whose voters
+//! are fixed by `controller.quorum.voters`.
 use std::sync::Arc;
 
+use bytes::Bytes;
+use tarn_protocol::error;
+use tarn_protocol::header::decode_response_header;
 use tarn_protocol::messages::raft_voters::{RemoveRaftVoterRequest, RemoveRaftVoterResponse};
+use tarn_protocol::{Decode, Encode, Reader};
+use tarn_quorum::QuorumError;
 
 use super::raft_voters::{refusal, voter_change_error};
 use super::{ApiSpec, RequestContext};
@@ -23,7 +31,7 @@ pub const SPEC: ApiSpec = ApiSpec {
 
 pub async fn handle(
     broker: &Arc<Broker>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     request: RemoveRaftVoterRequest,
 ) -> RemoveRaftVoterResponse {
     let answer = |(error_code, error_message): (i16, Option<String>)| RemoveRaftVoterResponse {
@@ -37,10 +45,44 @@ pub async fn handle(
     };
     let voter_id = request.voter_id as u64;
     match quorum.remove_voter(voter_id).await {
-        Ok(()) => answer((tarn_protocol::error::NONE, None)),
+        Ok(()) => answer((error::NONE, None)),
+        // Handed over (or lost the lead meanwhile): the new leader does it.
+        Err(e @ QuorumError::NotLeader { .. }) => match forward(broker, ctx, &request).await {
+            Some(Ok(response)) => response,
+            Some(Err(why)) => answer((error::NOT_LEADER_OR_FOLLOWER, Some(why))),
+            None => answer(voter_change_error(&e)),
+        },
         Err(e) => {
             tracing::warn!(voter_id, error = %e, "RemoveRaftVoter refused");
             answer(voter_change_error(&e))
         }
     }
+}
+
+/// Sends `request` on to the active controller, now that it is another
+/// node, and brings back its answer; `None` while this node still leads.
+async fn forward(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    request: &RemoveRaftVoterRequest,
+) -> Option<Result<RemoveRaftVoterResponse, String>> {
+    let mut frame = Vec::new();
+    ctx.header.encode(&mut frame, ctx.version.flexible);
+    request.encode(&mut frame, ctx.version);
+    let answer = crate::controller::forward(broker, &frame).await?;
+    Some(match answer {
+        Ok(response) => decode(response, ctx).map_err(|e| format!("undecodable answer: {e}")),
+        Err(refusal) => Err(format!("the new active controller refused: {refusal}")),
+    })
+}
+
+/// A response frame (size, header, body) as the active controller wrote it.
+fn decode(
+    frame: Vec<u8>,
+    ctx: &RequestContext,
+) -> Result<RemoveRaftVoterResponse, tarn_protocol::DecodeError> {
+    let mut r = Reader::new(Bytes::from(frame));
+    i32::decode(&mut r, tarn_protocol::Version::new(0, 0))?;
+    decode_response_header(&mut r, KEY, ctx.version.flexible)?;
+    RemoveRaftVoterResponse::decode(&mut r, ctx.version)
 }
