@@ -6,7 +6,8 @@ kafka-leader-election moves a leader to the replica a reassignment made
 preferred; kafka-topics --describe is the witness of each end state, and
 records produced before a move are read back after it. kafka-metadata-quorum
 describes the quorum (leader, epoch, high watermark, voters) through any
-broker, before and after its leader is killed.
+broker, before and after its leader is killed, and grows a dynamic quorum
+(add-controller) and shrinks it (remove-controller).
 
 A reassignment is held in progress by pausing (SIGSTOP) one of its new
 replicas, as tests/tests/reassignment.rs does, so "in progress" is observed
@@ -30,9 +31,11 @@ from pathlib import Path
 import confluent_kafka
 import pytest
 
-from conftest import wait_until
+import subprocess
+
+from conftest import TarnBroker, tarn_bin, wait_until
 from tarn_clients import Rec, assert_matches, ck_consume, ck_produce
-from test_cluster import TarnCluster
+from test_cluster import TarnCluster, free_port, view_or_none, wait_for
 from test_kafka_tools import describe_rows, kafka_tool
 
 # A reassignment of a few hundred small records; a slow machine's JVMs.
@@ -506,3 +509,85 @@ def test_kafka_metadata_quorum_describes_the_quorum_through_any_broker(cluster_w
 
     status = wait_until(new_leader, SETTLED_TIMEOUT_S, "a new quorum leader")
     assert int(status["LeaderEpoch"]) > epoch, status
+
+
+def meta_directory_id(data_dir):
+    """The directory.id `tarn storage format` wrote to meta.properties."""
+    for line in (data_dir / "meta.properties").read_text().splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "directory.id":
+            return value.strip()
+    raise AssertionError(f"no directory.id in {data_dir}/meta.properties")
+
+
+def test_kafka_metadata_quorum_adds_and_removes_controllers(tmp_path):
+    """Kafka 4's documented way to grow a dynamic quorum: the first
+    controller formatted --standalone, two more --no-initial-controllers
+    and started, then `kafka-metadata-quorum add-controller` with each
+    one's own properties (the tool reads its node id, listener and
+    meta.properties' directory id from them) through a broker. The three
+    are then the quorum: it survives the first one's death, and
+    `remove-controller` takes the dead one out."""
+    ports = [(free_port(), free_port()) for _ in range(3)]
+    bootstrap_controllers = ",".join(f"127.0.0.1:{c}" for _, c in ports)
+    cluster_id = subprocess.run([str(tarn_bin()), "storage", "random-uuid"], capture_output=True,
+                                text=True, check=True).stdout.strip()
+    nodes, configs = {}, {}
+    for i, (kafka, controller) in enumerate(ports, start=1):
+        scratch = tmp_path / f"node{i}"
+        listeners = f"PLAINTEXT://127.0.0.1:{kafka},CONTROLLER://127.0.0.1:{controller}"
+        settings = [
+            ("node.id", str(i)),
+            ("process.roles", "broker,controller"),
+            ("controller.listener.names", "CONTROLLER"),
+            ("controller.quorum.bootstrap.servers", bootstrap_controllers),
+        ]
+        node = TarnBroker(scratch, settings=settings, listeners=listeners)
+        config = scratch / "server.properties"
+        config.write_text("".join(f"{k}={v}\n" for k, v in settings)
+                          + f"listeners={listeners}\nlog.dirs={node.data_dir}\n")
+        start = ["--standalone"] if i == 1 else ["--no-initial-controllers"]
+        subprocess.run([str(tarn_bin()), "storage", "format", "-t", cluster_id, *start,
+                        "--config", str(config)], capture_output=True, text=True, check=True)
+        nodes[i], configs[i] = node, config
+    address = {i: f"127.0.0.1:{ports[i - 1][0]}" for i in nodes}
+    try:
+        for node in nodes.values():
+            node.start()
+
+        def voters(via):
+            return sorted(v["id"] for v in json.loads(quorum_status(via)["CurrentVoters"]))
+
+        assert voters(address[1]) == [1]
+        for i in (2, 3):
+            out = kafka_tool("kafka-metadata-quorum", "--bootstrap-server", address[1],
+                             "--command-config", str(configs[i]), "add-controller")
+            assert f"Added controller {i}" in out.stdout, out.stdout
+            assert meta_directory_id(nodes[i].data_dir) in out.stdout, out.stdout
+        again = kafka_tool("kafka-metadata-quorum", "--bootstrap-server", address[1],
+                           "--command-config", str(configs[2]), "add-controller", check=False)
+        assert again.returncode != 0 and "DuplicateVoterException" in again.stderr, again.stderr
+        assert voters(address[2]) == [1, 2, 3]
+        wait_for(lambda: all((view_or_none(address[i]) or [None])[0] == [1, 2, 3] for i in nodes),
+                 "every node to list the three brokers")
+
+        nodes[1].kill9()
+        kafka_tool("kafka-topics", "--bootstrap-server", address[2], "--create", "--topic", "grown",
+                   "--partitions", "2", "--replication-factor", "2")
+        out = kafka_tool("kafka-metadata-quorum", "--bootstrap-server", address[3], "remove-controller",
+                         "--controller-id", "1",
+                         "--controller-directory-id", meta_directory_id(nodes[1].data_dir))
+        assert "Removed KRaft controller 1" in out.stdout, out.stdout
+        assert voters(address[3]) == [2, 3]
+        assert voters(address[2]) == [2, 3]
+    finally:
+        for node in nodes.values():
+            print(node.logs())
+        for i in (2, 3):
+            if nodes[i].proc is not None:
+                nodes[i].stop()
+        for node in nodes.values():
+            if node.proc is not None:
+                node.kill9()
+        for node in nodes.values():
+            node.assert_no_panic()
