@@ -347,9 +347,21 @@ impl Quorum {
                 waited: catch_up,
             });
         }
-        raft.change_membership(ChangeMembers::AddVoterIds(BTreeSet::from([id])), false)
-            .await
-            .map_err(membership_error)?;
+        // Both entries of the joint change need the new voter too: one
+        // that stops now holds them up, and the caller hears so in time.
+        let promote =
+            raft.change_membership(ChangeMembers::AddVoterIds(BTreeSet::from([id])), false);
+        match tokio::time::timeout(catch_up, promote).await {
+            Ok(result) => {
+                result.map_err(membership_error)?;
+            }
+            Err(_) => {
+                return Err(QuorumError::VoterChangeRefused(format!(
+                    "node {id} caught up, but its promotion to voter was not committed within \
+                     {catch_up:?}; it may still complete"
+                )))
+            }
+        }
         tracing::info!(
             node_id = self.inner.node_id,
             added = id,
@@ -361,8 +373,9 @@ impl Quorum {
 
     /// Removes voter `id` from the quorum, and from its membership
     /// altogether (KIP-853's RemoveRaftVoter). Returns once the new voter
-    /// set is committed. A leader that removes itself steps down once the
-    /// new set is committed. Only the leader can do this.
+    /// set is committed. Asked to remove itself, the leader hands over to
+    /// another voter instead and answers [`QuorumError::NotLeader`] naming
+    /// it, for the caller to ask there. Only the leader can do this.
     pub async fn remove_voter(&self, id: NodeId) -> Result<(), QuorumError> {
         self.check_leader()?;
         let voters = self.inner.status.borrow().voters.clone();
