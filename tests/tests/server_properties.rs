@@ -432,6 +432,34 @@ fn serve_refuses_a_directory_formatted_for_another_node() {
     assert!(stderr.contains("belongs to node.id 2, not 1"), "{stderr}");
 }
 
+/// Writes nodeN.properties in `scratch` for nodes 1, 2, ... of a dynamic
+/// quorum: broker and controller each, on the (Kafka, controller) ports
+/// given, all with `bootstrap` as `controller.quorum.bootstrap.servers`.
+fn dynamic_quorum_properties(
+    scratch: &Path,
+    ports: &[(u16, u16)],
+    bootstrap: &str,
+) -> Vec<PathBuf> {
+    ports
+        .iter()
+        .enumerate()
+        .map(|(i, (kafka, controller))| {
+            let id = i + 1;
+            let path = scratch.join(format!("node{id}.properties"));
+            let text = format!(
+                "process.roles=broker,controller\nnode.id={id}\n\
+                 controller.quorum.bootstrap.servers={bootstrap}\n\
+                 listeners=PLAINTEXT://127.0.0.1:{kafka},CONTROLLER://127.0.0.1:{controller}\n\
+                 controller.listener.names=CONTROLLER\n\
+                 log.dirs={}\n",
+                scratch.join(format!("data{id}")).display()
+            );
+            std::fs::write(&path, text).expect("write properties");
+            path
+        })
+        .collect()
+}
+
 /// Three controllers of a dynamic quorum (KIP-853), each formatted with
 /// the same `--initial-controllers` as kafka-storage.sh takes them, and
 /// started with only `controller.quorum.bootstrap.servers`: they form one
@@ -453,24 +481,7 @@ fn controllers_formatted_with_initial_controllers_form_a_dynamic_quorum() {
             .map(|(i, (_, c))| format!("{}@127.0.0.1:{c}:{}", i + 1, random_uuid()))
             .collect::<Vec<_>>()
             .join(",");
-        let configs: Vec<PathBuf> = ports
-            .iter()
-            .enumerate()
-            .map(|(i, (kafka, controller))| {
-                let id = i + 1;
-                let path = scratch.path().join(format!("node{id}.properties"));
-                let text = format!(
-                    "process.roles=broker,controller\nnode.id={id}\n\
-                     controller.quorum.bootstrap.servers={bootstrap}\n\
-                     listeners=PLAINTEXT://127.0.0.1:{kafka},CONTROLLER://127.0.0.1:{controller}\n\
-                     controller.listener.names=CONTROLLER\n\
-                     log.dirs={}\n",
-                    scratch.path().join(format!("data{id}")).display()
-                );
-                std::fs::write(&path, text).expect("write properties");
-                path
-            })
-            .collect();
+        let configs = dynamic_quorum_properties(scratch.path(), &ports, &bootstrap);
         let config_arg = |i: usize| configs[i].to_str().unwrap().to_owned();
 
         // Not formatted: serve says how to start the quorum.
@@ -688,24 +699,7 @@ fn controllers_formatted_to_join_are_added_to_a_running_quorum() {
             .map(|(_, c)| format!("127.0.0.1:{c}"))
             .collect::<Vec<_>>()
             .join(",");
-        let configs: Vec<PathBuf> = ports
-            .iter()
-            .enumerate()
-            .map(|(i, (kafka, controller))| {
-                let id = i + 1;
-                let path = scratch.path().join(format!("node{id}.properties"));
-                let text = format!(
-                    "process.roles=broker,controller\nnode.id={id}\n\
-                     controller.quorum.bootstrap.servers={bootstrap}\n\
-                     listeners=PLAINTEXT://127.0.0.1:{kafka},CONTROLLER://127.0.0.1:{controller}\n\
-                     controller.listener.names=CONTROLLER\n\
-                     log.dirs={}\n",
-                    scratch.path().join(format!("data{id}")).display()
-                );
-                std::fs::write(&path, text).expect("write properties");
-                path
-            })
-            .collect();
+        let configs = dynamic_quorum_properties(scratch.path(), &ports, &bootstrap);
         let cluster_id = random_uuid();
         format_node(&cluster_id, &["--standalone"], "--config", &configs[0]);
         for config in &configs[1..] {
@@ -733,6 +727,13 @@ fn controllers_formatted_to_join_are_added_to_a_running_quorum() {
             let answer = wait_for_brokers(kafka(i), 3, deadline);
             assert_eq!(answer.cluster_id.as_deref(), Some(cluster_id.as_str()));
         }
+        // A controller that joined restarts from its own log: no voters
+        // are configured for it, the log's membership says it votes.
+        drop(nodes[2].take());
+        nodes[2] = Some(serve(&configs[2]).0);
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        wait_for_brokers(kafka(2), 3, deadline);
+        assert_eq!(quorum_voters(kafka(2)), [1, 2, 3]);
 
         // Without its first voter the quorum still commits.
         drop(nodes[0].take());

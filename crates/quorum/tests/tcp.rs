@@ -50,6 +50,29 @@ async fn propose(nodes: &BTreeMap<NodeId, Quorum>, entry: &'static str) -> Commi
     panic!("{entry:?} was not committed within 20 s");
 }
 
+/// Waits until every node of `nodes` applied up to `index`, then checks
+/// each applied exactly `entries`.
+async fn applied_everywhere(
+    nodes: &BTreeMap<NodeId, Quorum>,
+    machines: &BTreeMap<NodeId, Applied>,
+    index: u64,
+    entries: &[&'static str],
+) {
+    let expected: Vec<Bytes> = entries
+        .iter()
+        .map(|e| Bytes::from_static(e.as_bytes()))
+        .collect();
+    for (id, quorum) in nodes {
+        let mut status = quorum.status();
+        let applied = status.wait_for(|s| s.applied_index >= Some(index));
+        timeout(Duration::from_secs(10), applied)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(*machines[id].0.lock().unwrap(), expected, "node {id}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_nodes_over_tcp_survive_the_loss_of_their_leader() {
     let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
@@ -96,20 +119,7 @@ async fn three_nodes_over_tcp_survive_the_loss_of_their_leader() {
         "a new term: {second:?} after {old_term}"
     );
     assert!(second.index > first.index);
-    for (id, quorum) in &nodes {
-        let mut status = quorum.status();
-        let applied = status.wait_for(|s| s.applied_index >= Some(second.index));
-        timeout(Duration::from_secs(10), applied)
-            .await
-            .unwrap()
-            .unwrap();
-        let entries = machines[id].0.lock().unwrap().clone();
-        assert_eq!(
-            entries,
-            vec![Bytes::from("first"), Bytes::from("second")],
-            "node {id}"
-        );
-    }
+    applied_everywhere(&nodes, &machines, second.index, &["first", "second"]).await;
     for quorum in nodes.values() {
         quorum.shutdown().await.unwrap();
     }
@@ -321,20 +331,7 @@ async fn voters_added_to_a_running_quorum_take_over_when_its_first_node_goes() {
     nodes.remove(&1).unwrap().shutdown().await.unwrap();
     let second = propose(&nodes, "second").await;
     assert!(second.index > first.index);
-    for (id, quorum) in &nodes {
-        let mut status = quorum.status();
-        let applied = status.wait_for(|s| s.applied_index >= Some(second.index));
-        timeout(Duration::from_secs(10), applied)
-            .await
-            .unwrap()
-            .unwrap();
-        let entries = machines[id].0.lock().unwrap().clone();
-        assert_eq!(
-            entries,
-            vec![Bytes::from("first"), Bytes::from("second")],
-            "node {id}"
-        );
-    }
+    applied_everywhere(&nodes, &machines, second.index, &["first", "second"]).await;
 
     // The dead first node is removed: the other two are the quorum.
     let leader = nodes
