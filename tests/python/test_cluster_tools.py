@@ -527,7 +527,7 @@ def test_kafka_metadata_quorum_adds_and_removes_controllers(tmp_path):
     one's own properties (the tool reads its node id, listener and
     meta.properties' directory id from them) through a broker. The three
     are then the quorum: it survives the first one's death, and
-    `remove-controller` takes the dead one out."""
+    `remove-controller` takes the dead one out, then the active one."""
     ports = [(free_port(), free_port()) for _ in range(3)]
     bootstrap_controllers = ",".join(f"127.0.0.1:{c}" for _, c in ports)
     cluster_id = subprocess.run([str(tarn_bin()), "storage", "random-uuid"], capture_output=True,
@@ -580,6 +580,14 @@ def test_kafka_metadata_quorum_adds_and_removes_controllers(tmp_path):
         assert "Removed KRaft controller 1" in out.stdout, out.stdout
         assert voters(address[3]) == [2, 3]
         assert voters(address[2]) == [2, 3]
+        # The active controller itself: it hands over, the other removes it.
+        active = int(quorum_status(address[2])["LeaderId"])
+        out = kafka_tool("kafka-metadata-quorum", "--bootstrap-server", address[2], "remove-controller",
+                         "--controller-id", str(active),
+                         "--controller-directory-id", meta_directory_id(nodes[active].data_dir))
+        assert f"Removed KRaft controller {active}" in out.stdout, out.stdout
+        rest = 5 - active
+        assert voters(address[rest]) == [rest]
     finally:
         for node in nodes.values():
             print(node.logs())
