@@ -84,7 +84,7 @@ pub struct QuorumStatus {
     pub voters: BTreeSet<NodeId>,
     /// The voters once a change under way (a joint configuration) is
     /// done: `voters` when none is.
-    pub next_voters: BTreeSet<NodeId>,
+    pub next_voters: Arc<BTreeSet<NodeId>>,
     /// False once the node stopped (shut down or failed).
     pub running: bool,
     /// On the leader: when a quorum last acknowledged it (a heartbeat or
@@ -507,7 +507,7 @@ fn spawn_status(node_id: NodeId, raft: &QuorumRaft) -> watch::Receiver<QuorumSta
         Option<LogId>,
         BTreeSet<NodeId>,
         Arc<BTreeMap<NodeId, String>>,
-        BTreeSet<NodeId>,
+        Arc<BTreeSet<NodeId>>,
     );
     let mut voters: Option<Members> = None;
     let mut convert = move |running: bool, m: &openraft::RaftMetrics<TypeConfig>| QuorumStatus {
@@ -528,11 +528,13 @@ fn spawn_status(node_id: NodeId, raft: &QuorumRaft) -> watch::Receiver<QuorumSta
                         .map(|(id, node)| (*id, node.addr.clone()))
                         .collect(),
                 );
-                let next = membership
-                    .get_joint_config()
-                    .last()
-                    .cloned()
-                    .unwrap_or_default();
+                let next = Arc::new(
+                    membership
+                        .get_joint_config()
+                        .last()
+                        .cloned()
+                        .unwrap_or_default(),
+                );
                 voters = Some((*m.membership_config.log_id(), set.clone(), addresses, next));
                 set
             }
@@ -543,7 +545,7 @@ fn spawn_status(node_id: NodeId, raft: &QuorumRaft) -> watch::Receiver<QuorumSta
             .unwrap_or_default(),
         next_voters: voters
             .as_ref()
-            .map(|(_, _, _, next)| next.clone())
+            .map(|(_, _, _, next)| Arc::clone(next))
             .unwrap_or_default(),
         running: running && m.running_state.is_ok(),
         quorum_acked: m
@@ -600,7 +602,7 @@ mod tests {
             committed_index: Some(10),
             applied_index: Some(10),
             voters: voters.iter().copied().collect(),
-            next_voters: voters.iter().copied().collect(),
+            next_voters: Arc::new(voters.iter().copied().collect()),
             running: true,
             quorum_acked: acked_ago.map(|ago| tokio::time::Instant::now() - ago),
             last_log_index: Some(10),
