@@ -73,6 +73,29 @@ async fn applied_everywhere(
     }
 }
 
+/// Starts node `id` of cluster "c" with `voters` as its initial voters
+/// (election timeout 300 ms, fetch timeout 600 ms), its log in `dir`, and
+/// serves its quorum RPCs on `listener`.
+async fn start_node(
+    id: NodeId,
+    voters: &BTreeMap<NodeId, String>,
+    dir: std::path::PathBuf,
+    listener: TcpListener,
+    fs: &Arc<dyn FileSystem>,
+) -> (Quorum, Applied) {
+    let mut config = QuorumConfig::new(id, voters.clone(), dir);
+    config.election_timeout_ms = 300;
+    config.fetch_timeout_ms = 600;
+    let machine = Applied::default();
+    let cluster = ClusterId::new(Some("c".into()));
+    let transport = TcpTransport::new(id, voters.clone(), cluster.clone());
+    let quorum = Quorum::start(config, fs.clone(), transport, Box::new(machine.clone()))
+        .await
+        .unwrap();
+    tokio::spawn(tcp::serve(listener, quorum.clone(), cluster));
+    (quorum, machine)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_nodes_over_tcp_survive_the_loss_of_their_leader() {
     let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
@@ -88,17 +111,8 @@ async fn three_nodes_over_tcp_survive_the_loss_of_their_leader() {
     let mut machines = BTreeMap::new();
     for id in (1..=3u64).rev() {
         let dir = dirs[id as usize - 1].path().join("__cluster_metadata-0");
-        let mut config = QuorumConfig::new(id, voters.clone(), dir);
-        config.election_timeout_ms = 300;
-        config.fetch_timeout_ms = 600;
-        let machine = Applied::default();
-        let cluster = ClusterId::new(Some("c".into()));
-        let transport = TcpTransport::new(id, voters.clone(), cluster.clone());
-        let quorum = Quorum::start(config, fs.clone(), transport, Box::new(machine.clone()))
-            .await
-            .unwrap();
         let listener = listeners.remove(&id).unwrap();
-        tokio::spawn(tcp::serve(listener, quorum.clone(), cluster));
+        let (quorum, machine) = start_node(id, &voters, dir, listener, &fs).await;
         nodes.insert(id, quorum);
         machines.insert(id, machine);
         sleep(Duration::from_millis(200)).await;
@@ -280,16 +294,7 @@ async fn voters_added_to_a_running_quorum_take_over_when_its_first_node_goes() {
             _ => BTreeMap::new(),
         };
         let dir = dirs[id as usize - 1].path().join("__cluster_metadata-0");
-        let mut config = QuorumConfig::new(id, voters.clone(), dir);
-        config.election_timeout_ms = 300;
-        config.fetch_timeout_ms = 600;
-        let machine = Applied::default();
-        let cluster = ClusterId::new(Some("c".into()));
-        let transport = TcpTransport::new(id, voters, cluster.clone());
-        let quorum = Quorum::start(config, fs.clone(), transport, Box::new(machine.clone()))
-            .await
-            .unwrap();
-        tokio::spawn(tcp::serve(listener, quorum.clone(), cluster));
+        let (quorum, machine) = start_node(id, &voters, dir, listener, &fs).await;
         nodes.insert(id, quorum);
         machines.insert(id, machine);
         addresses.insert(id, address);
@@ -363,15 +368,7 @@ async fn a_voter_that_cannot_catch_up_is_not_added() {
     let fs: Arc<dyn FileSystem> = Arc::new(OsFileSystem);
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let voters = BTreeMap::from([(1, listener.local_addr().unwrap().to_string())]);
-    let mut config = QuorumConfig::new(1, voters.clone(), dir.path().join("q"));
-    config.election_timeout_ms = 300;
-    config.fetch_timeout_ms = 600;
-    let cluster = ClusterId::new(Some("c".into()));
-    let transport = TcpTransport::new(1, voters, cluster.clone());
-    let quorum = Quorum::start(config, fs, transport, Box::new(Applied::default()))
-        .await
-        .unwrap();
-    tokio::spawn(tcp::serve(listener, quorum.clone(), cluster));
+    let (quorum, _) = start_node(1, &voters, dir.path().join("q"), listener, &fs).await;
     let nodes = BTreeMap::from([(1, quorum.clone())]);
     propose(&nodes, "first").await;
     // Nothing listens on a port just freed.
