@@ -434,12 +434,14 @@ fn serve_refuses_a_directory_formatted_for_another_node() {
 
 /// Writes nodeN.properties in `scratch` for nodes 1, 2, ... of a dynamic
 /// quorum: broker and controller each, on the (Kafka, controller) ports
-/// given, all with `bootstrap` as `controller.quorum.bootstrap.servers`.
-fn dynamic_quorum_properties(
-    scratch: &Path,
-    ports: &[(u16, u16)],
-    bootstrap: &str,
-) -> Vec<PathBuf> {
+/// given, all with every controller listener as
+/// `controller.quorum.bootstrap.servers`.
+fn dynamic_quorum_properties(scratch: &Path, ports: &[(u16, u16)]) -> Vec<PathBuf> {
+    let bootstrap = ports
+        .iter()
+        .map(|(_, c)| format!("127.0.0.1:{c}"))
+        .collect::<Vec<_>>()
+        .join(",");
     ports
         .iter()
         .enumerate()
@@ -470,18 +472,13 @@ fn controllers_formatted_with_initial_controllers_form_a_dynamic_quorum() {
     run_with_timeout(TEST_TIMEOUT, || {
         let scratch = tempfile::tempdir().expect("create a scratch dir");
         let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_port(), free_port())).collect();
-        let bootstrap = ports
-            .iter()
-            .map(|(_, c)| format!("127.0.0.1:{c}"))
-            .collect::<Vec<_>>()
-            .join(",");
         let initial = ports
             .iter()
             .enumerate()
             .map(|(i, (_, c))| format!("{}@127.0.0.1:{c}:{}", i + 1, random_uuid()))
             .collect::<Vec<_>>()
             .join(",");
-        let configs = dynamic_quorum_properties(scratch.path(), &ports, &bootstrap);
+        let configs = dynamic_quorum_properties(scratch.path(), &ports);
         let config_arg = |i: usize| configs[i].to_str().unwrap().to_owned();
 
         // Not formatted: serve says how to start the quorum.
@@ -694,12 +691,7 @@ fn controllers_formatted_to_join_are_added_to_a_running_quorum() {
     run_with_timeout(TEST_TIMEOUT, || {
         let scratch = tempfile::tempdir().expect("create a scratch dir");
         let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_port(), free_port())).collect();
-        let bootstrap = ports
-            .iter()
-            .map(|(_, c)| format!("127.0.0.1:{c}"))
-            .collect::<Vec<_>>()
-            .join(",");
-        let configs = dynamic_quorum_properties(scratch.path(), &ports, &bootstrap);
+        let configs = dynamic_quorum_properties(scratch.path(), &ports);
         let cluster_id = random_uuid();
         format_node(&cluster_id, &["--standalone"], "--config", &configs[0]);
         for config in &configs[1..] {
