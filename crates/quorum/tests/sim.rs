@@ -277,15 +277,14 @@ fn watch_leaders(quorum: &Quorum, shared: SharedRef) {
                 shared.leaders.entry(s.term).or_insert(s.node_id);
                 let elected = shared.elected.entry(s.term).or_default();
                 if !elected.contains(&s.node_id) {
-                    if let Some(greater) = elected.iter().find(|id| **id > s.node_id) {
+                    let greater = elected.iter().find(|id| **id > s.node_id).copied();
+                    elected.push(s.node_id);
+                    if let Some(greater) = greater {
                         let msg = format!(
                             "term {}: {} elected after {greater}, whose leader id is greater",
                             s.term, s.node_id
                         );
-                        elected.push(s.node_id);
                         shared.violations.push(msg);
-                    } else {
-                        elected.push(s.node_id);
                     }
                 }
             }
