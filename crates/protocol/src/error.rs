@@ -72,6 +72,11 @@ pub const INCONSISTENT_CLUSTER_ID: ErrorCode = 104;
 pub const DUPLICATE_VOTER: ErrorCode = 126;
 /// RemoveRaftVoter: the node is not a voter (KIP-853).
 pub const VOTER_NOT_FOUND: ErrorCode = 127;
+/// DescribeCluster asked a listener for the other kind of endpoint
+/// (brokers of a controller, or controllers of a broker; KIP-919).
+pub const MISMATCHED_ENDPOINT_TYPE: ErrorCode = 114;
+/// DescribeCluster named an endpoint type that does not exist.
+pub const UNSUPPORTED_ENDPOINT_TYPE: ErrorCode = 115;
 /// The client should rebootstrap: it reached a node or cluster other than
 /// the one it meant (ApiVersions v5, Metadata v13).
 pub const REBOOTSTRAP_REQUIRED: ErrorCode = 129;

@@ -37,6 +37,7 @@ use tarn_metadata::{
     Endpoint, MetadataImage, MetadataLog, MetadataPublisher, MetadataRecord, MetadataStore,
 };
 use tarn_protocol::error;
+use tarn_protocol::records::Part;
 use tarn_quorum::tcp::{self, ClusterId, TcpTransport};
 use tarn_quorum::{Quorum, QuorumConfig, RpcKind};
 use tarn_storage::LogEnv;
@@ -48,6 +49,7 @@ use crate::controller::{
     self, ControllerReply, ControllerRequest, ControllerResponse, ControllerTopology, ObserverBook,
     QuorumDescription, ReplicaProgress, CONTROLLER_API_KEY,
 };
+use crate::handlers;
 use crate::observer::{self, ObserverTopology};
 
 /// Most connections one CONTROLLER listener serves at once.
@@ -177,6 +179,13 @@ impl ControllerTopology for QuorumTopology {
 
     fn quorum(&self) -> Option<(Quorum, bool)> {
         Some((self.quorum.get()?.clone(), self.dynamic))
+    }
+
+    fn controllers(&self) -> BTreeMap<i32, String> {
+        match self.quorum.get() {
+            Some(quorum) => voter_addresses(quorum, &self.controllers),
+            None => self.controllers.clone(),
+        }
     }
 
     fn describe_quorum(&self) -> Option<QuorumDescription> {
@@ -605,6 +614,12 @@ async fn serve_controller_frames(
         let Some(frame) = frame else {
             return Ok(());
         };
+        let (api_key, _, _) = tarn_protocol::header::peek_header(&frame)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+        if RpcKind::from_api_key(api_key).is_none() && api_key != CONTROLLER_API_KEY {
+            serve_kafka_request(&mut stream, controller, frame).await?;
+            continue;
+        }
         let (header, body) = tcp::decode_request(&frame)?;
         let response = if let Some(kind) = RpcKind::from_api_key(header.api_key) {
             tcp::answer(&controller.quorum, &controller.cluster, &header, kind, body).await
@@ -663,6 +678,40 @@ async fn serve_controller_frames(
         };
         stream.write_all(&response).await?;
     }
+}
+
+/// Answers a Kafka client's request on the CONTROLLER listener (KIP-919:
+/// the admin client's `bootstrap.controllers`); one that is not served
+/// there ends the connection.
+async fn serve_kafka_request(
+    stream: &mut TcpStream,
+    controller: &Controller,
+    frame: Vec<u8>,
+) -> std::io::Result<()> {
+    use tokio::io::AsyncWriteExt;
+    let peer = stream.peer_addr()?;
+    let frame = bytes::Bytes::from(frame);
+    let reply =
+        match handlers::dispatch_on_controller(&controller.broker, peer, frame.clone()).await {
+            Ok(reply) => reply,
+            Err(e) => {
+                // Counted and logged as a broker's listener does, then closed.
+                controller.broker.refusals.bad_request(peer, &frame, &e);
+                return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, e));
+            }
+        };
+    for part in reply.into_iter().flat_map(|r| r.parts) {
+        match part {
+            Part::Bytes(bytes) => stream.write_all(&bytes).await?,
+            // No API served here answers with file ranges.
+            Part::File(_) => {
+                return Err(std::io::Error::other(
+                    "a file-backed response on the CONTROLLER listener",
+                ))
+            }
+        }
+    }
+    Ok(())
 }
 
 /// What this voter has of the metadata log after `after`, waiting up to

@@ -885,6 +885,12 @@ pub trait ControllerTopology: Send + Sync {
     fn quorum(&self) -> Option<(tarn_quorum::Quorum, bool)> {
         None
     }
+    /// The voters' CONTROLLER listeners (host:port) by node id, as a
+    /// voter knows them (DescribeCluster on a CONTROLLER listener); none
+    /// on a single node or an observer.
+    fn controllers(&self) -> BTreeMap<i32, String> {
+        BTreeMap::new()
+    }
 }
 
 /// The metadata quorum as its leader sees it: what DescribeQuorum says.

@@ -8,7 +8,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tarn_protocol::codec::{Decode, Encode, Reader, Version};
 use tarn_protocol::header::{decode_response_header, RequestHeader};
 
-use crate::handlers::{ApiSpec, RequestContext};
+use crate::handlers::{ApiSpec, Endpoint, RequestContext};
 
 use tarn_config::BrokerConfig;
 use tarn_metadata::topics::{create_topic_records, NewTopic};
@@ -113,5 +113,6 @@ pub fn request_context(spec: &ApiSpec, version: i16) -> RequestContext {
         peer: "127.0.0.1:1".parse().expect("address"),
         // The test brokers are node 1.
         receiving_node: 1,
+        endpoint: Endpoint::Broker,
     }
 }

@@ -13,6 +13,9 @@
 //! as in Kafka, naming only one of them is INVALID_REQUEST, and naming
 //! another cluster or node is REBOOTSTRAP_REQUIRED (its bootstrap address
 //! now leads somewhere else). Both errors come with an empty API list.
+//!
+//! On a CONTROLLER listener the list holds only the APIs served there
+//! (`CONTROLLER_APIS`), as a Kafka controller's does.
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -24,7 +27,7 @@ use tarn_protocol::messages::api_versions::{
 };
 use tarn_protocol::{Encode, Version};
 
-use super::{ApiSpec, RequestContext, APIS};
+use super::{ApiSpec, Endpoint, RequestContext, APIS, CONTROLLER_APIS};
 use crate::broker::Broker;
 
 pub const KEY: i16 = 18;
@@ -40,8 +43,9 @@ pub const METADATA_VERSION_FEATURE: &str = "metadata.version";
 /// Kafka's 3.3-IV3.
 pub const METADATA_VERSION_LEVEL: i16 = 7;
 
-fn api_keys() -> Vec<ApiVersion> {
+fn api_keys(endpoint: Endpoint) -> Vec<ApiVersion> {
     APIS.iter()
+        .filter(|s| endpoint == Endpoint::Broker || CONTROLLER_APIS.contains(&s.key))
         .map(|s| ApiVersion {
             api_key: s.key,
             min_version: s.min_version,
@@ -67,7 +71,7 @@ pub async fn handle(
     }
     ApiVersionsResponse {
         error_code: error::NONE,
-        api_keys: api_keys(),
+        api_keys: api_keys(ctx.endpoint),
         throttle_time_ms: 0,
         supported_features: vec![SupportedFeatureKey {
             name: METADATA_VERSION_FEATURE.into(),

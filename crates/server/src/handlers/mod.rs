@@ -6,6 +6,12 @@
 //! can negotiate), decodes the body with the bounded codec and encodes the
 //! handler's response. A body that cannot be decoded closes the connection,
 //! as Kafka does.
+//!
+//! A controller also answers Kafka clients on its CONTROLLER listener
+//! (KIP-919, the admin client's `bootstrap.controllers` and the tools'
+//! `--bootstrap-controller`): `dispatch_on_controller` routes the APIs of
+//! `CONTROLLER_APIS` there and closes the connection on any other, as
+//! Kafka's controllers do with an API their listener does not enable.
 
 pub mod add_raft_voter;
 pub mod alter_client_quotas;
@@ -157,7 +163,55 @@ pub struct RequestContext {
     /// that forwarded it to this active controller. A broker's own
     /// configs are altered through the broker they name (Kafka's check).
     pub receiving_node: i32,
+    /// The kind of listener the client reached.
+    pub endpoint: Endpoint,
 }
+
+/// Kafka's EndpointType (KIP-919): what kind of listener a request came
+/// in on, which decides the APIs it may use and what DescribeCluster
+/// lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endpoint {
+    Broker,
+    Controller,
+}
+
+impl Endpoint {
+    /// The code DescribeCluster uses for it.
+    pub fn code(self) -> i8 {
+        match self {
+            Endpoint::Broker => 1,
+            Endpoint::Controller => 2,
+        }
+    }
+}
+
+/// The APIs a controller serves to Kafka clients on its CONTROLLER
+/// listener: those of Kafka's message specs that list the `controller`
+/// listener, less the ones Tarn does not implement (SCRAM credentials,
+/// delegation tokens, features updates) and the quorum's and brokers'
+/// own RPCs, which Tarn carries under private keys.
+pub const CONTROLLER_APIS: &[i16] = &[
+    api_versions::KEY,
+    create_topics::KEY,
+    delete_topics::KEY,
+    create_partitions::KEY,
+    describe_configs::KEY,
+    alter_configs::KEY,
+    incremental_alter_configs::KEY,
+    alter_client_quotas::KEY,
+    elect_leaders::KEY,
+    alter_partition_reassignments::KEY,
+    list_partition_reassignments::KEY,
+    describe_acls::KEY,
+    create_acls::KEY,
+    delete_acls::KEY,
+    describe_cluster::KEY,
+    describe_quorum::KEY,
+    unregister_broker::KEY,
+    add_raft_voter::KEY,
+    remove_raft_voter::KEY,
+];
 
 impl RequestContext {
     pub fn client_id(&self) -> &str {
@@ -256,6 +310,17 @@ pub async fn dispatch(
     dispatch_received_by(broker, peer, frame, broker.node_id).await
 }
 
+/// Handles one request frame a Kafka client sent to this controller's
+/// CONTROLLER listener; an API outside `CONTROLLER_APIS` is refused as
+/// unknown there.
+pub async fn dispatch_on_controller(
+    broker: &Arc<Broker>,
+    peer: SocketAddr,
+    frame: Bytes,
+) -> Result<Option<ResponseParts>, RequestError> {
+    dispatch_at(broker, peer, frame, broker.node_id, Endpoint::Controller).await
+}
+
 /// [`dispatch`] of a frame that `receiving_node` received from its client
 /// (and forwarded here, when it is another broker).
 pub async fn dispatch_received_by(
@@ -264,7 +329,20 @@ pub async fn dispatch_received_by(
     frame: Bytes,
     receiving_node: i32,
 ) -> Result<Option<ResponseParts>, RequestError> {
+    dispatch_at(broker, peer, frame, receiving_node, Endpoint::Broker).await
+}
+
+async fn dispatch_at(
+    broker: &Arc<Broker>,
+    peer: SocketAddr,
+    frame: Bytes,
+    receiving_node: i32,
+    endpoint: Endpoint,
+) -> Result<Option<ResponseParts>, RequestError> {
     let (api_key, api_version, correlation_id) = peek_header(&frame)?;
+    if endpoint == Endpoint::Controller && !CONTROLLER_APIS.contains(&api_key) {
+        return Err(RequestError::UnknownApi(api_key));
+    }
     let spec = spec(api_key).ok_or(RequestError::UnknownApi(api_key))?;
     if !spec.serves(api_version) {
         if api_key == api_versions::KEY {
@@ -296,6 +374,7 @@ pub async fn dispatch_received_by(
         version,
         peer,
         receiving_node,
+        endpoint,
     };
     let body = &mut body;
     let started = std::time::Instant::now();
