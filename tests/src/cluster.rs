@@ -347,14 +347,18 @@ impl Cluster {
             .collect()
     }
 
+    /// Node `id`'s CONTROLLER listener (host:port).
+    pub fn controller_address(&self, id: i32) -> String {
+        self.controller_addresses[id as usize - 1]
+            .clone()
+            .unwrap_or_else(|| panic!("node {id} is not a controller"))
+    }
+
     /// The active controller as node `id`, a controller, knows it (-1:
     /// none), asked on its CONTROLLER listener the way a broker that is
     /// not a voter follows the metadata log there.
     pub fn active_controller_seen_by(&self, id: i32) -> Result<i32, String> {
-        let address = self.controller_addresses[id as usize - 1]
-            .clone()
-            .unwrap_or_else(|| panic!("node {id} is not a controller"));
-        active_controller_at(&address)
+        active_controller_at(&self.controller_address(id))
     }
 
     pub fn kill(&mut self, id: i32) {

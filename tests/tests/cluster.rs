@@ -604,3 +604,148 @@ fn controllers_and_brokers_on_separate_nodes_form_fail_over_and_serve_clients() 
         assert_eq!(quorum.observers, [4, 5, added], "{quorum:?}");
     });
 }
+
+/// Kafka's admin clients reach the controllers themselves (KIP-919,
+/// `bootstrap.controllers`, the tools' `--bootstrap-controller`): on its
+/// CONTROLLER listener each controller, a dedicated one included, lists
+/// the APIs it serves there, describes the controllers (not the brokers)
+/// with the active one, refuses the other endpoint type as Kafka does,
+/// takes an admin request whichever controller gets it, and closes the
+/// connection on an API a controller does not serve.
+#[test]
+fn admin_clients_reach_the_controllers_on_their_controller_listeners() {
+    use tarn_cli::client::Client;
+    use tarn_protocol::messages::api_versions::*;
+    use tarn_protocol::messages::create_topics::*;
+    use tarn_protocol::messages::describe_cluster::*;
+    use tarn_protocol::messages::metadata::MetadataRequest;
+
+    run_with_timeout(TEST_LIMIT, || {
+        let cluster = Cluster::start_separated(3, 1, &[1, 2, 3, 4], &[]);
+        cluster.wait_until_formed(FORMED);
+        let connect = |address: &str| Client::connect(address).expect("connect");
+        let describe = |address: &str, endpoint_type: i8| -> DescribeClusterResponse {
+            let request = DescribeClusterRequest {
+                endpoint_type,
+                ..Default::default()
+            };
+            connect(address)
+                .call(60, 1, 0, &request)
+                .expect("DescribeCluster")
+        };
+
+        for id in 1..=3 {
+            let versions: ApiVersionsResponse = connect(&cluster.controller_address(id))
+                .call(18, 3, 3, &ApiVersionsRequest::default())
+                .expect("ApiVersions");
+            assert_eq!(versions.error_code, 0, "{versions:?}");
+            let keys: BTreeSet<i16> = versions.api_keys.iter().map(|k| k.api_key).collect();
+            for served in [18, 19, 20, 32, 37, 44, 55, 60, 80, 81] {
+                assert!(
+                    keys.contains(&served),
+                    "controller {id} lacks {served}: {keys:?}"
+                );
+            }
+            for broker_only in [0, 1, 3, 10, 11] {
+                assert!(
+                    !keys.contains(&broker_only),
+                    "controller {id} lists {broker_only}"
+                );
+            }
+        }
+
+        // Every controller names the same three, and the active one, once
+        // the quorum agrees on it.
+        let deadline = Instant::now() + FORMED;
+        let active = loop {
+            let answers: Vec<DescribeClusterResponse> = (1..=3)
+                .map(|id| describe(&cluster.controller_address(id), 2))
+                .collect();
+            let active = answers[0].controller_id;
+            if active > 0 && answers.iter().all(|a| a.controller_id == active) {
+                for answer in &answers {
+                    assert_eq!(answer.error_code, 0, "{answer:?}");
+                    assert_eq!(answer.endpoint_type, 2, "{answer:?}");
+                    let listed: Vec<(i32, String)> = answer
+                        .brokers
+                        .iter()
+                        .map(|b| (b.broker_id, format!("{}:{}", b.host, b.port)))
+                        .collect();
+                    let expected: Vec<(i32, String)> = (1..=3)
+                        .map(|id| (id, cluster.controller_address(id)))
+                        .collect();
+                    assert_eq!(listed, expected, "{answer:?}");
+                }
+                break active;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no agreed active controller: {answers:?}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        };
+
+        // The other endpoint type, and one that does not exist.
+        let brokers_of_a_controller = describe(&cluster.controller_address(1), 1);
+        assert_eq!(
+            brokers_of_a_controller.error_code, 114,
+            "{brokers_of_a_controller:?}"
+        );
+        let controllers_of_a_broker = describe(&cluster.address(4), 2);
+        assert_eq!(
+            controllers_of_a_broker.error_code, 114,
+            "{controllers_of_a_broker:?}"
+        );
+        let unknown = describe(&cluster.address(4), 3);
+        assert_eq!(unknown.error_code, 115, "{unknown:?}");
+        let brokers = describe(&cluster.address(4), 1);
+        assert_eq!(brokers.error_code, 0, "{brokers:?}");
+        // A broker names a live broker, which forwards what a client sends
+        // a controller: clients of brokers need not reach a dedicated one.
+        assert_eq!(brokers.controller_id, 4, "{brokers:?}");
+        assert_eq!(
+            brokers
+                .brokers
+                .iter()
+                .map(|b| b.broker_id)
+                .collect::<Vec<_>>(),
+            [4]
+        );
+
+        // CreateTopics sent to a controller that is not the active one.
+        let passive = (1..=3)
+            .find(|id| *id != active)
+            .expect("a passive controller");
+        let request = CreateTopicsRequest {
+            topics: vec![CreatableTopic {
+                name: "made-on-a-controller".into(),
+                num_partitions: 2,
+                replication_factor: 1,
+                ..Default::default()
+            }],
+            timeout_ms: 30_000,
+            validate_only: false,
+        };
+        let created: CreateTopicsResponse = connect(&cluster.controller_address(passive))
+            .call(19, 5, 5, &request)
+            .expect("CreateTopics");
+        assert_eq!(created.topics.len(), 1, "{created:?}");
+        assert_eq!(created.topics[0].error_code, 0, "{created:?}");
+        cluster.wait_for(4, FORMED, "the topic on the broker", |v| {
+            v.leaders.contains_key("made-on-a-controller")
+        });
+
+        // Metadata is a broker's API: the controller closes the connection.
+        let mut client = connect(&cluster.controller_address(passive));
+        let refused = client.call::<_, tarn_protocol::messages::metadata::MetadataResponse>(
+            3,
+            12,
+            9,
+            &MetadataRequest::default(),
+        );
+        assert!(
+            refused.is_err(),
+            "Metadata answered on a CONTROLLER listener"
+        );
+    });
+}

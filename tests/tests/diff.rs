@@ -15,11 +15,13 @@ use std::process::Command;
 
 use bytes::Bytes;
 use tarn_cli::client::Client;
+use tarn_e2e::cluster::free_port;
 use tarn_e2e::{run_with_timeout, workspace_root, BrokerOptions, TarnBroker};
 use tarn_protocol::codec::{Decode, Encode};
 use tarn_protocol::messages::create_partitions::*;
 use tarn_protocol::messages::create_topics::*;
 use tarn_protocol::messages::delete_records::*;
+use tarn_protocol::messages::describe_cluster::*;
 use tarn_protocol::messages::describe_configs::*;
 use tarn_protocol::messages::fetch::*;
 use tarn_protocol::messages::find_coordinator::*;
@@ -181,12 +183,15 @@ compared_as_they_are!(
     OffsetCommitResponse,
     OffsetFetchResponse,
     FindCoordinatorResponse,
+    DescribeClusterResponse,
 );
 
 /// One Apache Kafka node for the whole test, stopped when dropped.
 struct KafkaNode {
     dir: tempfile::TempDir,
     bootstrap: String,
+    /// Its CONTROLLER listener.
+    controller: String,
 }
 
 impl KafkaNode {
@@ -211,6 +216,7 @@ impl KafkaNode {
         KafkaNode {
             dir,
             bootstrap: format!("127.0.0.1:{port}"),
+            controller: format!("127.0.0.1:{}", port + 1),
         }
     }
 }
@@ -454,6 +460,7 @@ const OFFSET_COMMIT: (i16, i16, i16) = (8, 8, 8);
 const OFFSET_FETCH: (i16, i16, i16) = (9, 8, 6);
 const FIND_COORDINATOR: (i16, i16, i16) = (10, 3, 3);
 const DESCRIBE_CONFIGS: (i16, i16, i16) = (32, 4, 4);
+const DESCRIBE_CLUSTER: (i16, i16, i16) = (60, 1, 0);
 
 fn describe_configs_request(
     resource_type: i8,
@@ -1207,6 +1214,60 @@ fn groups(d: &mut Diff) {
     }
 }
 
+fn describe_cluster_request(endpoint_type: i8) -> DescribeClusterRequest {
+    DescribeClusterRequest {
+        endpoint_type,
+        ..Default::default()
+    }
+}
+
+/// DescribeCluster's endpoint types (KIP-919) on a broker listener, then
+/// on each one's CONTROLLER listener: Tarn as a quorum of one (the node
+/// kafka.sh starts is one), reached as `--bootstrap-controller` reaches it.
+fn describe_cluster(d: &mut Diff, tarn_controller: &str, kafka_controller: &str) {
+    d.call::<_, DescribeClusterResponse>(
+        "DescribeCluster: brokers",
+        DESCRIBE_CLUSTER,
+        &describe_cluster_request(1),
+    );
+    d.call::<_, DescribeClusterResponse>(
+        "DescribeCluster: controllers, of a broker",
+        DESCRIBE_CLUSTER,
+        &describe_cluster_request(2),
+    );
+    d.call::<_, DescribeClusterResponse>(
+        "DescribeCluster: an endpoint type that does not exist",
+        DESCRIBE_CLUSTER,
+        &describe_cluster_request(3),
+    );
+    let brokers = (
+        std::mem::replace(
+            &mut d.tarn,
+            Client::connect(tarn_controller).expect("connect to Tarn's controller"),
+        ),
+        std::mem::replace(
+            &mut d.kafka,
+            Client::connect(kafka_controller).expect("connect to Kafka's controller"),
+        ),
+    );
+    d.call::<_, DescribeClusterResponse>(
+        "DescribeCluster on the controller: controllers",
+        DESCRIBE_CLUSTER,
+        &describe_cluster_request(2),
+    );
+    d.call::<_, DescribeClusterResponse>(
+        "DescribeCluster on the controller: brokers",
+        DESCRIBE_CLUSTER,
+        &describe_cluster_request(1),
+    );
+    d.call::<_, DescribeClusterResponse>(
+        "DescribeCluster v0 on the controller",
+        (60, 0, 0),
+        &describe_cluster_request(1),
+    );
+    (d.tarn, d.kafka) = brokers;
+}
+
 #[test]
 fn tarn_answers_as_apache_kafka_does() {
     run_with_timeout(std::time::Duration::from_secs(300), || {
@@ -1230,6 +1291,52 @@ fn tarn_answers_as_apache_kafka_does() {
         delete_records_and_create_partitions(&mut d);
         idempotence(&mut d);
         groups(&mut d);
+        // A quorum of one with a CONTROLLER listener, as Kafka's node is.
+        let (port, controller) = (free_port(), free_port());
+        let quorum_of_one = BrokerOptions {
+            listeners: Some(format!(
+                "PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}"
+            )),
+            ..BrokerOptions::default()
+        };
+        let quorum_of_one = TARN_AS_KAFKA_SH
+            .iter()
+            .filter(|(key, _)| *key != "listeners")
+            .fold(quorum_of_one, |options, (key, value)| {
+                options.set(key, value)
+            })
+            .set(
+                "controller.quorum.voters",
+                &format!("1@127.0.0.1:{controller}"),
+            );
+        let quorum_of_one = TarnBroker::start_with(quorum_of_one);
+        d.tarn = Client::connect(quorum_of_one.bootstrap()).expect("connect to Tarn");
+        // Until it registered its broker with itself.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let response: DescribeClusterResponse = d
+                .tarn
+                .call(
+                    DESCRIBE_CLUSTER.0,
+                    DESCRIBE_CLUSTER.1,
+                    DESCRIBE_CLUSTER.2,
+                    &describe_cluster_request(1),
+                )
+                .expect("DescribeCluster");
+            if response.controller_id == 1 && !response.brokers.is_empty() {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the quorum of one did not form: {response:?}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        describe_cluster(
+            &mut d,
+            &format!("127.0.0.1:{controller}"),
+            &kafka.controller,
+        );
         eprintln!("compared {} scenarios with Apache Kafka", d.compared.len());
         assert!(
             d.differences.is_empty(),
