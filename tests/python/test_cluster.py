@@ -123,6 +123,7 @@ class TarnCluster:
         controller_ports = [free_port() for _ in range(NODES)]
         voters = ",".join(f"{i + 1}@127.0.0.1:{controller_ports[i]}" for i in range(NODES))
         self.addresses = {i + 1: f"127.0.0.1:{kafka_ports[i]}" for i in range(NODES)}
+        self.controller_addresses = {i + 1: f"127.0.0.1:{controller_ports[i]}" for i in range(NODES)}
         self.nodes = {
             i + 1: TarnBroker(
                 scratch / f"node{i + 1}",

@@ -7,7 +7,9 @@ preferred; kafka-topics --describe is the witness of each end state, and
 records produced before a move are read back after it. kafka-metadata-quorum
 describes the quorum (leader, epoch, high watermark, voters) through any
 broker, before and after its leader is killed, and grows a dynamic quorum
-(add-controller) and shrinks it (remove-controller).
+(add-controller) and shrinks it (remove-controller); with
+--bootstrap-controller the tools talk to the controllers themselves
+(KIP-919).
 
 A reassignment is held in progress by pausing (SIGSTOP) one of its new
 replicas, as tests/tests/reassignment.rs does, so "in progress" is observed
@@ -459,9 +461,10 @@ def test_kafka_reassign_partitions_rolls_back_with_the_file_execute_printed(clus
     assert_matches(topic, recs, delivered, sorted(got, key=lambda g: (g.partition, g.offset)))
 
 
-def quorum_status(bootstrap):
-    """kafka-metadata-quorum describe --status, as key -> value."""
-    out = kafka_tool("kafka-metadata-quorum", "--bootstrap-server", bootstrap, "describe", "--status")
+def quorum_status(bootstrap, flag="--bootstrap-server"):
+    """kafka-metadata-quorum describe --status, as key -> value; through
+    a broker, or a controller with flag="--bootstrap-controller"."""
+    out = kafka_tool("kafka-metadata-quorum", flag, bootstrap, "describe", "--status")
     status = {}
     for line in out.stdout.splitlines():
         key, sep, value = line.partition(":")
@@ -511,6 +514,42 @@ def test_kafka_metadata_quorum_describes_the_quorum_through_any_broker(cluster_w
     assert int(status["LeaderEpoch"]) > epoch, status
 
 
+def test_kafka_tools_reach_the_controllers_with_bootstrap_controller(cluster_with):
+    """KIP-919: Kafka's tools talk to the controllers themselves when given
+    --bootstrap-controller (the admin client's bootstrap.controllers): the
+    quorum described as through a broker, the controllers listed as
+    endpoints, the cluster id and features read, and a cluster-wide config
+    set and read back through a broker."""
+    cluster = cluster_with()
+    controllers = ",".join(cluster.controller_addresses.values())
+    via = ["--bootstrap-controller", controllers]
+    status = quorum_status(controllers, flag="--bootstrap-controller")
+    through_a_broker = quorum_status(cluster.bootstrap())
+    for key in ("ClusterId", "LeaderId", "LeaderEpoch", "CurrentVoters"):
+        assert status[key] == through_a_broker[key], (status, through_a_broker)
+    leader = int(status["LeaderId"])
+    out = kafka_tool("kafka-metadata-quorum", *via, "describe", "--replication")
+    assert "Leader" in out.stdout and out.stdout.count("Follower") == 2, out.stdout
+
+    out = kafka_tool("kafka-cluster", "list-endpoints", *via)
+    endpoints = {}
+    for line in out.stdout.splitlines()[1:]:
+        node_id, host, port, _rack, kind = line.split()
+        endpoints[int(node_id)] = (f"{host}:{port}", kind)
+    assert endpoints == {i: (a, "controller") for i, a in cluster.controller_addresses.items()}, out.stdout
+
+    cluster_id = kafka_tool("kafka-cluster", "cluster-id", *via).stdout
+    assert cluster_id.strip() == f"Cluster ID: {status['ClusterId']}", cluster_id
+    features = kafka_tool("kafka-features", *via, "describe").stdout
+    assert "Feature: metadata.version" in features and "FinalizedVersionLevel: 3.3-IV3" in features, features
+
+    kafka_tool("kafka-configs", *via, "--alter", "--entity-type", "brokers", "--entity-default",
+               "--add-config", "log.retention.ms=7200000")
+    out = kafka_tool("kafka-configs", "--bootstrap-server", cluster.addresses[leader], "--describe",
+                     "--entity-type", "brokers", "--entity-default")
+    assert "log.retention.ms=7200000" in out.stdout, out.stdout
+
+
 def meta_directory_id(data_dir):
     """The directory.id `tarn storage format` wrote to meta.properties."""
     for line in (data_dir / "meta.properties").read_text().splitlines():
@@ -551,6 +590,7 @@ def test_kafka_metadata_quorum_adds_and_removes_controllers(tmp_path):
                         "--config", str(config)], capture_output=True, text=True, check=True)
         nodes[i], configs[i] = node, config
     address = {i: f"127.0.0.1:{ports[i - 1][0]}" for i in nodes}
+    controller_address = {i: f"127.0.0.1:{ports[i - 1][1]}" for i in nodes}
     try:
         for node in nodes.values():
             node.start()
@@ -559,9 +599,12 @@ def test_kafka_metadata_quorum_adds_and_removes_controllers(tmp_path):
             return sorted(v["id"] for v in json.loads(quorum_status(via)["CurrentVoters"]))
 
         assert voters(address[1]) == [1]
-        for i in (2, 3):
-            out = kafka_tool("kafka-metadata-quorum", "--bootstrap-server", address[1],
-                             "--command-config", str(configs[i]), "add-controller")
+        # Through a broker, then as Kafka's docs do it, through the
+        # controllers themselves (KIP-919).
+        for i, via in ((2, ["--bootstrap-server", address[1]]),
+                       (3, ["--bootstrap-controller", controller_address[1]])):
+            out = kafka_tool("kafka-metadata-quorum", *via, "--command-config", str(configs[i]),
+                             "add-controller")
             assert f"Added controller {i}" in out.stdout, out.stdout
             assert meta_directory_id(nodes[i].data_dir) in out.stdout, out.stdout
         again = kafka_tool("kafka-metadata-quorum", "--bootstrap-server", address[1],
@@ -574,7 +617,10 @@ def test_kafka_metadata_quorum_adds_and_removes_controllers(tmp_path):
         nodes[1].kill9()
         kafka_tool("kafka-topics", "--bootstrap-server", address[2], "--create", "--topic", "grown",
                    "--partitions", "2", "--replication-factor", "2")
-        out = kafka_tool("kafka-metadata-quorum", "--bootstrap-server", address[3], "remove-controller",
+        status = quorum_status(controller_address[3], flag="--bootstrap-controller")
+        assert int(status["LeaderId"]) in (2, 3), status
+        out = kafka_tool("kafka-metadata-quorum", "--bootstrap-controller", controller_address[3],
+                         "remove-controller",
                          "--controller-id", "1",
                          "--controller-directory-id", meta_directory_id(nodes[1].data_dir))
         assert "Removed KRaft controller 1" in out.stdout, out.stdout
