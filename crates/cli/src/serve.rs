@@ -596,6 +596,19 @@ async fn join_cluster(
             }
         })
         .collect();
+    let dynamic_quorum = matches!(cluster.quorum(), Quorum::Bootstrap(_));
+    // A dynamic quorum's voters are (id, directory id) pairs (KIP-853).
+    let (directory_id, voter_directory_ids) = match dynamic_quorum && cluster.is_controller() {
+        true => (
+            crate::storage::read_meta(&cluster.log_dir)?.and_then(|meta| meta.directory_id),
+            crate::storage::bootstrap_voters(&cluster.log_dir)?
+                .unwrap_or_default()
+                .into_iter()
+                .map(|voter| (voter.id, voter.directory_id))
+                .collect(),
+        ),
+        false => (None, BTreeMap::new()),
+    };
     let joining = ClusterOptions {
         voters: voters
             .into_iter()
@@ -614,7 +627,9 @@ async fn join_cluster(
         election_timeout_ms: cluster.quorum_election_timeout_ms.max(1) as u64,
         fetch_timeout_ms: cluster.quorum_fetch_timeout_ms.max(1) as u64,
         heartbeat_interval_ms: cluster.broker_heartbeat_interval_ms.max(1) as u64,
-        dynamic_quorum: matches!(cluster.quorum(), Quorum::Bootstrap(_)),
+        dynamic_quorum,
+        directory_id,
+        voter_directory_ids,
     };
     let data_dir = options.data_dir.clone();
     tarn_server::cluster::start(options, joining)

@@ -35,6 +35,13 @@ pub struct QuorumConfig {
     /// (formatted with `--no-initial-controllers`): it waits, as a learner,
     /// until the leader adds it ([`crate::Quorum::add_voter`]).
     pub voters: BTreeMap<NodeId, String>,
+    /// The initial voters' directory ids, in a dynamic quorum formatted
+    /// with them (KIP-853); none in a static one.
+    pub voter_directory_ids: BTreeMap<NodeId, String>,
+    /// This node's directory id (`meta.properties`' `directory.id`): RPCs
+    /// meant for the same node id with another directory id (a voter whose
+    /// directory this one replaced) are refused.
+    pub directory_id: Option<String>,
     /// `controller.quorum.election.timeout.ms`.
     pub election_timeout_ms: u64,
     /// `controller.quorum.fetch.timeout.ms`.
@@ -56,6 +63,8 @@ impl QuorumConfig {
         QuorumConfig {
             node_id,
             voters,
+            voter_directory_ids: BTreeMap::new(),
+            directory_id: None,
             election_timeout_ms: DEFAULT_ELECTION_TIMEOUT_MS,
             fetch_timeout_ms: DEFAULT_FETCH_TIMEOUT_MS,
             snapshot_every: DEFAULT_SNAPSHOT_EVERY,

@@ -37,6 +37,20 @@ pub enum QuorumError {
          check controller.quorum.voters (or the bootstrap servers) on the sender"
     )]
     Misdirected { to: NodeId, this: NodeId },
+    /// An RPC meant for this node id with another data directory: a
+    /// voter whose directory was wiped or replaced (and formatted again)
+    /// is not that voter, whose log and votes it lost (KIP-853; Kafka's
+    /// INVALID_VOTER_KEY). It takes part again once removed and re-added.
+    #[error(
+        "this RPC is for node {to} with directory {theirs}, but this node's directory is {ours}: \
+         a node formatted again is not the voter it replaced; remove that voter \
+         (`kafka-metadata-quorum.sh remove-controller`) and add this one (`add-controller`)"
+    )]
+    OtherDirectory {
+        to: NodeId,
+        theirs: String,
+        ours: String,
+    },
     /// An RPC from a node of another cluster (Kafka's
     /// INCONSISTENT_CLUSTER_ID).
     #[error(

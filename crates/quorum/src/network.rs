@@ -88,11 +88,12 @@ pub trait Transport: Send + Sync + 'static {
         body: Bytes,
     ) -> BoxFuture<'static, Result<Bytes, TransportError>>;
 
-    /// Where `target` listens, as the membership in the log records it:
-    /// told before the first call to a member (a voter added to a running
-    /// quorum is in no node's configuration). A transport that routes
-    /// by node id alone ignores it.
-    fn learn(&self, _target: NodeId, _address: &str) {}
+    /// Where `target` listens, and its directory id when it has one, as
+    /// the membership in the log records them: told before the first call
+    /// to a member (a voter added to a running quorum is in no node's
+    /// configuration). A transport that routes by node id alone ignores
+    /// it.
+    fn learn(&self, _target: NodeId, _address: &str, _directory_id: Option<&str>) {}
 }
 
 /// The body of an InstallSnapshot request.
@@ -122,8 +123,9 @@ pub(crate) struct NetworkFactory {
 impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
     type Network = Peer;
 
-    async fn new_client(&mut self, target: NodeId, node: &openraft::impls::BasicNode) -> Peer {
-        self.transport.learn(target, &node.addr);
+    async fn new_client(&mut self, target: NodeId, node: &crate::types::Member) -> Peer {
+        self.transport
+            .learn(target, &node.addr, node.directory_id.as_deref());
         Peer {
             from: self.node_id,
             target,

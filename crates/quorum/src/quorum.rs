@@ -21,7 +21,6 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use openraft::async_runtime::WatchReceiver;
 use openraft::errors::{ClientWriteError, InitializeError, LinearizableReadError, RaftError};
-use openraft::impls::BasicNode;
 use openraft::{ChangeMembers, Raft, ServerState};
 use openraft_rt::deterministic_rng::DeterministicRng;
 use tarn_storage::FileSystem;
@@ -32,7 +31,7 @@ use crate::error::QuorumError;
 use crate::log_store::LogStore;
 use crate::machine::{committed, MachineStore, SnapshotStore, StateMachine};
 use crate::network::{decode, encode, NetworkFactory, RpcKind, SnapshotRequest, Transport};
-use crate::types::{Data, LogId, Snapshot, TypeConfig};
+use crate::types::{Data, LogId, Member, Snapshot, TypeConfig};
 use crate::NodeId;
 
 /// Where a proposed entry landed in the log once committed.
@@ -102,6 +101,9 @@ pub struct QuorumStatus {
     /// The controller listener (host:port) of every member, voter or
     /// learner, as the membership in the log records it.
     pub addresses: Arc<BTreeMap<NodeId, String>>,
+    /// The directory id of every member the membership records one for
+    /// (a dynamic quorum's, KIP-853).
+    pub directory_ids: Arc<BTreeMap<NodeId, String>>,
 }
 
 impl QuorumStatus {
@@ -135,6 +137,8 @@ pub struct Quorum {
 
 struct Inner {
     node_id: NodeId,
+    /// This node's data directory id, when it has one (KIP-853).
+    directory_id: Option<String>,
     raft: QuorumRaft,
     status: watch::Receiver<QuorumStatus>,
 }
@@ -209,15 +213,17 @@ impl Quorum {
         let quorum = Quorum {
             inner: Arc::new(Inner {
                 node_id,
+                directory_id: config.directory_id.clone(),
                 raft,
                 status,
             }),
         };
-        quorum.bootstrap(&config.voters).await?;
+        quorum.bootstrap(&config).await?;
         Ok(quorum)
     }
 
-    async fn bootstrap(&self, voters: &BTreeMap<NodeId, String>) -> Result<(), QuorumError> {
+    async fn bootstrap(&self, config: &QuorumConfig) -> Result<(), QuorumError> {
+        let voters = &config.voters;
         let raft = &self.inner.raft;
         if raft.is_initialized().await.map_err(stopped)? {
             return Ok(());
@@ -230,9 +236,15 @@ impl Quorum {
             );
             return Ok(());
         }
-        let members: BTreeMap<NodeId, BasicNode> = voters
+        let members: BTreeMap<NodeId, Member> = voters
             .iter()
-            .map(|(id, addr)| (*id, BasicNode::new(addr)))
+            .map(|(id, addr)| {
+                let member = Member {
+                    addr: addr.clone(),
+                    directory_id: config.voter_directory_ids.get(id).cloned(),
+                };
+                (*id, member)
+            })
             .collect();
         match raft.initialize(members).await {
             Ok(()) => {
@@ -250,6 +262,11 @@ impl Quorum {
 
     pub fn node_id(&self) -> NodeId {
         self.inner.node_id
+    }
+
+    /// This node's data directory id, when it has one (KIP-853).
+    pub fn directory_id(&self) -> Option<&str> {
+        self.inner.directory_id.as_deref()
     }
 
     /// Appends `entry` to the log as one atomic entry and returns once it
@@ -293,8 +310,9 @@ impl Quorum {
         }
     }
 
-    /// Adds node `id`, whose controller listener is `address`, to the
-    /// voters (KIP-853's AddRaftVoter): the leader first replicates its log
+    /// Adds node `id`, whose controller listener is `address` and whose
+    /// data directory is `directory_id` (when known), to the voters
+    /// (KIP-853's AddRaftVoter): the leader first replicates its log
     /// to the node as a learner and, once the node has caught up (within
     /// `catch_up`), commits the new voter set (openraft's joint consensus:
     /// two entries). Returns once the new set is committed. A node that
@@ -304,6 +322,7 @@ impl Quorum {
         &self,
         id: NodeId,
         address: &str,
+        directory_id: Option<&str>,
         catch_up: std::time::Duration,
     ) -> Result<(), QuorumError> {
         self.check_leader()?;
@@ -318,7 +337,14 @@ impl Quorum {
         // joint configuration.
         let added = tokio::time::timeout_at(
             deadline,
-            raft.add_learner(id, BasicNode::new(address), false),
+            raft.add_learner(
+                id,
+                Member {
+                    addr: address.to_owned(),
+                    directory_id: directory_id.map(str::to_owned),
+                },
+                false,
+            ),
         )
         .await;
         let caught_up = match added {
@@ -366,6 +392,7 @@ impl Quorum {
             node_id = self.inner.node_id,
             added = id,
             address,
+            directory_id,
             "added a voter to the metadata quorum"
         );
         Ok(())
@@ -375,11 +402,27 @@ impl Quorum {
     /// altogether (KIP-853's RemoveRaftVoter). Returns once the new voter
     /// set is committed. Asked to remove itself, the leader hands over to
     /// another voter instead and answers [`QuorumError::NotLeader`] naming
-    /// it, for the caller to ask there. Only the leader can do this.
-    pub async fn remove_voter(&self, id: NodeId) -> Result<(), QuorumError> {
+    /// it, for the caller to ask there. Only the leader can do this. A
+    /// `directory_id` must be the voter's, when the membership records one
+    /// (a voter is its id and directory, as in Kafka).
+    pub async fn remove_voter(
+        &self,
+        id: NodeId,
+        directory_id: Option<&str>,
+    ) -> Result<(), QuorumError> {
         self.check_leader()?;
-        let voters = self.inner.status.borrow().voters.clone();
-        if !voters.contains(&id) {
+        let (voters, recorded) = {
+            let status = self.inner.status.borrow();
+            (
+                status.voters.clone(),
+                status.directory_ids.get(&id).cloned(),
+            )
+        };
+        let other_directory = matches!(
+            (directory_id, recorded.as_deref()),
+            (Some(asked), Some(recorded)) if asked != recorded
+        );
+        if !voters.contains(&id) || other_directory {
             return Err(QuorumError::VoterNotFound(id));
         }
         if voters.len() == 1 {
@@ -508,6 +551,7 @@ fn spawn_status(node_id: NodeId, raft: &QuorumRaft) -> watch::Receiver<QuorumSta
         BTreeSet<NodeId>,
         Arc<BTreeMap<NodeId, String>>,
         Arc<BTreeSet<NodeId>>,
+        Arc<BTreeMap<NodeId, String>>,
     );
     let mut voters: Option<Members> = None;
     let mut convert = move |running: bool, m: &openraft::RaftMetrics<TypeConfig>| QuorumStatus {
@@ -518,7 +562,7 @@ fn spawn_status(node_id: NodeId, raft: &QuorumRaft) -> watch::Receiver<QuorumSta
         committed_index: m.local_committed.map(|l| l.index),
         applied_index: m.last_applied.map(|l| l.index),
         voters: match &voters {
-            Some((of, set, _, _)) if of == m.membership_config.log_id() => set.clone(),
+            Some((of, set, ..)) if of == m.membership_config.log_id() => set.clone(),
             _ => {
                 let membership = m.membership_config.membership();
                 let set: BTreeSet<NodeId> = membership.voter_ids().collect();
@@ -535,17 +579,33 @@ fn spawn_status(node_id: NodeId, raft: &QuorumRaft) -> watch::Receiver<QuorumSta
                         .cloned()
                         .unwrap_or_default(),
                 );
-                voters = Some((*m.membership_config.log_id(), set.clone(), addresses, next));
+                let directory_ids = Arc::new(
+                    membership
+                        .nodes()
+                        .filter_map(|(id, node)| Some((*id, node.directory_id.clone()?)))
+                        .collect(),
+                );
+                voters = Some((
+                    *m.membership_config.log_id(),
+                    set.clone(),
+                    addresses,
+                    next,
+                    directory_ids,
+                ));
                 set
             }
         },
         addresses: voters
             .as_ref()
-            .map(|(_, _, addresses, _)| Arc::clone(addresses))
+            .map(|(_, _, addresses, ..)| Arc::clone(addresses))
             .unwrap_or_default(),
         next_voters: voters
             .as_ref()
-            .map(|(_, _, _, next)| Arc::clone(next))
+            .map(|(_, _, _, next, _)| Arc::clone(next))
+            .unwrap_or_default(),
+        directory_ids: voters
+            .as_ref()
+            .map(|(.., directory_ids)| Arc::clone(directory_ids))
             .unwrap_or_default(),
         running: running && m.running_state.is_ok(),
         quorum_acked: m
@@ -609,6 +669,7 @@ mod tests {
             matched: BTreeMap::new(),
             acked: BTreeMap::new(),
             addresses: Arc::default(),
+            directory_ids: Arc::default(),
         }
     }
 

@@ -13,7 +13,11 @@
 //! quorum RPCs' ClusterId and voter key: an RPC that reaches another node
 //! or another cluster, through a voter address that names the wrong node or
 //! a port another cluster's node took over, is refused instead of being
-//! taken for this node's own.
+//! taken for this node's own. Version 2, sent to a member whose directory
+//! id the membership records (a dynamic quorum's, KIP-853), then has
+//! `to_directory: nullable string`: a node with another directory id (one
+//! formatted again after its directory was lost) is not that voter, and
+//! refuses, so it cannot vote or acknowledge with a log it no longer has.
 //!
 //! A client keeps one connection per peer and RPC kind (so a snapshot
 //! does not hold up heartbeats), one request in flight on each, and
@@ -38,9 +42,13 @@ use crate::{NodeId, Quorum, QuorumError};
 pub const FRAME_BYTES_MAX: usize = 100 << 20;
 /// Most quorum connections one listener serves at once.
 pub const CONNECTIONS_MAX: usize = 64;
-/// The api version every quorum RPC is sent with: 1 names the node it is
-/// for; 0 (without) is still answered.
+/// The api version quorum RPCs are sent with: 1 names the node it is
+/// for; 0 (without) is still answered. [`DIRECTORY_API_VERSION`] when the
+/// node's directory id is known.
 pub const QUORUM_API_VERSION: i16 = 1;
+/// The api version that also names the directory id of the node an RPC is
+/// for.
+pub const DIRECTORY_API_VERSION: i16 = 2;
 pub const ERROR_NONE: i16 = 0;
 pub const ERROR_FAILED: i16 = -1;
 /// Kafka's INCONSISTENT_CLUSTER_ID: the sender belongs to another cluster.
@@ -158,37 +166,112 @@ impl ClusterId {
     }
 }
 
-/// A version 1 request body: the node and cluster it is meant for, then
-/// the RPC's JSON.
-fn encode_addressed(to: i32, cluster_id: Option<&str>, rpc: &[u8]) -> Bytes {
-    let mut body = BytesMut::with_capacity(6 + cluster_id.map_or(0, str::len) + rpc.len());
-    body.put_i32(to);
-    match cluster_id {
-        Some(id) => {
-            body.put_i16(id.len() as i16);
-            body.put_slice(id.as_bytes());
+/// Whom a request is for: the node, its cluster and (version 2) its
+/// directory id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Address<'a> {
+    to: i32,
+    cluster_id: Option<&'a str>,
+    directory_id: Option<&'a str>,
+}
+
+fn put_nullable(body: &mut BytesMut, text: Option<&str>) {
+    match text {
+        Some(text) => {
+            body.put_i16(text.len() as i16);
+            body.put_slice(text.as_bytes());
         }
         None => body.put_i16(-1),
+    }
+}
+
+/// A request body of `version` (1 or 2): its address, then the RPC's
+/// JSON.
+fn encode_addressed(version: i16, address: &Address<'_>, rpc: &[u8]) -> Bytes {
+    let texts = address.cluster_id.map_or(0, str::len) + address.directory_id.map_or(0, str::len);
+    let mut body = BytesMut::with_capacity(8 + texts + rpc.len());
+    body.put_i32(address.to);
+    put_nullable(&mut body, address.cluster_id);
+    if version >= DIRECTORY_API_VERSION {
+        put_nullable(&mut body, address.directory_id);
     }
     body.put_slice(rpc);
     body.freeze()
 }
 
-/// Splits a version 1 request body into its addressee, cluster id and
-/// RPC.
-fn decode_addressed(body: &[u8]) -> Result<(i32, Option<&str>, &[u8]), QuorumError> {
+/// Reads a nullable string at the front of `body`; returns it and the
+/// rest.
+fn take_nullable<'a>(
+    body: &'a [u8],
+    what: &str,
+) -> Result<(Option<&'a str>, &'a [u8]), QuorumError> {
     let short = || QuorumError::Rpc("request shorter than its address".into());
-    let to = body.get(..4).ok_or_else(short)?;
-    let to = i32::from_be_bytes(to.try_into().expect("4 bytes"));
-    let len = body.get(4..6).ok_or_else(short)?;
+    let len = body.get(..2).ok_or_else(short)?;
     let len = i16::from_be_bytes(len.try_into().expect("2 bytes"));
     if len < 0 {
-        return Ok((to, None, &body[6..]));
+        return Ok((None, &body[2..]));
     }
-    let end = 6 + len as usize;
-    let id = std::str::from_utf8(body.get(6..end).ok_or_else(short)?)
-        .map_err(|_| QuorumError::Rpc("cluster id is not UTF-8".into()))?;
-    Ok((to, Some(id), &body[end..]))
+    let end = 2 + len as usize;
+    let text = std::str::from_utf8(body.get(2..end).ok_or_else(short)?)
+        .map_err(|_| QuorumError::Rpc(format!("{what} is not UTF-8")))?;
+    Ok((Some(text), &body[end..]))
+}
+
+/// Splits a version 1 or 2 request body into its address and RPC.
+fn decode_addressed(version: i16, body: &[u8]) -> Result<(Address<'_>, &[u8]), QuorumError> {
+    let to = body
+        .get(..4)
+        .ok_or_else(|| QuorumError::Rpc("request shorter than its address".into()))?;
+    let to = i32::from_be_bytes(to.try_into().expect("4 bytes"));
+    let (cluster_id, rest) = take_nullable(&body[4..], "cluster id")?;
+    let (directory_id, rest) = match version >= DIRECTORY_API_VERSION {
+        true => take_nullable(rest, "directory id")?,
+        false => (None, rest),
+    };
+    let address = Address {
+        to,
+        cluster_id,
+        directory_id,
+    };
+    Ok((address, rest))
+}
+
+/// Why this node refuses an RPC sent to `address`, if it does: meant for
+/// another node, a node of another cluster, or this node id with another
+/// directory.
+fn misaddressed(
+    quorum: &Quorum,
+    cluster: &ClusterId,
+    address: &Address<'_>,
+) -> Option<QuorumError> {
+    let this = quorum.node_id();
+    let to = u64::try_from(address.to).unwrap_or(u64::MAX);
+    if to != this {
+        return Some(QuorumError::Misdirected { to, this });
+    }
+    let ours = cluster.get();
+    if let Some((theirs, ours)) = address
+        .cluster_id
+        .zip(ours.as_deref())
+        .filter(|(t, o)| t != o)
+    {
+        return Some(QuorumError::InconsistentClusterId {
+            theirs: theirs.to_owned(),
+            ours: ours.to_owned(),
+        });
+    }
+    if let Some((theirs, ours)) = address
+        .directory_id
+        .zip(quorum.directory_id())
+        .filter(|(t, o)| t != o)
+    {
+        return Some(QuorumError::OtherDirectory {
+            to,
+            theirs: theirs.to_owned(),
+            ours: ours.to_owned(),
+        });
+    }
+    None
 }
 
 /// The answer frame to one quorum RPC (`header`, `body`) sent to this
@@ -203,30 +286,15 @@ pub async fn answer(
 ) -> Bytes {
     let result = match header.api_version {
         0 => quorum.handle_rpc(kind, body).await,
-        1 => match decode_addressed(body) {
-            Ok((to, theirs, rpc)) => {
-                let this = quorum.node_id();
-                let ours = cluster.get();
-                if u64::try_from(to).ok() != Some(this) {
-                    Err(QuorumError::Misdirected {
-                        to: u64::try_from(to).unwrap_or(u64::MAX),
-                        this,
-                    })
-                } else if let Some((theirs, ours)) =
-                    theirs.zip(ours.as_deref()).filter(|(t, o)| t != o)
-                {
-                    Err(QuorumError::InconsistentClusterId {
-                        theirs: theirs.to_owned(),
-                        ours: ours.to_owned(),
-                    })
-                } else {
-                    quorum.handle_rpc(kind, rpc).await
-                }
-            }
+        v @ (QUORUM_API_VERSION | DIRECTORY_API_VERSION) => match decode_addressed(v, body) {
+            Ok((address, rpc)) => match misaddressed(quorum, cluster, &address) {
+                Some(refusal) => Err(refusal),
+                None => quorum.handle_rpc(kind, rpc).await,
+            },
             Err(e) => Err(e),
         },
         v => Err(QuorumError::Rpc(format!(
-            "unsupported quorum api version {v} (this node speaks 0 and 1)"
+            "unsupported quorum api version {v} (this node speaks 0 to 2)"
         ))),
     };
     let code = match &result {
@@ -302,6 +370,8 @@ pub struct TcpTransport {
     /// Each peer's controller listener: the configured voters, then what
     /// the membership in the log says (see [`Transport::learn`]).
     addresses: std::sync::RwLock<BTreeMap<NodeId, String>>,
+    /// Each peer's directory id, where the membership records one.
+    directories: std::sync::RwLock<BTreeMap<NodeId, String>>,
     cluster: ClusterId,
     /// The peers whose last answer refused this node as one of another
     /// cluster, with what they said.
@@ -321,6 +391,7 @@ impl TcpTransport {
         Arc::new(TcpTransport {
             from,
             addresses: std::sync::RwLock::new(voters),
+            directories: std::sync::RwLock::new(BTreeMap::new()),
             cluster,
             refusals: Arc::new(watch::channel(BTreeMap::new()).0),
             connections: Mutex::new(HashMap::new()),
@@ -391,13 +462,22 @@ impl Transport for TcpTransport {
             Ok(addresses) => addresses.get(&target).cloned(),
             Err(_) => None,
         };
+        let directory_id = match self.directories.read() {
+            Ok(directories) => directories.get(&target).cloned(),
+            Err(_) => None,
+        };
         let connection = self.connection(target, kind);
         let cluster_id = self.cluster.get();
         let refusals = self.refusals.clone();
         let correlation_id = self.correlation_id.fetch_add(1, Ordering::Relaxed);
         let header = RequestHeader {
             api_key: kind.api_key(),
-            api_version: QUORUM_API_VERSION,
+            // Version 1 where no directory is known, which builds before
+            // version 2 answer too.
+            api_version: match directory_id {
+                Some(_) => DIRECTORY_API_VERSION,
+                None => QUORUM_API_VERSION,
+            },
             correlation_id,
             client_id: Some(format!("quorum-{}", self.from)),
         };
@@ -409,7 +489,12 @@ impl Transport for TcpTransport {
             let to = i32::try_from(target).map_err(|_| {
                 TransportError::Unreachable(target, "node id beyond a Kafka int32".into())
             })?;
-            let addressed = encode_addressed(to, cluster_id.as_deref(), &body);
+            let address = Address {
+                to,
+                cluster_id: cluster_id.as_deref(),
+                directory_id: directory_id.as_deref(),
+            };
+            let addressed = encode_addressed(header.api_version, &address, &body);
             let request = encode_request(&header, &addressed);
             let mut slot = connection.lock().await;
             // Out of the slot while in use: a call given up on (a timeout
@@ -442,10 +527,16 @@ impl Transport for TcpTransport {
         })
     }
 
-    fn learn(&self, target: NodeId, address: &str) {
+    fn learn(&self, target: NodeId, address: &str, directory_id: Option<&str>) {
         let Ok(mut addresses) = self.addresses.write() else {
             return;
         };
+        if let Ok(mut directories) = self.directories.write() {
+            match directory_id {
+                Some(id) => directories.insert(target, id.to_owned()),
+                None => directories.remove(&target),
+            };
+        }
         if addresses.get(&target).map(String::as_str) != Some(address) {
             tracing::debug!(node = target, address, "quorum peer address");
             addresses.insert(target, address.to_owned());
@@ -479,6 +570,32 @@ mod tests {
         assert_eq!(body, b"{}");
         assert!(crate::is_quorum_api_key(decoded.api_key));
         assert!(!crate::is_quorum_api_key(0), "Produce is Kafka's");
+    }
+
+    #[test]
+    fn addresses_round_trip_at_both_versions() {
+        let address = Address {
+            to: 3,
+            cluster_id: Some("c"),
+            directory_id: Some("d"),
+        };
+        let body = encode_addressed(DIRECTORY_API_VERSION, &address, b"{}");
+        assert_eq!(
+            decode_addressed(DIRECTORY_API_VERSION, &body).unwrap(),
+            (address.clone(), &b"{}"[..])
+        );
+        // Version 1 has no directory: what it carries reads as before.
+        let body = encode_addressed(QUORUM_API_VERSION, &address, b"{}");
+        assert_eq!(&body[..], &[0, 0, 0, 3, 0, 1, b'c', b'{', b'}'][..]);
+        let without = Address {
+            directory_id: None,
+            ..address
+        };
+        assert_eq!(
+            decode_addressed(QUORUM_API_VERSION, &body).unwrap(),
+            (without, &b"{}"[..])
+        );
+        assert!(decode_addressed(DIRECTORY_API_VERSION, &[0, 0, 0, 3, 0, 1, b'c']).is_err());
     }
 
     #[test]

@@ -38,13 +38,27 @@ impl std::fmt::Display for Data {
     }
 }
 
+/// A member of the quorum as the membership in the log records it: its
+/// controller listener (host:port) and, in a dynamic quorum (KIP-853), the
+/// directory id it was formatted or added with. A voter is that pair: a
+/// node whose data directory was wiped and formatted again has a new
+/// directory id, and is refused the old one's RPCs (see [`crate::tcp`]).
+/// Reads the `{"addr": ...}` of openraft's `BasicNode`, which earlier
+/// builds wrote.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct Member {
+    pub addr: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub directory_id: Option<String>,
+}
+
 openraft::declare_raft_types!(
     /// Entries are opaque bytes; applying one answers nothing.
     pub TypeConfig:
         D = Data,
         R = (),
         NodeId = u64,
-        Node = openraft::impls::BasicNode,
+        Node = Member,
         AsyncRuntime = DeterministicRng<TokioRuntime>,
 );
 
@@ -90,5 +104,26 @@ mod tests {
         );
         let encoded = serde_json::to_string(&Data(binary)).unwrap();
         assert!(encoded.starts_with('['), "{encoded}");
+    }
+
+    #[test]
+    fn members_read_what_basic_nodes_wrote() {
+        let before = serde_json::to_vec(&openraft::impls::BasicNode::new("h:1")).unwrap();
+        let member: Member = serde_json::from_slice(&before).unwrap();
+        assert_eq!(
+            member,
+            Member {
+                addr: "h:1".into(),
+                directory_id: None
+            }
+        );
+        // Without a directory id, a member is written as BasicNode was.
+        assert_eq!(serde_json::to_vec(&member).unwrap(), before);
+        let with = Member {
+            addr: "h:1".into(),
+            directory_id: Some("d".into()),
+        };
+        let json = serde_json::to_vec(&with).unwrap();
+        assert_eq!(serde_json::from_slice::<Member>(&json).unwrap(), with);
     }
 }

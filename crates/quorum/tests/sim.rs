@@ -239,11 +239,11 @@ impl Cluster {
         };
         let voters = leader.status().borrow().voters.clone();
         let (what, outcome) = if voters.contains(&id) && voters.len() > 2 {
-            let removed = timeout(VOTER_CHANGE_TIMEOUT, leader.remove_voter(id)).await;
+            let removed = timeout(VOTER_CHANGE_TIMEOUT, leader.remove_voter(id, None)).await;
             ("remove", removed)
         } else if !voters.contains(&id) {
             let address = format!("node-{id}");
-            let added = leader.add_voter(id, &address, VOTER_CHANGE_TIMEOUT);
+            let added = leader.add_voter(id, &address, None, VOTER_CHANGE_TIMEOUT);
             ("add", timeout(VOTER_CHANGE_TIMEOUT * 2, added).await)
         } else {
             return format!("keep voter {id}");

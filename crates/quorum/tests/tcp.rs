@@ -75,15 +75,25 @@ async fn applied_everywhere(
 
 /// Starts node `id` of cluster "c" with `voters` as its initial voters
 /// (election timeout 300 ms, fetch timeout 600 ms), its log in `dir`, and
-/// serves its quorum RPCs on `listener`.
+/// serves its quorum RPCs on `listener`. With `directory`, the node's
+/// directory id is `dir-<id>-<directory>`, and so are the initial voters'
+/// (KIP-853).
 async fn start_node(
     id: NodeId,
     voters: &BTreeMap<NodeId, String>,
+    directory: Option<&str>,
     dir: std::path::PathBuf,
     listener: TcpListener,
     fs: &Arc<dyn FileSystem>,
 ) -> (Quorum, Applied) {
     let mut config = QuorumConfig::new(id, voters.clone(), dir);
+    if let Some(directory) = directory {
+        config.directory_id = Some(format!("dir-{id}-{directory}"));
+        config.voter_directory_ids = voters
+            .keys()
+            .map(|v| (*v, format!("dir-{v}-{directory}")))
+            .collect();
+    }
     config.election_timeout_ms = 300;
     config.fetch_timeout_ms = 600;
     let machine = Applied::default();
@@ -112,7 +122,7 @@ async fn three_nodes_over_tcp_survive_the_loss_of_their_leader() {
     for id in (1..=3u64).rev() {
         let dir = dirs[id as usize - 1].path().join("__cluster_metadata-0");
         let listener = listeners.remove(&id).unwrap();
-        let (quorum, machine) = start_node(id, &voters, dir, listener, &fs).await;
+        let (quorum, machine) = start_node(id, &voters, None, dir, listener, &fs).await;
         nodes.insert(id, quorum);
         machines.insert(id, machine);
         sleep(Duration::from_millis(200)).await;
@@ -294,7 +304,7 @@ async fn voters_added_to_a_running_quorum_take_over_when_its_first_node_goes() {
             _ => BTreeMap::new(),
         };
         let dir = dirs[id as usize - 1].path().join("__cluster_metadata-0");
-        let (quorum, machine) = start_node(id, &voters, dir, listener, &fs).await;
+        let (quorum, machine) = start_node(id, &voters, Some("a"), dir, listener, &fs).await;
         nodes.insert(id, quorum);
         machines.insert(id, machine);
         addresses.insert(id, address);
@@ -309,12 +319,12 @@ async fn voters_added_to_a_running_quorum_take_over_when_its_first_node_goes() {
     let catch_up = Duration::from_secs(10);
     for id in [2, 3] {
         nodes[&1]
-            .add_voter(id, &addresses[&id], catch_up)
+            .add_voter(id, &addresses[&id], Some(&format!("dir-{id}-a")), catch_up)
             .await
             .unwrap();
     }
     let err = nodes[&1]
-        .add_voter(2, &addresses[&2], catch_up)
+        .add_voter(2, &addresses[&2], None, catch_up)
         .await
         .unwrap_err();
     assert!(
@@ -324,8 +334,10 @@ async fn voters_added_to_a_running_quorum_take_over_when_its_first_node_goes() {
     let status = nodes[&1].status().borrow().clone();
     assert_eq!(status.voters, [1, 2, 3].into_iter().collect());
     assert_eq!(status.addresses[&3], addresses[&3]);
+    assert_eq!(status.directory_ids[&1], "dir-1-a");
+    assert_eq!(status.directory_ids[&3], "dir-3-a");
     let err = nodes[&2]
-        .add_voter(4, "127.0.0.1:1", catch_up)
+        .add_voter(4, "127.0.0.1:1", None, catch_up)
         .await
         .unwrap_err();
     assert!(
@@ -344,12 +356,18 @@ async fn voters_added_to_a_running_quorum_take_over_when_its_first_node_goes() {
         .find(|q| q.status().borrow().is_leader)
         .cloned()
         .expect("a leader committed");
-    let err = leader.remove_voter(7).await.unwrap_err();
+    let err = leader.remove_voter(7, None).await.unwrap_err();
     assert!(
         matches!(err, tarn_quorum::QuorumError::VoterNotFound(7)),
         "{err}"
     );
-    leader.remove_voter(1).await.unwrap();
+    // A voter is its id and directory.
+    let err = leader.remove_voter(1, Some("dir-1-b")).await.unwrap_err();
+    assert!(
+        matches!(err, tarn_quorum::QuorumError::VoterNotFound(1)),
+        "{err}"
+    );
+    leader.remove_voter(1, Some("dir-1-a")).await.unwrap();
     assert_eq!(
         leader.status().borrow().voters,
         [2, 3].into_iter().collect()
@@ -368,7 +386,7 @@ async fn a_voter_that_cannot_catch_up_is_not_added() {
     let fs: Arc<dyn FileSystem> = Arc::new(OsFileSystem);
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let voters = BTreeMap::from([(1, listener.local_addr().unwrap().to_string())]);
-    let (quorum, _) = start_node(1, &voters, dir.path().join("q"), listener, &fs).await;
+    let (quorum, _) = start_node(1, &voters, None, dir.path().join("q"), listener, &fs).await;
     let nodes = BTreeMap::from([(1, quorum.clone())]);
     propose(&nodes, "first").await;
     // Nothing listens on a port just freed.
@@ -376,7 +394,7 @@ async fn a_voter_that_cannot_catch_up_is_not_added() {
     let address = gone.local_addr().unwrap().to_string();
     drop(gone);
     let err = quorum
-        .add_voter(2, &address, Duration::from_secs(2))
+        .add_voter(2, &address, None, Duration::from_secs(2))
         .await
         .unwrap_err();
     assert!(
@@ -392,4 +410,75 @@ async fn a_voter_that_cannot_catch_up_is_not_added() {
     assert_eq!(quorum.status().borrow().voters, [1].into_iter().collect());
     propose(&nodes, "second").await;
     quorum.shutdown().await.unwrap();
+}
+
+/// A voter whose directory was lost and formatted again (a new directory
+/// id, an empty log) is not the voter it replaced (KIP-853): it refuses
+/// the RPCs meant for that one, so it neither acknowledges entries nor
+/// votes with a log it no longer has, until the old voter is removed and
+/// it is added in its place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_voter_formatted_again_is_refused_until_added_in_its_place() {
+    let dirs: Vec<tempfile::TempDir> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
+    let fs: Arc<dyn FileSystem> = Arc::new(OsFileSystem);
+    let mut listeners = BTreeMap::new();
+    let mut voters = BTreeMap::new();
+    for id in 1..=3u64 {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        voters.insert(id, listener.local_addr().unwrap().to_string());
+        listeners.insert(id, listener);
+    }
+    let mut nodes = BTreeMap::new();
+    let mut machines = BTreeMap::new();
+    for (id, listener) in listeners {
+        let dir = dirs[id as usize - 1].path().join("__cluster_metadata-0");
+        let (quorum, machine) = start_node(id, &voters, Some("a"), dir, listener, &fs).await;
+        nodes.insert(id, quorum);
+        machines.insert(id, machine);
+    }
+    propose(&nodes, "first").await;
+
+    // Node 3 loses its directory: formatted again (a new directory id, no
+    // initial voters), it starts on the same address.
+    nodes.remove(&3).unwrap().shutdown().await.unwrap();
+    let listener = loop {
+        match TcpListener::bind(&voters[&3]).await {
+            Ok(listener) => break listener,
+            Err(_) => sleep(Duration::from_millis(50)).await,
+        }
+    };
+    let dir = dirs[3].path().join("__cluster_metadata-0");
+    let (wiped, machine) = start_node(3, &BTreeMap::new(), Some("b"), dir, listener, &fs).await;
+    let second = propose(&nodes, "second").await;
+    // Several heartbeats and appends later, it has accepted none.
+    sleep(Duration::from_millis(1500)).await;
+    assert_eq!(wiped.status().borrow().last_log_index, None);
+    let leader = nodes
+        .values()
+        .find(|q| q.status().borrow().is_leader)
+        .cloned()
+        .expect("a leader committed");
+    let matched = leader.status().borrow().matched.get(&3).copied().flatten();
+    assert!(matched < Some(second.index), "{matched:?}");
+
+    // The old voter out, the new one in: it catches up and counts.
+    leader.remove_voter(3, Some("dir-3-a")).await.unwrap();
+    leader
+        .add_voter(3, &voters[&3], Some("dir-3-b"), Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert_eq!(leader.status().borrow().directory_ids[&3], "dir-3-b");
+    nodes.insert(3, wiped);
+    machines.insert(3, machine);
+    let third = propose(&nodes, "third").await;
+    applied_everywhere(
+        &nodes,
+        &machines,
+        third.index,
+        &["first", "second", "third"],
+    )
+    .await;
+    for quorum in nodes.values() {
+        quorum.shutdown().await.unwrap();
+    }
 }

@@ -90,6 +90,12 @@ pub struct ClusterOptions {
     /// with no voters (formatted with `--no-initial-controllers`) and wait
     /// to be added (AddRaftVoter).
     pub dynamic_quorum: bool,
+    /// In a dynamic quorum: this node's directory id (`meta.properties`),
+    /// and the initial voters' it was formatted with (KIP-853). A voter is
+    /// its id and directory id, so a node formatted again is not taken
+    /// for the voter it replaced.
+    pub directory_id: Option<String>,
+    pub voter_directory_ids: BTreeMap<i32, String>,
 }
 
 /// The running cluster parts of a node, for its shutdown.
@@ -234,6 +240,11 @@ impl ControllerTopology for QuorumTopology {
             voters,
             observers: self.observers.progress(),
             listeners: voter_addresses(self.quorum.get()?, &self.controllers),
+            directory_ids: status
+                .directory_ids
+                .iter()
+                .filter_map(|(id, directory)| Some((i32::try_from(*id).ok()?, directory.clone())))
+                .collect(),
         })
     }
 }
@@ -337,6 +348,12 @@ pub async fn start(
             );
             config.election_timeout_ms = cluster.election_timeout_ms;
             config.fetch_timeout_ms = cluster.fetch_timeout_ms;
+            config.directory_id = cluster.directory_id.clone();
+            config.voter_directory_ids = cluster
+                .voter_directory_ids
+                .iter()
+                .map(|(id, directory)| (*id as u64, directory.clone()))
+                .collect();
             let majority = voters.len() / 2 + 1;
             let transport = TcpTransport::new(node_id as u64, voters, quorum_cluster.clone());
             tasks.push(tokio::spawn(stop_when_refused(

@@ -905,6 +905,9 @@ pub struct QuorumDescription {
     pub observers: Vec<ReplicaProgress>,
     /// Each voter's CONTROLLER listener, host:port.
     pub listeners: BTreeMap<i32, String>,
+    /// Each voter's directory id (base64), where the membership records
+    /// one (a dynamic quorum's, KIP-853).
+    pub directory_ids: BTreeMap<i32, String>,
 }
 
 /// How far one replica of the metadata log has come, as its leader

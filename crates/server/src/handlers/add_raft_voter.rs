@@ -8,8 +8,10 @@
 //! Only a dynamic quorum (`controller.quorum.bootstrap.servers`) changes
 //! its voters; one fixed by `controller.quorum.voters` refuses, as Kafka
 //! does (its `kraft.version` is 0 there). The voter is reached on the
-//! listener named like the leader's own CONTROLLER listener. Directory ids
-//! are not kept (see `describe_quorum`): the one given is not checked.
+//! listener named like the leader's own CONTROLLER listener. The voter is
+//! recorded with its directory id (the zero uuid: none), which the quorum's
+//! RPCs to it then name, so a node formatted again in its place is not
+//! taken for it.
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -73,7 +75,11 @@ pub async fn handle(
         _ => DEFAULT_TIMEOUT,
     };
     let voter_id = request.voter_id as u64;
-    match quorum.add_voter(voter_id, &address, timeout).await {
+    let directory_id = super::raft_voters::directory_id(&request.voter_directory_id);
+    match quorum
+        .add_voter(voter_id, &address, directory_id.as_deref(), timeout)
+        .await
+    {
         Ok(()) => answer((error::NONE, None)),
         Err(e) => {
             tracing::warn!(voter_id, %address, error = %e, "AddRaftVoter refused");

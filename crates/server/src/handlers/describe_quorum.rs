@@ -8,8 +8,9 @@
 //!
 //! A voter's last fetch time is when it last acknowledged the leader (a
 //! heartbeat or an append); it counts as caught up then if it had every
-//! committed entry. Directory ids are not kept: they are the zero uuid,
-//! Kafka's "unknown".
+//! committed entry. A voter's directory id is the one the membership
+//! records (a dynamic quorum's, KIP-853); elsewhere, and for observers,
+//! the zero uuid, Kafka's "unknown".
 use std::sync::Arc;
 
 use tarn_protocol::error;
@@ -17,6 +18,7 @@ use tarn_protocol::messages::describe_quorum::{
     DescribeQuorumListener, DescribeQuorumNode, DescribeQuorumPartition, DescribeQuorumRequest,
     DescribeQuorumResponse, DescribeQuorumTopic, ReplicaState,
 };
+use tarn_protocol::Uuid;
 
 use super::{ApiSpec, RequestContext};
 use crate::broker::Broker;
@@ -69,10 +71,14 @@ pub async fn handle(
             .iter()
             .map(|p| ReplicaState {
                 replica_id: p.id,
+                replica_directory_id: quorum
+                    .directory_ids
+                    .get(&p.id)
+                    .and_then(|d| Uuid::from_base64(d))
+                    .unwrap_or_default(),
                 log_end_offset: p.log_end_offset,
                 last_fetch_timestamp: p.last_fetch_ms,
                 last_caught_up_timestamp: p.last_caught_up_ms,
-                ..Default::default()
             })
             .collect()
     };
@@ -129,6 +135,7 @@ fn single_node(broker: &Broker) -> QuorumDescription {
         }],
         observers: Vec::new(),
         listeners: Default::default(),
+        directory_ids: Default::default(),
     }
 }
 

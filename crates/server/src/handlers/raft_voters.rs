@@ -68,6 +68,12 @@ pub fn controller_listener_name(broker: &Broker) -> String {
         .to_owned()
 }
 
+/// A voter's directory id as the quorum records it: Kafka's base64, none
+/// for the zero uuid (unknown).
+pub fn directory_id(id: &tarn_protocol::Uuid) -> Option<String> {
+    (!id.is_zero()).then(|| id.to_base64())
+}
+
 /// A failed voter change in Kafka's codes.
 pub fn voter_change_error(e: &QuorumError) -> Refusal {
     let code = match e {

@@ -6,7 +6,9 @@
 //! voter and forwards the request there (openraft's leader mishandles a
 //! later change while its own removal is pending), so the client sees one
 //! answer, as from Kafka. Refused, as by Kafka, on a quorum whose voters
-//! are fixed by `controller.quorum.voters`.
+//! are fixed by `controller.quorum.voters`. A voter is its id and
+//! directory id: a directory id other than the one recorded for the voter
+//! is VOTER_NOT_FOUND.
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -44,7 +46,8 @@ pub async fn handle(
         Err(refused) => return answer(refused),
     };
     let voter_id = request.voter_id as u64;
-    match quorum.remove_voter(voter_id).await {
+    let directory_id = super::raft_voters::directory_id(&request.voter_directory_id);
+    match quorum.remove_voter(voter_id, directory_id.as_deref()).await {
         Ok(()) => answer((error::NONE, None)),
         // Handed over (or lost the lead meanwhile): the new leader does it.
         Err(e @ QuorumError::NotLeader { .. }) => match forward(broker, ctx, &request).await {
