@@ -27,7 +27,9 @@ times are never asserted.
 import contextlib
 import json
 import os
+import shutil
 import signal
+import time
 from pathlib import Path
 
 import confluent_kafka
@@ -611,6 +613,46 @@ def test_kafka_metadata_quorum_adds_and_removes_controllers(tmp_path):
                            "--command-config", str(configs[2]), "add-controller", check=False)
         assert again.returncode != 0 and "DuplicateVoterException" in again.stderr, again.stderr
         assert voters(address[2]) == [1, 2, 3]
+        # Each voter is its id and the directory it was formatted with.
+        out = kafka_tool("kafka-metadata-quorum", "--bootstrap-controller", controller_address[2],
+                         "describe", "--replication")
+        for i in nodes:
+            assert meta_directory_id(nodes[i].data_dir) in out.stdout, out.stdout
+
+        # Node 3 loses its directory and is formatted again: a new directory
+        # id, an empty log. It is not the voter 3 the quorum knows and refuses
+        # to act as it (it would vote and acknowledge with a log it lost), so
+        # that voter falls behind, until it is removed and the new one added.
+        lost = meta_directory_id(nodes[3].data_dir)
+        nodes[3].stop()
+        shutil.rmtree(nodes[3].data_dir)
+        subprocess.run([str(tarn_bin()), "storage", "format", "-t", cluster_id,
+                        "--no-initial-controllers", "--config", str(configs[3])],
+                       capture_output=True, text=True, check=True)
+        nodes[3].start()
+        kafka_tool("kafka-topics", "--bootstrap-server", address[1], "--create", "--topic",
+                   "after-the-loss", "--partitions", "1", "--replication-factor", "1")
+
+        def voter_3_row():
+            out = kafka_tool("kafka-metadata-quorum", "--bootstrap-controller", controller_address[1],
+                             "describe", "--replication")
+            return next(line.split() for line in out.stdout.splitlines()
+                        if line.split()[:1] == ["3"])
+
+        def behind():
+            row = voter_3_row()
+            return row if int(row[3]) > 0 else None
+
+        row = wait_until(behind, SETTLED_TIMEOUT_S, "voter 3 behind the high watermark")
+        assert row[1] == lost, row
+        time.sleep(2)
+        assert int(voter_3_row()[3]) > 0, "the node formatted again acted as the lost voter"
+        kafka_tool("kafka-metadata-quorum", "--bootstrap-controller", controller_address[1],
+                   "remove-controller", "--controller-id", "3", "--controller-directory-id", lost)
+        out = kafka_tool("kafka-metadata-quorum", "--bootstrap-controller", controller_address[1],
+                         "--command-config", str(configs[3]), "add-controller")
+        assert meta_directory_id(nodes[3].data_dir) in out.stdout, out.stdout
+        assert voters(address[2]) == [1, 2, 3]
         wait_for(lambda: all((view_or_none(address[i]) or [None])[0] == [1, 2, 3] for i in nodes),
                  "every node to list the three brokers")
 
@@ -619,6 +661,12 @@ def test_kafka_metadata_quorum_adds_and_removes_controllers(tmp_path):
                    "--partitions", "2", "--replication-factor", "2")
         status = quorum_status(controller_address[3], flag="--bootstrap-controller")
         assert int(status["LeaderId"]) in (2, 3), status
+        # A voter is its id and directory: another directory id names none.
+        other = kafka_tool("kafka-metadata-quorum", "--bootstrap-controller", controller_address[3],
+                           "remove-controller", "--controller-id", "1",
+                           "--controller-directory-id", meta_directory_id(nodes[2].data_dir),
+                           check=False)
+        assert other.returncode != 0 and "VoterNotFoundException" in other.stderr, other.stderr
         out = kafka_tool("kafka-metadata-quorum", "--bootstrap-controller", controller_address[3],
                          "remove-controller",
                          "--controller-id", "1",
