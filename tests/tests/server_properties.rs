@@ -598,15 +598,29 @@ fn a_standalone_controller_leads_and_brokers_join_it_through_bootstrap_servers()
     });
 }
 
-/// AddRaftVoter with its version, for `client.call`.
+/// AddRaftVoter through the node on `port`, waiting 30 s for the voter to
+/// catch up.
 fn add_raft_voter(
     port: u16,
     cluster_id: Option<&str>,
     voter_id: i32,
     controller_port: u16,
 ) -> (i16, String) {
+    add_raft_voter_within(port, cluster_id, voter_id, controller_port, 30_000)
+}
+
+fn add_raft_voter_within(
+    port: u16,
+    cluster_id: Option<&str>,
+    voter_id: i32,
+    controller_port: u16,
+    timeout_ms: i32,
+) -> (i16, String) {
     use tarn_protocol::messages::raft_voters::*;
     let mut client = Client::connect(&format!("127.0.0.1:{port}")).expect("connect");
+    client
+        .set_read_timeout(Duration::from_millis(timeout_ms as u64) + Duration::from_secs(30))
+        .expect("set the read timeout");
     let response: AddRaftVoterResponse = client
         .call(
             80,
@@ -614,7 +628,7 @@ fn add_raft_voter(
             0,
             &AddRaftVoterRequest {
                 cluster_id: cluster_id.map(str::to_owned),
-                timeout_ms: 30_000,
+                timeout_ms,
                 voter_id,
                 voter_directory_id: Uuid::default(),
                 listeners: vec![AddRaftVoterListener {
@@ -762,6 +776,20 @@ fn controllers_formatted_to_join_are_added_to_a_running_quorum() {
         assert_eq!(quorum_voters(kafka(2)), [2, 3]);
         let (code, message) = remove_raft_voter(kafka(2), &cluster_id, 1);
         assert_eq!(code, 127, "VOTER_NOT_FOUND: {message}");
+        // The dead one cannot be added back: it never catches up. Through
+        // a node that is not the active controller, the answer comes once
+        // the request's own timeout (longer than a forwarded request's
+        // usual 10 s) has passed, not a retry's.
+        let active = metadata(kafka(1)).controller_id;
+        let passive = [2, 3].into_iter().find(|id| *id != active).unwrap();
+        let (code, message) = add_raft_voter_within(
+            kafka(passive as usize - 1),
+            Some(&cluster_id),
+            1,
+            ports[0].1,
+            12_000,
+        );
+        assert_eq!(code, 7, "REQUEST_TIMED_OUT: {message}");
         // Asked to remove itself, the active controller hands over first
         // and the other removes it: one answer, and the one left leads.
         let active = metadata(kafka(1)).controller_id;

@@ -135,7 +135,16 @@ impl Connection {
     /// Writes `frame` (size prefix included) and returns the response
     /// frame that follows, without its size prefix.
     pub async fn round_trip(&mut self, frame: &[u8]) -> Result<Bytes, ClientError> {
-        let timeout = self.timeout;
+        self.round_trip_within(frame, self.timeout).await
+    }
+
+    /// [`Connection::round_trip`] with a timeout of its own, for a request
+    /// the other side may hold longer than most.
+    pub async fn round_trip_within(
+        &mut self,
+        frame: &[u8],
+        timeout: Duration,
+    ) -> Result<Bytes, ClientError> {
         match tokio::time::timeout(timeout, self.exchange(frame)).await {
             Ok(result) => result,
             Err(_) => Err(ClientError::Timeout {

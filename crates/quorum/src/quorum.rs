@@ -125,6 +125,9 @@ impl QuorumStatus {
 
 type QuorumRaft = Raft<TypeConfig, MachineStore>;
 
+/// The least time an added voter's promotion is given once it caught up.
+const PROMOTION_MIN: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// How long a leader that is asked to remove itself waits for another to
 /// take over.
 const HAND_OVER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
@@ -315,7 +318,8 @@ impl Quorum {
     /// (KIP-853's AddRaftVoter): the leader first replicates its log
     /// to the node as a learner and, once the node has caught up (within
     /// `catch_up`), commits the new voter set (openraft's joint consensus:
-    /// two entries). Returns once the new set is committed. A node that
+    /// two entries). Returns once the new set is committed, within about
+    /// `catch_up` in all ([`PROMOTION_MIN`] at least for that). A node that
     /// does not catch up in time is taken out again and not added. Only
     /// the leader can do this.
     pub async fn add_voter(
@@ -374,17 +378,23 @@ impl Quorum {
             });
         }
         // Both entries of the joint change need the new voter too: one
-        // that stops now holds them up, and the caller hears so in time.
+        // that stops now holds them up, and the caller hears so in time,
+        // within what is left of `catch_up` (a caught-up voter's promotion
+        // commits in a few round trips; a moment more is granted when the
+        // catch-up took nearly all of it).
         let promote =
             raft.change_membership(ChangeMembers::AddVoterIds(BTreeSet::from([id])), false);
-        match tokio::time::timeout(catch_up, promote).await {
+        let promote_within = deadline
+            .saturating_duration_since(tokio::time::Instant::now())
+            .max(PROMOTION_MIN);
+        match tokio::time::timeout(promote_within, promote).await {
             Ok(result) => {
                 result.map_err(membership_error)?;
             }
             Err(_) => {
                 return Err(QuorumError::VoterChangeRefused(format!(
                     "node {id} caught up, but its promotion to voter was not committed within \
-                     {catch_up:?}; it may still complete"
+                     {promote_within:?}; it may still complete"
                 )))
             }
         }

@@ -460,6 +460,16 @@ pub async fn forward(
     broker: &Arc<Broker>,
     frame: &[u8],
 ) -> Option<Result<Vec<u8>, ControllerRefusal>> {
+    forward_within(broker, frame, REQUEST_TIMEOUT).await
+}
+
+/// [`forward`] of a request the active controller may hold for up to
+/// `answer_within` (an AddRaftVoter waits for the new voter to catch up).
+pub async fn forward_within(
+    broker: &Arc<Broker>,
+    frame: &[u8],
+    answer_within: Duration,
+) -> Option<Result<Vec<u8>, ControllerRefusal>> {
     let request = ControllerRequest::Forward {
         frame: frame.to_vec(),
         origin: Some(broker.node_id),
@@ -469,7 +479,8 @@ pub async fn forward(
         if broker.is_active_controller() {
             return None;
         }
-        let response = match broker.send_to_active_controller(&request).await {
+        let sent = broker.send_to_active_controller_within(&request, answer_within);
+        let response = match sent.await {
             Ok(response) => response,
             Err(refusal) => ControllerResponse {
                 offset: 0,
@@ -1037,6 +1048,17 @@ impl Broker {
         &self,
         request: &ControllerRequest,
     ) -> Result<ControllerResponse, ControllerRefusal> {
+        self.send_to_active_controller_within(request, REQUEST_TIMEOUT)
+            .await
+    }
+
+    /// [`Broker::send_to_active_controller`], its answer awaited up to
+    /// `answer_within`.
+    async fn send_to_active_controller_within(
+        &self,
+        request: &ControllerRequest,
+        answer_within: Duration,
+    ) -> Result<ControllerResponse, ControllerRefusal> {
         let unreachable = |message: String| ControllerRefusal::new(error::NOT_CONTROLLER, message);
         let Some(address) = self.controller_topology.active_address() else {
             return Err(unreachable("no active controller is known yet".into()));
@@ -1048,7 +1070,7 @@ impl Broker {
                 .await
                 .map_err(|e| unreachable(e.to_string()))?
         } else {
-            self.pooled_round_trip(&address, &client_id, &frame)
+            self.pooled_round_trip(&address, &client_id, &frame, answer_within)
                 .await
                 .map_err(|e| unreachable(e.to_string()))?
         };
@@ -1081,6 +1103,7 @@ impl Broker {
         address: &str,
         client_id: &str,
         frame: &[u8],
+        answer_within: Duration,
     ) -> Result<Bytes, tarn_client::ClientError> {
         let kept = {
             let mut pool = self.controller_connections.lock();
@@ -1089,7 +1112,7 @@ impl Broker {
             pool.pop()
         };
         if let Some((_, mut connection)) = kept {
-            match connection.round_trip(frame).await {
+            match connection.round_trip_within(frame, answer_within).await {
                 Ok(response) => {
                     self.keep_controller_connection(address, connection);
                     return Ok(response);
@@ -1102,7 +1125,7 @@ impl Broker {
         }
         let mut connection =
             tarn_client::Connection::connect(address, client_id, REQUEST_TIMEOUT).await?;
-        let response = connection.round_trip(frame).await?;
+        let response = connection.round_trip_within(frame, answer_within).await?;
         self.keep_controller_connection(address, connection);
         Ok(response)
     }

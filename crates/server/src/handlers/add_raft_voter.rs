@@ -2,8 +2,10 @@
 //! as `kafka-metadata-quorum.sh add-controller` asks. The new controller
 //! was formatted with `--no-initial-controllers` and is running; the
 //! quorum's leader replicates the log to it, and once it has caught up
-//! (within the request's timeout) commits the new voter set. A broker
-//! forwards the request to the active controller, as Kafka's do.
+//! (within the request's timeout) commits the new voter set. A broker, or
+//! a controller that is not the active one, forwards the request to the
+//! active controller, as Kafka's do, and waits for its answer as long as
+//! the request's timeout allows, plus a margin.
 //!
 //! Only a dynamic quorum (`controller.quorum.bootstrap.servers`) changes
 //! its voters; one fixed by `controller.quorum.voters` refuses, as Kafka
@@ -18,7 +20,7 @@ use std::time::Duration;
 use tarn_protocol::error;
 use tarn_protocol::messages::raft_voters::{AddRaftVoterRequest, AddRaftVoterResponse};
 
-use super::raft_voters::{controller_listener_name, refusal, voter_change_error};
+use super::raft_voters::{controller_listener_name, forward, refusal, voter_change_error};
 use super::{ApiSpec, RequestContext};
 use crate::broker::Broker;
 
@@ -33,10 +35,13 @@ pub const SPEC: ApiSpec = ApiSpec {
 
 /// The catch-up wait when the request names none.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+/// How much longer than the request's timeout a forwarding node waits for
+/// the active controller's answer (the change itself is bounded by it).
+const FORWARD_MARGIN: Duration = Duration::from_secs(5);
 
 pub async fn handle(
     broker: &Arc<Broker>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     request: AddRaftVoterRequest,
 ) -> AddRaftVoterResponse {
     let answer = |(error_code, error_message): (i16, Option<String>)| AddRaftVoterResponse {
@@ -44,6 +49,19 @@ pub async fn handle(
         error_code,
         error_message,
     };
+    let timeout = match u64::try_from(request.timeout_ms) {
+        Ok(ms) if ms > 0 => Duration::from_millis(ms),
+        _ => DEFAULT_TIMEOUT,
+    };
+    if !broker.is_active_controller() {
+        let forwarded = forward(broker, ctx, &request, Some(timeout + FORWARD_MARGIN)).await;
+        match forwarded {
+            Some(Ok(response)) => return response,
+            Some(Err(why)) => return answer((error::NOT_LEADER_OR_FOLLOWER, Some(why))),
+            // This node became the active controller meanwhile.
+            None => {}
+        }
+    }
     let quorum = match refusal(broker, request.cluster_id.as_deref(), request.voter_id) {
         Ok(quorum) => quorum,
         Err(refused) => return answer(refused),
@@ -69,10 +87,6 @@ pub async fn handle(
     let address = match listener.host.contains(':') {
         true => format!("[{}]:{}", listener.host, listener.port),
         false => format!("{}:{}", listener.host, listener.port),
-    };
-    let timeout = match u64::try_from(request.timeout_ms) {
-        Ok(ms) if ms > 0 => Duration::from_millis(ms),
-        _ => DEFAULT_TIMEOUT,
     };
     let voter_id = request.voter_id as u64;
     let directory_id = super::raft_voters::directory_id(&request.voter_directory_id);

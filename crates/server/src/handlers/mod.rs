@@ -232,7 +232,8 @@ pub enum RequestError {
 }
 
 /// The admin requests a broker forwards to the active controller, which
-/// plans and commits them (Kafka's forwarding, KIP-590).
+/// plans and commits them (Kafka's forwarding, KIP-590). AddRaftVoter
+/// forwards itself, as its answer may take longer than others'.
 const FORWARDED: &[i16] = &[
     create_topics::KEY,
     delete_topics::KEY,
@@ -247,7 +248,6 @@ const FORWARDED: &[i16] = &[
     delete_acls::KEY,
     unregister_broker::KEY,
     describe_quorum::KEY,
-    add_raft_voter::KEY,
     remove_raft_voter::KEY,
 ];
 

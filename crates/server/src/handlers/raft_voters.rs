@@ -1,10 +1,15 @@
 //! What AddRaftVoter and RemoveRaftVoter share: the checks before a voter
 //! change, and its errors in Kafka's codes.
 use std::sync::Arc;
+use std::time::Duration;
 
+use bytes::Bytes;
 use tarn_protocol::error;
+use tarn_protocol::header::decode_response_header;
+use tarn_protocol::{Decode, Encode, Reader, Version};
 use tarn_quorum::{Quorum, QuorumError};
 
+use super::RequestContext;
 use crate::broker::Broker;
 
 /// An error code with its message.
@@ -89,4 +94,39 @@ pub fn voter_change_error(e: &QuorumError) -> Refusal {
         _ => error::UNKNOWN_SERVER_ERROR,
     };
     (code, Some(e.to_string()))
+}
+
+/// Sends `request` (the client's, re-encoded at its version) on to the
+/// active controller, another node, and brings back its answer, awaited
+/// up to `answer_within` (the usual bound when none); `None` while this
+/// node is the active controller.
+pub async fn forward<Req: Encode, Resp: Decode>(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    request: &Req,
+    answer_within: Option<Duration>,
+) -> Option<Result<Resp, String>> {
+    let mut frame = Vec::new();
+    ctx.header.encode(&mut frame, ctx.version.flexible);
+    request.encode(&mut frame, ctx.version);
+    let answer = match answer_within {
+        Some(within) => crate::controller::forward_within(broker, &frame, within).await?,
+        None => crate::controller::forward(broker, &frame).await?,
+    };
+    Some(match answer {
+        Ok(response) => decode(response, ctx).map_err(|e| format!("undecodable answer: {e}")),
+        Err(refusal) => Err(format!("the active controller refused: {refusal}")),
+    })
+}
+
+/// A response frame (size, header, body) as the active controller wrote
+/// it.
+fn decode<Resp: Decode>(
+    frame: Vec<u8>,
+    ctx: &RequestContext,
+) -> Result<Resp, tarn_protocol::DecodeError> {
+    let mut r = Reader::new(Bytes::from(frame));
+    i32::decode(&mut r, Version::new(0, 0))?;
+    decode_response_header(&mut r, ctx.header.api_key, ctx.version.flexible)?;
+    Resp::decode(&mut r, ctx.version)
 }

@@ -11,14 +11,11 @@
 //! is VOTER_NOT_FOUND.
 use std::sync::Arc;
 
-use bytes::Bytes;
 use tarn_protocol::error;
-use tarn_protocol::header::decode_response_header;
 use tarn_protocol::messages::raft_voters::{RemoveRaftVoterRequest, RemoveRaftVoterResponse};
-use tarn_protocol::{Decode, Encode, Reader};
 use tarn_quorum::QuorumError;
 
-use super::raft_voters::{refusal, voter_change_error};
+use super::raft_voters::{forward, refusal, voter_change_error};
 use super::{ApiSpec, RequestContext};
 use crate::broker::Broker;
 
@@ -50,42 +47,16 @@ pub async fn handle(
     match quorum.remove_voter(voter_id, directory_id.as_deref()).await {
         Ok(()) => answer((error::NONE, None)),
         // Handed over (or lost the lead meanwhile): the new leader does it.
-        Err(e @ QuorumError::NotLeader { .. }) => match forward(broker, ctx, &request).await {
-            Some(Ok(response)) => response,
-            Some(Err(why)) => answer((error::NOT_LEADER_OR_FOLLOWER, Some(why))),
-            None => answer(voter_change_error(&e)),
-        },
+        Err(e @ QuorumError::NotLeader { .. }) => {
+            match forward(broker, ctx, &request, None).await {
+                Some(Ok(response)) => response,
+                Some(Err(why)) => answer((error::NOT_LEADER_OR_FOLLOWER, Some(why))),
+                None => answer(voter_change_error(&e)),
+            }
+        }
         Err(e) => {
             tracing::warn!(voter_id, error = %e, "RemoveRaftVoter refused");
             answer(voter_change_error(&e))
         }
     }
-}
-
-/// Sends `request` on to the active controller, now that it is another
-/// node, and brings back its answer; `None` while this node still leads.
-async fn forward(
-    broker: &Arc<Broker>,
-    ctx: &RequestContext,
-    request: &RemoveRaftVoterRequest,
-) -> Option<Result<RemoveRaftVoterResponse, String>> {
-    let mut frame = Vec::new();
-    ctx.header.encode(&mut frame, ctx.version.flexible);
-    request.encode(&mut frame, ctx.version);
-    let answer = crate::controller::forward(broker, &frame).await?;
-    Some(match answer {
-        Ok(response) => decode(response, ctx).map_err(|e| format!("undecodable answer: {e}")),
-        Err(refusal) => Err(format!("the new active controller refused: {refusal}")),
-    })
-}
-
-/// A response frame (size, header, body) as the active controller wrote it.
-fn decode(
-    frame: Vec<u8>,
-    ctx: &RequestContext,
-) -> Result<RemoveRaftVoterResponse, tarn_protocol::DecodeError> {
-    let mut r = Reader::new(Bytes::from(frame));
-    i32::decode(&mut r, tarn_protocol::Version::new(0, 0))?;
-    decode_response_header(&mut r, KEY, ctx.version.flexible)?;
-    RemoveRaftVoterResponse::decode(&mut r, ctx.version)
 }
