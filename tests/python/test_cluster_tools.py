@@ -568,7 +568,8 @@ def test_kafka_metadata_quorum_adds_and_removes_controllers(tmp_path):
     one's own properties (the tool reads its node id, listener and
     meta.properties' directory id from them) through a broker. The three
     are then the quorum: it survives the first one's death, and
-    `remove-controller` takes the dead one out, then the active one."""
+    `remove-controller` takes the dead one out, then the active one, which
+    goes on as a broker."""
     ports = [(free_port(), free_port()) for _ in range(3)]
     bootstrap_controllers = ",".join(f"127.0.0.1:{c}" for _, c in ports)
     cluster_id = subprocess.run([str(tarn_bin()), "storage", "random-uuid"], capture_output=True,
@@ -682,6 +683,13 @@ def test_kafka_metadata_quorum_adds_and_removes_controllers(tmp_path):
         assert f"Removed KRaft controller {active}" in out.stdout, out.stdout
         rest = 5 - active
         assert voters(address[rest]) == [rest]
+        # Still running, it goes on as a broker that follows the metadata
+        # (an observer of the quorum, as Kafka's removed controller is).
+        kafka_tool("kafka-topics", "--bootstrap-server", address[rest], "--create", "--topic",
+                   "after-the-removal", "--partitions", "1", "--replication-factor", "1")
+        wait_for(lambda: "after-the-removal" in (view_or_none(address[active]) or [None, None, {}])[2],
+                 "the removed controller's broker to see a topic created after")
+        assert quorum_replication(address[rest]) == {rest: "Leader", active: "Observer"}
     finally:
         for node in nodes.values():
             print(node.logs())

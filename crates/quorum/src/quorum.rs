@@ -414,11 +414,16 @@ impl Quorum {
     /// another voter instead and answers [`QuorumError::NotLeader`] naming
     /// it, for the caller to ask there. Only the leader can do this. A
     /// `directory_id` must be the voter's, when the membership records one
-    /// (a voter is its id and directory, as in Kafka).
+    /// (a voter is its id and directory, as in Kafka). With
+    /// `keep_as_learner` the node stays a member that is not a voter: the
+    /// log is still replicated to it (a node that is also a broker goes on
+    /// following the metadata, as Kafka's removed controllers go on as
+    /// observers).
     pub async fn remove_voter(
         &self,
         id: NodeId,
         directory_id: Option<&str>,
+        keep_as_learner: bool,
     ) -> Result<(), QuorumError> {
         self.check_leader()?;
         let (voters, recorded) = {
@@ -443,12 +448,16 @@ impl Quorum {
         }
         self.inner
             .raft
-            .change_membership(ChangeMembers::RemoveVoters(BTreeSet::from([id])), false)
+            .change_membership(
+                ChangeMembers::RemoveVoters(BTreeSet::from([id])),
+                keep_as_learner,
+            )
             .await
             .map_err(membership_error)?;
         tracing::info!(
             node_id = self.inner.node_id,
             removed = id,
+            keep_as_learner,
             "removed a voter from the metadata quorum"
         );
         Ok(())

@@ -239,7 +239,7 @@ impl Cluster {
         };
         let voters = leader.status().borrow().voters.clone();
         let (what, outcome) = if voters.contains(&id) && voters.len() > 2 {
-            let removed = timeout(VOTER_CHANGE_TIMEOUT, leader.remove_voter(id, None)).await;
+            let removed = timeout(VOTER_CHANGE_TIMEOUT, leader.remove_voter(id, None, false)).await;
             ("remove", removed)
         } else if !voters.contains(&id) {
             let address = format!("node-{id}");

@@ -356,18 +356,24 @@ async fn voters_added_to_a_running_quorum_take_over_when_its_first_node_goes() {
         .find(|q| q.status().borrow().is_leader)
         .cloned()
         .expect("a leader committed");
-    let err = leader.remove_voter(7, None).await.unwrap_err();
+    let err = leader.remove_voter(7, None, false).await.unwrap_err();
     assert!(
         matches!(err, tarn_quorum::QuorumError::VoterNotFound(7)),
         "{err}"
     );
     // A voter is its id and directory.
-    let err = leader.remove_voter(1, Some("dir-1-b")).await.unwrap_err();
+    let err = leader
+        .remove_voter(1, Some("dir-1-b"), false)
+        .await
+        .unwrap_err();
     assert!(
         matches!(err, tarn_quorum::QuorumError::VoterNotFound(1)),
         "{err}"
     );
-    leader.remove_voter(1, Some("dir-1-a")).await.unwrap();
+    leader
+        .remove_voter(1, Some("dir-1-a"), false)
+        .await
+        .unwrap();
     assert_eq!(
         leader.status().borrow().voters,
         [2, 3].into_iter().collect()
@@ -462,7 +468,10 @@ async fn a_voter_formatted_again_is_refused_until_added_in_its_place() {
     assert!(matched < Some(second.index), "{matched:?}");
 
     // The old voter out, the new one in: it catches up and counts.
-    leader.remove_voter(3, Some("dir-3-a")).await.unwrap();
+    leader
+        .remove_voter(3, Some("dir-3-a"), false)
+        .await
+        .unwrap();
     leader
         .add_voter(3, &voters[&3], Some("dir-3-b"), Duration::from_secs(10))
         .await

@@ -202,43 +202,55 @@ impl ControllerTopology for QuorumTopology {
         let committed = status.committed_index;
         // Raft's indexes start at 0: the offset after entry i is i + 1.
         let after = |index: Option<u64>| index.map_or(0, |i| i as i64 + 1);
+        // Another member's progress, as this leader's replication knows it.
+        let progress = |id: &u64| {
+            let matched = status.matched.get(id).copied().flatten();
+            let acked = status
+                .acked
+                .get(id)
+                .map(|at| controller::wall_clock_ms(at.into_std()));
+            ReplicaProgress {
+                id: *id as i32,
+                // Kafka's -1: nothing known to match yet.
+                log_end_offset: matched.map_or(-1, |m| m as i64 + 1),
+                last_fetch_ms: acked.unwrap_or(-1),
+                last_caught_up_ms: match (matched, committed) {
+                    (Some(m), Some(c)) if m >= c => acked.unwrap_or(-1),
+                    _ => -1,
+                },
+            }
+        };
         let voters = status
             .voters
             .iter()
             .map(|id| {
-                let id32 = *id as i32;
-                if id32 == self.node_id {
-                    let now = controller::wall_clock_ms(std::time::Instant::now());
-                    return ReplicaProgress {
-                        id: id32,
-                        log_end_offset: after(status.last_log_index),
-                        last_fetch_ms: now,
-                        last_caught_up_ms: now,
-                    };
+                if *id as i32 != self.node_id {
+                    return progress(id);
                 }
-                let matched = status.matched.get(id).copied().flatten();
-                let acked = status
-                    .acked
-                    .get(id)
-                    .map(|at| controller::wall_clock_ms(at.into_std()));
+                let now = controller::wall_clock_ms(std::time::Instant::now());
                 ReplicaProgress {
-                    id: id32,
-                    // Kafka's -1: nothing known to match yet.
-                    log_end_offset: matched.map_or(-1, |m| m as i64 + 1),
-                    last_fetch_ms: acked.unwrap_or(-1),
-                    last_caught_up_ms: match (matched, committed) {
-                        (Some(m), Some(c)) if m >= c => acked.unwrap_or(-1),
-                        _ => -1,
-                    },
+                    id: self.node_id,
+                    log_end_offset: after(status.last_log_index),
+                    last_fetch_ms: now,
+                    last_caught_up_ms: now,
                 }
             })
             .collect();
+        // Brokers that fetch the log, and the members that are not voters
+        // (a removed controller that is also a broker).
+        let mut observers = self.observers.progress();
+        for id in status.addresses.keys() {
+            if !status.voters.contains(id) && !observers.iter().any(|o| o.id == *id as i32) {
+                observers.push(progress(id));
+            }
+        }
+        observers.sort_by_key(|o| o.id);
         Some(QuorumDescription {
             leader: self.node_id,
             epoch: i32::try_from(status.term).unwrap_or(i32::MAX),
             high_watermark: after(committed),
             voters,
-            observers: self.observers.progress(),
+            observers,
             listeners: voter_addresses(self.quorum.get()?, &self.controllers),
             directory_ids: status
                 .directory_ids

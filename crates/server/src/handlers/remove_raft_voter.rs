@@ -8,8 +8,13 @@
 //! answer, as from Kafka. Refused, as by Kafka, on a quorum whose voters
 //! are fixed by `controller.quorum.voters`. A voter is its id and
 //! directory id: a directory id other than the one recorded for the voter
-//! is VOTER_NOT_FOUND.
+//! is VOTER_NOT_FOUND. A removed controller that is also a live broker
+//! stays a learner of the quorum, so its broker keeps following the
+//! metadata log (Kafka's removed controllers go on as observers); one
+//! that is not (silent for a fetch timeout, or only a controller) leaves
+//! the membership.
 use std::sync::Arc;
+use std::time::Duration;
 
 use tarn_protocol::error;
 use tarn_protocol::messages::raft_voters::{RemoveRaftVoterRequest, RemoveRaftVoterResponse};
@@ -44,7 +49,28 @@ pub async fn handle(
     };
     let voter_id = request.voter_id as u64;
     let directory_id = super::raft_voters::directory_id(&request.voter_directory_id);
-    match quorum.remove_voter(voter_id, directory_id.as_deref()).await {
+    // A live broker on the node goes on following the metadata log, as a
+    // learner of the quorum (Kafka's removed controller is an observer):
+    // one that answered the leader within the fetch timeout and is an
+    // unfenced broker. A dead one (a broker stays unfenced for a session
+    // timeout after it dies) leaves the membership.
+    let fetch_timeout = u64::try_from(broker.config.get_i64("controller.quorum.fetch.timeout.ms"))
+        .map_or(Duration::ZERO, Duration::from_millis);
+    let answered = quorum
+        .status()
+        .borrow()
+        .acked
+        .get(&voter_id)
+        .is_some_and(|at| at.elapsed() < fetch_timeout);
+    let live_broker = answered
+        && broker
+            .metadata
+            .image()
+            .brokers
+            .get(&request.voter_id)
+            .is_some_and(|b| !b.fenced);
+    let removed = quorum.remove_voter(voter_id, directory_id.as_deref(), live_broker);
+    match removed.await {
         Ok(()) => answer((error::NONE, None)),
         // Handed over (or lost the lead meanwhile): the new leader does it.
         Err(e @ QuorumError::NotLeader { .. }) => {
