@@ -690,6 +690,11 @@ def test_kafka_metadata_quorum_adds_and_removes_controllers(tmp_path):
         wait_for(lambda: "after-the-removal" in (view_or_none(address[active]) or [None, None, {}])[2],
                  "the removed controller's broker to see a topic created after")
         assert quorum_replication(address[rest]) == {rest: "Leader", active: "Observer"}
+        # And it can be a voter again.
+        out = kafka_tool("kafka-metadata-quorum", "--bootstrap-controller", controller_address[rest],
+                         "--command-config", str(configs[active]), "add-controller")
+        assert f"Added controller {active}" in out.stdout, out.stdout
+        assert voters(address[active]) == sorted([rest, active])
     finally:
         for node in nodes.values():
             print(node.logs())
