@@ -230,7 +230,8 @@ impl Cluster {
     }
 
     /// Asks the leader, if any, to remove `id` from the voters if it is
-    /// one (while more than two remain), else to add it back; the outcome
+    /// one (while more than two remain; as a learner or altogether), else
+    /// to add it back; the outcome
     /// may be an error or a timeout (a fault may stall the change). What
     /// was asked, and how it ended, for the fault log.
     async fn change_voter(&mut self, id: NodeId) -> String {
@@ -239,8 +240,15 @@ impl Cluster {
         };
         let voters = leader.status().borrow().voters.clone();
         let (what, outcome) = if voters.contains(&id) && voters.len() > 2 {
-            let removed = timeout(VOTER_CHANGE_TIMEOUT, leader.remove_voter(id, None, false)).await;
-            ("remove", removed)
+            // Half the removed voters stay learners (a controller that is
+            // also a broker), replicated to until added back.
+            let keep = (id + voters.len() as u64) % 2 == 0;
+            let removed = leader.remove_voter(id, None, keep);
+            let what = match keep {
+                true => "remove (kept as a learner)",
+                false => "remove",
+            };
+            (what, timeout(VOTER_CHANGE_TIMEOUT, removed).await)
         } else if !voters.contains(&id) {
             let address = format!("node-{id}");
             let added = leader.add_voter(id, &address, None, VOTER_CHANGE_TIMEOUT);
