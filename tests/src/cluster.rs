@@ -92,6 +92,19 @@ pub struct Cluster {
     /// With [`Cluster::start_partitionable`]: the namespaces the nodes run
     /// in. Dropped after `nodes`, so its processes are gone first.
     network: Option<Network>,
+    /// A dynamic quorum's data directories, formatted before the nodes
+    /// start. Dropped after `nodes`.
+    _formatted: Option<tempfile::TempDir>,
+}
+
+/// How the nodes learn the voters.
+enum Voters {
+    /// `controller.quorum.voters`.
+    Static,
+    /// `controller.quorum.bootstrap.servers`, every node formatted with
+    /// the same `--initial-controllers` (a KIP-853 dynamic quorum, whose
+    /// voters can be removed and added).
+    Dynamic,
 }
 
 /// What each node is.
@@ -114,7 +127,15 @@ impl Cluster {
     /// Starts `n` nodes in the order given (node ids from 1), each with
     /// `settings` besides the cluster keys.
     pub fn start(n: usize, order: &[usize], settings: &[(&str, &str)]) -> Cluster {
-        Cluster::launch(n, order, settings, &[], Roles::Combined, Hosts::Loopback)
+        Cluster::launch(
+            n,
+            order,
+            settings,
+            &[],
+            Roles::Combined,
+            Hosts::Loopback,
+            Voters::Static,
+        )
     }
 
     /// Like [`Cluster::start`], node `i + 1` also with `each[i]` (a
@@ -125,7 +146,15 @@ impl Cluster {
         settings: &[(&str, &str)],
         each: &[&[(&str, &str)]],
     ) -> Cluster {
-        Cluster::launch(n, order, settings, each, Roles::Combined, Hosts::Loopback)
+        Cluster::launch(
+            n,
+            order,
+            settings,
+            each,
+            Roles::Combined,
+            Hosts::Loopback,
+            Voters::Static,
+        )
     }
 
     /// Starts `controllers` nodes that are only controllers (ids 1 to
@@ -144,6 +173,7 @@ impl Cluster {
             &[],
             Roles::Separated(controllers),
             Hosts::Loopback,
+            Voters::Static,
         )
     }
 
@@ -160,6 +190,28 @@ impl Cluster {
             &[],
             Roles::Combined,
             Hosts::Network(Network::create(n as i32)),
+            Voters::Static,
+        )
+    }
+
+    /// Like [`Cluster::start_partitionable`], the voters a dynamic quorum
+    /// (KIP-853): every node formatted with the same initial voters and
+    /// started with `controller.quorum.bootstrap.servers`, so that
+    /// [`Cluster::remove_voter`] and [`Cluster::add_voter`] can change
+    /// them.
+    pub fn start_dynamic_partitionable(
+        n: usize,
+        order: &[usize],
+        settings: &[(&str, &str)],
+    ) -> Cluster {
+        Cluster::launch(
+            n,
+            order,
+            settings,
+            &[],
+            Roles::Combined,
+            Hosts::Network(Network::create(n as i32)),
+            Voters::Dynamic,
         )
     }
 
@@ -170,6 +222,7 @@ impl Cluster {
         each: &[&[(&str, &str)]],
         roles: Roles,
         hosts: Hosts,
+        quorum: Voters,
     ) -> Cluster {
         assert_eq!(order.len(), n, "start every node once");
         // (is a controller, is a broker) of node `i + 1`.
@@ -191,6 +244,50 @@ impl Cluster {
             .enumerate()
             .filter(|(i, _)| role(*i).0)
             .map(|(i, (host, _, controller))| format!("{}@{host}:{controller}", i + 1))
+            .collect::<Vec<_>>()
+            .join(",");
+        let formatted = match quorum {
+            Voters::Static => None,
+            Voters::Dynamic => Some(
+                tempfile::Builder::new()
+                    .prefix("tarn-dynamic-quorum-")
+                    .tempdir()
+                    .expect("create a scratch dir"),
+            ),
+        };
+        let bootstrap_servers = places
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| role(*i).0)
+            .map(|(_, (host, _, controller))| format!("{host}:{controller}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let random_uuid = || {
+            let out = crate::cli::run(&["storage", "random-uuid"]);
+            assert!(out.status.success(), "tarn storage random-uuid: {out}");
+            out.stdout.trim().to_owned()
+        };
+        let cluster_id = formatted
+            .as_ref()
+            .map(|_| random_uuid())
+            .unwrap_or_default();
+        // (id, data dir, directory id) of each node of a dynamic quorum.
+        let directories: Vec<(usize, std::path::PathBuf, String)> = match &formatted {
+            None => Vec::new(),
+            Some(scratch) => (0..n)
+                .map(|i| {
+                    let dir = scratch.path().join(format!("node{}", i + 1));
+                    (i + 1, dir, random_uuid())
+                })
+                .collect(),
+        };
+        let initial_controllers = directories
+            .iter()
+            .filter(|(id, _, _)| role(id - 1).0)
+            .map(|(id, _, directory)| {
+                let (host, _, controller) = &places[id - 1];
+                format!("{id}@{host}:{controller}:{directory}")
+            })
             .collect::<Vec<_>>()
             .join(",");
         let options: Vec<BrokerOptions> = places
@@ -216,8 +313,24 @@ impl Cluster {
                 let mut options = options
                     .set("node.id", &(i + 1).to_string())
                     .set("process.roles", roles)
-                    .set("controller.listener.names", "CONTROLLER")
-                    .set("controller.quorum.voters", &voters);
+                    .set("controller.listener.names", "CONTROLLER");
+                options = match directories.get(i) {
+                    None => options.set("controller.quorum.voters", &voters),
+                    Some((id, dir, _)) => {
+                        let listeners = options.listeners.clone().unwrap_or_default();
+                        format_dynamic(
+                            &cluster_id,
+                            *id,
+                            dir,
+                            roles,
+                            &listeners,
+                            &bootstrap_servers,
+                            &initial_controllers,
+                        );
+                        options.data_dir = Some(dir.clone());
+                        options.set("controller.quorum.bootstrap.servers", &bootstrap_servers)
+                    }
+                };
                 let own = each.get(i).copied().unwrap_or_default();
                 for (key, value) in settings.iter().chain(own) {
                     options = options.set(key, value);
@@ -250,6 +363,7 @@ impl Cluster {
                 Hosts::Loopback => None,
                 Hosts::Network(network) => Some(network),
             },
+            _formatted: formatted,
         }
     }
 
@@ -284,6 +398,74 @@ impl Cluster {
         self.brokers.push(true);
         self.running.push(true);
         id
+    }
+
+    /// Node `id`'s data directory id (`meta.properties`' `directory.id`).
+    pub fn directory_id(&self, id: i32) -> tarn_protocol::Uuid {
+        let path = self.nodes[id as usize - 1]
+            .data_dir()
+            .join("meta.properties");
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+        text.lines()
+            .find_map(|line| line.strip_prefix("directory.id="))
+            .and_then(|id| tarn_protocol::Uuid::from_base64(id.trim()))
+            .unwrap_or_else(|| panic!("no directory.id in {}", path.display()))
+    }
+
+    /// RemoveRaftVoter of node `id` (with its directory id), asked of node
+    /// `via`: the error code and message, or why there was no answer.
+    pub fn remove_voter(&self, via: i32, id: i32) -> Result<(i16, String), String> {
+        use tarn_protocol::messages::raft_voters::{
+            RemoveRaftVoterRequest, RemoveRaftVoterResponse,
+        };
+        let request = RemoveRaftVoterRequest {
+            cluster_id: None,
+            voter_id: id,
+            voter_directory_id: self.directory_id(id),
+        };
+        let mut client = Client::connect(&self.address(via)).map_err(|e| e.to_string())?;
+        let response: RemoveRaftVoterResponse = client
+            .call(81, 0, 0, &request)
+            .map_err(|e| format!("{e:#}"))?;
+        Ok((
+            response.error_code,
+            response.error_message.unwrap_or_default(),
+        ))
+    }
+
+    /// AddRaftVoter of node `id` (its CONTROLLER listener and directory
+    /// id, 30 s to catch up), asked of node `via`: the error code and
+    /// message, or why there was no answer.
+    pub fn add_voter(&self, via: i32, id: i32) -> Result<(i16, String), String> {
+        use tarn_protocol::messages::raft_voters::{
+            AddRaftVoterListener, AddRaftVoterRequest, AddRaftVoterResponse,
+        };
+        let address = self.controller_address(id);
+        let (host, port) = address.rsplit_once(':').expect("host:port");
+        let request = AddRaftVoterRequest {
+            cluster_id: None,
+            timeout_ms: 30_000,
+            voter_id: id,
+            voter_directory_id: self.directory_id(id),
+            listeners: vec![AddRaftVoterListener {
+                name: "CONTROLLER".into(),
+                host: host.to_owned(),
+                port: port.parse().expect("a port"),
+            }],
+            ack_when_committed: true,
+        };
+        let mut client = Client::connect(&self.address(via)).map_err(|e| e.to_string())?;
+        client
+            .set_read_timeout(Duration::from_secs(60))
+            .map_err(|e| e.to_string())?;
+        let response: AddRaftVoterResponse = client
+            .call(80, 1, 0, &request)
+            .map_err(|e| format!("{e:#}"))?;
+        Ok((
+            response.error_code,
+            response.error_message.unwrap_or_default(),
+        ))
     }
 
     fn network(&mut self) -> &mut Network {
@@ -650,6 +832,42 @@ fn active_controller_at(address: &str) -> Result<i32, String> {
 }
 
 /// Every segment file of a partition directory, by name, with contents.
+/// `tarn storage format` of node `id`'s data directory `dir` for a
+/// dynamic quorum: its own settings in a properties file beside it, the
+/// initial voters `initial_controllers`.
+fn format_dynamic(
+    cluster_id: &str,
+    id: usize,
+    dir: &std::path::Path,
+    roles: &str,
+    listeners: &str,
+    bootstrap_servers: &str,
+    initial_controllers: &str,
+) {
+    let config = dir.with_extension("properties");
+    std::fs::write(
+        &config,
+        format!(
+            "node.id={id}\nprocess.roles={roles}\nlisteners={listeners}\n\
+             controller.listener.names=CONTROLLER\n\
+             controller.quorum.bootstrap.servers={bootstrap_servers}\nlog.dirs={}\n",
+            dir.display()
+        ),
+    )
+    .expect("write a config for tarn storage format");
+    let out = crate::cli::run(&[
+        "storage",
+        "format",
+        "--cluster-id",
+        cluster_id,
+        "--initial-controllers",
+        initial_controllers,
+        "--config",
+        config.to_str().expect("a UTF-8 path"),
+    ]);
+    assert!(out.status.success(), "tarn storage format: {out}");
+}
+
 pub fn segment_files(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();

@@ -14,7 +14,9 @@
 //! leader split from the majority; one leader-follower link cut; and a
 //! bridge (two sides that cannot reach each other, and one node that
 //! reaches both). The test's clients reach every node throughout, so a
-//! leader cut off its peers is a zombie they can still talk to.
+//! leader cut off its peers is a zombie they can still talk to. On a
+//! dynamic quorum (KIP-853) every other round removes a voter, the active
+//! controller half the time, and adds it back after the hold.
 //!
 //! A checker then reads every partition back and counts, per kind:
 //! acknowledged records lost, records read twice, an offset holding
@@ -60,6 +62,8 @@ const CI_SEEDS: &[u64] = &[1, 2];
 /// The seeds CI runs on five brokers (every broker a voter, so a fault on
 /// one leaves a quorum of four).
 const CI_SEEDS_FIVE: &[u64] = &[3];
+/// The seeds CI runs on a dynamic quorum of three.
+const CI_SEEDS_DYNAMIC: &[u64] = &[4];
 const CI_ROUNDS: usize = 3;
 const FORMED: Duration = Duration::from_secs(60);
 const SETTINGS: &[(&str, &str)] = &[
@@ -113,6 +117,9 @@ enum Fault {
     /// is killed and they resume: only records every ISR member had may
     /// have been acknowledged, or the new leader lacks them.
     StrandLeader,
+    /// A voter of a dynamic quorum removed (half the time the active
+    /// controller), then added back: it goes on as a broker meanwhile.
+    ChangeVoter,
 }
 
 /// What the producer learned: each value's acknowledged place, or why it
@@ -189,29 +196,50 @@ fn seeds(ci_seeds: &[u64]) -> (Vec<u64>, usize) {
 
 #[test]
 fn acknowledged_records_survive_kills_pauses_and_isolation() {
-    run_seeds(CI_SEEDS, 3);
+    run_seeds(CI_SEEDS, 3, Quorum::Static);
 }
 
 #[test]
 fn acknowledged_records_survive_kills_pauses_and_isolation_on_five_brokers() {
-    run_seeds(CI_SEEDS_FIVE, 5);
+    run_seeds(CI_SEEDS_FIVE, 5, Quorum::Static);
 }
 
-fn run_seeds(ci_seeds: &[u64], brokers: usize) {
+/// A dynamic quorum (KIP-853): every other round removes a voter (the
+/// active controller as often as another; it goes on as a broker) and adds
+/// it back after the hold, the other rounds inject the faults above.
+#[test]
+fn acknowledged_records_survive_faults_and_voter_changes_in_a_dynamic_quorum() {
+    run_seeds(CI_SEEDS_DYNAMIC, 3, Quorum::Dynamic);
+}
+
+/// How the cluster's quorum is made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Quorum {
+    /// `controller.quorum.voters`.
+    Static,
+    /// Formatted with `--initial-controllers`, its voters changed as a
+    /// fault.
+    Dynamic,
+}
+
+fn run_seeds(ci_seeds: &[u64], brokers: usize, quorum: Quorum) {
     let (seeds, rounds) = seeds(ci_seeds);
     let limit = Duration::from_secs(120 + 40 * (rounds as u64) * seeds.len() as u64);
     run_with_timeout(limit, move || {
         for seed in seeds {
-            run_seed(seed, rounds, brokers);
+            run_seed(seed, rounds, brokers, quorum);
         }
     });
 }
 
 /// One seed's run; panics (printing every node's log) on any anomaly.
-fn run_seed(seed: u64, rounds: usize, brokers: usize) {
+fn run_seed(seed: u64, rounds: usize, brokers: usize, quorum: Quorum) {
     let mut rng = Rng::new(seed);
     let order: Vec<usize> = (1..=brokers).collect();
-    let mut cluster = Cluster::start_partitionable(brokers, &order, SETTINGS);
+    let mut cluster = match quorum {
+        Quorum::Static => Cluster::start_partitionable(brokers, &order, SETTINGS),
+        Quorum::Dynamic => Cluster::start_dynamic_partitionable(brokers, &order, SETTINGS),
+    };
     cluster.wait_until_formed(FORMED);
     let out = cli::run(&[
         "topics",
@@ -254,6 +282,7 @@ fn run_seed(seed: u64, rounds: usize, brokers: usize) {
     thread::sleep(Duration::from_secs(2));
     for round in 0..rounds {
         let fault = match rng.below(8) {
+            _ if quorum == Quorum::Dynamic && round % 2 == 0 => Fault::ChangeVoter,
             0 => Fault::KillLeader,
             1 => Fault::KillController,
             2 => Fault::Pause,
@@ -495,6 +524,10 @@ fn inject(cluster: &mut Cluster, rng: &mut Rng, fault: Fault, hold: Duration) ->
         Fault::Pause | Fault::Isolate | Fault::Bridge => {
             running[rng.below(running.len() as u64) as usize]
         }
+        Fault::ChangeVoter => match rng.below(2) {
+            0 => view.controller,
+            _ => running[rng.below(running.len() as u64) as usize],
+        },
     };
     let victim = if victim > 0 { victim } else { running[0] };
     match fault {
@@ -540,6 +573,11 @@ fn inject(cluster: &mut Cluster, rng: &mut Rng, fault: Fault, hold: Duration) ->
             thread::sleep(hold);
             cluster.heal();
         }
+        Fault::ChangeVoter => {
+            change_voter(cluster, victim, VoterChange::Remove);
+            thread::sleep(hold);
+            change_voter(cluster, victim, VoterChange::Add);
+        }
         Fault::StrandLeader => {
             let followers = followers_of(&view, victim, &running);
             for f in &followers {
@@ -555,6 +593,45 @@ fn inject(cluster: &mut Cluster, rng: &mut Rng, fault: Fault, hold: Duration) ->
         }
     }
     victim
+}
+
+#[derive(Debug, Clone, Copy)]
+enum VoterChange {
+    Remove,
+    Add,
+}
+
+/// Removes or adds voter `id`, asking another node (the request is
+/// forwarded to the active controller), until it is done: a change that a
+/// leader election interrupts is asked again, and one that an earlier ask
+/// already made (VOTER_NOT_FOUND, DUPLICATE_VOTER) counts as done.
+fn change_voter(cluster: &Cluster, id: i32, change: VoterChange) {
+    let deadline = Instant::now() + FORMED;
+    loop {
+        let via = cluster
+            .running()
+            .into_iter()
+            .find(|n| *n != id)
+            .expect("another running node");
+        let answer = match change {
+            VoterChange::Remove => cluster.remove_voter(via, id),
+            VoterChange::Add => cluster.add_voter(via, id),
+        };
+        match (change, &answer) {
+            (_, Ok((0, _)))
+            | (VoterChange::Remove, Ok((127, _)))
+            | (VoterChange::Add, Ok((126, _))) => {
+                println!("  {change:?} voter {id}: {answer:?}");
+                return;
+            }
+            _ => println!("  {change:?} voter {id}, asked of {via}: {answer:?}; again"),
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{change:?} voter {id} not done within {FORMED:?}: {answer:?}"
+        );
+        thread::sleep(Duration::from_millis(500));
+    }
 }
 
 /// Produces numbered values, about a thousand a second, until `stop`,
