@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # bench/jepsen.sh: the fault runs of tests/tests/faults.rs, longer than CI's:
 # every seed of SEEDS (comma-separated) with ROUNDS faults each, on a
-# three-broker and on a five-broker cluster of real processes; writes bench/RESULTS-jepsen.md with
+# three-broker and on a five-broker cluster of real processes, and on a
+# three-node dynamic quorum whose voters are removed and re-added every
+# other round; writes bench/RESULTS-jepsen.md with
 # each seed's fault schedule and anomaly counts (lost, duplicated,
 # divergent reads and replicas, backwards, skipped, failed but read, the group's
 # lost commits and skipped records, readers that stall, group members whose client never closes).
@@ -38,12 +40,15 @@ TARN_FAULT_SEEDS=$seeds TARN_FAULT_ROUNDS=$rounds \
   echo "strands a leader (pauses its followers, kills it, resumes them), for 2-5 s, then heals."
   echo "A consumer group of two members commits as it goes. After the last round the readers must"
   echo "read everything within a minute (reader_behind, group_behind), and each member's client must close (members_stuck). A seed fixes the schedule."
+  echo "Then three nodes of a dynamic quorum (KIP-853, formatted with --initial-controllers): every"
+  echo "other round removes a voter (the active controller half the time; it goes on as a broker)"
+  echo "and adds it back after the hold, the other rounds inject the faults above."
   echo
   echo "Test exit status: $status (0: every seed had zero anomalies)."
   echo
   echo '```'
   # grep exits 1 when nothing matched (a run that died early): not an error here.
-  grep -E '^seed |^  (healed|partition|failed send|split|cut|readers|\[)' "$log" || [ $? -eq 1 ]
+  grep -E '^seed |^  (healed|partition|failed send|split|cut|readers|Remove|Add|\[)' "$log" || [ $? -eq 1 ]
   echo '```'
 } >bench/RESULTS-jepsen.md
 echo "bench: wrote bench/RESULTS-jepsen.md" >&2

@@ -291,17 +291,31 @@ pub fn partition_count(bootstrap: &str, topic: &str) -> i32 {
 }
 
 /// `(partition, low, high)` watermarks of every partition of `topic`.
+/// A partition whose leadership is moving (NOT_LEADER_OR_FOLLOWER from a
+/// broker that just lost it, say) is asked again for up to
+/// [`WATERMARKS_SETTLE`].
 pub fn watermarks(bootstrap: &str, topic: &str) -> Vec<(i32, i64, i64)> {
     let consumer = consumer(bootstrap, &[]);
     (0..partition_count(bootstrap, topic))
         .map(|partition| {
-            let (low, high) = consumer
-                .fetch_watermarks(topic, partition, REQUEST_TIMEOUT)
-                .unwrap_or_else(|err| panic!("watermarks of {topic}/{partition}: {err}"));
-            (partition, low, high)
+            let deadline = Instant::now() + WATERMARKS_SETTLE;
+            loop {
+                match consumer.fetch_watermarks(topic, partition, REQUEST_TIMEOUT) {
+                    Ok((low, high)) => break (partition, low, high),
+                    Err(err) if Instant::now() < deadline => {
+                        eprintln!("watermarks of {topic}/{partition}: {err}; asking again");
+                        std::thread::sleep(Duration::from_millis(200));
+                    }
+                    Err(err) => panic!("watermarks of {topic}/{partition}: {err}"),
+                }
+            }
         })
         .collect()
 }
+
+/// How long [`watermarks`] keeps asking a partition that answers with an
+/// error.
+const WATERMARKS_SETTLE: Duration = Duration::from_secs(30);
 
 /// Reads every partition of `topic` from the beginning until `expected`
 /// records have arrived; panics after `timeout`.

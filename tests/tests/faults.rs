@@ -474,7 +474,11 @@ fn run_seed(seed: u64, rounds: usize, brokers: usize, quorum: Quorum) {
     }
     // Checked here, with the cluster still up: its nodes' logs are printed
     // as it drops while the test panics.
-    println!("seed {seed} ({brokers} brokers): {anomalies:?}");
+    let quorum_kind = match quorum {
+        Quorum::Static => "",
+        Quorum::Dynamic => ", dynamic quorum",
+    };
+    println!("seed {seed} ({brokers} brokers{quorum_kind}): {anomalies:?}");
     assert_eq!(
         anomalies,
         Anomalies::default(),
