@@ -569,7 +569,7 @@ def test_kafka_metadata_quorum_adds_and_removes_controllers(tmp_path):
     meta.properties' directory id from them) through a broker. The three
     are then the quorum: it survives the first one's death, and
     `remove-controller` takes the dead one out, then the active one, which
-    goes on as a broker."""
+    goes on as a broker (a learner of the quorum) until it is unregistered."""
     ports = [(free_port(), free_port()) for _ in range(3)]
     bootstrap_controllers = ",".join(f"127.0.0.1:{c}" for _, c in ports)
     cluster_id = subprocess.run([str(tarn_bin()), "storage", "random-uuid"], capture_output=True,
@@ -695,6 +695,15 @@ def test_kafka_metadata_quorum_adds_and_removes_controllers(tmp_path):
                          "--command-config", str(configs[active]), "add-controller")
         assert f"Added controller {active}" in out.stdout, out.stdout
         assert voters(address[active]) == sorted([rest, active])
+        # Removed again, stopped and unregistered: it leaves the quorum's
+        # learners as well.
+        kafka_tool("kafka-metadata-quorum", "--bootstrap-controller", controller_address[rest],
+                   "remove-controller", "--controller-id", str(active),
+                   "--controller-directory-id", meta_directory_id(nodes[active].data_dir))
+        assert quorum_replication(address[rest]) == {rest: "Leader", active: "Observer"}
+        nodes[active].stop()
+        kafka_tool("kafka-cluster", "unregister", "--bootstrap-server", address[rest], "--id", str(active))
+        assert quorum_replication(address[rest]) == {rest: "Leader"}
     finally:
         for node in nodes.values():
             print(node.logs())

@@ -463,6 +463,32 @@ impl Quorum {
         Ok(())
     }
 
+    /// Takes node `id` out of the membership when it is a member that is
+    /// not a voter (a removed controller kept as a learner, whose broker
+    /// was unregistered): the log is no longer replicated to it. Whether it
+    /// was one. Only the leader can do this.
+    pub async fn remove_learner(&self, id: NodeId) -> Result<bool, QuorumError> {
+        self.check_leader()?;
+        let learner = {
+            let status = self.inner.status.borrow();
+            status.addresses.contains_key(&id) && !status.next_voters.contains(&id)
+        };
+        if !learner {
+            return Ok(false);
+        }
+        self.inner
+            .raft
+            .change_membership(ChangeMembers::RemoveNodes(BTreeSet::from([id])), false)
+            .await
+            .map_err(membership_error)?;
+        tracing::info!(
+            node_id = self.inner.node_id,
+            removed = id,
+            "removed a learner from the metadata quorum"
+        );
+        Ok(true)
+    }
+
     /// Moves the leadership to the voter that has the most of the log, and
     /// waits (up to a few election timeouts) until someone else leads; the
     /// error tells the caller to ask the new leader. A leader does not

@@ -5,6 +5,8 @@
 //! leadership, then forgotten) and commits it as one entry; a broker
 //! forwards the request there. A broker still running registers again at
 //! its next heartbeat, so a broker is stopped before it is unregistered.
+//! A removed controller that went on as a broker is a learner of the
+//! metadata quorum: unregistered, it leaves the quorum's membership too.
 use std::sync::Arc;
 
 use tarn_protocol::error;
@@ -54,12 +56,35 @@ pub async fn handle(
                 broker.sessions.remove(broker_id, epoch);
             }
             tracing::info!(broker_id, "unregistered broker");
+            forget_learner(broker, broker_id).await;
             answer(error::NONE, None)
         }
-        Ok(Err(refused)) => answer(refused.code, Some(refused.message)),
+        Ok(Err(refused)) => {
+            if refused.code == error::BROKER_ID_NOT_REGISTERED {
+                // Unregistered before: a learner left then goes now.
+                forget_learner(broker, broker_id).await;
+            }
+            answer(refused.code, Some(refused.message))
+        }
         Err(e) => {
             tracing::error!(error = %e, broker_id, "commit the unregistration of a broker");
             answer(e.commit_error_code(), Some(e.to_string()))
         }
+    }
+}
+
+/// Takes `broker_id` out of the metadata quorum's membership when it is a
+/// learner there (a controller removed while its broker lived). The
+/// unregistration stands either way; a failure is logged, and asking
+/// again (answered BROKER_ID_NOT_REGISTERED) retries it.
+async fn forget_learner(broker: &Arc<Broker>, broker_id: i32) {
+    let (Some((quorum, _)), Ok(id)) = (
+        broker.controller_topology.quorum(),
+        u64::try_from(broker_id),
+    ) else {
+        return;
+    };
+    if let Err(e) = quorum.remove_learner(id).await {
+        tracing::warn!(broker_id, error = %e, "could not take the unregistered broker out of the metadata quorum's learners");
     }
 }
