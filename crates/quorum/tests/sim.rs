@@ -242,7 +242,7 @@ impl Cluster {
         let (what, outcome) = if voters.contains(&id) && voters.len() > 2 {
             // Half the removed voters stay learners (a controller that is
             // also a broker), replicated to until added back.
-            let keep = (id + voters.len() as u64) % 2 == 0;
+            let keep = (id + voters.len() as u64).is_multiple_of(2);
             let removed = leader.remove_voter(id, None, keep);
             let what = match keep {
                 true => "remove (kept as a learner)",
