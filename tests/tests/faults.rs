@@ -680,7 +680,28 @@ fn produce(bootstrap: &str, stop: &AtomicBool, history: &Mutex<History>) {
 /// Reads every partition from the start until `stop`, checking that each
 /// partition's offsets go up one by one.
 fn read_live(bootstrap: &str, stop: &AtomicBool, reads: &Mutex<Reads>) {
-    let consumer: BaseConsumer = consumer(bootstrap, &[("fetch.wait.max.ms", "100")]);
+    let mut config = base_config(bootstrap);
+    config
+        .set("group.id", "tarn-e2e-unused-group")
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("fetch.wait.max.ms", "100");
+    // Its librdkafka log, when `TARN_FAULT_READER_DEBUG` names debug
+    // contexts (`fetch,broker`, say), to diagnose a reader that stalls.
+    let debug = std::env::var("TARN_FAULT_READER_DEBUG").ok();
+    if let Some(contexts) = &debug {
+        config
+            .set("debug", contexts)
+            .set_log_level(RDKafkaLogLevel::Debug);
+    }
+    let reader = Member {
+        id: MEMBERS,
+        verbose: debug.is_some(),
+    };
+    let consumer: BaseConsumer<Member> = config
+        .create_with_context(reader)
+        .expect("create the live reader");
     let mut assignment = TopicPartitionList::new();
     for partition in 0..PARTITIONS {
         assignment
@@ -717,9 +738,10 @@ fn read_live(bootstrap: &str, stop: &AtomicBool, reads: &Mutex<Reads>) {
     }
 }
 
-/// A group member's librdkafka log, printed only when
-/// `TARN_FAULT_CLIENT_DEBUG` names debug contexts (`cgrp,protocol`, say), to
-/// diagnose a client that wedges.
+/// A group member's librdkafka log (the live reader's is member
+/// [`MEMBERS`]), printed only when `TARN_FAULT_CLIENT_DEBUG` (or
+/// `TARN_FAULT_READER_DEBUG`) names debug contexts (`cgrp,protocol`, say),
+/// to diagnose a client that wedges.
 struct Member {
     id: usize,
     verbose: bool,

@@ -330,27 +330,46 @@ impl Quorum {
         catch_up: std::time::Duration,
     ) -> Result<(), QuorumError> {
         self.check_leader()?;
-        if self.inner.status.borrow().voters.contains(&id) {
-            return Err(QuorumError::DuplicateVoter(id));
-        }
+        let member = Member {
+            addr: address.to_owned(),
+            directory_id: directory_id.map(str::to_owned),
+        };
+        let recorded = {
+            let status = self.inner.status.borrow();
+            if status.voters.contains(&id) {
+                return Err(QuorumError::DuplicateVoter(id));
+            }
+            status.addresses.get(&id).map(|addr| Member {
+                addr: addr.clone(),
+                directory_id: status.directory_ids.get(&id).cloned(),
+            })
+        };
         let raft = &self.inner.raft;
         let deadline = tokio::time::Instant::now() + catch_up;
+        if recorded.is_some_and(|recorded| recorded != member) {
+            // A learner already (a removed controller kept for its broker),
+            // now at another address or with another directory (formatted
+            // again): `add_learner` keeps a member's record, and replication
+            // to it keeps the peer it started with, so the learner is taken
+            // out first and added afresh.
+            let remove = ChangeMembers::RemoveNodes(BTreeSet::from([id]));
+            match tokio::time::timeout_at(deadline, raft.change_membership(remove, false)).await {
+                Ok(result) => {
+                    result.map_err(membership_error)?;
+                }
+                Err(_) => {
+                    return Err(QuorumError::NotCaughtUp {
+                        id,
+                        waited: catch_up,
+                    })
+                }
+            }
+        }
         // openraft's blocking `add_learner` returns once its own wait ends,
         // caught up or not: the catch-up is checked here, as a voter that
         // cannot be reached would otherwise stall every commit of the
         // joint configuration.
-        let added = tokio::time::timeout_at(
-            deadline,
-            raft.add_learner(
-                id,
-                Member {
-                    addr: address.to_owned(),
-                    directory_id: directory_id.map(str::to_owned),
-                },
-                false,
-            ),
-        )
-        .await;
+        let added = tokio::time::timeout_at(deadline, raft.add_learner(id, member, false)).await;
         let caught_up = match added {
             Ok(result) => {
                 let added = result.map_err(membership_error)?;

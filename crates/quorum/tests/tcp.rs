@@ -422,10 +422,11 @@ async fn a_voter_that_cannot_catch_up_is_not_added() {
 /// id, an empty log) is not the voter it replaced (KIP-853): it refuses
 /// the RPCs meant for that one, so it neither acknowledges entries nor
 /// votes with a log it no longer has, until the old voter is removed and
-/// it is added in its place.
+/// it is added in its place; so too when the old one was kept as a
+/// learner.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_voter_formatted_again_is_refused_until_added_in_its_place() {
-    let dirs: Vec<tempfile::TempDir> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
+    let dirs: Vec<tempfile::TempDir> = (0..5).map(|_| tempfile::tempdir().unwrap()).collect();
     let fs: Arc<dyn FileSystem> = Arc::new(OsFileSystem);
     let mut listeners = BTreeMap::new();
     let mut voters = BTreeMap::new();
@@ -485,6 +486,37 @@ async fn a_voter_formatted_again_is_refused_until_added_in_its_place() {
         &machines,
         third.index,
         &["first", "second", "third"],
+    )
+    .await;
+
+    // Removed but kept as a learner (a controller that is also a broker),
+    // then formatted again: added with its new directory, it catches up
+    // and counts, the learner's record replaced.
+    leader.remove_voter(3, Some("dir-3-b"), true).await.unwrap();
+    assert_eq!(leader.status().borrow().directory_ids[&3], "dir-3-b");
+    nodes.remove(&3).unwrap().shutdown().await.unwrap();
+    machines.remove(&3);
+    let listener = loop {
+        match TcpListener::bind(&voters[&3]).await {
+            Ok(listener) => break listener,
+            Err(_) => sleep(Duration::from_millis(50)).await,
+        }
+    };
+    let dir = dirs[4].path().join("__cluster_metadata-0");
+    let (again, machine) = start_node(3, &BTreeMap::new(), Some("c"), dir, listener, &fs).await;
+    leader
+        .add_voter(3, &voters[&3], Some("dir-3-c"), Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert_eq!(leader.status().borrow().directory_ids[&3], "dir-3-c");
+    nodes.insert(3, again);
+    machines.insert(3, machine);
+    let fourth = propose(&nodes, "fourth").await;
+    applied_everywhere(
+        &nodes,
+        &machines,
+        fourth.index,
+        &["first", "second", "third", "fourth"],
     )
     .await;
     for quorum in nodes.values() {
