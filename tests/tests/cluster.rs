@@ -749,3 +749,33 @@ fn admin_clients_reach_the_controllers_on_their_controller_listeners() {
         );
     });
 }
+
+/// A voter restarted with a log behind the quorum's learns the commit
+/// index from the leader, so until then its image is stale (or empty, with
+/// no snapshot yet). It answers clients only once it has caught up (its
+/// broker unfenced): the first Metadata it answers after the restart
+/// already lists a topic created while it was down, and the ones before.
+/// Serving earlier told clients their topics did not exist (librdkafka
+/// then dropped the partitions it was fetching).
+#[test]
+fn a_restarted_voter_answers_clients_only_once_it_caught_up() {
+    run_with_timeout(TEST_LIMIT, || {
+        let mut cluster = Cluster::start(3, &[1, 2, 3], &[]);
+        cluster.wait_until_formed(FORMED);
+        let out = cli::create_topic(&cluster.address(1), "before", 3, 3, &[]);
+        assert!(out.status.success(), "{out}");
+        cluster.wait_for(3, FORMED, "the topic on node 3", |v| {
+            v.leaders.contains_key("before")
+        });
+        cluster.kill(3);
+        let out = cli::create_topic(&cluster.address(1), "while-down", 2, 2, &[]);
+        assert!(out.status.success(), "{out}");
+        cluster.start_again(3);
+        // No wait: the first answer of the restarted node.
+        let view = cluster.view(3).expect("Metadata from the restarted node");
+        for topic in ["before", "while-down"] {
+            assert!(view.leaders.contains_key(topic), "{topic}: {view:?}");
+        }
+        assert_eq!(view.brokers.len(), 3, "{view:?}");
+    });
+}

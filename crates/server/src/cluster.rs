@@ -315,7 +315,11 @@ pub async fn start(
     let (stop, stop_rx) = watch::channel(false);
     let (fatal_tx, fatal) = watch::channel(None);
     let (epoch_tx, broker_epoch) = watch::channel(None);
-    let (caught_up_tx, caught_up) = watch::channel(voter);
+    // A voter that is also a broker serves clients once its broker is
+    // unfenced (see `caught_up_when_unfenced`); a voter that is only a
+    // controller serves no Kafka listener; an observer once it caught up
+    // with the log it follows (`observer::run`).
+    let (caught_up_tx, caught_up) = watch::channel(voter && !cluster.broker);
     let mut tasks = Vec::new();
     let assemble = |log: Box<dyn MetadataLog>, topology: Arc<dyn ControllerTopology>| {
         let metadata = MetadataStore::replicated(log, publisher.clone());
@@ -422,7 +426,7 @@ pub async fn start(
                 broker.clone(),
                 controllers,
                 topology,
-                caught_up_tx,
+                caught_up_tx.clone(),
                 stop_rx.clone(),
             )));
             (broker, None)
@@ -437,6 +441,14 @@ pub async fn start(
         fatal_tx.clone(),
         stop_rx.clone(),
     )));
+    if cluster.broker && voter {
+        tasks.push(tokio::spawn(caught_up_when_unfenced(
+            broker.clone(),
+            broker_epoch.clone(),
+            caught_up_tx,
+            stop_rx.clone(),
+        )));
+    }
     if cluster.broker {
         let registration = BrokerRegistration {
             broker_id: node_id,
@@ -810,6 +822,44 @@ async fn stop_when_refused(
     drop(by);
     tracing::error!("{why}");
     fatal.send_replace(Some(why));
+}
+
+/// Tells a voter's Kafka listener to start serving once this broker's own
+/// image shows it registered with the epoch the controller gave it, and
+/// unfenced. The controller unfences a broker only once the broker
+/// reported having published the metadata committed when it registered,
+/// and this image holds that record only after everything before it. A
+/// restarted voter learns the commit index from the quorum's leader, so
+/// until then its image is its latest snapshot, or empty: serving clients
+/// from it would tell them their topics do not exist (Kafka's brokers
+/// likewise wait until they have caught up).
+async fn caught_up_when_unfenced(
+    broker: Arc<Broker>,
+    mut epoch: watch::Receiver<Option<i64>>,
+    caught_up: watch::Sender<bool>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut published = broker.metadata.publisher().subscribe();
+    loop {
+        let registered = *epoch.borrow_and_update();
+        let unfenced = registered.is_some_and(|epoch| {
+            broker
+                .metadata
+                .image()
+                .brokers
+                .get(&broker.node_id)
+                .is_some_and(|b| b.broker_epoch == epoch && !b.fenced)
+        });
+        if unfenced {
+            caught_up.send_replace(true);
+            return;
+        }
+        tokio::select! {
+            changed = published.changed() => if changed.is_err() { return },
+            changed = epoch.changed() => if changed.is_err() { return },
+            _ = stop.changed() => return,
+        }
+    }
 }
 
 /// Gives a new cluster its id (on the active controller) and adopts the
