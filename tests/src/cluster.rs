@@ -1,7 +1,8 @@
 //! Clusters of real `tarn serve` processes: every node is a broker and a
-//! controller (a voter of `controller.quorum.voters`), or, with
-//! [`Cluster::start_separated`], some nodes are only controllers and the
-//! others only brokers. Addresses are fixed so that restarts keep them:
+//! controller (a voter of `controller.quorum.voters`, or, with
+//! [`Cluster::start_dynamic_partitionable`], of a dynamic quorum formatted
+//! with `--initial-controllers`), or, with [`Cluster::start_separated`],
+//! some nodes are only controllers and the others only brokers. Addresses are fixed so that restarts keep them:
 //! free ports on loopback, or, for clusters whose network a test cuts, a
 //! host of its own per node.
 //!
@@ -194,8 +195,8 @@ impl Cluster {
         )
     }
 
-    /// Like [`Cluster::start_partitionable`], the voters a dynamic quorum
-    /// (KIP-853): every node formatted with the same initial voters and
+    /// Like [`Cluster::start_partitionable`], with the voters a dynamic
+    /// quorum (KIP-853): every node formatted with the same initial voters and
     /// started with `controller.quorum.bootstrap.servers`, so that
     /// [`Cluster::remove_voter`] and [`Cluster::add_voter`] can change
     /// them.
