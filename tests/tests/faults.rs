@@ -677,31 +677,43 @@ fn produce(bootstrap: &str, stop: &AtomicBool, history: &Mutex<History>) {
     }
 }
 
-/// Reads every partition from the start until `stop`, checking that each
-/// partition's offsets go up one by one.
-fn read_live(bootstrap: &str, stop: &AtomicBool, reads: &Mutex<Reads>) {
+/// A consumer of `group` that commits only when told, from the earliest
+/// offset, polling briskly; with librdkafka's log printed as member `id`
+/// when the environment variable `debug_var` names debug contexts.
+fn reader(bootstrap: &str, group: &str, id: usize, debug_var: &str) -> BaseConsumer<Member> {
     let mut config = base_config(bootstrap);
     config
-        .set("group.id", "tarn-e2e-unused-group")
+        .set("group.id", group)
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
         .set("auto.offset.reset", "earliest")
         .set("fetch.wait.max.ms", "100");
-    // Its librdkafka log, when `TARN_FAULT_READER_DEBUG` names debug
-    // contexts (`fetch,broker`, say), to diagnose a reader that stalls.
-    let debug = std::env::var("TARN_FAULT_READER_DEBUG").ok();
+    let debug = std::env::var(debug_var).ok();
     if let Some(contexts) = &debug {
         config
             .set("debug", contexts)
             .set_log_level(RDKafkaLogLevel::Debug);
     }
-    let reader = Member {
-        id: MEMBERS,
+    let member = Member {
+        id,
         verbose: debug.is_some(),
     };
-    let consumer: BaseConsumer<Member> = config
-        .create_with_context(reader)
-        .expect("create the live reader");
+    config
+        .create_with_context(member)
+        .unwrap_or_else(|e| panic!("create reader {id}: {e}"))
+}
+
+/// Reads every partition from the start until `stop`, checking that each
+/// partition's offsets go up one by one.
+fn read_live(bootstrap: &str, stop: &AtomicBool, reads: &Mutex<Reads>) {
+    // Its librdkafka log, when `TARN_FAULT_READER_DEBUG` names debug
+    // contexts (`fetch,broker`, say), to diagnose a reader that stalls.
+    let consumer = reader(
+        bootstrap,
+        "tarn-e2e-unused-group",
+        MEMBERS,
+        "TARN_FAULT_READER_DEBUG",
+    );
     let mut assignment = TopicPartitionList::new();
     for partition in 0..PARTITIONS {
         assignment
@@ -766,26 +778,7 @@ impl ConsumerContext for Member {}
 /// synchronous commit after its coordinator was killed; the run then
 /// leaves this thread behind and counts the member as stuck.
 fn read_in_group(bootstrap: &str, stop: &AtomicBool, group: &Mutex<GroupReads>, id: usize) {
-    let mut config = base_config(bootstrap);
-    config
-        .set("group.id", GROUP)
-        .set("enable.auto.commit", "false")
-        .set("enable.auto.offset.store", "false")
-        .set("auto.offset.reset", "earliest")
-        .set("fetch.wait.max.ms", "100");
-    let debug = std::env::var("TARN_FAULT_CLIENT_DEBUG").ok();
-    if let Some(contexts) = &debug {
-        config
-            .set("debug", contexts)
-            .set_log_level(RDKafkaLogLevel::Debug);
-    }
-    let member = Member {
-        id,
-        verbose: debug.is_some(),
-    };
-    let consumer: BaseConsumer<Member> = config
-        .create_with_context(member)
-        .expect("create group member");
+    let consumer = reader(bootstrap, GROUP, id, "TARN_FAULT_CLIENT_DEBUG");
     consumer.subscribe(&[TOPIC]).expect("subscribe");
     let mut since_commit = 0;
     while !stop.load(Ordering::SeqCst) {

@@ -418,6 +418,19 @@ async fn a_voter_that_cannot_catch_up_is_not_added() {
     quorum.shutdown().await.unwrap();
 }
 
+/// Listens on `address` again, once the node that had it let it go
+/// (within 10 s).
+async fn rebind(address: &str) -> TcpListener {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match TcpListener::bind(address).await {
+            Ok(listener) => return listener,
+            Err(e) if Instant::now() > deadline => panic!("bind {address} again: {e}"),
+            Err(_) => sleep(Duration::from_millis(50)).await,
+        }
+    }
+}
+
 /// A voter whose directory was lost and formatted again (a new directory
 /// id, an empty log) is not the voter it replaced (KIP-853): it refuses
 /// the RPCs meant for that one, so it neither acknowledges entries nor
@@ -448,12 +461,7 @@ async fn a_voter_formatted_again_is_refused_until_added_in_its_place() {
     // Node 3 loses its directory: formatted again (a new directory id, no
     // initial voters), it starts on the same address.
     nodes.remove(&3).unwrap().shutdown().await.unwrap();
-    let listener = loop {
-        match TcpListener::bind(&voters[&3]).await {
-            Ok(listener) => break listener,
-            Err(_) => sleep(Duration::from_millis(50)).await,
-        }
-    };
+    let listener = rebind(&voters[&3]).await;
     let dir = dirs[3].path().join("__cluster_metadata-0");
     let (wiped, machine) = start_node(3, &BTreeMap::new(), Some("b"), dir, listener, &fs).await;
     let second = propose(&nodes, "second").await;
@@ -496,12 +504,7 @@ async fn a_voter_formatted_again_is_refused_until_added_in_its_place() {
     assert_eq!(leader.status().borrow().directory_ids[&3], "dir-3-b");
     nodes.remove(&3).unwrap().shutdown().await.unwrap();
     machines.remove(&3);
-    let listener = loop {
-        match TcpListener::bind(&voters[&3]).await {
-            Ok(listener) => break listener,
-            Err(_) => sleep(Duration::from_millis(50)).await,
-        }
-    };
+    let listener = rebind(&voters[&3]).await;
     let dir = dirs[4].path().join("__cluster_metadata-0");
     let (again, machine) = start_node(3, &BTreeMap::new(), Some("c"), dir, listener, &fs).await;
     leader
