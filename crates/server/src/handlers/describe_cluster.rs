@@ -122,14 +122,11 @@ fn controllers(broker: &Broker) -> Vec<DescribeClusterBroker> {
         .controllers()
         .into_iter()
         .filter_map(|(id, address)| {
-            let (host, port) = address.rsplit_once(':')?;
+            let (host, port) = super::raft_voters::host_and_port(&address)?;
             Some(DescribeClusterBroker {
                 broker_id: id,
-                host: host
-                    .trim_start_matches('[')
-                    .trim_end_matches(']')
-                    .to_owned(),
-                port: port.parse().ok()?,
+                host,
+                port: i32::from(port),
                 rack: None,
                 is_fenced: false,
             })

@@ -102,16 +102,13 @@ pub async fn handle(
             .listeners
             .iter()
             .filter_map(|(id, address)| {
-                let (host, port) = address.rsplit_once(':')?;
+                let (host, port) = super::raft_voters::host_and_port(address)?;
                 Some(DescribeQuorumNode {
                     node_id: *id,
                     listeners: vec![DescribeQuorumListener {
                         name: listener_name.clone(),
-                        host: host
-                            .trim_start_matches('[')
-                            .trim_end_matches(']')
-                            .to_owned(),
-                        port: port.parse().ok()?,
+                        host,
+                        port,
                     }],
                 })
             })

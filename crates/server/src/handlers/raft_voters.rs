@@ -73,6 +73,15 @@ pub fn controller_listener_name(broker: &Broker) -> String {
         .to_owned()
 }
 
+/// A voter's CONTROLLER listener as the quorum records it (`host:port`,
+/// an IPv6 host in brackets), split into the host and port a response
+/// names; `None` when it is not one.
+pub fn host_and_port(address: &str) -> Option<(String, u16)> {
+    let (host, port) = address.rsplit_once(':')?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    Some((host.to_owned(), port.parse().ok()?))
+}
+
 /// A voter's directory id as the quorum records it: Kafka's base64, none
 /// for the zero uuid (unknown).
 pub fn directory_id(id: &tarn_protocol::Uuid) -> Option<String> {
