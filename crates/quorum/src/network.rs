@@ -13,14 +13,18 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
+use futures_util::{Stream, StreamExt};
+use openraft::base::BoxStream;
 use openraft::errors::{
     NetworkError, RPCError, ReplicationClosed, StreamingError, Timeout, Unreachable,
 };
-use openraft::network::{RPCOption, RaftNetworkFactory, RaftNetworkV2};
+use openraft::network::{stream_append_sequential, RPCOption, RaftNetworkFactory, RaftNetworkV2};
 use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, StreamAppendResult, VoteRequest,
+    VoteResponse,
 };
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use tokio::sync::watch;
 
 use crate::types::{Snapshot, SnapshotMeta, TypeConfig, Vote};
 use crate::NodeId;
@@ -114,10 +118,21 @@ pub(crate) fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, String> {
     serde_json::from_slice(body).map_err(|e| format!("undecodable RPC body: {e}"))
 }
 
+/// How long a leader holds a commit notice (an AppendEntries with no
+/// entries, sent only to move a follower's commit index) for the next
+/// entries to carry it instead. One change at a time, the next entry comes
+/// within a client's round trip, and the notice would have cost every
+/// follower a round trip of its own per commit; when the log goes idle,
+/// followers hear of the last commit this much later.
+const NOTICE_HOLD: Duration = Duration::from_millis(2);
+
 /// openraft's network factory over a [`Transport`].
 pub(crate) struct NetworkFactory {
     pub node_id: NodeId,
     pub transport: Arc<dyn Transport>,
+    /// How many callers wait for followers to hear of commits (see
+    /// [`crate::Quorum::followers_awaited`]); no notice is held while any do.
+    pub awaited: Arc<watch::Sender<usize>>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
@@ -130,6 +145,7 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
             from: self.node_id,
             target,
             transport: self.transport.clone(),
+            awaited: self.awaited.subscribe(),
         }
     }
 }
@@ -138,6 +154,80 @@ pub(crate) struct Peer {
     from: NodeId,
     target: NodeId,
     transport: Arc<dyn Transport>,
+    awaited: watch::Receiver<usize>,
+}
+
+type Request = AppendEntriesRequest<TypeConfig>;
+
+/// A replication stream's requests with commit notices held back (see
+/// [`NOTICE_HOLD`]): a notice followed within the hold by a request from
+/// the same leader that starts where it does is dropped, as that request
+/// carries the same or a later commit index. openraft matches answers to
+/// what it sent by log id, so the answer to the request that went
+/// acknowledges the dropped notice too; the notice's sending time, which
+/// openraft's leader lease counts from, is earlier than the answer's.
+struct HeldNotices<S> {
+    input: S,
+    awaited: watch::Receiver<usize>,
+    /// A request read while holding a notice it could not replace.
+    next: Option<Request>,
+    ended: bool,
+}
+
+enum Held {
+    Next(Option<Request>),
+    Elapsed,
+    Awaited,
+}
+
+impl<S: Stream<Item = Request> + Unpin> HeldNotices<S> {
+    async fn next_request(mut self) -> Option<(Request, Self)> {
+        let mut request = match self.next.take() {
+            Some(request) => request,
+            None if self.ended => return None,
+            None => self.input.next().await?,
+        };
+        let deadline = tokio::time::Instant::now() + NOTICE_HOLD;
+        while request.entries.is_empty() && self.may_hold() {
+            // Biased: an unbiased select draws from tokio's unseeded
+            // generator, which would break the replay of a simulation.
+            let held = tokio::select! {
+                biased;
+                // A caller started waiting (or one stopped, which costs
+                // this notice its hold and nothing else).
+                _ = self.awaited.changed() => Held::Awaited,
+                next = self.input.next() => Held::Next(next),
+                () = tokio::time::sleep_until(deadline) => Held::Elapsed,
+            };
+            match held {
+                Held::Next(Some(next))
+                    if next.vote == request.vote && next.prev_log_id == request.prev_log_id =>
+                {
+                    request = next;
+                }
+                Held::Next(Some(next)) => {
+                    self.next = Some(next);
+                    break;
+                }
+                Held::Next(None) => {
+                    self.ended = true;
+                    break;
+                }
+                Held::Elapsed | Held::Awaited => break,
+            }
+        }
+        self.awaited.borrow_and_update();
+        Some((request, self))
+    }
+
+    /// Whether a notice may wait: no caller awaits the followers now, and
+    /// none started or stopped since the last request went. A caller that
+    /// stopped may have been answered before this node's replication got
+    /// round to the notice of the commit it awaited, which must not wait
+    /// either.
+    fn may_hold(&self) -> bool {
+        !self.awaited.has_changed().unwrap_or(true) && *self.awaited.borrow() == 0
+    }
 }
 
 /// Why a call failed, before it is cast into openraft's error types.
@@ -187,6 +277,33 @@ impl Peer {
 
 impl RaftNetworkV2<TypeConfig> for Peer {
     type SnapshotData = Bytes;
+
+    fn stream_append<'s, S>(
+        &'s mut self,
+        input: S,
+        option: RPCOption,
+    ) -> openraft::base::BoxFuture<
+        's,
+        Result<
+            BoxStream<'s, Result<StreamAppendResult<TypeConfig>, RPCError<TypeConfig>>>,
+            RPCError<TypeConfig>,
+        >,
+    >
+    where
+        S: Stream<Item = Request> + openraft::OptionalSend + Unpin + 'static,
+    {
+        let held = HeldNotices {
+            input,
+            awaited: self.awaited.clone(),
+            next: None,
+            ended: false,
+        };
+        let requests = Box::pin(futures_util::stream::unfold(
+            held,
+            HeldNotices::next_request,
+        ));
+        stream_append_sequential(self, requests, option)
+    }
 
     async fn append_entries(
         &mut self,

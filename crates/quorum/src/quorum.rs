@@ -132,6 +132,16 @@ const PROMOTION_MIN: std::time::Duration = std::time::Duration::from_secs(1);
 /// take over.
 const HAND_OVER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// See [`Quorum::followers_awaited`].
+#[must_use = "followers hear of commits at once only while the guard lives"]
+pub struct FollowersAwaited(Arc<watch::Sender<usize>>);
+
+impl Drop for FollowersAwaited {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n -= 1);
+    }
+}
+
 /// A running quorum member. Cheap to clone; all clones share the node.
 #[derive(Clone)]
 pub struct Quorum {
@@ -144,6 +154,8 @@ struct Inner {
     directory_id: Option<String>,
     raft: QuorumRaft,
     status: watch::Receiver<QuorumStatus>,
+    /// How many [`FollowersAwaited`] guards live.
+    awaited: Arc<watch::Sender<usize>>,
 }
 
 impl std::fmt::Debug for Quorum {
@@ -202,7 +214,12 @@ impl Quorum {
             MachineStore::open(machine, SnapshotStore::new(fs, &config.dir)).map_err(|e| {
                 QuorumError::io(format!("load snapshot from {}", config.dir.display()), e)
             })?;
-        let network = NetworkFactory { node_id, transport };
+        let awaited = Arc::new(watch::channel(0).0);
+        let network = NetworkFactory {
+            node_id,
+            transport,
+            awaited: awaited.clone(),
+        };
         let seed = config.rng_seed.unwrap_or_else(|| seed_from_clock(node_id));
         // openraft draws its election timeouts from the task-local seed of
         // `DeterministicRng`; every task it spawns inherits one from here.
@@ -219,6 +236,7 @@ impl Quorum {
                 directory_id: config.directory_id.clone(),
                 raft,
                 status,
+                awaited,
             }),
         };
         quorum.bootstrap(&config).await?;
@@ -270,6 +288,17 @@ impl Quorum {
     /// This node's data directory id, when it has one (KIP-853).
     pub fn directory_id(&self) -> Option<&str> {
         self.inner.directory_id.as_deref()
+    }
+
+    /// While the returned guard lives, and for the commit notices that
+    /// follow its drop until the next request to each follower, followers
+    /// hear of every commit at once. A leader otherwise holds a commit
+    /// notice for a moment so that the next entry carries it; a caller on
+    /// whose behalf another node waits to see a change applied (a
+    /// forwarded request) takes a guard before it proposes.
+    pub fn followers_awaited(&self) -> FollowersAwaited {
+        self.inner.awaited.send_modify(|n| *n += 1);
+        FollowersAwaited(self.inner.awaited.clone())
     }
 
     /// Appends `entry` to the log as one atomic entry and returns once it

@@ -356,6 +356,12 @@ impl Broker {
 /// Carries out a request that came over the CONTROLLER listener; this
 /// node must be the active controller (NOT_CONTROLLER otherwise).
 pub async fn execute(broker: &Arc<Broker>, request: ControllerRequest) -> ControllerResponse {
+    // The node that asked waits to see what it changed applied: it must
+    // hear of the commit at once, not with the next entry.
+    let _awaited = broker
+        .controller_topology
+        .quorum()
+        .map(|(quorum, _)| quorum.followers_awaited());
     let result = match request {
         ControllerRequest::Forward { frame, origin } if broker.is_active_controller() => {
             forwarded(broker, frame, origin.unwrap_or(broker.node_id)).await
