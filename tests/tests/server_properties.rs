@@ -762,14 +762,20 @@ fn controllers_formatted_to_join_are_added_to_a_running_quorum() {
             assert!(std::time::Instant::now() < deadline, "{created:?}");
             std::thread::sleep(Duration::from_millis(200));
         }
+        // The broker that answered has applied the change; the other
+        // learns of it soon after, as in Kafka.
         for port in survivors {
-            let topics = metadata(port).topics;
-            assert!(
-                topics
+            loop {
+                let topics = metadata(port).topics;
+                if topics
                     .iter()
-                    .any(|t| t.name.as_deref() == Some("after-the-first")),
-                "{topics:?}"
-            );
+                    .any(|t| t.name.as_deref() == Some("after-the-first"))
+                {
+                    break;
+                }
+                assert!(std::time::Instant::now() < deadline, "{topics:?}");
+                std::thread::sleep(Duration::from_millis(20));
+            }
         }
         let (code, message) = remove_raft_voter(kafka(1), &cluster_id, 1);
         assert_eq!(code, 0, "remove voter 1: {message}");
