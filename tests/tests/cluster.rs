@@ -189,9 +189,25 @@ fn a_killed_controller_is_replaced_and_a_killed_broker_is_fenced_then_rejoins() 
             });
         println!("broker {controller} fenced after {fenced_after:?}");
         assert_ne!(view.controller, controller);
+        // The new leader retried the dead node several times a second
+        // meanwhile: one line says so, not one per retry.
+        let leader = cluster.node(view.controller).logs();
+        let gone = format!("quorum peer does not answer; retrying node={controller}");
+        assert_eq!(leader.matches(&gone).count(), 1, "{leader}");
+        assert!(!leader.contains("failed to send a heartbeat"), "{leader}");
 
         cluster.start_again(controller);
         cluster.wait_until_formed(FORMED);
+        let back = format!("quorum peer answers again node={controller}");
+        let deadline = Instant::now() + FORMED;
+        while !cluster.node(view.controller).logs().contains(&back) {
+            assert!(
+                Instant::now() < deadline,
+                "{}",
+                cluster.node(view.controller).logs()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
         let logs: String = cluster
             .running()
             .into_iter()

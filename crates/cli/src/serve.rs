@@ -182,12 +182,32 @@ fn local_hostname() -> Result<String> {
     Ok(String::from_utf8_lossy(&buf[..end]).into_owned())
 }
 
+/// The log filter for `--log-level` or `RUST_LOG` (`info` when neither is
+/// given): openraft says only what it warns about, and not each retry to a
+/// peer that is down, unless the filter names openraft itself.
+fn log_filter(given: Option<&str>) -> String {
+    let given = given.unwrap_or("info");
+    match given.contains("openraft") {
+        true => given.to_owned(),
+        false => format!("{given},openraft=warn,{}", tarn_quorum::QUIET_OPENRAFT),
+    }
+}
+
 pub fn run(args: ServeArgs) -> Result<()> {
     let filter = match &args.log_level {
-        Some(level) => tracing_subscriber::EnvFilter::try_new(level)
+        Some(level) => tracing_subscriber::EnvFilter::try_new(log_filter(Some(level)))
             .with_context(|| format!("--log-level {level}"))?,
-        None => tracing_subscriber::EnvFilter::try_from_default_env()
-            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,openraft=warn")),
+        None => {
+            let from_env = std::env::var(tracing_subscriber::EnvFilter::DEFAULT_ENV).ok();
+            tracing_subscriber::EnvFilter::try_new(log_filter(from_env.as_deref())).with_context(
+                || {
+                    format!(
+                        "the {} variable",
+                        tracing_subscriber::EnvFilter::DEFAULT_ENV
+                    )
+                },
+            )?
+        }
     };
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -641,4 +661,20 @@ async fn join_cluster(
                 data_dir.display()
             )
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::log_filter;
+
+    #[test]
+    fn openraft_retries_are_quiet_unless_the_filter_names_openraft() {
+        let quiet = format!("info,openraft=warn,{}", tarn_quorum::QUIET_OPENRAFT);
+        assert_eq!(log_filter(None), quiet);
+        assert!(log_filter(Some("debug")).starts_with("debug,openraft=warn,openraft::"));
+        assert_eq!(
+            log_filter(Some("info,openraft=debug")),
+            "info,openraft=debug"
+        );
+    }
 }

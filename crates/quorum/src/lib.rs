@@ -25,7 +25,9 @@ pub use config::{
 };
 pub use error::{ApplyError, QuorumError};
 pub use machine::StateMachine;
-pub use network::{is_quorum_api_key, RpcKind, Transport, TransportError, QUORUM_API_KEY_BASE};
+pub use network::{
+    is_quorum_api_key, RpcKind, Transport, TransportError, QUIET_OPENRAFT, QUORUM_API_KEY_BASE,
+};
 pub use quorum::{Committed, FollowersAwaited, Proposal, Quorum, QuorumStatus};
 
 /// A controller's node id (Kafka's `node.id`, non-negative).

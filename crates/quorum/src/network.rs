@@ -6,9 +6,15 @@
 //! Bodies are JSON of openraft's messages, which stay private to this
 //! crate. Every call is bounded by openraft's per-RPC deadline, so a
 //! message the transport loses costs one timeout, as on a real network.
+//!
+//! A peer that stops answering is logged once, and once again when it
+//! answers: openraft retries a dead peer several times a second and would
+//! log every failure (those warnings of its own are filtered out at
+//! start-up, see [`QUIET_OPENRAFT`]).
 
+use std::collections::BTreeSet;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -126,10 +132,40 @@ pub(crate) fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, String> {
 /// followers hear of the last commit this much later.
 const NOTICE_HOLD: Duration = Duration::from_millis(2);
 
+/// `tracing` directives that silence openraft's warning on every failed
+/// heartbeat and replication request to a peer (several a second while one
+/// is down): the network logs a peer's going and coming back instead.
+pub const QUIET_OPENRAFT: &str = "openraft::core::heartbeat=error,openraft::replication=error,\
+openraft::engine::handler::replication_handler=error";
+
+/// The peers whose last call went unanswered (timed out or could not
+/// reach them), shared by every connection to them.
+#[derive(Default)]
+pub(crate) struct Unanswered(Mutex<BTreeSet<NodeId>>);
+
+impl Unanswered {
+    /// Records how a call to `target` ended, logging a change.
+    fn note(&self, target: NodeId, failure: Option<&CallError>) {
+        let Ok(mut unanswered) = self.0.lock() else {
+            return;
+        };
+        match failure {
+            Some(error) if unanswered.insert(target) => {
+                tracing::warn!(node = target, error = %error, "quorum peer does not answer; retrying");
+            }
+            None if unanswered.remove(&target) => {
+                tracing::info!(node = target, "quorum peer answers again");
+            }
+            _ => {}
+        }
+    }
+}
+
 /// openraft's network factory over a [`Transport`].
 pub(crate) struct NetworkFactory {
     pub node_id: NodeId,
     pub transport: Arc<dyn Transport>,
+    pub unanswered: Arc<Unanswered>,
     /// How many callers wait for followers to hear of commits (see
     /// [`crate::Quorum::followers_awaited`]); no notice is held while any do.
     pub awaited: Arc<watch::Sender<usize>>,
@@ -145,6 +181,7 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
             from: self.node_id,
             target,
             transport: self.transport.clone(),
+            unanswered: self.unanswered.clone(),
             awaited: self.awaited.subscribe(),
         }
     }
@@ -154,6 +191,7 @@ pub(crate) struct Peer {
     from: NodeId,
     target: NodeId,
     transport: Arc<dyn Transport>,
+    unanswered: Arc<Unanswered>,
     awaited: watch::Receiver<usize>,
 }
 
@@ -237,6 +275,16 @@ enum CallError {
     Decode(String),
 }
 
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallError::Timeout(ttl) => write!(f, "no answer within {ttl:?}"),
+            CallError::Transport(e) => write!(f, "{e}"),
+            CallError::Decode(msg) => write!(f, "{msg}"),
+        }
+    }
+}
+
 impl Peer {
     async fn call<Req: Serialize, Resp: DeserializeOwned>(
         &self,
@@ -245,11 +293,19 @@ impl Peer {
         ttl: Duration,
     ) -> Result<Resp, CallError> {
         let call = self.transport.call(self.target, kind, encode(request));
-        match tokio::time::timeout(ttl, call).await {
+        let result = match tokio::time::timeout(ttl, call).await {
             Err(_) => Err(CallError::Timeout(ttl)),
             Ok(Err(e)) => Err(CallError::Transport(e)),
             Ok(Ok(body)) => decode(&body).map_err(CallError::Decode),
-        }
+        };
+        let unanswered = match &result {
+            Err(
+                e @ (CallError::Timeout(_) | CallError::Transport(TransportError::Unreachable(..))),
+            ) => Some(e),
+            _ => None,
+        };
+        self.unanswered.note(self.target, unanswered);
+        result
     }
 
     fn rpc_error(&self, e: CallError, kind: RpcKind) -> RPCError<TypeConfig> {

@@ -218,6 +218,7 @@ impl Quorum {
         let network = NetworkFactory {
             node_id,
             transport,
+            unanswered: Arc::default(),
             awaited: awaited.clone(),
         };
         let seed = config.rng_seed.unwrap_or_else(|| seed_from_clock(node_id));
