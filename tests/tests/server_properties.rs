@@ -230,7 +230,12 @@ fn kafkas_server_properties_starts_tarn_on_the_listener_it_names() {
             (broker.node_id, broker.host.as_str(), broker.port),
             (1, "localhost", i32::from(node.port))
         );
-        assert!(node.data_dir().join("meta.properties").exists());
+        // Written once the node adopts the cluster id its quorum chose,
+        // which its registration does not wait for.
+        while !node.data_dir().join("meta.properties").exists() {
+            assert!(std::time::Instant::now() < deadline, "no meta.properties");
+            std::thread::sleep(Duration::from_millis(20));
+        }
     });
 }
 
