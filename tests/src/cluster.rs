@@ -2,9 +2,9 @@
 //! controller (a voter of `controller.quorum.voters`, or, with
 //! [`Cluster::start_dynamic_partitionable`], of a dynamic quorum formatted
 //! with `--initial-controllers`), or, with [`Cluster::start_separated`],
-//! some nodes are only controllers and the others only brokers. Addresses are fixed so that restarts keep them:
-//! free ports on loopback, or, for clusters whose network a test cuts, a
-//! host of its own per node.
+//! some nodes are only controllers and the others only brokers. Addresses
+//! are fixed so that restarts keep them: free ports on loopback, or, for
+//! clusters whose network a test cuts, a host of its own per node.
 //!
 //! [`Cluster::view`] asks one node what it knows (Metadata and
 //! DescribeCluster), and the `wait_*` helpers poll it until it agrees.

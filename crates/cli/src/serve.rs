@@ -198,15 +198,10 @@ pub fn run(args: ServeArgs) -> Result<()> {
         Some(level) => tracing_subscriber::EnvFilter::try_new(log_filter(Some(level)))
             .with_context(|| format!("--log-level {level}"))?,
         None => {
-            let from_env = std::env::var(tracing_subscriber::EnvFilter::DEFAULT_ENV).ok();
-            tracing_subscriber::EnvFilter::try_new(log_filter(from_env.as_deref())).with_context(
-                || {
-                    format!(
-                        "the {} variable",
-                        tracing_subscriber::EnvFilter::DEFAULT_ENV
-                    )
-                },
-            )?
+            let variable = tracing_subscriber::EnvFilter::DEFAULT_ENV;
+            let from_env = std::env::var(variable).ok();
+            tracing_subscriber::EnvFilter::try_new(log_filter(from_env.as_deref()))
+                .with_context(|| format!("the {variable} variable"))?
         }
     };
     let logs = tracing_subscriber::fmt()
