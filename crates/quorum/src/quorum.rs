@@ -207,7 +207,7 @@ impl Quorum {
     ) -> Result<Quorum, QuorumError> {
         let raft_config = Arc::new(config.raft_config()?);
         let node_id = config.node_id;
-        let log = LogStore::open(fs.clone(), &config.dir).map_err(|e| {
+        let log = LogStore::open(fs.clone(), &config.dir, node_id).map_err(|e| {
             QuorumError::io(format!("open metadata log {}", config.dir.display()), e)
         })?;
         let machine =
