@@ -21,7 +21,9 @@ pub mod replicated;
 pub mod topics;
 
 pub use image::{BrokerInfo, MetadataImage, PartitionInfo, QuotaEntity, TopicInfo, NO_LEADER};
-pub use log::{Appending, FileMetadataLog, MetadataLog, MetadataLogError, METADATA_LOG_FILE};
+pub use log::{
+    Appending, FileMetadataLog, MetadataLog, MetadataLogError, Proposed, METADATA_LOG_FILE,
+};
 pub use publisher::{MetadataDelta, MetadataListener, MetadataPublisher, PublishError};
 pub use records::{Endpoint, MetadataRecord};
 
@@ -181,6 +183,92 @@ impl MetadataStore {
         Ok(value)
     }
 
+    /// [`MetadataStore::commit_with`] for an async task, when nothing has
+    /// to be waited for before the plan: the log proposes without blocking
+    /// (a quorum leader that has caught up in its term), no entry is in
+    /// flight or failed, and no other commit is being planned. `build`
+    /// runs now and the returned future waits for the entry without a
+    /// thread of its own. Otherwise `build` comes back untouched, for the
+    /// blocking path.
+    pub fn try_commit_async<'a, T, E, F>(
+        &'a self,
+        build: F,
+    ) -> Result<impl std::future::Future<Output = Result<T, E>> + Send + 'a, F>
+    where
+        F: FnOnce(&MetadataImage) -> Result<(Vec<MetadataRecord>, T), E>,
+        E: From<MetadataLogError> + From<PublishError> + Send + 'a,
+        T: Send + 'a,
+    {
+        let Some(mut planner) = self.planner.try_lock() else {
+            return Err(build);
+        };
+        if !planner.log.proposes_without_blocking() {
+            return Err(build);
+        }
+        {
+            let in_flight = self.in_flight.lock();
+            if in_flight.poisoned || !in_flight.outstanding.is_empty() {
+                return Err(build);
+            }
+        }
+        // Nothing in flight: the plan starts from the published image.
+        planner.speculative = None;
+        let base = self.image();
+        let begun = match build(&base) {
+            Err(e) => Begun::Failed(e),
+            Ok((records, value)) if records.is_empty() => Begun::Nothing(value),
+            Ok((records, value)) => match planner.log.propose(&records) {
+                Ok(wait) => {
+                    let mut next = (*base).clone();
+                    for record in &records {
+                        next.apply(record);
+                    }
+                    planner.speculative = Some(Arc::new(next));
+                    let mut in_flight = self.in_flight.lock();
+                    let number = in_flight.next;
+                    in_flight.next += 1;
+                    in_flight.outstanding.insert(number);
+                    Begun::InFlight {
+                        value,
+                        records,
+                        number,
+                        wait,
+                    }
+                }
+                // It may still commit without being in the image later
+                // plans see: start them afresh.
+                Err(e) => {
+                    self.in_flight.lock().poisoned = true;
+                    Begun::Failed(e.into())
+                }
+            },
+        };
+        drop(planner);
+        Ok(async move {
+            match begun {
+                Begun::Failed(e) => Err(e),
+                Begun::Nothing(value) => Ok(value),
+                Begun::InFlight {
+                    value,
+                    records,
+                    number,
+                    wait,
+                } => {
+                    let mut ending = Ending {
+                        store: self,
+                        number,
+                        failed: true,
+                    };
+                    let outcome = wait.await;
+                    ending.failed = outcome.is_err();
+                    drop(ending);
+                    self.publisher.publish(outcome?, &records)?;
+                    Ok(value)
+                }
+            }
+        })
+    }
+
     /// After an entry in flight failed, waits for every other one to end
     /// so that the next plan starts from the published image (and the log
     /// can settle what the failure left unknown). True when it did.
@@ -215,6 +303,20 @@ impl MetadataStore {
         }
         Ok(())
     }
+}
+
+/// What planning an async commit came to.
+enum Begun<T, E> {
+    Failed(E),
+    /// Nothing to commit (and nothing in flight it was planned on).
+    Nothing(T),
+    /// The entry `number` is in flight.
+    InFlight {
+        value: T,
+        records: Vec<MetadataRecord>,
+        number: u64,
+        wait: Proposed,
+    },
 }
 
 /// Ends an entry in flight when dropped, even if its wait panicked

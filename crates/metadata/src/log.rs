@@ -84,7 +84,27 @@ pub trait MetadataLog: Send {
     fn prepare(&mut self) -> Result<bool, MetadataLogError> {
         Ok(false)
     }
+    /// True when [`MetadataLog::prepare`] has nothing to wait for and
+    /// [`MetadataLog::propose`] begins an entry without blocking: a commit
+    /// may then run on an async task (`MetadataStore::try_commit_async`).
+    fn proposes_without_blocking(&self) -> bool {
+        false
+    }
+    /// Begins committing `records` as one entry, after every entry begun
+    /// before it, without blocking; called only when
+    /// [`MetadataLog::proposes_without_blocking`] said so. The future ends
+    /// as [`Appending::InFlight`]'s wait does.
+    fn propose(&mut self, _records: &[MetadataRecord]) -> Result<Proposed, MetadataLogError> {
+        Err(MetadataLogError::Quorum(
+            "this metadata log commits only by blocking".into(),
+        ))
+    }
 }
+
+/// An entry begun by [`MetadataLog::propose`]: ends with its offset once
+/// it committed and was published on this node.
+pub type Proposed =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<u64, MetadataLogError>> + Send>>;
 
 /// An entry begun by [`MetadataLog::begin_append`].
 pub enum Appending {

@@ -14,6 +14,7 @@
 //! fence planned on an image where the broker still leads, say); an empty
 //! entry committed after it settles it, since entries commit in log order.
 
+use std::future::Future;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -22,7 +23,7 @@ use parking_lot::Mutex;
 use tarn_quorum::{ApplyError, Committed, Proposal, Quorum, QuorumError, StateMachine};
 
 use crate::feed::MetadataFeed;
-use crate::log::{decode_entry, encode_entry, Appending, MetadataLog, MetadataLogError};
+use crate::log::{decode_entry, encode_entry, Appending, MetadataLog, MetadataLogError, Proposed};
 use crate::{MetadataImage, MetadataPublisher, MetadataRecord};
 
 /// How long a commit waits for its own entry to be published here.
@@ -146,35 +147,60 @@ impl InFlightEntry {
     /// [`Proposal::committed`] only then); an outcome
     /// left unknown marks its term unsettled.
     fn wait(self) -> Result<u64, MetadataLogError> {
-        let outcome = self.runtime.block_on(tokio::time::timeout(
-            self.quorum_timeout,
-            self.proposal.committed(),
-        ));
-        let unsettled = || *self.unsettled_in_term.lock() = Some(self.term);
+        let runtime = self.runtime.clone();
+        runtime.block_on(self.settle())
+    }
+
+    /// [`InFlightEntry::wait`] on an async task. Dropped before it ends,
+    /// it leaves the outcome unknown too.
+    async fn settle(self) -> Result<u64, MetadataLogError> {
+        let mut unknown = Unknown {
+            unsettled_in_term: self.unsettled_in_term.clone(),
+            term: self.term,
+            known: false,
+        };
+        let outcome = tokio::time::timeout(self.quorum_timeout, self.proposal.committed()).await;
         let committed = match outcome {
             // Skipped by every state machine (see `fenced_entry`).
             Ok(Ok(committed)) if committed.term != self.term => {
-                return Err(MetadataLogError::NotController { leader: None })
+                unknown.known = true;
+                return Err(MetadataLogError::NotController { leader: None });
             }
             Ok(Ok(committed)) => committed,
             // Refused before it was appended: nothing can commit later.
-            Ok(Err(e @ QuorumError::NotLeader { .. })) => return Err(quorum_error(e)),
-            Ok(Err(e)) => {
-                unsettled();
+            Ok(Err(e @ QuorumError::NotLeader { .. })) => {
+                unknown.known = true;
                 return Err(quorum_error(e));
             }
+            Ok(Err(e)) => return Err(quorum_error(e)),
             Err(_) => {
-                unsettled();
                 return Err(MetadataLogError::Quorum(format!(
                     "the entry was not known to commit within {:?}; it may still commit",
                     self.quorum_timeout
-                )));
+                )))
             }
         };
+        unknown.known = true;
         // Raft answers a proposal once this node's state machine applied
         // it, and entries apply in log order: everything up to it is
         // published here already.
         Ok(committed.index)
+    }
+}
+
+/// Marks a term unsettled when dropped, unless the outcome of the entry
+/// proposed in it became known.
+struct Unknown {
+    unsettled_in_term: Arc<Mutex<Option<u64>>>,
+    term: u64,
+    known: bool,
+}
+
+impl Drop for Unknown {
+    fn drop(&mut self) {
+        if !self.known {
+            *self.unsettled_in_term.lock() = Some(self.term);
+        }
     }
 }
 
@@ -280,6 +306,49 @@ impl MetadataLog for QuorumMetadataLog {
         let term = quorum.status().borrow().term;
         let entry = self.submit(&quorum, term, records)?;
         Ok(Appending::InFlight(Box::new(move || entry.wait())))
+    }
+
+    /// Once this node leads and has caught up in its term, with nothing
+    /// unsettled: `prepare` would return at once.
+    fn proposes_without_blocking(&self) -> bool {
+        let Some(quorum) = self.quorum.get() else {
+            return false;
+        };
+        let status = quorum.status();
+        let status = status.borrow();
+        status.is_leader
+            && self.caught_up_in_term == Some(status.term)
+            && self.unsettled_in_term.lock().is_none()
+    }
+
+    fn propose(&mut self, records: &[MetadataRecord]) -> Result<Proposed, MetadataLogError> {
+        let quorum = self.quorum()?.clone();
+        let term = quorum.status().borrow().term;
+        let entry = fenced_entry(term, records)?;
+        // Raft takes a proposal into a queue (of 65,536) without waiting.
+        let submit = std::pin::pin!(quorum.submit(entry));
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        let proposal = match submit.poll(&mut cx) {
+            std::task::Poll::Ready(Ok(proposal)) => proposal,
+            std::task::Poll::Ready(Err(e)) => {
+                *self.unsettled_in_term.lock() = Some(term);
+                return Err(quorum_error(e));
+            }
+            // Not sent: the future is dropped before Raft took it.
+            std::task::Poll::Pending => {
+                return Err(MetadataLogError::Quorum(
+                    "Raft's queue of proposals is full; retry".into(),
+                ))
+            }
+        };
+        let entry = InFlightEntry {
+            proposal,
+            term,
+            runtime: self.runtime.clone(),
+            unsettled_in_term: self.unsettled_in_term.clone(),
+            quorum_timeout: self.quorum_timeout,
+        };
+        Ok(Box::pin(entry.settle()))
     }
 }
 
@@ -552,6 +621,68 @@ mod tests {
             "a plan saw an image without an entry that committed before it"
         );
         assert!(store.image().topic("first").is_some());
+        for quorum in quorums {
+            quorum.shutdown().await.unwrap();
+        }
+    }
+
+    fn try_async<'a>(
+        store: &'a MetadataStore,
+        name: &str,
+        id: u8,
+    ) -> Option<impl std::future::Future<Output = Result<(), Failed>> + 'a> {
+        let record = topic(name, id);
+        store
+            .try_commit_async(move |_| Ok::<_, Failed>((vec![record], ())))
+            .ok()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_leader_commits_from_an_async_task_once_nothing_is_to_be_waited_for() {
+        let fs = Arc::new(SimFileSystem::new(3));
+        let (store, quorum) = start(&fs).await;
+        // A new leader first confirms it has applied its term's start,
+        // which blocks.
+        assert!(try_async(&store, "early", 1).is_none());
+        commit(&store, topic("first", 2));
+        try_async(&store, "second", 3)
+            .expect("caught up: no need to block")
+            .await
+            .unwrap();
+        // Published here before the wait ended.
+        assert!(store.image().topic("second").is_some());
+        quorum.shutdown().await.unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_async_commit_dropped_before_its_outcome_is_settled_before_the_next_plan() {
+        let net = SimNetwork::new(13);
+        let (store, quorums) = three_voters(&net, Duration::from_secs(5)).await;
+        // An entry takes about 300 ms to commit; its wait is given up on
+        // (the task dropped) long before.
+        net.set_faults(tarn_quorum::sim::Faults::delay(150));
+        let dropped = try_async(&store, "dropped", 2).expect("the leader has caught up");
+        assert!(tokio::time::timeout(Duration::from_millis(20), dropped)
+            .await
+            .is_err());
+        // Its outcome is unknown: the next commit must block and settle it.
+        assert!(try_async(&store, "next", 3).is_none());
+        net.set_faults(tarn_quorum::sim::Faults::NONE);
+        let saw_dropped = tokio::task::block_in_place(|| {
+            store.commit_with(|image| {
+                let saw = image.topic("dropped").is_some();
+                Ok::<_, Failed>((vec![topic("next", 3)], saw))
+            })
+        })
+        .unwrap();
+        assert!(
+            saw_dropped,
+            "planned without an entry that committed before it"
+        );
+        try_async(&store, "after", 4)
+            .expect("settled: no need to block")
+            .await
+            .unwrap();
         for quorum in quorums {
             quorum.shutdown().await.unwrap();
         }

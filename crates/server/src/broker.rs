@@ -399,6 +399,25 @@ impl Broker {
         off_async_workers(|| self.metadata.commit_with(build))
     }
 
+    /// [`Broker::commit_metadata`] for an async task. An active controller
+    /// that has nothing to wait for before planning (it has caught up in
+    /// its term and has no entry in flight) proposes the entry and awaits
+    /// it on this task: a blocking thread would cost each commit two more
+    /// thread wake-ups on its path (Raft's core woken from outside the
+    /// async workers, then that thread from Raft's). Anything else takes
+    /// the blocking path.
+    pub async fn commit_metadata_async<T: Send>(
+        &self,
+        build: impl FnOnce(
+            &tarn_metadata::MetadataImage,
+        ) -> Result<(Vec<MetadataRecord>, T), BrokerError>,
+    ) -> Result<T, BrokerError> {
+        match self.metadata.try_commit_async(build) {
+            Ok(commit) => commit.await,
+            Err(build) => off_async_workers(|| self.metadata.commit_with(build)),
+        }
+    }
+
     /// See the field.
     pub fn broker_epoch(&self) -> i64 {
         self.broker_epoch.load(std::sync::atomic::Ordering::Acquire)

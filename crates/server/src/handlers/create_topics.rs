@@ -57,7 +57,7 @@ pub async fn handle(
                 message: "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.".into(),
             })
         } else {
-            create_one(broker, topic, request.validate_only)
+            create_one(broker, topic, request.validate_only).await
         };
         results.push(result_for(broker, &topic.name, outcome));
     }
@@ -67,7 +67,7 @@ pub async fn handle(
     }
 }
 
-fn create_one(
+async fn create_one(
     broker: &Broker,
     topic: &tarn_protocol::messages::create_topics::CreatableTopic,
     validate_only: bool,
@@ -83,14 +83,15 @@ fn create_one(
             .map(|c| (c.name.clone(), c.value.clone()))
             .collect(),
     };
-    let result =
-        broker.commit_metadata(
+    let result = broker
+        .commit_metadata_async(
             |image| match create_topic_records(image, &broker.config, &new) {
                 Ok((_, summary)) if validate_only => Ok((vec![], Ok(summary))),
                 Ok((records, summary)) => Ok((records, Ok(summary))),
                 Err(e) => Ok((vec![], Err(e))),
             },
-        );
+        )
+        .await;
     match result {
         Ok(Ok(summary)) => {
             if !validate_only {
