@@ -34,36 +34,33 @@ pub async fn handle(
     for topic in &request.topics {
         *counts.entry(topic.name.as_str()).or_default() += 1;
     }
-    let results = request
-        .topics
-        .iter()
-        .map(|topic| {
-            let outcome = if counts[topic.name.as_str()] > 1 {
-                Err(TopicError {
-                    code: error::INVALID_REQUEST,
-                    message: "Duplicate topic in request.".into(),
-                })
-            } else {
-                grow(broker, topic, request.validate_only)
-            };
-            let (error_code, error_message) = match outcome {
-                Ok(()) => (error::NONE, None),
-                Err(e) => (e.code, Some(e.message)),
-            };
-            CreatePartitionsTopicResult {
-                name: topic.name.clone(),
-                error_code,
-                error_message,
-            }
-        })
-        .collect();
+    let mut results = Vec::with_capacity(request.topics.len());
+    for topic in &request.topics {
+        let outcome = if counts[topic.name.as_str()] > 1 {
+            Err(TopicError {
+                code: error::INVALID_REQUEST,
+                message: "Duplicate topic in request.".into(),
+            })
+        } else {
+            grow(broker, topic, request.validate_only).await
+        };
+        let (error_code, error_message) = match outcome {
+            Ok(()) => (error::NONE, None),
+            Err(e) => (e.code, Some(e.message)),
+        };
+        results.push(CreatePartitionsTopicResult {
+            name: topic.name.clone(),
+            error_code,
+            error_message,
+        });
+    }
     CreatePartitionsResponse {
         throttle_time_ms: 0,
         results,
     }
 }
 
-fn grow(
+async fn grow(
     broker: &Broker,
     topic: &CreatePartitionsTopic,
     validate_only: bool,
@@ -72,16 +69,22 @@ fn grow(
         .assignments
         .as_ref()
         .map(|a| a.iter().map(|x| x.broker_ids.clone()).collect());
-    let outcome = broker.commit_metadata(|image| -> Result<_, BrokerError> {
-        Ok(
-            match create_partitions_records(image, &topic.name, topic.count, assignments.as_deref())
-            {
-                Ok(_) if validate_only => (Vec::new(), Ok(())),
-                Ok(records) => (records, Ok(())),
-                Err(e) => (Vec::new(), Err(e)),
-            },
-        )
-    });
+    let outcome = broker
+        .commit_metadata_async(|image| -> Result<_, BrokerError> {
+            Ok(
+                match create_partitions_records(
+                    image,
+                    &topic.name,
+                    topic.count,
+                    assignments.as_deref(),
+                ) {
+                    Ok(_) if validate_only => (Vec::new(), Ok(())),
+                    Ok(records) => (records, Ok(())),
+                    Err(e) => (Vec::new(), Err(e)),
+                },
+            )
+        })
+        .await;
     match outcome {
         Ok(Ok(())) => {
             if !validate_only {

@@ -40,52 +40,54 @@ pub async fn handle(
             .map(|n| (Some(n), Uuid::ZERO))
             .collect()
     };
-    let responses = wanted
-        .into_iter()
-        .map(|(name, topic_id)| delete_one(broker, name, topic_id))
-        .collect();
+    let mut responses = Vec::with_capacity(wanted.len());
+    for (name, topic_id) in wanted {
+        responses.push(delete_one(broker, name, topic_id).await);
+    }
     DeleteTopicsResponse {
         throttle_time_ms: 0,
         responses,
     }
 }
 
-fn delete_one(broker: &Broker, name: Option<String>, topic_id: Uuid) -> DeletableTopicResult {
+async fn delete_one(broker: &Broker, name: Option<String>, topic_id: Uuid) -> DeletableTopicResult {
     let mut result = DeletableTopicResult {
         name: name.clone(),
         topic_id,
         ..Default::default()
     };
-    let outcome = broker.commit_metadata(|image| {
-        let topic = match &name {
-            Some(n) => image.topic(n),
-            None => image.topic_by_id(&topic_id),
-        };
-        match topic {
-            Some(t) if t.is_internal() => Ok((
-                vec![],
-                Err((
-                    error::INVALID_REQUEST,
-                    format!("Topic {} is internal and cannot be deleted", t.name),
+    let outcome = broker
+        .commit_metadata_async(|image| {
+            let topic = match &name {
+                Some(n) => image.topic(n),
+                None => image.topic_by_id(&topic_id),
+            };
+            match topic {
+                Some(t) if t.is_internal() => Ok((
+                    vec![],
+                    Err((
+                        error::INVALID_REQUEST,
+                        format!("Topic {} is internal and cannot be deleted", t.name),
+                    )),
                 )),
-            )),
-            Some(t) => Ok((delete_topic_records(t), Ok((t.name.clone(), t.topic_id)))),
-            None if name.is_some() => Ok((
-                vec![],
-                Err((
-                    error::UNKNOWN_TOPIC_OR_PARTITION,
-                    "This server does not host this topic-partition.".to_owned(),
+                Some(t) => Ok((delete_topic_records(t), Ok((t.name.clone(), t.topic_id)))),
+                None if name.is_some() => Ok((
+                    vec![],
+                    Err((
+                        error::UNKNOWN_TOPIC_OR_PARTITION,
+                        "This server does not host this topic-partition.".to_owned(),
+                    )),
                 )),
-            )),
-            None => Ok((
-                vec![],
-                Err((
-                    error::UNKNOWN_TOPIC_ID,
-                    "This server does not host this topic ID.".to_owned(),
+                None => Ok((
+                    vec![],
+                    Err((
+                        error::UNKNOWN_TOPIC_ID,
+                        "This server does not host this topic ID.".to_owned(),
+                    )),
                 )),
-            )),
-        }
-    });
+            }
+        })
+        .await;
     match outcome {
         Ok(Ok((deleted_name, deleted_id))) => {
             tracing::info!(topic = %deleted_name, "deleted topic");
