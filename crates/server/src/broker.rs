@@ -192,6 +192,11 @@ fn load_meta_properties(
     Ok(cluster_id)
 }
 
+/// The most partitions a change may create and still be planned on an
+/// async task ([`Broker::commit_metadata_async`]): placing 100,000 would
+/// hold an async worker for tens of milliseconds.
+pub const ASYNC_PLAN_PARTITIONS_MAX: usize = 1000;
+
 impl Broker {
     /// The partition when this broker leads it, as Kafka's replica manager
     /// finds it for a produce, a consumer's fetch or a list-offsets:
@@ -405,7 +410,8 @@ impl Broker {
     /// it on this task: a blocking thread would cost each commit two more
     /// thread wake-ups on its path (Raft's core woken from outside the
     /// async workers, then that thread from Raft's). Anything else takes
-    /// the blocking path.
+    /// the blocking path. A change that creates many partitions plans on
+    /// a blocking thread anyway: see [`ASYNC_PLAN_PARTITIONS_MAX`].
     pub async fn commit_metadata_async<T: Send>(
         &self,
         build: impl FnOnce(

@@ -12,9 +12,10 @@ use tarn_protocol::messages::create_partitions::{
 };
 
 use tarn_metadata::topics::{create_partitions_records, TopicError};
+use tarn_metadata::MetadataImage;
 
 use super::{ApiSpec, RequestContext};
-use crate::broker::{Broker, BrokerError};
+use crate::broker::{Broker, BrokerError, ASYNC_PLAN_PARTITIONS_MAX};
 
 pub const KEY: i16 = 37;
 pub const SPEC: ApiSpec = ApiSpec {
@@ -69,22 +70,22 @@ async fn grow(
         .assignments
         .as_ref()
         .map(|a| a.iter().map(|x| x.broker_ids.clone()).collect());
-    let outcome = broker
-        .commit_metadata_async(|image| -> Result<_, BrokerError> {
-            Ok(
-                match create_partitions_records(
-                    image,
-                    &topic.name,
-                    topic.count,
-                    assignments.as_deref(),
-                ) {
-                    Ok(_) if validate_only => (Vec::new(), Ok(())),
-                    Ok(records) => (records, Ok(())),
-                    Err(e) => (Vec::new(), Err(e)),
-                },
-            )
-        })
-        .await;
+    let build = |image: &MetadataImage| -> Result<_, BrokerError> {
+        Ok(
+            match create_partitions_records(image, &topic.name, topic.count, assignments.as_deref())
+            {
+                Ok(_) if validate_only => (Vec::new(), Ok(())),
+                Ok(records) => (records, Ok(())),
+                Err(e) => (Vec::new(), Err(e)),
+            },
+        )
+    };
+    // The new count bounds the partitions added.
+    let outcome = if usize::try_from(topic.count).unwrap_or(0) > ASYNC_PLAN_PARTITIONS_MAX {
+        broker.commit_metadata(build)
+    } else {
+        broker.commit_metadata_async(build).await
+    };
     match outcome {
         Ok(Ok(())) => {
             if !validate_only {

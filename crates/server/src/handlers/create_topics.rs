@@ -9,9 +9,10 @@ use tarn_protocol::messages::create_topics::{
 };
 
 use tarn_metadata::topics::{create_topic_records, NewTopic, TopicError, TopicInfoSummary};
+use tarn_metadata::MetadataImage;
 
 use super::{ApiSpec, RequestContext};
-use crate::broker::Broker;
+use crate::broker::{Broker, ASYNC_PLAN_PARTITIONS_MAX};
 
 pub const KEY: i16 = 19;
 pub const SPEC: ApiSpec = ApiSpec {
@@ -83,15 +84,19 @@ async fn create_one(
             .map(|c| (c.name.clone(), c.value.clone()))
             .collect(),
     };
-    let result = broker
-        .commit_metadata_async(
-            |image| match create_topic_records(image, &broker.config, &new) {
-                Ok((_, summary)) if validate_only => Ok((vec![], Ok(summary))),
-                Ok((records, summary)) => Ok((records, Ok(summary))),
-                Err(e) => Ok((vec![], Err(e))),
-            },
-        )
-        .await;
+    let build = |image: &MetadataImage| match create_topic_records(image, &broker.config, &new) {
+        Ok((_, summary)) if validate_only => Ok((vec![], Ok(summary))),
+        Ok((records, summary)) => Ok((records, Ok(summary))),
+        Err(e) => Ok((vec![], Err(e))),
+    };
+    let partitions = usize::try_from(topic.num_partitions)
+        .unwrap_or(0)
+        .max(topic.assignments.len());
+    let result = if partitions > ASYNC_PLAN_PARTITIONS_MAX {
+        broker.commit_metadata(build)
+    } else {
+        broker.commit_metadata_async(build).await
+    };
     match result {
         Ok(Ok(summary)) => {
             if !validate_only {
