@@ -472,15 +472,26 @@ impl LogEnv {
     /// missing or empty. For files whose readers can live with that.
     pub fn write_without_sync(&self, path: &Path, contents: &[u8]) -> Result<(), StorageError> {
         let tmp = path.with_extension("tmp");
-        let file = self
-            .fs
-            .open(&tmp, true)
-            .map_err(|e| StorageError::io(format!("create {}", tmp.display()), e))?;
-        file.set_len(0)
-            .and_then(|()| file.write_all_at(contents, 0))
+        let file = self.fresh_temp(&tmp)?;
+        file.write_all_at(contents, 0)
             .map_err(|e| StorageError::io(format!("write {}", tmp.display()), e))?;
         drop(file);
         self.rename(&tmp, path)
+    }
+
+    /// Creates `tmp` empty, removing a leftover of an earlier attempt
+    /// rather than truncating it: ext4 starts writing back, when it is
+    /// closed, a file that was truncated to nothing, a disk write on every
+    /// call that nothing waits for.
+    fn fresh_temp(&self, tmp: &Path) -> Result<Arc<dyn FileHandle>, StorageError> {
+        if self.len(tmp)?.is_some() {
+            self.fs
+                .remove_file(tmp)
+                .map_err(|e| StorageError::io(format!("remove {}", tmp.display()), e))?;
+        }
+        self.fs
+            .open(tmp, true)
+            .map_err(|e| StorageError::io(format!("create {}", tmp.display()), e))
     }
 
     /// Replaces `path` with `contents` atomically: write a temporary file,
@@ -489,12 +500,8 @@ impl LogEnv {
     pub fn write_atomically(&self, path: &Path, contents: &[u8]) -> Result<(), StorageError> {
         let tmp = path.with_extension("tmp");
         let context = |what: &str, p: &Path| format!("{what} {}", p.display());
-        let file = self
-            .fs
-            .open(&tmp, true)
-            .map_err(|e| StorageError::io(context("create", &tmp), e))?;
-        file.set_len(0)
-            .and_then(|()| file.write_all_at(contents, 0))
+        let file = self.fresh_temp(&tmp)?;
+        file.write_all_at(contents, 0)
             .map_err(|e| StorageError::io(context("write", &tmp), e))?;
         file.sync()
             .map_err(|e| StorageError::io(context("fsync", &tmp), e))?;
@@ -756,5 +763,21 @@ mod tests {
         files[0].sync().unwrap();
         files.truncate(1);
         assert!(env.cache.open_count() <= 1);
+    }
+
+    #[test]
+    fn a_rewrite_replaces_a_leftover_temporary_file_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = LogEnv::os(2);
+        let path = dir.path().join("partition.metadata");
+        for write in [LogEnv::write_without_sync, LogEnv::write_atomically] {
+            // Left by a crash between writing it and renaming it.
+            std::fs::write(path.with_extension("tmp"), b"a longer leftover").unwrap();
+            write(&env, &path, b"new").unwrap();
+            assert_eq!(std::fs::read(&path).unwrap(), b"new");
+            assert!(!path.with_extension("tmp").exists());
+            write(&env, &path, b"newer").unwrap();
+            assert_eq!(std::fs::read(&path).unwrap(), b"newer");
+        }
     }
 }
