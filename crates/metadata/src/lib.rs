@@ -228,10 +228,17 @@ impl MetadataStore {
                     let number = in_flight.next;
                     in_flight.next += 1;
                     in_flight.outstanding.insert(number);
+                    // Made now: the future may be dropped before it is
+                    // first polled, and the entry must end all the same.
+                    let ending = Ending {
+                        store: self,
+                        number,
+                        failed: true,
+                    };
                     Begun::InFlight {
                         value,
                         records,
-                        number,
+                        ending,
                         wait,
                     }
                 }
@@ -251,14 +258,9 @@ impl MetadataStore {
                 Begun::InFlight {
                     value,
                     records,
-                    number,
+                    mut ending,
                     wait,
                 } => {
-                    let mut ending = Ending {
-                        store: self,
-                        number,
-                        failed: true,
-                    };
                     let outcome = wait.await;
                     ending.failed = outcome.is_err();
                     drop(ending);
@@ -306,15 +308,15 @@ impl MetadataStore {
 }
 
 /// What planning an async commit came to.
-enum Begun<T, E> {
+enum Begun<'a, T, E> {
     Failed(E),
     /// Nothing to commit (and nothing in flight it was planned on).
     Nothing(T),
-    /// The entry `number` is in flight.
+    /// An entry in flight, which `ending` ends.
     InFlight {
         value: T,
         records: Vec<MetadataRecord>,
-        number: u64,
+        ending: Ending<'a>,
         wait: Proposed,
     },
 }

@@ -152,39 +152,44 @@ impl InFlightEntry {
     }
 
     /// [`InFlightEntry::wait`] on an async task. Dropped before it ends,
-    /// it leaves the outcome unknown too.
-    async fn settle(self) -> Result<u64, MetadataLogError> {
-        let mut unknown = Unknown {
+    /// even before it is first polled, it leaves the outcome unknown too.
+    fn settle(self) -> impl Future<Output = Result<u64, MetadataLogError>> + Send {
+        let unknown = Unknown {
             unsettled_in_term: self.unsettled_in_term.clone(),
             term: self.term,
             known: false,
         };
-        let outcome = tokio::time::timeout(self.quorum_timeout, self.proposal.committed()).await;
-        let committed = match outcome {
-            // Skipped by every state machine (see `fenced_entry`).
-            Ok(Ok(committed)) if committed.term != self.term => {
-                unknown.known = true;
-                return Err(MetadataLogError::NotController { leader: None });
-            }
-            Ok(Ok(committed)) => committed,
-            // Refused before it was appended: nothing can commit later.
-            Ok(Err(e @ QuorumError::NotLeader { .. })) => {
-                unknown.known = true;
-                return Err(quorum_error(e));
-            }
-            Ok(Err(e)) => return Err(quorum_error(e)),
-            Err(_) => {
-                return Err(MetadataLogError::Quorum(format!(
-                    "the entry was not known to commit within {:?}; it may still commit",
-                    self.quorum_timeout
-                )))
-            }
-        };
-        unknown.known = true;
-        // Raft answers a proposal once this node's state machine applied
-        // it, and entries apply in log order: everything up to it is
-        // published here already.
-        Ok(committed.index)
+        async move {
+            // The guard as a whole, not only the field set below.
+            let mut unknown = unknown;
+            let outcome =
+                tokio::time::timeout(self.quorum_timeout, self.proposal.committed()).await;
+            let committed = match outcome {
+                // Skipped by every state machine (see `fenced_entry`).
+                Ok(Ok(committed)) if committed.term != self.term => {
+                    unknown.known = true;
+                    return Err(MetadataLogError::NotController { leader: None });
+                }
+                Ok(Ok(committed)) => committed,
+                // Refused before it was appended: nothing can commit later.
+                Ok(Err(e @ QuorumError::NotLeader { .. })) => {
+                    unknown.known = true;
+                    return Err(quorum_error(e));
+                }
+                Ok(Err(e)) => return Err(quorum_error(e)),
+                Err(_) => {
+                    return Err(MetadataLogError::Quorum(format!(
+                        "the entry was not known to commit within {:?}; it may still commit",
+                        self.quorum_timeout
+                    )))
+                }
+            };
+            unknown.known = true;
+            // Raft answers a proposal once this node's state machine
+            // applied it, and entries apply in log order: everything up to
+            // it is published here already.
+            Ok(committed.index)
+        }
     }
 }
 
@@ -550,6 +555,10 @@ mod tests {
                 PathBuf::from("/data/__cluster_metadata-0"),
             );
             config.rng_seed = Some(id);
+            // No elections while the tests delay messages on a busy
+            // machine: a new leader may drop the entries they look for.
+            config.election_timeout_ms = 3000;
+            config.fetch_timeout_ms = 6000;
             let fs: Arc<dyn FileSystem> = Arc::new(SimFileSystem::new(id));
             let quorum = Quorum::start(
                 config,
@@ -637,6 +646,28 @@ mod tests {
             .ok()
     }
 
+    /// [`try_async`] on a leader that has caught up, which a busy machine
+    /// may take some elections to settle on: a commit that changes nothing
+    /// catches the leader up between tries.
+    async fn async_when_caught_up<'a>(
+        store: &'a MetadataStore,
+        name: &str,
+        id: u8,
+    ) -> impl std::future::Future<Output = Result<(), Failed>> + 'a {
+        for _ in 0..100 {
+            if let Some(commit) = try_async(store, name, id) {
+                return commit;
+            }
+            let caught_up = tokio::task::block_in_place(|| {
+                store.commit_with(|_| Ok::<_, Failed>((vec![], ())))
+            });
+            if caught_up.is_err() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        panic!("the leader never caught up");
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_leader_commits_from_an_async_task_once_nothing_is_to_be_waited_for() {
         let fs = Arc::new(SimFileSystem::new(3));
@@ -651,6 +682,11 @@ mod tests {
             .unwrap();
         // Published here before the wait ended.
         assert!(store.image().topic("second").is_some());
+        // An outcome known leaves nothing to settle: the next one too.
+        try_async(&store, "third", 4)
+            .expect("nothing left unknown")
+            .await
+            .unwrap();
         quorum.shutdown().await.unwrap();
     }
 
@@ -661,7 +697,7 @@ mod tests {
         // An entry takes about 300 ms to commit; its wait is given up on
         // (the task dropped) long before.
         net.set_faults(tarn_quorum::sim::Faults::delay(150));
-        let dropped = try_async(&store, "dropped", 2).expect("the leader has caught up");
+        let dropped = async_when_caught_up(&store, "dropped", 2).await;
         assert!(tokio::time::timeout(Duration::from_millis(20), dropped)
             .await
             .is_err());
@@ -679,10 +715,26 @@ mod tests {
             saw_dropped,
             "planned without an entry that committed before it"
         );
-        try_async(&store, "after", 4)
-            .expect("settled: no need to block")
+        async_when_caught_up(&store, "after", 4)
+            .await
             .await
             .unwrap();
+        // The same when the wait is dropped before it was ever polled.
+        net.set_faults(tarn_quorum::sim::Faults::delay(150));
+        drop(async_when_caught_up(&store, "unpolled", 5).await);
+        assert!(try_async(&store, "later", 6).is_none());
+        net.set_faults(tarn_quorum::sim::Faults::NONE);
+        let saw_unpolled = tokio::task::block_in_place(|| {
+            store.commit_with(|image| {
+                let saw = image.topic("unpolled").is_some();
+                Ok::<_, Failed>((vec![topic("later", 6)], saw))
+            })
+        })
+        .unwrap();
+        assert!(
+            saw_unpolled,
+            "planned without an entry that committed before it"
+        );
         for quorum in quorums {
             quorum.shutdown().await.unwrap();
         }

@@ -23,7 +23,7 @@
 //!   a time, so nothing is appended while it syncs.
 //!
 //! Invariants: entries in memory are exactly the entries written above
-//! `log-start` (durable once the flusher has synced them); segments are
+//! `log-start` (durable once synced); segments are
 //! only ever deleted whole, after `log-start` covering them is durable; a
 //! truncation is durable (file cut and fsynced, later segments removed and
 //! the directory fsynced) before it returns.
