@@ -157,24 +157,8 @@ impl MetadataStore {
                 return Err(e.into());
             }
         };
-        let mut next = (*base).clone();
-        for record in &records {
-            next.apply(record);
-        }
-        planner.speculative = Some(Arc::new(next));
-        let number = {
-            let mut in_flight = self.in_flight.lock();
-            let number = in_flight.next;
-            in_flight.next += 1;
-            in_flight.outstanding.insert(number);
-            number
-        };
+        let mut ending = self.begin_in_flight(&mut planner, &base, &records);
         drop(planner);
-        let mut ending = Ending {
-            store: self,
-            number,
-            failed: true,
-        };
         let outcome = wait();
         ending.failed = outcome.is_err();
         drop(ending);
@@ -219,22 +203,9 @@ impl MetadataStore {
             Ok((records, value)) if records.is_empty() => Begun::Nothing(value),
             Ok((records, value)) => match planner.log.propose(&records) {
                 Ok(wait) => {
-                    let mut next = (*base).clone();
-                    for record in &records {
-                        next.apply(record);
-                    }
-                    planner.speculative = Some(Arc::new(next));
-                    let mut in_flight = self.in_flight.lock();
-                    let number = in_flight.next;
-                    in_flight.next += 1;
-                    in_flight.outstanding.insert(number);
                     // Made now: the future may be dropped before it is
                     // first polled, and the entry must end all the same.
-                    let ending = Ending {
-                        store: self,
-                        number,
-                        failed: true,
-                    };
+                    let ending = self.begin_in_flight(&mut planner, &base, &records);
                     Begun::InFlight {
                         value,
                         records,
@@ -269,6 +240,31 @@ impl MetadataStore {
                 }
             }
         })
+    }
+
+    /// Records an entry of `records`, planned on `base`, as in flight:
+    /// later plans see it applied, and it is numbered in the order begun.
+    /// The returned guard ends it (as failed unless told otherwise).
+    fn begin_in_flight(
+        &self,
+        planner: &mut Planner,
+        base: &MetadataImage,
+        records: &[MetadataRecord],
+    ) -> Ending<'_> {
+        let mut next = base.clone();
+        for record in records {
+            next.apply(record);
+        }
+        planner.speculative = Some(Arc::new(next));
+        let mut in_flight = self.in_flight.lock();
+        let number = in_flight.next;
+        in_flight.next += 1;
+        in_flight.outstanding.insert(number);
+        Ending {
+            store: self,
+            number,
+            failed: true,
+        }
     }
 
     /// After an entry in flight failed, waits for every other one to end

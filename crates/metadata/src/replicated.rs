@@ -646,6 +646,18 @@ mod tests {
             .ok()
     }
 
+    /// Commits `record` on the blocking path; whether its plan saw topic
+    /// `seen`.
+    fn commit_seeing(store: &MetadataStore, seen: &str, record: MetadataRecord) -> bool {
+        tokio::task::block_in_place(|| {
+            store.commit_with(|image| {
+                let saw = image.topic(seen).is_some();
+                Ok::<_, Failed>((vec![record], saw))
+            })
+        })
+        .unwrap()
+    }
+
     /// [`try_async`] on a leader that has caught up, which a busy machine
     /// may take some elections to settle on: a commit that changes nothing
     /// catches the leader up between tries.
@@ -704,15 +716,8 @@ mod tests {
         // Its outcome is unknown: the next commit must block and settle it.
         assert!(try_async(&store, "next", 3).is_none());
         net.set_faults(tarn_quorum::sim::Faults::NONE);
-        let saw_dropped = tokio::task::block_in_place(|| {
-            store.commit_with(|image| {
-                let saw = image.topic("dropped").is_some();
-                Ok::<_, Failed>((vec![topic("next", 3)], saw))
-            })
-        })
-        .unwrap();
         assert!(
-            saw_dropped,
+            commit_seeing(&store, "dropped", topic("next", 3)),
             "planned without an entry that committed before it"
         );
         async_when_caught_up(&store, "after", 4)
@@ -724,15 +729,8 @@ mod tests {
         drop(async_when_caught_up(&store, "unpolled", 5).await);
         assert!(try_async(&store, "later", 6).is_none());
         net.set_faults(tarn_quorum::sim::Faults::NONE);
-        let saw_unpolled = tokio::task::block_in_place(|| {
-            store.commit_with(|image| {
-                let saw = image.topic("unpolled").is_some();
-                Ok::<_, Failed>((vec![topic("later", 6)], saw))
-            })
-        })
-        .unwrap();
         assert!(
-            saw_unpolled,
+            commit_seeing(&store, "unpolled", topic("later", 6)),
             "planned without an entry that committed before it"
         );
         for quorum in quorums {
