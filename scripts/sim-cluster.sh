@@ -7,21 +7,22 @@
 # (crates/replication/tests/replication_sim.rs: no acknowledged record lost
 # and replicas identical after crashes, power cuts and a cut-off leader).
 #
-#   scripts/sim-cluster.sh [SEEDS]           # seeds 0..SEEDS (default 200)
+#   scripts/sim-cluster.sh [SEEDS [FROM]]    # seeds FROM..FROM+SEEDS (default 0..200)
 #   TARN_SIM_SEED=N scripts/sim-cluster.sh   # replay one seed
 #
 # Exits non-zero, naming the failing seed, when any seed fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seeds="${1:-200}"
-scripts/sim-quorum.sh "$seeds"
+from="${2:-0}"
+scripts/sim-quorum.sh "$seeds" "$from"
 if [[ -z "${TARN_SIM_SEED:-}" ]]; then
-  export TARN_SIM_SEEDS="$seeds"
+  export TARN_SIM_SEEDS="$seeds" TARN_SIM_SEEDS_FROM="$from"
 fi
 cargo test -p tarn-metadata --test cluster_sim -- --nocapture
 if [[ -n "${TARN_SIM_SEED:-}" ]]; then
   export TARN_REPLICATION_SIM_SEED="$TARN_SIM_SEED"
 else
-  export TARN_REPLICATION_SIM_SEEDS="$seeds"
+  export TARN_REPLICATION_SIM_SEEDS="$seeds" TARN_REPLICATION_SIM_SEEDS_FROM="$from"
 fi
 exec cargo test -p tarn-replication --test replication_sim -- --nocapture

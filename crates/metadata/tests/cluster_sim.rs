@@ -28,7 +28,8 @@
 //! every node's image is the same and holds every acknowledged topic.
 //!
 //! `TARN_SIM_SEED=n` replays one seed; `TARN_SIM_SEEDS=n` runs n seeds
-//! (8 by default); scripts/sim-cluster.sh runs many.
+//! (8 by default) from 0, or from `TARN_SIM_SEEDS_FROM=m`;
+//! scripts/sim-cluster.sh runs many.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -670,7 +671,10 @@ fn seeds() -> Vec<u64> {
     let count = std::env::var("TARN_SIM_SEEDS")
         .ok()
         .map_or(8, |n| n.parse().expect("TARN_SIM_SEEDS is a number"));
-    (0..count).collect()
+    let from: u64 = std::env::var("TARN_SIM_SEEDS_FROM")
+        .ok()
+        .map_or(0, |n| n.parse().expect("TARN_SIM_SEEDS_FROM is a number"));
+    (from..from + count).collect()
 }
 
 #[test]

@@ -13,7 +13,7 @@
 //! sequence, holding every acknowledged entry.
 //!
 //! `TARN_SIM_SEED=<n>` replays one seed; `TARN_SIM_SEEDS=<n>` runs seeds
-//! `0..n` (20 by default). A seed fixes the start order, the fault
+//! `0..n` (20 by default), or `m..m+n` with `TARN_SIM_SEEDS_FROM=<m>`. A seed fixes the start order, the fault
 //! schedule, openraft's election jitter and the network's draws; what
 //! still varies between runs of a seed is the order in which those draws
 //! meet concurrent messages: runs with one kind of fault replay exactly,
@@ -627,7 +627,10 @@ fn seeds() -> Vec<u64> {
     let count = std::env::var("TARN_SIM_SEEDS")
         .map(|n| n.parse().expect("TARN_SIM_SEEDS is a number"))
         .unwrap_or(DEFAULT_SEEDS);
-    (0..count).collect()
+    let from: u64 = std::env::var("TARN_SIM_SEEDS_FROM")
+        .map(|n| n.parse().expect("TARN_SIM_SEEDS_FROM is a number"))
+        .unwrap_or(0);
+    (from..from + count).collect()
 }
 
 #[test]
