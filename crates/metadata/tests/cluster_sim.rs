@@ -28,8 +28,9 @@
 //! every node's image is the same and holds every acknowledged topic.
 //!
 //! `TARN_SIM_SEED=n` replays one seed; `TARN_SIM_SEEDS=n` runs n seeds
-//! (8 by default) from 0, or from `TARN_SIM_SEEDS_FROM=m`;
-//! scripts/sim-cluster.sh runs many.
+//! (8 by default) from 0, or from `TARN_SIM_SEEDS_FROM=m`, and the seeds
+//! that once found a fault (`REGRESSION_SEEDS`); scripts/sim-cluster.sh
+//! runs many.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -674,8 +675,19 @@ fn seeds() -> Vec<u64> {
     let from: u64 = std::env::var("TARN_SIM_SEEDS_FROM")
         .ok()
         .map_or(0, |n| n.parse().expect("TARN_SIM_SEEDS_FROM is a number"));
-    (from..from + count).collect()
+    let mut seeds: Vec<u64> = (from..from + count).collect();
+    // Seeds that once found a fault, run every time: 1164 a leader that
+    // resumed its term after a restart and planned a fence on an image
+    // without partitions the cluster had committed.
+    seeds.extend(
+        REGRESSION_SEEDS
+            .iter()
+            .filter(|s| !(from..from + count).contains(*s)),
+    );
+    seeds
 }
+
+const REGRESSION_SEEDS: [u64; 1] = [1164];
 
 #[test]
 fn every_image_is_a_prefix_of_the_committed_log_under_faults() {

@@ -109,6 +109,14 @@ impl QuorumConfig {
             // leader panics on it. The leader replicates to it afresh (the
             // node itself then stops if it belongs to another cluster).
             allow_log_reversion: Some(true),
+            // A node that led before it stopped comes back a follower and
+            // is elected again (Kafka's resigned leader does the same). Its
+            // log holds entries of its own term that may have committed
+            // while it was down without its knowing (the commit index is
+            // not saved); resuming as leader, openraft would serve read
+            // barriers below them, and a controller would plan on an image
+            // without changes the cluster had acknowledged.
+            enable_leader_restore: Some(false),
             ..openraft::Config::default()
         };
         config

@@ -10,6 +10,11 @@
 //! the cluster forms whichever voters start first, and a later start never
 //! re-initializes. The voter sets in the configs must be identical.
 //!
+//! A node always starts as a follower, even one that led when it stopped:
+//! it asks for an election at once and leads again only in a new term,
+//! whose first entry settles what the old term committed (see
+//! `QuorumConfig::raft_config`).
+//!
 //! Brokers that are not voters do not join Raft at all: they follow the
 //! committed log from a voter's state machine (`tarn_metadata::feed`), as
 //! Kafka's brokers fetch the metadata log from the controllers.
@@ -210,6 +215,10 @@ impl Quorum {
         let log = LogStore::open(fs.clone(), &config.dir, node_id).map_err(|e| {
             QuorumError::io(format!("open metadata log {}", config.dir.display()), e)
         })?;
+        let led_before = log
+            .vote()
+            .map_err(|e| QuorumError::io("read the vote", e))?
+            .is_some_and(|v| v.committed && v.leader_id.node_id == node_id);
         let machine =
             MachineStore::open(machine, SnapshotStore::new(fs, &config.dir)).map_err(|e| {
                 QuorumError::io(format!("load snapshot from {}", config.dir.display()), e)
@@ -230,6 +239,13 @@ impl Quorum {
         )
         .await
         .map_err(stopped)?;
+        if led_before {
+            // It starts as a follower (see `QuorumConfig::raft_config`):
+            // ask for an election now rather than after a timeout. With a
+            // pre-vote first, so that a leader elected meanwhile keeps its
+            // place.
+            raft.trigger().elect(true).await.map_err(stopped)?;
+        }
         let status = spawn_status(node_id, &raft);
         let quorum = Quorum {
             inner: Arc::new(Inner {
