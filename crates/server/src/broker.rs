@@ -410,14 +410,19 @@ impl Broker {
     /// it on this task: a blocking thread would cost each commit two more
     /// thread wake-ups on its path (Raft's core woken from outside the
     /// async workers, then that thread from Raft's). Anything else takes
-    /// the blocking path. A change that creates many partitions plans on
-    /// a blocking thread anyway: see [`ASYNC_PLAN_PARTITIONS_MAX`].
+    /// the blocking path, and so does a change that creates more than
+    /// [`ASYNC_PLAN_PARTITIONS_MAX`] partitions (`creates_partitions`: at
+    /// most how many `build` may place).
     pub async fn commit_metadata_async<T: Send>(
         &self,
+        creates_partitions: usize,
         build: impl FnOnce(
             &tarn_metadata::MetadataImage,
         ) -> Result<(Vec<MetadataRecord>, T), BrokerError>,
     ) -> Result<T, BrokerError> {
+        if creates_partitions > ASYNC_PLAN_PARTITIONS_MAX {
+            return self.commit_metadata(build);
+        }
         match self.metadata.try_commit_async(build) {
             Ok(commit) => commit.await,
             Err(build) => off_async_workers(|| self.metadata.commit_with(build)),

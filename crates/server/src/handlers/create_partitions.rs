@@ -15,7 +15,7 @@ use tarn_metadata::topics::{create_partitions_records, TopicError};
 use tarn_metadata::MetadataImage;
 
 use super::{ApiSpec, RequestContext};
-use crate::broker::{Broker, BrokerError, ASYNC_PLAN_PARTITIONS_MAX};
+use crate::broker::{Broker, BrokerError};
 
 pub const KEY: i16 = 37;
 pub const SPEC: ApiSpec = ApiSpec {
@@ -81,12 +81,8 @@ async fn grow(
         )
     };
     // The new count bounds the partitions added.
-    let outcome = if usize::try_from(topic.count).unwrap_or(0) > ASYNC_PLAN_PARTITIONS_MAX {
-        broker.commit_metadata(build)
-    } else {
-        broker.commit_metadata_async(build).await
-    };
-    match outcome {
+    let added_at_most = usize::try_from(topic.count).unwrap_or(0);
+    match broker.commit_metadata_async(added_at_most, build).await {
         Ok(Ok(())) => {
             if !validate_only {
                 tracing::info!(topic = %topic.name, partitions = topic.count, "added partitions");

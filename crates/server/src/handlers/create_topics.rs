@@ -12,7 +12,7 @@ use tarn_metadata::topics::{create_topic_records, NewTopic, TopicError, TopicInf
 use tarn_metadata::MetadataImage;
 
 use super::{ApiSpec, RequestContext};
-use crate::broker::{Broker, ASYNC_PLAN_PARTITIONS_MAX};
+use crate::broker::Broker;
 
 pub const KEY: i16 = 19;
 pub const SPEC: ApiSpec = ApiSpec {
@@ -92,12 +92,7 @@ async fn create_one(
     let partitions = usize::try_from(topic.num_partitions)
         .unwrap_or(0)
         .max(topic.assignments.len());
-    let result = if partitions > ASYNC_PLAN_PARTITIONS_MAX {
-        broker.commit_metadata(build)
-    } else {
-        broker.commit_metadata_async(build).await
-    };
-    match result {
+    match broker.commit_metadata_async(partitions, build).await {
         Ok(Ok(summary)) => {
             if !validate_only {
                 tracing::info!(topic = %topic.name, partitions = summary.num_partitions, "created topic");

@@ -57,7 +57,7 @@ async fn delete_one(broker: &Broker, name: Option<String>, topic_id: Uuid) -> De
         ..Default::default()
     };
     let outcome = broker
-        .commit_metadata_async(|image| {
+        .commit_metadata_async(0, |image| {
             let topic = match &name {
                 Some(n) => image.topic(n),
                 None => image.topic_by_id(&topic_id),
