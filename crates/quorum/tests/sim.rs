@@ -6,7 +6,8 @@
 //! a second test also voters removed from and added back to the running
 //! quorum (KIP-853), the last removed ones added back once the faults heal.
 //! Checks: leaders of one term elected in openraft's order (see
-//! `watch_leaders`); an entry once applied at an index
+//! `watch_leaders`); a read barrier never lands below an entry
+//! acknowledged before it began; an entry once applied at an index
 //! is the only entry ever applied there, on any node (so acknowledged
 //! commits are never lost or changed); after the faults heal a new
 //! proposal commits within bounded time and every node applies the same
@@ -331,7 +332,29 @@ async fn client(cluster: Arc<tokio::sync::Mutex<Cluster>>, stop: Arc<Mutex<bool>
             Ok(Err(QuorumError::NotLeader { leader })) => target = leader,
             Ok(Err(_)) | Err(_) => target = None,
         }
+        read_barrier(&cluster, &quorum).await;
         sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A read barrier on `quorum` that succeeds must not land below any entry
+/// acknowledged before it began: what a controller plans after it must
+/// see every change the cluster acknowledged.
+async fn read_barrier(cluster: &Arc<tokio::sync::Mutex<Cluster>>, quorum: &Quorum) {
+    let acknowledged = {
+        let c = cluster.lock().await;
+        let shared = c.shared.lock().unwrap();
+        shared.acked.iter().map(|(c, _)| c.index).max()
+    };
+    let Ok(Ok(barrier)) = timeout(PROPOSE_TIMEOUT, quorum.read_barrier()).await else {
+        return;
+    };
+    if let Some(acknowledged) = acknowledged.filter(|a| barrier < *a) {
+        let c = cluster.lock().await;
+        c.shared.lock().unwrap().violations.push(format!(
+            "node {}: read barrier at {barrier}, below entry {acknowledged} acknowledged before it",
+            quorum.node_id()
+        ));
     }
 }
 
