@@ -243,6 +243,30 @@ fn a_stopped_broker_is_fenced_before_it_exits() {
 }
 
 #[test]
+fn a_stopped_active_controller_hands_its_leadership_over() {
+    run_with_timeout(TEST_LIMIT, || {
+        let mut cluster = Cluster::start(3, &[1, 2, 3], &[]);
+        let controller = cluster.wait_until_formed(FORMED);
+        let before = cluster.quorum_view(controller).expect("describe quorum");
+        cluster.stop(controller);
+        let logs = cluster.node(controller).logs();
+        assert!(
+            logs.contains("handed the metadata quorum's leadership over before stopping"),
+            "node {controller} stopped without handing its leadership over:\n{logs}"
+        );
+        let survivor = cluster.running()[0];
+        let (view, _) = cluster.wait_for(survivor, FORMED, "a new controller", |v| {
+            v.controller != controller && v.controller > 0
+        });
+        let after = cluster.quorum_view(survivor).expect("describe quorum");
+        assert_eq!(after.leader, view.controller);
+        assert!(after.epoch > before.epoch, "{before:?} -> {after:?}");
+        let out = cli::create_topic(&cluster.address(survivor), "after-hand-over", 1, 1, &[]);
+        assert!(out.status.success(), "{out}");
+    });
+}
+
+#[test]
 fn five_nodes_form_and_place_replicas_over_them() {
     run_with_timeout(TEST_LIMIT, || {
         let cluster = Cluster::start(5, &[4, 2, 5, 1, 3], &[]);

@@ -43,17 +43,21 @@ pub enum RpcKind {
     Vote,
     PreVote,
     InstallSnapshot,
+    /// A leader handing its leadership to this node (openraft's
+    /// TransferLeader, as Kafka's EndQuorumEpoch names a successor).
+    TransferLeader,
 }
 
 /// The first api key of the quorum's private range.
 pub const QUORUM_API_KEY_BASE: i16 = 10000;
 
 impl RpcKind {
-    pub const ALL: [RpcKind; 4] = [
+    pub const ALL: [RpcKind; 5] = [
         RpcKind::AppendEntries,
         RpcKind::Vote,
         RpcKind::PreVote,
         RpcKind::InstallSnapshot,
+        RpcKind::TransferLeader,
     ];
 
     pub fn api_key(self) -> i16 {
@@ -63,6 +67,7 @@ impl RpcKind {
                 RpcKind::Vote => 1,
                 RpcKind::PreVote => 2,
                 RpcKind::InstallSnapshot => 3,
+                RpcKind::TransferLeader => 4,
             }
     }
 
@@ -321,6 +326,7 @@ impl Peer {
             RpcKind::AppendEntries => openraft::network::RPCTypes::AppendEntries,
             RpcKind::Vote | RpcKind::PreVote => openraft::network::RPCTypes::Vote,
             RpcKind::InstallSnapshot => openraft::network::RPCTypes::InstallSnapshot,
+            RpcKind::TransferLeader => openraft::network::RPCTypes::TransferLeader,
         };
         Timeout {
             action,
@@ -367,6 +373,17 @@ impl RaftNetworkV2<TypeConfig> for Peer {
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<TypeConfig>, RPCError<TypeConfig>> {
         let kind = RpcKind::AppendEntries;
+        self.call(kind, &rpc, option.hard_ttl())
+            .await
+            .map_err(|e| self.rpc_error(e, kind))
+    }
+
+    async fn transfer_leader(
+        &mut self,
+        rpc: openraft::raft::TransferLeaderRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<openraft::raft::TransferLeaderResponse<TypeConfig>, RPCError<TypeConfig>> {
+        let kind = RpcKind::TransferLeader;
         self.call(kind, &rpc, option.hard_ttl())
             .await
             .map_err(|e| self.rpc_error(e, kind))

@@ -560,6 +560,49 @@ impl Quorum {
     /// remove itself: openraft's leader that is not a voter of its own
     /// latest membership (until that commits) mishandles a later change.
     async fn hand_over(&self, voters: &BTreeSet<NodeId>) -> QuorumError {
+        self.hand_over_within(voters, HAND_OVER_TIMEOUT).await
+    }
+
+    /// Before this node stops: when it leads and another voter exists,
+    /// hands the leadership to the voter with the most of the log and
+    /// waits, up to an election timeout, for someone else to lead (Kafka's
+    /// controller resigns on shutdown the same way, with EndQuorumEpoch).
+    /// The quorum then need not wait out an election timeout to miss it;
+    /// a node that restarts does not resume leading either (see
+    /// `QuorumConfig::raft_config`). Gives up quietly when no one takes
+    /// over in time: the quorum elects as after a crash.
+    pub async fn resign(&self) {
+        let voters = {
+            let status = self.inner.status.borrow();
+            if !status.is_leader {
+                return;
+            }
+            status.voters.clone()
+        };
+        let within =
+            std::time::Duration::from_millis(self.inner.raft.config().election_timeout_max);
+        match self.hand_over_within(&voters, within).await {
+            QuorumError::NotLeader {
+                leader: Some(leader),
+            } => tracing::info!(
+                node_id = self.inner.node_id,
+                leader,
+                "handed the metadata quorum's leadership over before stopping"
+            ),
+            QuorumError::LastVoter(_) => {}
+            e => tracing::warn!(
+                node_id = self.inner.node_id,
+                error = %e,
+                "no other voter took the metadata quorum's leadership before this node stops"
+            ),
+        }
+    }
+
+    async fn hand_over_within(
+        &self,
+        voters: &BTreeSet<NodeId>,
+        within: std::time::Duration,
+    ) -> QuorumError {
         let me = self.inner.node_id;
         let to = {
             let status = self.inner.status.borrow();
@@ -577,7 +620,7 @@ impl Quorum {
         }
         let mut status = self.status();
         let moved = status.wait_for(|s| !s.running || s.leader.is_some_and(|l| l != me));
-        let leader = match tokio::time::timeout(HAND_OVER_TIMEOUT, moved).await {
+        let leader = match tokio::time::timeout(within, moved).await {
             Ok(Ok(s)) => s.leader,
             _ => None,
         };
@@ -627,6 +670,15 @@ impl Quorum {
             RpcKind::PreVote => {
                 let request = decode(body).map_err(QuorumError::Rpc)?;
                 encode(&raft.pre_vote(request).await.map_err(stopped)?)
+            }
+            RpcKind::TransferLeader => {
+                let request = decode(body).map_err(QuorumError::Rpc)?;
+                encode(
+                    &raft
+                        .handle_transfer_leader(request)
+                        .await
+                        .map_err(stopped)?,
+                )
             }
             RpcKind::InstallSnapshot => {
                 let request: SnapshotRequest = decode(body).map_err(QuorumError::Rpc)?;

@@ -94,3 +94,43 @@ async fn a_restarted_leader_is_elected_again_and_reads_past_what_it_acknowledged
         node.shutdown().await.unwrap();
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_leader_that_resigns_hands_over_without_an_election_timeout() {
+    let net = SimNetwork::new(12);
+    let disks: BTreeMap<NodeId, Arc<SimFileSystem>> = (1..=3)
+        .map(|id| (id, Arc::new(SimFileSystem::new(id))))
+        .collect();
+    let mut nodes = BTreeMap::new();
+    for (id, fs) in &disks {
+        nodes.insert(*id, start(&net, *id, fs).await);
+    }
+    let old = leader(&nodes).await;
+    let acknowledged = old.propose(Bytes::from("before")).await.unwrap().index;
+    let election_timeout = Duration::from_millis(
+        QuorumConfig::new(1, BTreeMap::new(), PathBuf::new()).election_timeout_ms,
+    );
+
+    let started = tokio::time::Instant::now();
+    old.resign().await;
+    let took = started.elapsed();
+    let new = nodes
+        .values()
+        .find(|q| q.status().borrow().is_leader)
+        .cloned()
+        .expect("another node leads once resign returns");
+    assert_ne!(
+        new.node_id(),
+        old.node_id(),
+        "the leader that resigned still leads"
+    );
+    assert!(
+        took < election_timeout,
+        "the hand-over took {took:?}, an election timeout ({election_timeout:?}) or more"
+    );
+    let barrier = new.read_barrier().await.unwrap();
+    assert!(barrier >= acknowledged);
+    for node in nodes.into_values() {
+        node.shutdown().await.unwrap();
+    }
+}

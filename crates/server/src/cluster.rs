@@ -539,8 +539,13 @@ impl ClusterNode {
         }
     }
 
-    /// Stops the node's tasks and its part of the quorum.
+    /// Stops the node's tasks and its part of the quorum. An active
+    /// controller first hands its leadership over, while its CONTROLLER
+    /// listener still answers the successor's vote request.
     pub async fn shutdown(self) -> Result<(), BrokerError> {
+        if let Some(quorum) = &self.quorum {
+            quorum.resign().await;
+        }
         self.stop.send_replace(true);
         for mut task in self.tasks {
             // A task in a metadata commit finishes it first (bounded by the
