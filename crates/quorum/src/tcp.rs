@@ -451,6 +451,18 @@ async fn exchange(
     }
 }
 
+/// Whether a call failed because the peer had closed the connection (or
+/// was gone) rather than because of what it answered.
+fn closed_by_peer(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::UnexpectedEof
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::BrokenPipe
+    )
+}
+
 impl Transport for TcpTransport {
     fn call(
         &self,
@@ -501,7 +513,15 @@ impl Transport for TcpTransport {
             // drops this future) drops the stream with it, so the reply it
             // did not read cannot be taken for the next call's.
             let mut stream = slot.take();
-            let answered = exchange(&mut stream, &addr, &request, correlation_id).await;
+            let reused = stream.is_some();
+            let mut answered = exchange(&mut stream, &addr, &request, correlation_id).await;
+            if reused && answered.as_ref().is_err_and(closed_by_peer) {
+                // A connection kept from before the peer restarted: the
+                // first call on it fails. Once more on a new one, or a
+                // vote after a restart would cost the candidate a round.
+                stream = None;
+                answered = exchange(&mut stream, &addr, &request, correlation_id).await;
+            }
             if let Ok(answer) = &answered {
                 let refused = match answer {
                     Err((ERROR_INCONSISTENT_CLUSTER_ID, message)) => Some(message),

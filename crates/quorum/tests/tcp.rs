@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use tarn_quorum::tcp::{self, ClusterId, TcpTransport};
-use tarn_quorum::{ApplyError, Committed, NodeId, Quorum, QuorumConfig, RpcKind, StateMachine};
+use tarn_quorum::{
+    ApplyError, Committed, NodeId, Quorum, QuorumConfig, RpcKind, StateMachine, Transport,
+};
 use tarn_storage::{FileSystem, OsFileSystem};
 use tokio::net::TcpListener;
 use tokio::time::{sleep, timeout, Instant};
@@ -525,4 +527,39 @@ async fn a_voter_formatted_again_is_refused_until_added_in_its_place() {
     for quorum in nodes.values() {
         quorum.shutdown().await.unwrap();
     }
+}
+
+/// A peer that answers one request per connection and then closes it, as
+/// a node does that restarts between two calls: the connection the
+/// transport kept from the first call is dead by the second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_on_a_connection_the_peer_closed_is_made_again_on_a_new_one() {
+    use tokio::io::AsyncWriteExt;
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    let connections = Arc::new(Mutex::new(0));
+    let accepted = connections.clone();
+    tokio::spawn(async move {
+        loop {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            *accepted.lock().unwrap() += 1;
+            let Ok(Some(frame)) = tcp::read_frame(&mut stream).await else {
+                continue;
+            };
+            let (header, _) = tcp::decode_request(&frame).unwrap();
+            let answer = tcp::encode_response(header.correlation_id, 0, b"granted");
+            stream.write_all(&answer).await.unwrap();
+            // Gone before the next call, as a restarted node is.
+        }
+    });
+    let voters = BTreeMap::from([(2, address)]);
+    let transport = TcpTransport::new(1, voters, ClusterId::new(Some("c".into())));
+    for call in 1..=3 {
+        let answer = transport
+            .call(2, RpcKind::Vote, Bytes::from_static(b"vote"))
+            .await
+            .unwrap_or_else(|e| panic!("call {call}: {e}"));
+        assert_eq!(&answer[..], b"granted");
+    }
+    assert_eq!(*connections.lock().unwrap(), 3, "one connection per call");
 }
