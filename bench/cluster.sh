@@ -16,7 +16,8 @@
 #   fencing   SIGKILL a non-controller broker, poll Metadata on every
 #             survivor until it is absent; target <= session timeout + 2 s
 #   failover  SIGKILL the active controller, CreateTopics on a survivor until
-#             one succeeds; target <= 3 s
+#             one succeeds; target <= 3 s; then the same with SIGTERM (the
+#             controller hands its leadership over as it stops)
 #   startup   10,000 partitions (STARTUP_TOPICS x STARTUP_PARTS): restart a
 #             single node, and one node of a cluster; time to the ready line
 #             and to a full Metadata answer; target < 2 s; the single node's
