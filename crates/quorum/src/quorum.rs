@@ -584,7 +584,7 @@ impl Quorum {
         match self.hand_over_within(&voters, within).await {
             QuorumError::NotLeader {
                 leader: Some(leader),
-            } => tracing::info!(
+            } if leader != self.inner.node_id => tracing::info!(
                 node_id = self.inner.node_id,
                 leader,
                 "handed the metadata quorum's leadership over before stopping"
