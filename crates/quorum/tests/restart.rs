@@ -53,9 +53,15 @@ async fn leader(nodes: &BTreeMap<NodeId, Quorum>) -> Quorum {
     }
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_restarted_leader_is_elected_again_and_reads_past_what_it_acknowledged() {
-    let net = SimNetwork::new(11);
+/// Three voters on a network of `seed`, each on a disk of its own.
+async fn three_nodes(
+    seed: u64,
+) -> (
+    Arc<SimNetwork>,
+    BTreeMap<NodeId, Arc<SimFileSystem>>,
+    BTreeMap<NodeId, Quorum>,
+) {
+    let net = SimNetwork::new(seed);
     let disks: BTreeMap<NodeId, Arc<SimFileSystem>> = (1..=3)
         .map(|id| (id, Arc::new(SimFileSystem::new(id))))
         .collect();
@@ -63,6 +69,12 @@ async fn a_restarted_leader_is_elected_again_and_reads_past_what_it_acknowledged
     for (id, fs) in &disks {
         nodes.insert(*id, start(&net, *id, fs).await);
     }
+    (net, disks, nodes)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_restarted_leader_is_elected_again_and_reads_past_what_it_acknowledged() {
+    let (net, disks, mut nodes) = three_nodes(11).await;
     let old = leader(&nodes).await;
     let old_id = old.node_id();
     let old_term = old.status().borrow().term;
@@ -97,14 +109,7 @@ async fn a_restarted_leader_is_elected_again_and_reads_past_what_it_acknowledged
 
 #[tokio::test(start_paused = true)]
 async fn a_leader_that_resigns_hands_over_without_an_election_timeout() {
-    let net = SimNetwork::new(12);
-    let disks: BTreeMap<NodeId, Arc<SimFileSystem>> = (1..=3)
-        .map(|id| (id, Arc::new(SimFileSystem::new(id))))
-        .collect();
-    let mut nodes = BTreeMap::new();
-    for (id, fs) in &disks {
-        nodes.insert(*id, start(&net, *id, fs).await);
-    }
+    let (_net, _disks, nodes) = three_nodes(12).await;
     let old = leader(&nodes).await;
     let acknowledged = old.propose(Bytes::from("before")).await.unwrap().index;
     let election_timeout = Duration::from_millis(
