@@ -14,7 +14,8 @@
 //! sequence, holding every acknowledged entry.
 //!
 //! `TARN_SIM_SEED=<n>` replays one seed; `TARN_SIM_SEEDS=<n>` runs seeds
-//! `0..n` (20 by default), or `m..m+n` with `TARN_SIM_SEEDS_FROM=<m>`. A seed fixes the start order, the fault
+//! `0..n` (20 by default), or `m..m+n` with `TARN_SIM_SEEDS_FROM=<m>`. A
+//! seed fixes the start order, the fault
 //! schedule, openraft's election jitter and the network's draws; what
 //! still varies between runs of a seed is the order in which those draws
 //! meet concurrent messages: runs with one kind of fault replay exactly,
