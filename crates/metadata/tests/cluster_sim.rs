@@ -666,25 +666,10 @@ fn random_action(rng: &mut Rng) -> Action {
 }
 
 fn seeds() -> Vec<u64> {
-    if let Ok(seed) = std::env::var("TARN_SIM_SEED") {
-        return vec![seed.parse().expect("TARN_SIM_SEED is a number")];
-    }
-    let count = std::env::var("TARN_SIM_SEEDS")
-        .ok()
-        .map_or(8, |n| n.parse().expect("TARN_SIM_SEEDS is a number"));
-    let from: u64 = std::env::var("TARN_SIM_SEEDS_FROM")
-        .ok()
-        .map_or(0, |n| n.parse().expect("TARN_SIM_SEEDS_FROM is a number"));
-    let mut seeds: Vec<u64> = (from..from + count).collect();
     // Seeds that once found a fault, run every time: 1164 a leader that
     // resumed its term after a restart and planned a fence on an image
     // without partitions the cluster had committed.
-    seeds.extend(
-        REGRESSION_SEEDS
-            .iter()
-            .filter(|s| !(from..from + count).contains(*s)),
-    );
-    seeds
+    tarn_storage::sim::seeds_from_env("TARN_SIM", 8, &REGRESSION_SEEDS)
 }
 
 const REGRESSION_SEEDS: [u64; 1] = [1164];

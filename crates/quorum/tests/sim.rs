@@ -645,16 +645,7 @@ fn run_seed_with(seed: u64, voter_changes: bool) -> Outcome {
 }
 
 fn seeds() -> Vec<u64> {
-    if let Ok(seed) = std::env::var("TARN_SIM_SEED") {
-        return vec![seed.parse().expect("TARN_SIM_SEED is a number")];
-    }
-    let count = std::env::var("TARN_SIM_SEEDS")
-        .map(|n| n.parse().expect("TARN_SIM_SEEDS is a number"))
-        .unwrap_or(DEFAULT_SEEDS);
-    let from: u64 = std::env::var("TARN_SIM_SEEDS_FROM")
-        .map(|n| n.parse().expect("TARN_SIM_SEEDS_FROM is a number"))
-        .unwrap_or(0);
-    (from..from + count).collect()
+    tarn_storage::sim::seeds_from_env("TARN_SIM", DEFAULT_SEEDS, &[])
 }
 
 #[test]

@@ -891,28 +891,10 @@ fn run(seed: u64, flush: Flush) -> Ran {
 }
 
 fn seeds() -> Vec<u64> {
-    if let Ok(seed) = std::env::var("TARN_REPLICATION_SIM_SEED") {
-        return vec![seed.parse().expect("TARN_REPLICATION_SIM_SEED is a number")];
-    }
-    let n: u64 = std::env::var("TARN_REPLICATION_SIM_SEEDS")
-        .map(|n| n.parse().expect("TARN_REPLICATION_SIM_SEEDS is a number"))
-        .unwrap_or(64);
-    let from: u64 = std::env::var("TARN_REPLICATION_SIM_SEEDS_FROM")
-        .map(|n| {
-            n.parse()
-                .expect("TARN_REPLICATION_SIM_SEEDS_FROM is a number")
-        })
-        .unwrap_or(0);
-    let mut seeds: Vec<u64> = (from..from + n).collect();
     // Seeds that once found a fault, run every time: 293 a follower whose
     // records of a lost leader's epoch were taken for the new leader's
     // (with a leader that does not record its epoch at the log end).
-    seeds.extend(
-        REGRESSION_SEEDS
-            .iter()
-            .filter(|s| !(from..from + n).contains(*s)),
-    );
-    seeds
+    tarn_storage::sim::seeds_from_env("TARN_REPLICATION_SIM", 64, &REGRESSION_SEEDS)
 }
 
 const REGRESSION_SEEDS: [u64; 1] = [293];

@@ -387,6 +387,31 @@ impl FileSystem for SimFileSystem {
     }
 }
 
+/// The seeds a simulation test runs, from the environment under
+/// `prefix` (`TARN_SIM`, say): `{prefix}_SEED=n` replays seed n alone;
+/// otherwise `{prefix}_SEEDS` seeds (`count` by default) from
+/// `{prefix}_SEEDS_FROM` (0 by default), then every seed of `regression`
+/// (seeds that once found a fault) not among them. A seed's faults are
+/// fixed by its number, so a later hunt starts where the last stopped.
+pub fn seeds_from_env(prefix: &str, count: u64, regression: &[u64]) -> Vec<u64> {
+    let var = |suffix: &str| {
+        let name = format!("{prefix}_{suffix}");
+        std::env::var(&name).ok().map(|v| {
+            v.parse::<u64>()
+                .unwrap_or_else(|_| panic!("{name} is a number"))
+        })
+    };
+    if let Some(seed) = var("SEED") {
+        return vec![seed];
+    }
+    let count = var("SEEDS").unwrap_or(count);
+    let from = var("SEEDS_FROM").unwrap_or(0);
+    let range = from..from + count;
+    let mut seeds: Vec<u64> = range.clone().collect();
+    seeds.extend(regression.iter().filter(|s| !range.contains(*s)));
+    seeds
+}
+
 #[cfg(test)]
 mod tests {
     use tarn_protocol::record_batch::{
