@@ -26,7 +26,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use openraft::async_runtime::WatchReceiver;
 use openraft::errors::{ClientWriteError, InitializeError, LinearizableReadError, RaftError};
-use openraft::{ChangeMembers, Raft, ServerState};
+use openraft::{ChangeMembers, Precondition, Raft, ServerState};
 use openraft_rt::deterministic_rng::DeterministicRng;
 use tarn_storage::FileSystem;
 use tokio::sync::watch;
@@ -256,6 +256,7 @@ impl Quorum {
                 awaited,
             }),
         };
+        spawn_joint_finisher(quorum.clone());
         quorum.bootstrap(&config).await?;
         Ok(quorum)
     }
@@ -701,6 +702,113 @@ impl Quorum {
     pub async fn shutdown(&self) -> Result<(), QuorumError> {
         self.inner.raft.shutdown().await.map_err(stopped)
     }
+}
+
+/// A leader that finds a joint configuration committed, and left so for
+/// an election timeout, finishes it: it commits the joint's new voter
+/// set. openraft proposes that second entry only from the call that
+/// proposed the first, so a change whose leader was replaced in between
+/// (or whose caller stopped waiting) would leave the quorum joint for
+/// good: every commit then needs majorities of both voter sets, and a
+/// leader that the change removes refuses further changes (see
+/// `Quorum::check_leader`) without ever stepping down. A removed voter
+/// stays a learner, as it is not known here whether it was to stay one
+/// (a controller that is also a broker keeps following the log; one
+/// that is not is taken out when its broker unregisters). A leader so
+/// removed hands over, as openraft's own step-down of a removed leader
+/// passes over one that stays a learner.
+fn spawn_joint_finisher(quorum: Quorum) {
+    let raft = quorum.inner.raft.clone();
+    let node_id = quorum.inner.node_id;
+    let grace = std::time::Duration::from_millis(raft.config().election_timeout_min);
+    let mut metrics = raft.metrics();
+    tokio::spawn(async move {
+        // The joint entry's log id, and since when this leader has seen
+        // it committed and not followed by another membership.
+        let mut waiting: Option<(LogId, tokio::time::Instant)> = None;
+        loop {
+            let stuck = {
+                let m = metrics.borrow_watched();
+                let joint = m.membership_config.membership().get_joint_config().len() > 1;
+                let at = *m.membership_config.log_id();
+                let committed = at.is_some() && at <= m.local_committed;
+                at.filter(|_| m.state == ServerState::Leader && joint && committed)
+            };
+            waiting = match (stuck, waiting) {
+                (None, _) => None,
+                (Some(at), Some((seen, since))) if seen == at => Some((seen, since)),
+                (Some(at), _) => Some((at, tokio::time::Instant::now())),
+            };
+            let changed = match waiting {
+                None => metrics.changed().await,
+                Some((at, since)) if since.elapsed() >= grace => {
+                    waiting = None;
+                    match finish_joint(&quorum, at, grace).await {
+                        Err(QuorumError::Shutdown(_)) => break,
+                        Err(e) => tracing::debug!(
+                            node_id,
+                            error = %e,
+                            "a half-done voter change was not finished here"
+                        ),
+                        Ok(()) => {}
+                    }
+                    Ok(())
+                }
+                Some((_, since)) => {
+                    match tokio::time::timeout_at(since + grace, metrics.changed()).await {
+                        Ok(changed) => changed,
+                        Err(_) => Ok(()),
+                    }
+                }
+            };
+            if changed.is_err() {
+                break;
+            }
+        }
+    });
+}
+
+/// Commits the new voter set of the joint configuration at `joint`, if
+/// it is still the latest (another change, or another leader, may have
+/// come first); see [`spawn_joint_finisher`].
+async fn finish_joint(
+    quorum: &Quorum,
+    joint: LogId,
+    hand_over_within: std::time::Duration,
+) -> Result<(), QuorumError> {
+    let raft = &quorum.inner.raft;
+    let me = quorum.inner.node_id;
+    let unchanged = Precondition::LastMembershipLogId {
+        last_membership_log_id: Some(joint),
+    };
+    let flatten = ChangeMembers::AddVoterIds(BTreeSet::new());
+    let response = match raft.change_membership_if(flatten, true, [unchanged]).await {
+        Ok(response) => response,
+        Err(RaftError::Fatal(e)) => return Err(stopped(e)),
+        Err(RaftError::APIError(e)) => return Err(QuorumError::Rpc(e.to_string())),
+    };
+    let voters: BTreeSet<NodeId> = response
+        .membership
+        .as_ref()
+        .map(|m| m.voter_ids().collect())
+        .unwrap_or_default();
+    tracing::info!(
+        node_id = me,
+        joint = %joint,
+        voters = ?voters,
+        "finished a voter change that was left half done"
+    );
+    if !voters.contains(&me) {
+        let handed = quorum.hand_over_within(&voters, hand_over_within).await;
+        tracing::info!(node_id = me, outcome = %handed, "no longer a voter: handing the leadership over");
+        // Should no one have taken over, this node stops leading all the
+        // same (it is a learner now); the voters elect after a timeout.
+        raft.trigger()
+            .refresh_server_state(None, Some(response.log_id))
+            .await
+            .map_err(stopped)?;
+    }
+    Ok(())
 }
 
 /// Mirrors openraft's metrics into a [`QuorumStatus`] watch.

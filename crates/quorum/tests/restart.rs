@@ -1,10 +1,12 @@
-//! A leader that stops and starts again is elected again before it leads:
-//! it does not learn the commit index from its own disk (openraft's
-//! `save_committed` is not kept), so a leader resumed in its old term
-//! would put read barriers below entries the cluster had acknowledged,
-//! and a controller planning after such a barrier would plan on an image
-//! without them (found by `cluster_sim` seed 1164: a broker fenced while
-//! it still led partitions the planning image did not have yet).
+//! Leadership changing hands: a leader that stops and starts again is
+//! elected again before it leads: it does not learn the commit index from
+//! its own disk (openraft's `save_committed` is not kept), so a leader
+//! resumed in its old term would put read barriers below entries the
+//! cluster had acknowledged, and a controller planning after such a
+//! barrier would plan on an image without them (found by `cluster_sim`
+//! seed 1164: a broker fenced while it still led partitions the planning
+//! image did not have yet). A leader that resigns hands over at once, and
+//! a voter change whose leader changed half way is finished by the next.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -135,6 +137,71 @@ async fn a_leader_that_resigns_hands_over_without_an_election_timeout() {
     );
     let barrier = new.read_barrier().await.unwrap();
     assert!(barrier >= acknowledged);
+    for node in nodes.into_values() {
+        node.shutdown().await.unwrap();
+    }
+}
+
+/// openraft commits a voter change in two entries (a joint configuration,
+/// then the new voter set), and proposes the second only from the call
+/// that proposed the first. When that call ends early (its caller gave
+/// up, or its leader stopped or handed over), the next leader finishes the
+/// change; a leader that the change removes then hands over. Found by the
+/// quorum simulation's seed 1979: the quorum stayed joint for good, led by
+/// a node the change removed, which refused every later change.
+#[tokio::test(start_paused = true)]
+async fn a_voter_change_left_half_done_is_finished_by_the_leader() {
+    let (_net, _disks, nodes) = three_nodes(13).await;
+    let old = leader(&nodes).await;
+    let others: Vec<NodeId> = nodes
+        .keys()
+        .copied()
+        .filter(|id| *id != old.node_id())
+        .collect();
+    // The hand-over below goes to the most caught-up voter, the greater
+    // id of a tie: most likely the voter being removed.
+    let (kept, removed) = (others[0], others[1]);
+
+    // One poll sends the change to openraft; the call then ends, before
+    // it could propose the second entry.
+    let removal = old.remove_voter(removed, None, false);
+    let first_poll = tokio::time::timeout(Duration::ZERO, removal).await;
+    assert!(first_poll.is_err(), "the change finished in one poll");
+    // A later entry commits only once the joint configuration has.
+    old.propose(Bytes::from("after the joint entry"))
+        .await
+        .unwrap();
+    let joint = old.status().borrow().clone();
+    assert_eq!(joint.voters.len(), 3, "not joint: {joint:?}");
+    assert!(!joint.next_voters.contains(&removed), "{joint:?}");
+    old.resign().await;
+
+    let wanted = [old.node_id(), kept].into_iter().collect();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let finished = loop {
+        let status = nodes
+            .values()
+            .map(|q| q.status().borrow().clone())
+            .find(|s| s.is_leader && s.voters == wanted && *s.next_voters == wanted);
+        if let Some(status) = status {
+            break status;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the change was not finished: {:?}",
+            nodes
+                .values()
+                .map(|q| q.status().borrow().clone())
+                .find(|s| s.is_leader)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_ne!(finished.node_id, removed, "a removed voter still leads");
+    let leader = nodes[&finished.node_id].clone();
+    leader
+        .propose(Bytes::from("after the change"))
+        .await
+        .unwrap();
     for node in nodes.into_values() {
         node.shutdown().await.unwrap();
     }
