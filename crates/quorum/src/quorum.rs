@@ -367,8 +367,9 @@ impl Quorum {
     /// `catch_up`), commits the new voter set (openraft's joint consensus:
     /// two entries). Returns once the new set is committed, within about
     /// `catch_up` in all ([`PROMOTION_MIN`] at least for that). A node that
-    /// does not catch up in time is taken out again and not added. Only
-    /// the leader can do this.
+    /// does not catch up in time is taken out again and not added. A node
+    /// that a change under way removes is refused until that change is
+    /// committed. Only the leader can do this.
     pub async fn add_voter(
         &self,
         id: NodeId,
@@ -383,6 +384,14 @@ impl Quorum {
         };
         let recorded = {
             let status = self.inner.status.borrow();
+            if status.voters.contains(&id) && !status.next_voters.contains(&id) {
+                // A removal under way (or left half done, which the
+                // leader finishes within an election timeout).
+                return Err(QuorumError::VoterChangeRefused(format!(
+                    "node {id} is leaving the quorum (its removal is not committed yet): ask \
+                     again once it is"
+                )));
+            }
             if status.voters.contains(&id) {
                 return Err(QuorumError::DuplicateVoter(id));
             }

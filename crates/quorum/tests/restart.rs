@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use tarn_quorum::sim::SimNetwork;
-use tarn_quorum::{ApplyError, Committed, NodeId, Quorum, QuorumConfig, StateMachine};
+use tarn_quorum::{ApplyError, Committed, NodeId, Quorum, QuorumConfig, QuorumError, StateMachine};
 use tarn_storage::sim::SimFileSystem;
 use tarn_storage::FileSystem;
 
@@ -174,6 +174,15 @@ async fn a_voter_change_left_half_done_is_finished_by_the_leader() {
     let joint = old.status().borrow().clone();
     assert_eq!(joint.voters.len(), 3, "not joint: {joint:?}");
     assert!(!joint.next_voters.contains(&removed), "{joint:?}");
+    // Meanwhile the node is neither added again nor a voter to stay.
+    let address = format!("node-{removed}");
+    let again = old
+        .add_voter(removed, &address, None, Duration::from_secs(5))
+        .await;
+    assert!(
+        matches!(again, Err(QuorumError::VoterChangeRefused(_))),
+        "{again:?}"
+    );
     old.resign().await;
 
     let wanted = [old.node_id(), kept].into_iter().collect();

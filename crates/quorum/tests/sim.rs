@@ -468,8 +468,11 @@ async fn add_back_every_voter(cluster: &Arc<tokio::sync::Mutex<Cluster>>, seed: 
             .leader()
             .map(|l| l.status().borrow().clone())
             .filter(|s| s.leads_within(Duration::from_secs(1)));
+        // Every node a voter, and no change left half done (a joint
+        // configuration's voters are both sets).
         let replicated = |s: &tarn_quorum::QuorumStatus| {
             s.voters == c.ids
+                && *s.next_voters == c.ids
                 && c.ids
                     .iter()
                     .all(|id| *id == s.node_id || s.matched.get(id).copied().flatten().is_some())
