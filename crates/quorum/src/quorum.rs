@@ -126,6 +126,14 @@ impl QuorumStatus {
                     .quorum_acked
                     .is_some_and(|acked| acked.elapsed() < lease))
     }
+
+    /// On the leader: whether node `id` acknowledged it within `within`
+    /// (the leader itself always has). A voter that has not, for a fetch
+    /// timeout, counts as gone, as Kafka's leader counts a voter that has
+    /// not fetched.
+    pub fn answered_within(&self, id: NodeId, within: std::time::Duration) -> bool {
+        id == self.node_id || self.acked.get(&id).is_some_and(|at| at.elapsed() < within)
+    }
 }
 
 type QuorumRaft = Raft<TypeConfig, MachineStore>;
@@ -159,6 +167,9 @@ struct Inner {
     directory_id: Option<String>,
     raft: QuorumRaft,
     status: watch::Receiver<QuorumStatus>,
+    /// `controller.quorum.fetch.timeout.ms`: a voter that has not answered
+    /// the leader for this long counts as gone.
+    fetch_timeout: std::time::Duration,
     /// How many [`FollowersAwaited`] guards live.
     awaited: Arc<watch::Sender<usize>>,
 }
@@ -253,6 +264,7 @@ impl Quorum {
                 directory_id: config.directory_id.clone(),
                 raft,
                 status,
+                fetch_timeout: std::time::Duration::from_millis(config.fetch_timeout_ms),
                 awaited,
             }),
         };
@@ -721,11 +733,11 @@ impl Quorum {
 /// good: every commit then needs majorities of both voter sets, and a
 /// leader that the change removes refuses further changes (see
 /// `Quorum::check_leader`) without ever stepping down. A removed voter
-/// stays a learner, as it is not known here whether it was to stay one
-/// (a controller that is also a broker keeps following the log; one
-/// that is not is taken out when its broker unregisters). A leader so
-/// removed hands over, as openraft's own step-down of a removed leader
-/// passes over one that stays a learner.
+/// that still answers the leader stays a learner (it may be a broker
+/// that goes on following the log until it unregisters); one silent for
+/// a fetch timeout leaves the membership: what `RemoveRaftVoter` asks for
+/// a live and for a dead broker. A leader so removed hands over, as openraft's own step-down
+/// of a removed leader passes over one that stays a learner.
 fn spawn_joint_finisher(quorum: Quorum) {
     let raft = quorum.inner.raft.clone();
     let node_id = quorum.inner.node_id;
@@ -790,8 +802,17 @@ async fn finish_joint(
     let unchanged = Precondition::LastMembershipLogId {
         last_membership_log_id: Some(joint),
     };
+    // Each change adds or removes one voter, so that one decides.
+    let keep_as_learners = {
+        let status = quorum.inner.status.borrow();
+        status
+            .voters
+            .difference(&status.next_voters)
+            .all(|id| status.answered_within(*id, quorum.inner.fetch_timeout))
+    };
     let flatten = ChangeMembers::AddVoterIds(BTreeSet::new());
-    let response = match raft.change_membership_if(flatten, true, [unchanged]).await {
+    let finished = raft.change_membership_if(flatten, keep_as_learners, [unchanged]);
+    let response = match finished.await {
         Ok(response) => response,
         Err(RaftError::Fatal(e)) => return Err(stopped(e)),
         Err(RaftError::APIError(e)) => return Err(QuorumError::Rpc(e.to_string())),
@@ -805,6 +826,7 @@ async fn finish_joint(
         node_id = me,
         joint = %joint,
         voters = ?voters,
+        keep_as_learners,
         "finished a voter change that was left half done"
     );
     if !voters.contains(&me) {
@@ -964,5 +986,21 @@ mod tests {
         let mut follower = leader_of(&[1], None);
         follower.is_leader = false;
         assert!(!follower.leads_within(lease));
+    }
+
+    #[test]
+    fn a_voter_counts_as_gone_once_it_has_not_answered_for_a_fetch_timeout() {
+        let fetch_timeout = Duration::from_secs(2);
+        let mut status = leader_of(&[1, 2, 3, 4], None);
+        let now = tokio::time::Instant::now();
+        status.acked.insert(2, now - Duration::from_millis(300));
+        status.acked.insert(3, now - Duration::from_secs(5));
+        assert!(
+            status.answered_within(1, fetch_timeout),
+            "the leader itself"
+        );
+        assert!(status.answered_within(2, fetch_timeout));
+        assert!(!status.answered_within(3, fetch_timeout));
+        assert!(!status.answered_within(4, fetch_timeout), "never answered");
     }
 }

@@ -8,14 +8,16 @@
 //! image did not have yet). A leader that resigns hands over at once, and
 //! a voter change whose leader changed half way is finished by the next.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use tarn_quorum::sim::SimNetwork;
-use tarn_quorum::{ApplyError, Committed, NodeId, Quorum, QuorumConfig, QuorumError, StateMachine};
+use tarn_quorum::{
+    ApplyError, Committed, NodeId, Quorum, QuorumConfig, QuorumError, QuorumStatus, StateMachine,
+};
 use tarn_storage::sim::SimFileSystem;
 use tarn_storage::FileSystem;
 
@@ -142,6 +144,61 @@ async fn a_leader_that_resigns_hands_over_without_an_election_timeout() {
     }
 }
 
+/// The leader of `nodes` and the two other voters, in id order.
+async fn leader_and_others(nodes: &BTreeMap<NodeId, Quorum>) -> (Quorum, NodeId, NodeId) {
+    let leader = leader(nodes).await;
+    let others: Vec<NodeId> = nodes
+        .keys()
+        .copied()
+        .filter(|id| *id != leader.node_id())
+        .collect();
+    (leader, others[0], others[1])
+}
+
+/// Has `leader` remove voter `removed` and leaves the change half done:
+/// one poll sends it to openraft, and the call then ends, before it could
+/// propose the second entry. Returns once the joint entry is committed.
+async fn leave_removal_half_done(leader: &Quorum, removed: NodeId) {
+    let removal = leader.remove_voter(removed, None, false);
+    let first_poll = tokio::time::timeout(Duration::ZERO, removal).await;
+    assert!(first_poll.is_err(), "the change finished in one poll");
+    // A later entry commits only once the joint configuration has.
+    leader
+        .propose(Bytes::from("after the joint entry"))
+        .await
+        .unwrap();
+    let joint = leader.status().borrow().clone();
+    assert_eq!(joint.voters.len(), 3, "not joint: {joint:?}");
+    assert!(!joint.next_voters.contains(&removed), "{joint:?}");
+}
+
+/// Waits until a node of `nodes` leads with exactly `voters`, no change
+/// under way, and returns its status.
+async fn leader_with_voters(
+    nodes: &BTreeMap<NodeId, Quorum>,
+    voters: &BTreeSet<NodeId>,
+) -> QuorumStatus {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let statuses: Vec<QuorumStatus> = nodes
+            .values()
+            .map(|q| q.status().borrow().clone())
+            .collect();
+        let found = statuses
+            .iter()
+            .find(|s| s.is_leader && s.voters == *voters && *s.next_voters == *voters);
+        if let Some(status) = found {
+            return status.clone();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the change was not finished: {:?}",
+            statuses.iter().find(|s| s.is_leader)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// openraft commits a voter change in two entries (a joint configuration,
 /// then the new voter set), and proposes the second only from the call
 /// that proposed the first. When that call ends early (its caller gave
@@ -152,28 +209,10 @@ async fn a_leader_that_resigns_hands_over_without_an_election_timeout() {
 #[tokio::test(start_paused = true)]
 async fn a_voter_change_left_half_done_is_finished_by_the_leader() {
     let (_net, _disks, nodes) = three_nodes(13).await;
-    let old = leader(&nodes).await;
-    let others: Vec<NodeId> = nodes
-        .keys()
-        .copied()
-        .filter(|id| *id != old.node_id())
-        .collect();
     // The hand-over below goes to the most caught-up voter, the greater
     // id of a tie: most likely the voter being removed.
-    let (kept, removed) = (others[0], others[1]);
-
-    // One poll sends the change to openraft; the call then ends, before
-    // it could propose the second entry.
-    let removal = old.remove_voter(removed, None, false);
-    let first_poll = tokio::time::timeout(Duration::ZERO, removal).await;
-    assert!(first_poll.is_err(), "the change finished in one poll");
-    // A later entry commits only once the joint configuration has.
-    old.propose(Bytes::from("after the joint entry"))
-        .await
-        .unwrap();
-    let joint = old.status().borrow().clone();
-    assert_eq!(joint.voters.len(), 3, "not joint: {joint:?}");
-    assert!(!joint.next_voters.contains(&removed), "{joint:?}");
+    let (old, kept, removed) = leader_and_others(&nodes).await;
+    leave_removal_half_done(&old, removed).await;
     // Meanwhile the node is neither added again nor a voter to stay.
     let address = format!("node-{removed}");
     let again = old
@@ -185,32 +224,45 @@ async fn a_voter_change_left_half_done_is_finished_by_the_leader() {
     );
     old.resign().await;
 
-    let wanted = [old.node_id(), kept].into_iter().collect();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    let finished = loop {
-        let status = nodes
-            .values()
-            .map(|q| q.status().borrow().clone())
-            .find(|s| s.is_leader && s.voters == wanted && *s.next_voters == wanted);
-        if let Some(status) = status {
-            break status;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the change was not finished: {:?}",
-            nodes
-                .values()
-                .map(|q| q.status().borrow().clone())
-                .find(|s| s.is_leader)
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let wanted = BTreeSet::from([old.node_id(), kept]);
+    let finished = leader_with_voters(&nodes, &wanted).await;
     assert_ne!(finished.node_id, removed, "a removed voter still leads");
+    assert!(
+        finished.addresses.contains_key(&removed),
+        "a removed voter that still answers stays a learner: {finished:?}"
+    );
     let leader = nodes[&finished.node_id].clone();
     leader
         .propose(Bytes::from("after the change"))
         .await
         .unwrap();
+    for node in nodes.into_values() {
+        node.shutdown().await.unwrap();
+    }
+}
+
+/// As above, with the voter being removed stopped meanwhile: the leader
+/// that finishes the change hears nothing from it and takes it out of the
+/// membership altogether (as `RemoveRaftVoter` does with a dead broker's
+/// voter), rather than replicating to it as a learner for good.
+#[tokio::test(start_paused = true)]
+async fn a_voter_left_half_removed_that_stopped_leaves_the_membership() {
+    let (_net, _disks, mut nodes) = three_nodes(14).await;
+    let (old, removed, kept) = leader_and_others(&nodes).await;
+    leave_removal_half_done(&old, removed).await;
+    nodes.remove(&removed).unwrap().shutdown().await.unwrap();
+    // Only `kept` has this one: the hand-over goes there.
+    old.propose(Bytes::from("after the removed voter stopped"))
+        .await
+        .unwrap();
+    old.resign().await;
+
+    let wanted = BTreeSet::from([old.node_id(), kept]);
+    let finished = leader_with_voters(&nodes, &wanted).await;
+    assert!(
+        !finished.addresses.contains_key(&removed),
+        "a stopped voter stays a member: {finished:?}"
+    );
     for node in nodes.into_values() {
         node.shutdown().await.unwrap();
     }

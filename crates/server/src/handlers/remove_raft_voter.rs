@@ -59,9 +59,7 @@ pub async fn handle(
     let answered = quorum
         .status()
         .borrow()
-        .acked
-        .get(&voter_id)
-        .is_some_and(|at| at.elapsed() < fetch_timeout);
+        .answered_within(voter_id, fetch_timeout);
     let live_broker = answered
         && broker
             .metadata
