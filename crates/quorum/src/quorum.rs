@@ -742,7 +742,9 @@ fn spawn_joint_finisher(quorum: Quorum) {
     let raft = quorum.inner.raft.clone();
     let node_id = quorum.inner.node_id;
     let grace = std::time::Duration::from_millis(raft.config().election_timeout_min);
-    let mut metrics = raft.metrics();
+    // These change with the server state and the membership only, not
+    // with every commit.
+    let mut metrics = raft.server_metrics();
     tokio::spawn(async move {
         // The joint entry's log id, and since when this leader has seen
         // it committed and not followed by another membership.
@@ -752,7 +754,7 @@ fn spawn_joint_finisher(quorum: Quorum) {
                 let m = metrics.borrow_watched();
                 let joint = m.membership_config.membership().get_joint_config().len() > 1;
                 let at = *m.membership_config.log_id();
-                let committed = at.is_some() && at <= m.local_committed;
+                let committed = at == *m.committed_membership_config.log_id();
                 at.filter(|_| m.state == ServerState::Leader && joint && committed)
             };
             waiting = match (stuck, waiting) {
