@@ -736,8 +736,9 @@ impl Quorum {
 /// that still answers the leader stays a learner (it may be a broker
 /// that goes on following the log until it unregisters); one silent for
 /// a fetch timeout leaves the membership: what `RemoveRaftVoter` asks for
-/// a live and for a dead broker. A leader so removed hands over, as openraft's own step-down
-/// of a removed leader passes over one that stays a learner.
+/// a live and for a dead broker. A leader so removed hands over, as
+/// openraft's own step-down of a removed leader passes over one that
+/// stays a learner.
 fn spawn_joint_finisher(quorum: Quorum) {
     let raft = quorum.inner.raft.clone();
     let node_id = quorum.inner.node_id;

@@ -16,8 +16,8 @@
 //! `TARN_SIM_SEED=<n>` replays one seed; `TARN_SIM_SEEDS=<n>` runs seeds
 //! `0..n` (20 by default), or `m..m+n` with `TARN_SIM_SEEDS_FROM=<m>`
 //! (the voter changes then also run the seeds that once found a fault). A
-//! seed fixes the start order, the fault
-//! schedule, openraft's election jitter and the network's draws; what
+//! seed fixes the start order, the fault schedule, openraft's election
+//! jitter and the network's draws; what
 //! still varies between runs of a seed is the order in which those draws
 //! meet concurrent messages: runs with one kind of fault replay exactly,
 //! mixes of kinds (e.g. loss with crashes) do not always; the source is
