@@ -390,6 +390,20 @@ impl Partition {
         let mut roll_synced = false;
         let (info, log_start_offset, flush) = loop {
             let step = self.with_log(|log| {
+                // Under the log's lock, where a new role or epoch starts:
+                // no batch stamped with an epoch this broker no longer
+                // leads in lands after it.
+                if self.role() != Role::Leader || self.leader_epoch() != epoch {
+                    return Err(PartitionError::new(
+                        error::NOT_LEADER_OR_FOLLOWER,
+                        format!(
+                            "{}-{} is no longer led here in epoch {epoch}; its leader is {}",
+                            self.topic,
+                            self.index,
+                            self.leader()
+                        ),
+                    ));
+                }
                 let may_fsync = if roll_synced {
                     log.append_may_fsync(records, epoch)
                 } else if let Some(roll) = log.prepare_roll(records)? {
@@ -1490,6 +1504,73 @@ mod tests {
         partition.check_leader().unwrap();
     }
 
+    /// A fetch answer applied after the metadata moved on is refused under
+    /// the log's lock, whatever the fetcher checked before: seen in a
+    /// faults run, where a follower made leader appended its old leader's
+    /// batches past the epoch it had just started, and so answered its
+    /// own followers with records its epoch cache placed in no epoch (a
+    /// follower fetching them was told to truncate them, forever). A
+    /// leader's append stamped with an epoch it no longer leads in is
+    /// refused the same way.
+    #[test]
+    fn steps_for_an_epoch_the_partition_moved_on_from_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = BrokerConfig::default();
+        let replicas = ReplicaManager::new(dir.path(), 1, LogEnv::os(8), group_commit());
+        let topic = MetadataRecord::Topic {
+            name: "moved".into(),
+            topic_id: [6; 16],
+        };
+        let image = apply(
+            &Arc::new(MetadataImage::default()),
+            &[topic, on_two(6, 0, 2, 1)],
+        );
+        replicas.sync(&image, &config, true).unwrap();
+        let partition = replicas.get("moved", 0).expect("hosted");
+        let batch = |base: i64| {
+            tarn_protocol::record_batch::RecordBatchBuilder::new()
+                .base_offset(base)
+                .partition_leader_epoch(1)
+                .record(1_000, None, Some(b"v"))
+                .record(1_001, None, Some(b"w"))
+                .build()
+        };
+        partition.append_as_follower(1, &batch(0)).unwrap();
+        assert_eq!(partition.log_end_offset(), 2);
+
+        // Made leader in epoch 2 while a fetch of epoch 1 was out.
+        let image = apply(&image, &[on_two(6, 0, 1, 2)]);
+        replicas.sync(&image, &config, true).unwrap();
+        for refused in [
+            partition.append_as_follower(1, &batch(2)).map(|_| ()),
+            partition.truncate_to(1, 1),
+            partition.truncate_fully_and_start_at(1, 5),
+            partition.follow_log_start_offset(1, 1),
+        ] {
+            assert_eq!(refused.unwrap_err().code, error::FENCED_LEADER_EPOCH);
+        }
+        assert!(!partition.update_follower_high_watermark(1, 2));
+        assert_eq!(partition.log_end_offset(), 2, "nothing appended or cut");
+        assert_eq!(
+            partition
+                .with_log_ref(|l| l.end_offset_for_epoch(1))
+                .unwrap(),
+            (1, 2),
+            "epoch 1 ends where this leader's epoch 2 starts"
+        );
+
+        // And a follower again, in epoch 3: epoch 2's leader appends and
+        // epoch 1's follower steps are both refused; epoch 3's are taken.
+        let image = apply(&image, &[on_two(6, 0, 2, 3)]);
+        replicas.sync(&image, &config, true).unwrap();
+        let stamped = partition.append(&batch(0)).unwrap_err();
+        assert_eq!(stamped.code, error::NOT_LEADER_OR_FOLLOWER);
+        let refused = partition.append_as_follower(1, &batch(2)).unwrap_err();
+        assert_eq!(refused.code, error::FENCED_LEADER_EPOCH);
+        partition.truncate_to(3, 0).unwrap();
+        assert_eq!(partition.log_end_offset(), 0);
+    }
+
     /// The replica fetchers look again when what this broker follows may
     /// have changed, and not when it is made the leader of a new
     /// partition (a topic created here alone costs no scan of every
@@ -1550,7 +1631,7 @@ mod tests {
                 .partition_leader_epoch(1)
                 .record(1_000, None, Some(b"v"))
                 .build();
-            partition.append_as_follower(&batch).unwrap();
+            partition.append_as_follower(1, &batch).unwrap();
         }
         let mut leadership = replicas.leadership_version.subscribe();
         leadership.mark_unchanged();
@@ -1663,7 +1744,9 @@ mod tests {
             }
             builder.build()
         };
-        partition.append_as_follower(&leader_batch(0, 10)).unwrap();
+        partition
+            .append_as_follower(1, &leader_batch(0, 10))
+            .unwrap();
         assert!(
             !partition.durability_barrier().is_ready(),
             "not flushed yet"
@@ -1671,12 +1754,14 @@ mod tests {
         commit.run_queued();
         assert!(partition.durability_barrier().is_ready());
 
-        partition.truncate_to(5).unwrap();
+        partition.truncate_to(1, 5).unwrap();
         assert!(
             partition.durability_barrier().is_ready(),
             "the cut is durable"
         );
-        partition.append_as_follower(&leader_batch(5, 2)).unwrap();
+        partition
+            .append_as_follower(1, &leader_batch(5, 2))
+            .unwrap();
         assert!(
             !partition.durability_barrier().is_ready(),
             "offsets 5 and 6 were durable before the cut, not now"

@@ -156,14 +156,20 @@ impl Partition {
     ) -> bool {
         self.min_insync_replicas
             .store(min_insync_replicas, Ordering::Release);
-        let old_leader = self.leader.swap(p.leader, Ordering::AcqRel);
-        let old_epoch = self.leader_epoch.swap(p.leader_epoch, Ordering::AcqRel);
-        let changed = old_leader != p.leader || old_epoch != p.leader_epoch;
+        // Only the metadata publisher changes the leader and its epoch, so
+        // this reading still holds once the lock is taken.
+        let changed = self.leader() != p.leader || self.leader_epoch() != p.leader_epoch;
         let leads_anew = changed && p.leader == self.local_node;
-        // The log's lock first (the order every append takes), held until
-        // the replica set is reset: nothing is appended in between.
-        let mut log = leads_anew.then(|| self.log.lock());
-        if let Some(Some(log)) = log.as_deref_mut() {
+        // A new role or epoch starts under the log's lock (taken first, the
+        // order every append takes), held until the replica set is reset:
+        // appends and truncations check the role and epoch under it, so
+        // none made for the old one lands after the new one began (a
+        // follower's append of its old leader's batches past the epoch a
+        // new leader just started, say).
+        let mut log = changed.then(|| self.log.lock());
+        self.leader.store(p.leader, Ordering::Release);
+        self.leader_epoch.store(p.leader_epoch, Ordering::Release);
+        if let Some(Some(log)) = log.as_deref_mut().filter(|_| leads_anew) {
             // A checkpoint write (and its fsyncs) when the epoch is new.
             if let Err(e) = off_async_workers(|| log.assign_leader_epoch(p.leader_epoch)) {
                 tracing::error!(topic = %self.topic, partition = self.index, leader_epoch = p.leader_epoch, error = %e, "cannot record the new leader epoch; the log is offline");
@@ -446,13 +452,41 @@ impl Partition {
         self.replica_set.lock().change_settled();
     }
 
+    /// Follower: whether this broker still follows in `leader_epoch`. A
+    /// fetch answer from an earlier epoch (or one that arrives after this
+    /// broker became leader) is stale: FENCED_LEADER_EPOCH.
+    fn check_following(&self, leader_epoch: i32) -> Result<(), PartitionError> {
+        let current = self.leader_epoch();
+        if self.role() == Role::Follower && current == leader_epoch {
+            return Ok(());
+        }
+        Err(PartitionError::new(
+            error::FENCED_LEADER_EPOCH,
+            format!(
+                "{}-{} moved on from following in leader epoch {leader_epoch} (now epoch {current}, leader {})",
+                self.topic,
+                self.index,
+                self.leader()
+            ),
+        ))
+    }
+
     /// Follower: appends batches its leader sent, as they are. Runs on
     /// the calling thread (a roll may fsync): call it off async workers.
     /// A flush that `flush.messages` makes due is queued, not awaited
     /// here: the replica fetcher awaits `durability_barrier` before its
     /// next fetch reports the new log end to the leader.
-    pub fn append_as_follower(&self, records: &[u8]) -> Result<AppendInfo, PartitionError> {
+    ///
+    /// `leader_epoch` is the epoch the batches were fetched in: once the
+    /// partition has moved on (another epoch, or this broker leads), they
+    /// are refused (FENCED_LEADER_EPOCH, checked under the log's lock).
+    pub fn append_as_follower(
+        &self,
+        leader_epoch: i32,
+        records: &[u8],
+    ) -> Result<AppendInfo, PartitionError> {
         let step = self.with_log(|log| {
+            self.check_following(leader_epoch)?;
             let info = log.append_as_follower(records)?;
             let flush = if log.flush_due() {
                 log.prepare_flush()?
@@ -470,9 +504,17 @@ impl Partition {
         Ok(info)
     }
 
-    /// Follower: takes the leader's high watermark, capped by this log's
-    /// end; true when that moved it.
-    pub fn update_follower_high_watermark(&self, leader_high_watermark: i64) -> bool {
+    /// Follower: takes the high watermark the leader of `leader_epoch`
+    /// reported, capped by this log's end; true when that moved it.
+    /// Ignored once the partition moved on.
+    pub fn update_follower_high_watermark(
+        &self,
+        leader_epoch: i32,
+        leader_high_watermark: i64,
+    ) -> bool {
+        if self.check_following(leader_epoch).is_err() {
+            return false;
+        }
         let hw = leader_high_watermark.min(self.log_end_offset()).max(0);
         let moved = self.high_watermark.swap(hw, Ordering::AcqRel) != hw;
         if moved {
@@ -481,9 +523,12 @@ impl Partition {
         moved
     }
 
-    /// Follower: removes everything at and after `offset`.
-    pub fn truncate_to(&self, offset: i64) -> Result<(), PartitionError> {
+    /// Follower: removes everything at and after `offset`, as the leader
+    /// of `leader_epoch` asked (refused, as appends are, once the
+    /// partition moved on).
+    pub fn truncate_to(&self, leader_epoch: i32, offset: i64) -> Result<(), PartitionError> {
         let step = self.with_log(|log| {
+            self.check_following(leader_epoch)?;
             if offset < log.log_end_offset() {
                 tracing::info!(topic = %self.topic, partition = self.index, from = log.log_end_offset(), to = offset, "truncating to the leader's log");
             }
@@ -499,9 +544,15 @@ impl Partition {
     }
 
     /// Follower: empties the log and starts it at `offset` (the leader's
-    /// log start is past this log's end).
-    pub fn truncate_fully_and_start_at(&self, offset: i64) -> Result<(), PartitionError> {
+    /// log start is past this log's end), as the leader of `leader_epoch`
+    /// asked.
+    pub fn truncate_fully_and_start_at(
+        &self,
+        leader_epoch: i32,
+        offset: i64,
+    ) -> Result<(), PartitionError> {
         let step = self.with_log(|log| {
+            self.check_following(leader_epoch)?;
             tracing::info!(topic = %self.topic, partition = self.index, offset, "starting over at the leader's log start");
             off_async_workers(|| log.truncate_fully_and_start_at(offset))?;
             self.truncated_durability(log);
@@ -557,9 +608,11 @@ impl Partition {
     /// Follower: raises the log start offset to the leader's.
     pub fn follow_log_start_offset(
         &self,
+        leader_epoch: i32,
         leader_log_start_offset: i64,
     ) -> Result<(), PartitionError> {
         let step = self.with_log(|log| {
+            self.check_following(leader_epoch)?;
             if leader_log_start_offset > log.log_start_offset()
                 && leader_log_start_offset <= log.log_end_offset()
             {

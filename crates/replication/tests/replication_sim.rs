@@ -4,7 +4,8 @@
 //! (`tarn_metadata::elections`, `brokers`). One seeded generator picks
 //! every step: acks=all produces to whoever believes it leads, follower
 //! fetches (Fetch's checks, divergence truncation, out-of-range settling,
-//! ISR expansion), ISR shrinks as time passes, metadata reaching each
+//! ISR expansion; some answers applied steps later, as a replica fetcher
+//! applies one after the metadata may have moved on), ISR shrinks as time passes, metadata reaching each
 //! broker late, process crashes, power cuts (torn unsynced bytes), and a
 //! broker cut off from the others and the controller (a zombie leader).
 //! Then every fault heals, the replicas converge, and the checks run:
@@ -99,6 +100,33 @@ struct Node {
     isolated: bool,
 }
 
+/// A follower's fetch answer not applied yet: the replica fetcher applies
+/// an answer a while after the leader made it, and the follower's role or
+/// epoch may change in between (it may even lead by then).
+struct InFlight {
+    node: i32,
+    partition: Arc<Partition>,
+    leader: i32,
+    /// The epoch the fetch was sent in.
+    leader_epoch: i32,
+    answer: Answer,
+}
+
+enum Answer {
+    Diverging {
+        epoch: i32,
+        end_offset: i64,
+    },
+    Records {
+        bytes: bytes::Bytes,
+        high_watermark: i64,
+    },
+    /// The follower is past the leader's end (ListOffsets LATEST).
+    Ahead {
+        leader_end: i64,
+    },
+}
+
 /// An acks=all produce waiting for its high watermark.
 struct Pending {
     node: i32,
@@ -123,6 +151,10 @@ struct Sim {
     images: Vec<Arc<MetadataImage>>,
     nodes: Vec<Node>,
     pending: Vec<Pending>,
+    in_flight: Vec<InFlight>,
+    /// Picks which fetch answers are held and when they land: apart from
+    /// `rng`, so the other steps draw as they did before answers were held.
+    delays: Rng,
     /// (partition, offset) -> value, of every acknowledged produce.
     acked: BTreeMap<(i32, i64), String>,
     /// (partition, offset) -> value, of everything seen below a leader's
@@ -180,6 +212,8 @@ impl Sim {
             images: vec![Arc::new(MetadataImage::default())],
             nodes,
             pending: Vec::new(),
+            in_flight: Vec::new(),
+            delays: Rng::new(seed ^ 0x5eed_f00d),
             acked: BTreeMap::new(),
             committed: BTreeMap::new(),
             produced: 0,
@@ -468,7 +502,8 @@ impl Sim {
     }
 
     /// Follower `id` fetches `p` from the leader it knows, as the replica
-    /// fetcher and the Fetch handler do.
+    /// fetcher and the Fetch handler do. The answer is applied now, or
+    /// held for a later step (one in flight per partition and epoch).
     fn fetch(&mut self, id: i32, p: i32) {
         let Some(follower) = self.partition(id, p) else {
             return;
@@ -477,10 +512,18 @@ impl Sim {
         if follower.role() != Role::Follower || leader_id < 0 || !self.connected(id, leader_id) {
             return;
         }
+        let leader_epoch = follower.leader_epoch();
+        if self
+            .in_flight
+            .iter()
+            .any(|f| f.node == id && f.partition.index == p && f.leader_epoch == leader_epoch)
+        {
+            return;
+        }
         let Some(leader) = self.partition(leader_id, p) else {
             return;
         };
-        if leader.check_epoch(follower.leader_epoch()).is_err() || leader.role() != Role::Leader {
+        if leader.check_epoch(leader_epoch).is_err() || leader.role() != Role::Leader {
             return;
         }
         let (fetch_offset, last_epoch, _) = match follower.fetch_position() {
@@ -492,7 +535,7 @@ impl Sim {
         ));
         // The simulated file system has no OS files to sendfile from: the
         // fetch's checks and bookkeeping, then a plain read.
-        match leader.follower_position(
+        let answer = match leader.follower_position(
             id,
             self.node(id).epoch,
             fetch_offset,
@@ -501,17 +544,7 @@ impl Sim {
         ) {
             Ok(Err(FollowerRead::Diverging {
                 epoch, end_offset, ..
-            })) => {
-                let to = follower
-                    .divergence_truncation_offset(epoch, end_offset)
-                    .unwrap_or_else(|e| self.fail(format!("divergence offset: {}", e.message)));
-                self.note(format!(
-                    "{id} p{p} diverges from {leader_id}: truncate to {to}"
-                ));
-                if let Err(e) = follower.truncate_to(to) {
-                    self.fail(format!("truncate: {}", e.message));
-                }
-            }
+            })) => Answer::Diverging { epoch, end_offset },
             Ok(Err(FollowerRead::Records { .. })) => {
                 self.fail("a position answered records".into())
             }
@@ -519,31 +552,117 @@ impl Sim {
                 let (bytes, offsets) = leader
                     .read(fetch_offset, 1 << 20, true, ReadLimit::LogEnd)
                     .unwrap_or_else(|e| self.fail(format!("leader read: {}", e.message)));
-                if !bytes.is_empty() {
-                    if let Err(e) = follower.append_as_follower(&bytes) {
-                        self.fail(format!("{id} p{p}: follower append: {}", e.message));
-                    }
-                    // The replica fetcher waits for a flush made due before
-                    // it fetches (and so reports its log end) again.
+                if let Some(change) = outcome.expand_isr {
+                    self.alter_isr(leader_id, &leader, change);
+                }
+                Answer::Records {
+                    bytes,
+                    high_watermark: offsets.high_watermark,
+                }
+            }
+            Err(e) if e.code == error::OFFSET_OUT_OF_RANGE => Answer::Ahead {
+                leader_end: leader.log_end_offset(),
+            },
+            Err(e) => {
+                self.note(format!("{id} fetch p{p} from {leader_id}: {}", e.message));
+                return;
+            }
+        };
+        let answered = InFlight {
+            node: id,
+            partition: follower,
+            leader: leader_id,
+            leader_epoch,
+            answer,
+        };
+        if self.delays.chance(25) {
+            self.note(format!("{id} p{p}: the answer from {leader_id} is held"));
+            self.in_flight.push(answered);
+        } else {
+            self.apply_answer(answered);
+        }
+    }
+
+    /// A held answer lands, if any is held.
+    fn land_an_answer(&mut self) {
+        if self.in_flight.is_empty() {
+            return;
+        }
+        let i = self.delays.below(self.in_flight.len() as u64) as usize;
+        let answered = self.in_flight.swap_remove(i);
+        self.apply_answer(answered);
+    }
+
+    /// The follower takes a fetch answer, as the replica fetcher does,
+    /// each step refused (and the rest dropped) once the partition moved
+    /// on from the epoch the fetch was sent in.
+    fn apply_answer(&mut self, answered: InFlight) {
+        let InFlight {
+            node: id,
+            partition: follower,
+            leader: leader_id,
+            leader_epoch,
+            answer,
+        } = answered;
+        let p = follower.index;
+        if !self
+            .partition(id, p)
+            .is_some_and(|now| Arc::ptr_eq(&now, &follower))
+        {
+            return; // the process that fetched is gone
+        }
+        let moved_on =
+            |result: Result<(), tarn_replication::replica_manager::PartitionError>| match result {
+                Ok(()) => Ok(false),
+                Err(e) if e.code == error::FENCED_LEADER_EPOCH => Ok(true),
+                Err(e) => Err(e.message),
+            };
+        let step = match answer {
+            Answer::Diverging { epoch, end_offset } => {
+                let to = follower
+                    .divergence_truncation_offset(epoch, end_offset)
+                    .unwrap_or_else(|e| self.fail(format!("divergence offset: {}", e.message)));
+                self.note(format!(
+                    "{id} p{p} diverges from {leader_id}: truncate to {to}"
+                ));
+                moved_on(follower.truncate_to(leader_epoch, to))
+            }
+            Answer::Ahead { leader_end: to } => {
+                self.note(format!("{id} p{p} ahead of {leader_id}: truncate to {to}"));
+                moved_on(follower.truncate_to(leader_epoch, to))
+            }
+            Answer::Records {
+                bytes,
+                high_watermark,
+            } => {
+                let appended = if bytes.is_empty() {
+                    Ok(false)
+                } else {
+                    moved_on(
+                        follower
+                            .append_as_follower(leader_epoch, &bytes)
+                            .map(|_| ()),
+                    )
+                };
+                if appended == Ok(false) && !bytes.is_empty() {
+                    // The replica fetcher waits for a flush made due
+                    // before it fetches (and so reports its log end) again.
                     if let Err(e) = self.wait(follower.durability_barrier().wait()) {
                         self.fail(format!("{id} p{p}: follower flush: {}", e.message));
                     }
                 }
-                follower.update_follower_high_watermark(offsets.high_watermark);
-                if let Some(change) = outcome.expand_isr {
-                    self.alter_isr(leader_id, &leader, change);
+                if appended == Ok(false) {
+                    follower.update_follower_high_watermark(leader_epoch, high_watermark);
                 }
+                appended
             }
-            Err(e) if e.code == error::OFFSET_OUT_OF_RANGE => {
-                // The follower is ahead: it truncates to the leader's end
-                // (ListOffsets LATEST for a replica).
-                let to = leader.log_end_offset();
-                self.note(format!("{id} p{p} ahead of {leader_id}: truncate to {to}"));
-                if let Err(e) = follower.truncate_to(to) {
-                    self.fail(format!("truncate: {}", e.message));
-                }
-            }
-            Err(e) => self.note(format!("{id} fetch p{p} from {leader_id}: {}", e.message)),
+        };
+        match step {
+            Ok(false) => {}
+            Ok(true) => self.note(format!(
+                "{id} p{p}: the answer of epoch {leader_epoch} from {leader_id} is stale; dropped"
+            )),
+            Err(e) => self.fail(format!("{id} p{p}: applying a fetch answer: {e}")),
         }
     }
 
@@ -674,6 +793,9 @@ impl Sim {
         if self.rng.chance(50) {
             self.group_commit.run_queued();
         }
+        if self.delays.chance(40) {
+            self.land_an_answer();
+        }
         let id = 1 + self.rng.below(BROKERS as u64) as i32;
         let p = self.rng.below(PARTITIONS as u64) as i32;
         match self.rng.below(100) {
@@ -746,6 +868,9 @@ impl Sim {
             }
         }
         for _ in 0..CONVERGE_ROUNDS {
+            while !self.in_flight.is_empty() {
+                self.land_an_answer();
+            }
             for id in 1..=BROKERS {
                 self.propagate(id, usize::MAX);
                 self.maybe_unfence(id);
@@ -816,6 +941,9 @@ impl Sim {
             }
             for r in &p.replicas {
                 let replica = self.partition(*r, index).expect("replica hosted");
+                if let Some(stray) = batch_outside_its_epoch(&replica) {
+                    self.fail(format!("p{index}: replica {r}: {stray}"));
+                }
                 let copy: BTreeMap<i64, String> = records_of(&replica, ReadLimit::LogEnd)
                     .into_iter()
                     .collect();
@@ -850,6 +978,40 @@ fn records_of(partition: &Partition, limit: ReadLimit) -> Vec<(i64, String)> {
                 let value =
                     String::from_utf8(record.value.expect("a value").to_vec()).expect("utf-8");
                 out.push((offset, value));
+            }
+            next = header.last_offset() + 1;
+        }
+    }
+}
+
+/// The first batch whose leader epoch is not the one the replica's epoch
+/// cache places at its offset: a leader answers OffsetForLeaderEpoch and
+/// follower fetches from that cache, so such a batch makes its followers
+/// truncate it, fetch it again and truncate it again, for good.
+fn batch_outside_its_epoch(partition: &Partition) -> Option<String> {
+    let mut next = partition.offsets().expect("offsets").log_start_offset;
+    loop {
+        let (bytes, _) = partition
+            .read(next, usize::MAX, true, ReadLimit::LogEnd)
+            .expect("read");
+        if bytes.is_empty() {
+            return None;
+        }
+        for item in BatchIter::new(&bytes) {
+            let (_, header) = item.expect("stored batches are valid");
+            let epoch = header.partition_leader_epoch;
+            let (found, end) = partition
+                .with_log_ref(|log| log.end_offset_for_epoch(epoch))
+                .expect("open");
+            let (_, previous_end) = partition
+                .with_log_ref(|log| log.end_offset_for_epoch(epoch - 1))
+                .expect("open");
+            if found != epoch || end <= header.last_offset() || previous_end > header.base_offset {
+                return Some(format!(
+                    "the batch at {}..={} has epoch {epoch}, which the epoch cache ends at {end} (as epoch {found}; the one before ends at {previous_end})",
+                    header.base_offset,
+                    header.last_offset()
+                ));
             }
             next = header.last_offset() + 1;
         }
@@ -897,7 +1059,7 @@ fn seeds() -> Vec<u64> {
     tarn_storage::sim::seeds_from_env("TARN_REPLICATION_SIM", 64, &REGRESSION_SEEDS)
 }
 
-const REGRESSION_SEEDS: [u64; 1] = [293];
+const REGRESSION_SEEDS: [u64; 2] = [293, 298];
 
 #[test]
 fn acknowledged_records_survive_crashes_and_partitions_without_flushes() {

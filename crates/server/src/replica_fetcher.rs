@@ -59,7 +59,7 @@ use tarn_protocol::record_batch::parse_header;
 use tarn_protocol::Uuid;
 use tarn_replication::blocking::off_async_workers;
 use tarn_replication::durability::AppendCompletion;
-use tarn_replication::replica_manager::{Partition, Role};
+use tarn_replication::replica_manager::{Partition, PartitionError, Role};
 use tarn_replication::roles::IsrChange;
 
 use crate::broker::Broker;
@@ -575,26 +575,38 @@ async fn process_partition(
             })
         }
     }
+    // The check above is a shortcut: the metadata can move on while this
+    // answer is applied, so each step below checks the epoch again under
+    // the log's lock, and a step refused for that drops the rest.
+    let epoch = followed.leader_epoch;
     let diverging = &data.diverging_epoch;
     if diverging.epoch >= 0 || diverging.end_offset >= 0 {
         let offset = partition
             .divergence_truncation_offset(diverging.epoch, diverging.end_offset)
             .map_err(|e| e.message)?;
-        partition.truncate_to(offset).map_err(|e| e.message)?;
-        return Ok(Processed::default());
+        return match partition.truncate_to(epoch, offset) {
+            Err(e) if !moved_on(&e) => Err(e.message.into()),
+            _ => Ok(Processed::default()),
+        };
     }
     let mut flush = None;
     if let Some(records) = data.records.as_deref() {
         let whole = whole_batches(records);
         if !whole.is_empty() {
-            off_async_workers(|| partition.append_as_follower(whole)).map_err(|e| e.message)?;
-            flush = Some(partition.durability_barrier());
+            match off_async_workers(|| partition.append_as_follower(epoch, whole)) {
+                Ok(_) => flush = Some(partition.durability_barrier()),
+                Err(e) if moved_on(&e) => return Ok(Processed::default()),
+                Err(e) => return Err(e.message.into()),
+            }
         }
     }
-    let high_watermark_moved = partition.update_follower_high_watermark(data.high_watermark);
+    let high_watermark_moved = partition.update_follower_high_watermark(epoch, data.high_watermark);
     if data.log_start_offset >= 0 {
-        off_async_workers(|| partition.follow_log_start_offset(data.log_start_offset))
-            .map_err(|e| e.message)?;
+        match off_async_workers(|| partition.follow_log_start_offset(epoch, data.log_start_offset))
+        {
+            Err(e) if !moved_on(&e) => return Err(e.message.into()),
+            _ => {}
+        }
     }
     Ok(Processed {
         flush,
@@ -626,15 +638,26 @@ async fn settle_out_of_range(
     let partition = &followed.partition;
     let latest = list_offset(broker, conn, followed, -1).await?;
     let (end, _, _) = partition.fetch_position().map_err(|e| e.message)?;
-    if end > latest {
-        return partition.truncate_to(latest).map_err(|e| e.message);
+    let epoch = followed.leader_epoch;
+    let settled = if end > latest {
+        partition.truncate_to(epoch, latest)
+    } else {
+        let earliest = list_offset(broker, conn, followed, -2).await?;
+        if end >= earliest {
+            return Ok(());
+        }
+        off_async_workers(|| partition.truncate_fully_and_start_at(epoch, earliest))
+    };
+    match settled {
+        Err(e) if !moved_on(&e) => Err(e.message),
+        _ => Ok(()),
     }
-    let earliest = list_offset(broker, conn, followed, -2).await?;
-    if end < earliest {
-        return off_async_workers(|| partition.truncate_fully_and_start_at(earliest))
-            .map_err(|e| e.message);
-    }
-    Ok(())
+}
+
+/// A follower step refused because the partition moved on from the
+/// leader epoch the fetch was for: its answer is stale and dropped.
+fn moved_on(e: &PartitionError) -> bool {
+    e.code == error::FENCED_LEADER_EPOCH
 }
 
 async fn list_offset(
