@@ -174,6 +174,9 @@ pub struct Partition {
 pub struct Appended {
     pub info: AppendInfo,
     pub log_start_offset: i64,
+    /// The leader epoch the batches were stamped with (and led in when
+    /// they were appended): what an acks=all wait is for.
+    pub leader_epoch: i32,
     pub completion: AppendCompletion,
 }
 
@@ -449,6 +452,7 @@ impl Partition {
         Ok(Appended {
             info,
             log_start_offset,
+            leader_epoch: epoch,
             completion,
         })
     }

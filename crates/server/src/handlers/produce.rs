@@ -272,13 +272,12 @@ fn append(
     if acks == -1 {
         partition.check_enough_replicas()?;
     }
-    let leader_epoch = partition.leader_epoch();
     // The batches go from the request frame to the file without a copy:
     // the log writes patched headers beside the untouched record bytes.
     let appended = partition.append(&records)?;
     let end = appended.info.last_offset + 1;
     let replication =
-        (acks == -1).then(|| partition.replication_completion(end, leader_epoch, timeout));
+        (acks == -1).then(|| partition.replication_completion(end, appended.leader_epoch, timeout));
     Ok((
         PartitionProduceResponse {
             index: data.index,
