@@ -399,10 +399,7 @@ impl Quorum {
             if status.voters.contains(&id) && !status.next_voters.contains(&id) {
                 // A removal under way (or left half done, which the
                 // leader finishes within an election timeout).
-                return Err(QuorumError::VoterChangeRefused(format!(
-                    "node {id} is leaving the quorum (its removal is not committed yet): ask \
-                     again once it is"
-                )));
+                return Err(leaving(id, "it is"));
             }
             if status.voters.contains(&id) {
                 return Err(QuorumError::DuplicateVoter(id));
@@ -661,12 +658,10 @@ impl Quorum {
                 leader: status.leader,
             });
         }
+        // Not "a voter leaving": a leader a half-done removal left a
+        // learner is no voter at all, and may not change the voters either.
         if !status.next_voters.contains(&self.inner.node_id) {
-            return Err(QuorumError::VoterChangeRefused(format!(
-                "node {} is leaving the quorum (its removal is not committed yet): ask again \
-                 once another leads",
-                self.inner.node_id
-            )));
+            return Err(leaving(self.inner.node_id, "another leads"));
         }
         Ok(())
     }
@@ -949,6 +944,14 @@ fn spawn_status(node_id: NodeId, raft: &QuorumRaft) -> watch::Receiver<QuorumSta
         }
     });
     rx
+}
+
+/// A voter change refused while one under way removes node `id`: asked
+/// again `once` that is so, it may be taken.
+fn leaving(id: NodeId, once: &str) -> QuorumError {
+    QuorumError::VoterChangeRefused(format!(
+        "node {id} is leaving the quorum (its removal is not committed yet): ask again once {once}"
+    ))
 }
 
 #[cfg(test)]
