@@ -180,6 +180,12 @@ impl GroupStore for OffsetsTopicStore {
                 self.appended.notify();
                 Ok(appended.completion)
             }
+            Err(PartitionError { code, message, .. }) if code == error::NOT_LEADER_OR_FOLLOWER => {
+                // The leadership moved (the append checks it under the log's
+                // lock); the client finds the new coordinator.
+                tracing::info!(partition, error = %message, "{OFFSETS_TOPIC} moved away; not appended");
+                Err(coordinator_error(code))
+            }
             Err(PartitionError { code, message, .. }) => {
                 tracing::error!(
                     partition,
