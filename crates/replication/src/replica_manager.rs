@@ -372,6 +372,9 @@ impl Partition {
     /// answer's completion resolves once the append is as durable as
     /// `flush.messages` asks (a flush is then queued on the group commit,
     /// outside this partition's lock); nothing may be acknowledged before.
+    /// NOT_LEADER_OR_FOLLOWER unless this broker leads the partition, in
+    /// one epoch, from the start of the append to its write (checked under
+    /// the log's lock, where a new role or epoch starts).
     pub fn append(&self, records: &[u8]) -> Result<Appended, PartitionError> {
         let converted = match Compression::from_id(self.compression.load(Ordering::Acquire)) {
             Some(target) => {
@@ -1515,7 +1518,9 @@ mod tests {
     /// own followers with records its epoch cache placed in no epoch (a
     /// follower fetching them was told to truncate them, forever). A
     /// leader's append stamped with an epoch it no longer leads in is
-    /// refused the same way.
+    /// refused the same way (a produce checked while this broker led and
+    /// appended once it followed replaced a committed record in the
+    /// replication simulation's seed 94).
     #[test]
     fn steps_for_an_epoch_the_partition_moved_on_from_are_refused() {
         let dir = tempfile::tempdir().unwrap();
