@@ -12,6 +12,11 @@
 //! where its log diverges from the leader's (by leader epoch), and keeps
 //! the high watermark the leader reports, capped by its own log end.
 //!
+//! A new role or leader epoch starts under the log's lock, and every
+//! append and truncation checks the role and epoch it was made for under
+//! that lock: a produce checked while this broker led, or a fetch answer
+//! from a leader it followed, never lands once the partition moved on.
+//!
 //! Lock order: the log's lock, then the replica set's. Nothing here takes
 //! the log's lock while holding the replica set's.
 
