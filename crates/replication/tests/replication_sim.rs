@@ -441,12 +441,16 @@ impl Sim {
 
     /// A held produce lands, if any is held.
     fn land_a_produce(&mut self) {
-        if self.held_produces.is_empty() {
-            return;
+        if let Some(held) = take_one(&mut self.delays, &mut self.held_produces) {
+            self.append_produce(held);
         }
-        let i = self.delays.below(self.held_produces.len() as u64) as usize;
-        let held = self.held_produces.swap_remove(i);
-        self.append_produce(held);
+    }
+
+    /// Whether `partition` is still the one node `id` hosts: the process
+    /// that took a request or sent a fetch is not gone.
+    fn still_hosted(&self, id: i32, partition: &Arc<Partition>) -> bool {
+        self.partition(id, partition.index)
+            .is_some_and(|now| Arc::ptr_eq(&now, partition))
     }
 
     /// The leader appends a produce it checked earlier; the append itself
@@ -459,11 +463,8 @@ impl Sim {
             batch,
         } = held;
         let p = partition.index;
-        if !self
-            .partition(id, p)
-            .is_some_and(|now| Arc::ptr_eq(&now, &partition))
-        {
-            return; // the process that took the request is gone
+        if !self.still_hosted(id, &partition) {
+            return;
         }
         let appended = match partition.append(&batch) {
             Ok(appended) => appended,
@@ -639,12 +640,9 @@ impl Sim {
 
     /// A held answer lands, if any is held.
     fn land_an_answer(&mut self) {
-        if self.in_flight.is_empty() {
-            return;
+        if let Some(answered) = take_one(&mut self.delays, &mut self.in_flight) {
+            self.apply_answer(answered);
         }
-        let i = self.delays.below(self.in_flight.len() as u64) as usize;
-        let answered = self.in_flight.swap_remove(i);
-        self.apply_answer(answered);
     }
 
     /// The follower takes a fetch answer, as the replica fetcher does,
@@ -659,11 +657,8 @@ impl Sim {
             answer,
         } = answered;
         let p = follower.index;
-        if !self
-            .partition(id, p)
-            .is_some_and(|now| Arc::ptr_eq(&now, &follower))
-        {
-            return; // the process that fetched is gone
+        if !self.still_hosted(id, &follower) {
+            return;
         }
         let moved_on =
             |result: Result<(), tarn_replication::replica_manager::PartitionError>| match result {
@@ -1018,6 +1013,15 @@ impl Sim {
             }
         }
     }
+}
+
+/// One of `held`, picked by `rng`, taken out; `None` when none is held.
+fn take_one<T>(rng: &mut Rng, held: &mut Vec<T>) -> Option<T> {
+    if held.is_empty() {
+        return None;
+    }
+    let i = rng.below(held.len() as u64) as usize;
+    Some(held.swap_remove(i))
 }
 
 /// (offset, value) of every record of `partition` up to `limit`.
