@@ -1,13 +1,13 @@
 //! A deterministic simulation of data replication: three brokers, each a
 //! real `ReplicaManager` on its own simulated file system, and a
 //! controller that commits the metadata with the real planners
-//! (`tarn_metadata::elections`, `brokers`). One seeded generator picks
+//! (`tarn_metadata::elections`, `brokers`). Generators of the seed pick
 //! every step: acks=all produces to whoever believes it leads (some
-//! appended steps after the leader was looked up), follower
-//! fetches (Fetch's checks, divergence truncation, out-of-range settling,
-//! ISR expansion; some answers applied steps later, as a replica fetcher
-//! applies one after the metadata may have moved on), ISR shrinks as time passes, metadata reaching each
-//! broker late, process crashes, power cuts (torn unsynced bytes), and a
+//! appended steps after the leader was looked up), follower fetches
+//! (Fetch's checks, divergence truncation, out-of-range settling, ISR
+//! expansion; some answers applied steps later, as a replica fetcher
+//! applies one after the metadata may have moved on), ISR shrinks as
+//! time passes, metadata reaching each broker late, process crashes, power cuts (torn unsynced bytes), and a
 //! broker cut off from the others and the controller (a zombie leader).
 //! Then every fault heals, the replicas converge, and the checks run:
 //!
@@ -164,8 +164,9 @@ struct Sim {
     pending: Vec<Pending>,
     in_flight: Vec<InFlight>,
     held_produces: Vec<HeldProduce>,
-    /// Picks which fetch answers are held and when they land: apart from
-    /// `rng`, so the other steps draw as they did before answers were held.
+    /// Picks which fetch answers and produces are held and when they
+    /// land: apart from `rng`, so the other steps draw as they did before
+    /// anything was held.
     delays: Rng,
     /// (partition, offset) -> value, of every acknowledged produce.
     acked: BTreeMap<(i32, i64), String>,
@@ -693,14 +694,14 @@ impl Sim {
                             .map(|_| ()),
                     )
                 };
-                if appended == Ok(false) && !bytes.is_empty() {
+                if appended == Ok(false) {
                     // The replica fetcher waits for a flush made due
                     // before it fetches (and so reports its log end) again.
-                    if let Err(e) = self.wait(follower.durability_barrier().wait()) {
-                        self.fail(format!("{id} p{p}: follower flush: {}", e.message));
+                    if !bytes.is_empty() {
+                        if let Err(e) = self.wait(follower.durability_barrier().wait()) {
+                            self.fail(format!("{id} p{p}: follower flush: {}", e.message));
+                        }
                     }
-                }
-                if appended == Ok(false) {
                     follower.update_follower_high_watermark(leader_epoch, high_watermark);
                 }
                 appended
@@ -1064,11 +1065,13 @@ fn batch_outside_its_epoch(partition: &Partition) -> Option<String> {
         for item in BatchIter::new(&bytes) {
             let (_, header) = item.expect("stored batches are valid");
             let epoch = header.partition_leader_epoch;
-            let (found, end) = partition
-                .with_log_ref(|log| log.end_offset_for_epoch(epoch))
-                .expect("open");
-            let (_, previous_end) = partition
-                .with_log_ref(|log| log.end_offset_for_epoch(epoch - 1))
+            let ((found, end), (_, previous_end)) = partition
+                .with_log_ref(|log| {
+                    (
+                        log.end_offset_for_epoch(epoch),
+                        log.end_offset_for_epoch(epoch - 1),
+                    )
+                })
                 .expect("open");
             if found != epoch || end <= header.last_offset() || previous_end > header.base_offset {
                 return Some(format!(
