@@ -36,6 +36,9 @@ pub const DUPLICATE_SEQUENCE_NUMBER: ErrorCode = 46;
 pub const INVALID_PRODUCER_EPOCH: ErrorCode = 47;
 pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: ErrorCode = 53;
 pub const SECURITY_DISABLED: ErrorCode = 54;
+/// AlterPartition: the controller did not try the change (another in the
+/// same request failed first); nothing was applied.
+pub const OPERATION_NOT_ATTEMPTED: ErrorCode = 55;
 pub const KAFKA_STORAGE_ERROR: ErrorCode = 56;
 /// AlterReplicaLogDirs: the broker has no log directory at that path.
 pub const LOG_DIR_NOT_FOUND: ErrorCode = 57;

@@ -9,6 +9,12 @@
 //! are tested alone.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Ids of ISR changes, unique in the process: an answer that comes back
+/// after its partition was taken over (a new `ReplicaSet`) must not settle
+/// a change the new one started.
+static NEXT_CHANGE_ID: AtomicU64 = AtomicU64::new(1);
 
 /// What the leader knows of one follower.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,8 +55,9 @@ pub struct ReplicaSet {
     /// The committed ISR, as the metadata has it.
     isr: Vec<i32>,
     partition_epoch: i32,
-    /// An ISR sent to the controller and not yet seen committed.
-    pending_isr: Option<Vec<i32>>,
+    /// An ISR sent to the controller and not yet seen committed, with the
+    /// id of the change that asked for it.
+    pending_isr: Option<(u64, Vec<i32>)>,
     followers: BTreeMap<i32, FollowerState>,
 }
 
@@ -120,13 +127,20 @@ impl ReplicaSet {
         self.pending_isr.is_some()
     }
 
+    /// Whether the change waiting for the controller is the one `id` names.
+    pub fn change_pending_is(&self, id: u64) -> bool {
+        self.pending_isr
+            .as_ref()
+            .is_some_and(|(pending, _)| *pending == id)
+    }
+
     /// The committed ISR together with members a pending change adds
     /// (Kafka's "maximal ISR"): the high watermark must cover them all,
     /// so a member is never in the ISR without having every record below
     /// it, whichever way the change goes.
     pub fn maximal_isr(&self) -> Vec<i32> {
         let mut members = self.isr.clone();
-        if let Some(pending) = &self.pending_isr {
+        if let Some((_, pending)) = &self.pending_isr {
             for r in pending {
                 if !members.contains(r) {
                     members.push(*r);
@@ -172,7 +186,7 @@ impl ReplicaSet {
     /// `None` while a member has not fetched from this leader yet.
     pub fn high_watermark_bound(&self, leader_log_end_offset: i64) -> Option<i64> {
         // Every append asks this: walk the maximal ISR without collecting it.
-        let pending = self.pending_isr.iter().flatten();
+        let pending = self.pending_isr.iter().flat_map(|(_, isr)| isr);
         let mut bound = leader_log_end_offset;
         for &member in self.isr.iter().chain(pending) {
             if member == self.local {
@@ -253,16 +267,21 @@ impl ReplicaSet {
             .collect()
     }
 
-    /// Notes an ISR change sent to the controller.
-    pub fn begin_change(&mut self, isr: Vec<i32>) {
-        self.pending_isr = Some(isr);
+    /// Notes an ISR change sent to the controller; its id.
+    pub fn begin_change(&mut self, isr: Vec<i32>) -> u64 {
+        let id = NEXT_CHANGE_ID.fetch_add(1, Ordering::Relaxed);
+        self.pending_isr = Some((id, isr));
+        id
     }
 
-    /// The controller answered (a committed change has reached `update`
-    /// by then) or could not be reached: the change is no longer pending,
-    /// and a later check may ask again.
-    pub fn change_settled(&mut self) {
-        self.pending_isr = None;
+    /// Change `id` is settled without the metadata moving on (the ISR
+    /// already was that, or the controller said it did not apply it): it
+    /// is no longer pending, and a later check may ask again. Nothing
+    /// when another change (or none) is pending by now.
+    pub fn change_settled(&mut self, id: u64) {
+        if self.change_pending_is(id) {
+            self.pending_isr = None;
+        }
     }
 }
 
@@ -299,17 +318,22 @@ mod tests {
         assert_eq!(set.expansion(3, 5, 0), None);
         // Not before it has the start of this leader's epoch.
         assert_eq!(set.expansion(2, 5, 6), None);
-        set.begin_change(vec![1, 2]);
+        let first = set.begin_change(vec![1, 2]);
         assert_eq!(set.maximal_isr(), vec![1, 2]);
         assert_eq!(set.high_watermark_bound(8), Some(5));
         assert_eq!(set.expansion(2, 5, 0), None, "one change at a time");
-        set.change_settled();
+        set.change_settled(first);
         assert_eq!(set.high_watermark_bound(8), Some(8));
         // A committed change clears the pending one.
-        set.begin_change(vec![1, 2]);
+        let second = set.begin_change(vec![1, 2]);
         set.update(&[1, 2], &[1, 2], 1, 2);
         assert!(!set.change_pending());
         assert_eq!(set.isr(), &[1, 2]);
+        // A late answer to a change settles nothing but that change.
+        let third = set.begin_change(vec![1]);
+        set.change_settled(second);
+        set.change_settled(first);
+        assert!(set.change_pending_is(third));
     }
 
     #[test]

@@ -1431,6 +1431,7 @@ fn in_parallel<T: Sync, R: Send>(
 
 #[cfg(test)]
 mod tests {
+    use crate::roles::IsrChangeAnswer;
     use tarn_metadata::MetadataRecord;
 
     use super::*;
@@ -1578,6 +1579,98 @@ mod tests {
         assert_eq!(refused.code, error::FENCED_LEADER_EPOCH);
         partition.truncate_to(3, 0).unwrap();
         assert_eq!(partition.log_end_offset(), 0);
+    }
+
+    /// An ISR expansion stays pending (its member counted for the high
+    /// watermark) until the controller says it applied nothing or the
+    /// metadata moves the partition on: one given up while unanswered,
+    /// then committed, let the high watermark pass the member the ISR then
+    /// held (acknowledged records lost in the replication simulation's
+    /// seeds 526 and 1109). A late answer settles only its own change.
+    #[test]
+    fn an_isr_change_is_pending_until_known_not_committed_or_overtaken() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = BrokerConfig::default();
+        let replicas = ReplicaManager::new(dir.path(), 1, LogEnv::os(8), group_commit());
+        let led = |isr: Vec<i32>, partition_epoch: i32| MetadataRecord::Partition {
+            topic_id: [8; 16],
+            partition_id: 0,
+            replicas: vec![1, 2],
+            isr,
+            leader: 1,
+            leader_epoch: 1,
+            partition_epoch,
+            adding_replicas: Vec::new(),
+            removing_replicas: Vec::new(),
+        };
+        let topic = MetadataRecord::Topic {
+            name: "expanding".into(),
+            topic_id: [8; 16],
+        };
+        let image = apply(
+            &Arc::new(MetadataImage::default()),
+            &[topic, led(vec![1], 1)],
+        );
+        replicas.sync(&image, &config, true).unwrap();
+        let partition = replicas.get("expanding", 0).expect("hosted");
+        let produce = |count: usize| {
+            for _ in 0..count {
+                let batch = tarn_protocol::record_batch::RecordBatchBuilder::new()
+                    .record(1_000, None, Some(b"v"))
+                    .build();
+                partition
+                    .append(&batch)
+                    .unwrap()
+                    .completion
+                    .defer_to_barrier();
+            }
+        };
+        let caught_up = |offset: i64| {
+            let (_, outcome) = partition
+                .follower_fetch(2, -1, offset, 1, 1 << 20, 10)
+                .unwrap();
+            outcome.expand_isr
+        };
+        produce(2);
+        assert_eq!(partition.high_watermark(), 2, "the ISR is the leader");
+        let change = caught_up(2).expect("broker 2 caught up: an expansion");
+        assert_eq!(change.new_isr, vec![1, 2]);
+        produce(2);
+        assert_eq!(partition.high_watermark(), 2, "the pending member counts");
+
+        // Unanswered: sent again, still pending. Refused as stale: left to
+        // the metadata, still pending.
+        assert!(partition.isr_change_answered(&change, IsrChangeAnswer::Unanswered));
+        assert!(!partition.isr_change_answered(
+            &change,
+            IsrChangeAnswer::Refused(error::INVALID_UPDATE_VERSION)
+        ));
+        produce(1);
+        assert_eq!(partition.high_watermark(), 2);
+        // Committed, but the metadata has not brought it here yet.
+        assert!(!partition.isr_change_answered(&change, IsrChangeAnswer::Committed));
+        produce(1);
+        assert_eq!(partition.high_watermark(), 2);
+
+        // Refused as ineligible: settled, the high watermark counts the
+        // committed ISR again.
+        assert!(!partition
+            .isr_change_answered(&change, IsrChangeAnswer::Refused(error::INELIGIBLE_REPLICA)));
+        produce(1);
+        assert_eq!(partition.high_watermark(), 7);
+
+        // A new expansion; the old change's late answer leaves it pending.
+        let next = caught_up(7).expect("a second expansion");
+        assert_ne!(next.id, change.id);
+        assert!(!partition
+            .isr_change_answered(&change, IsrChangeAnswer::Refused(error::INELIGIBLE_REPLICA)));
+        produce(1);
+        assert_eq!(partition.high_watermark(), 7);
+        // Its commit applied here settles it.
+        let image = apply(&image, &[led(vec![1, 2], 2)]);
+        replicas.sync(&image, &config, true).unwrap();
+        assert_eq!(partition.isr(), vec![1, 2]);
+        assert!(!partition.isr_change_answered(&next, IsrChangeAnswer::Unanswered));
     }
 
     /// The replica fetchers look again when what this broker follows may

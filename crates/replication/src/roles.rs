@@ -76,6 +76,22 @@ pub struct IsrChange {
     /// Each member's broker epoch as its last fetch here said (-1 where
     /// none did), in `new_isr`'s order (KIP-903).
     pub broker_epochs: Vec<i64>,
+    /// Which change it is: an answer settles only the change it answers.
+    pub id: u64,
+    /// Whether it takes members out (else it adds one).
+    pub shrinks: bool,
+}
+
+/// What became of an ISR change sent to the controller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IsrChangeAnswer {
+    /// The controller committed it, or the ISR already was that.
+    Committed,
+    /// The controller refused it with this error code.
+    Refused(error::ErrorCode),
+    /// No answer (the controller was unreachable, moved or slow): it may
+    /// have been committed all the same.
+    Unanswered,
 }
 
 impl Partition {
@@ -419,12 +435,14 @@ impl Partition {
                 self.leader_epoch_start_offset.load(Ordering::Acquire),
             );
             wanted.map(|new_isr| {
-                set.begin_change(new_isr.clone());
+                let id = set.begin_change(new_isr.clone());
                 IsrChange {
                     leader_epoch: self.leader_epoch(),
                     partition_epoch: set.partition_epoch(),
                     broker_epochs: set.broker_epochs(&new_isr),
                     new_isr,
+                    id,
+                    shrinks: false,
                 }
             })
         };
@@ -442,19 +460,59 @@ impl Partition {
         }
         let mut set = self.replica_set.lock();
         let new_isr = set.shrink(now_ms, lag_max_ms)?;
-        set.begin_change(new_isr.clone());
+        let id = set.begin_change(new_isr.clone());
         Some(IsrChange {
             leader_epoch: self.leader_epoch(),
             partition_epoch: set.partition_epoch(),
             broker_epochs: set.broker_epochs(&new_isr),
             new_isr,
+            id,
+            shrinks: true,
         })
     }
 
-    /// The controller answered an ISR change (its commit, if any, is
-    /// published) or could not be reached: it is no longer pending.
-    pub fn isr_change_done(&self) {
-        self.replica_set.lock().change_settled();
+    /// Leader: settles `change` by what the controller answered, as
+    /// Kafka's leader does; true when it is to be sent again. While a
+    /// change is pending the high watermark counts the members it adds
+    /// (the maximal ISR), so it stays pending until it is known not to
+    /// have been committed, or until the metadata moves the partition on
+    /// (which settles it, committed or overtaken):
+    ///
+    /// - committed: settled once the ISR here is the one asked for (a
+    ///   commit that changed it settles it when it is applied here);
+    /// - INELIGIBLE_REPLICA or OPERATION_NOT_ATTEMPTED: the controller
+    ///   says it applied nothing, now or ever (the partition epoch it
+    ///   checked is current): settled, a later check may ask again;
+    /// - STALE_BROKER_EPOCH or NOT_CONTROLLER: sent again;
+    /// - any other refusal (stale epochs, an unknown or moved partition):
+    ///   the controller holds newer state, which the metadata brings;
+    /// - no answer: sent again, since it may have been committed (and a
+    ///   member it adds may be in the ISR the next metadata brings).
+    ///
+    /// An answer to a change no longer pending (overtaken by the
+    /// metadata, or by another change) settles nothing.
+    pub fn isr_change_answered(&self, change: &IsrChange, answer: IsrChangeAnswer) -> bool {
+        let mut set = self.replica_set.lock();
+        if !set.change_pending_is(change.id) {
+            return false;
+        }
+        match answer {
+            IsrChangeAnswer::Committed => {
+                if set.isr() == change.new_isr.as_slice() {
+                    set.change_settled(change.id);
+                }
+                false
+            }
+            IsrChangeAnswer::Refused(
+                error::INELIGIBLE_REPLICA | error::OPERATION_NOT_ATTEMPTED,
+            ) => {
+                set.change_settled(change.id);
+                false
+            }
+            IsrChangeAnswer::Refused(error::STALE_BROKER_EPOCH | error::NOT_CONTROLLER)
+            | IsrChangeAnswer::Unanswered => true,
+            IsrChangeAnswer::Refused(_) => false,
+        }
     }
 
     /// Follower: whether this broker still follows in `leader_epoch`. A

@@ -60,7 +60,7 @@ use tarn_protocol::Uuid;
 use tarn_replication::blocking::off_async_workers;
 use tarn_replication::durability::AppendCompletion;
 use tarn_replication::replica_manager::{Partition, PartitionError, Role};
-use tarn_replication::roles::IsrChange;
+use tarn_replication::roles::{IsrChange, IsrChangeAnswer};
 
 use crate::broker::Broker;
 use crate::replication_quota::{self, Side, Throttle};
@@ -729,6 +729,10 @@ type QueuedChange = (Arc<Partition>, IsrChange);
 /// The most ISR changes one AlterPartitions request carries.
 const ISR_UPDATES_PER_REQUEST_MAX: usize = 1000;
 
+/// How long the ISR change sender waits before sending again changes the
+/// controller did not answer.
+const ISR_CHANGE_RETRY_BACKOFF: Duration = Duration::from_millis(100);
+
 /// ISR changes waiting for the controller, one per partition (a newer
 /// change of a partition replaces the older): the ISR change sender sends
 /// them in batches, one request at a time, as Kafka's leader does with
@@ -746,6 +750,15 @@ impl IsrChangeQueue {
             .lock()
             .insert((partition.topic_id, partition.index), (partition, change));
         self.wake.notify_one();
+    }
+
+    /// Queues a change to be sent again, unless a newer one of its
+    /// partition is queued by now.
+    fn push_again(&self, partition: Arc<Partition>, change: IsrChange) {
+        self.pending
+            .lock()
+            .entry((partition.topic_id, partition.index))
+            .or_insert((partition, change));
     }
 
     fn take(&self, max: usize) -> Vec<QueuedChange> {
@@ -767,16 +780,24 @@ pub(crate) fn send_isr_change(broker: &Arc<Broker>, partition: Arc<Partition>, c
         tarn_metadata::elections::isr_ineligibility(&image, *r, seen).is_some()
     });
     if ineligible {
-        partition.isr_change_done();
+        partition.isr_change_answered(
+            &change,
+            IsrChangeAnswer::Refused(tarn_protocol::error::INELIGIBLE_REPLICA),
+        );
         return;
     }
     broker.isr_changes.push(partition, change);
 }
 
-/// Sends queued ISR changes to the controller until `stop`; each
-/// partition's pending change is settled once the controller answered (and
-/// its commit is published here) or could not be reached.
+/// Sends queued ISR changes to the controller until `stop`. Each answer
+/// settles its change or leaves it pending (see
+/// [`Partition::isr_change_answered`]); a change without an answer is sent
+/// again after [`ISR_CHANGE_RETRY_BACKOFF`], as Kafka's leader retries
+/// AlterPartition until the controller answers.
 async fn run_isr_change_sender(broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
+    // Whether the last request went unanswered: the first of a run of
+    // failures is logged at info, the rest at debug.
+    let mut failing = false;
     loop {
         let batch = broker.isr_changes.take(ISR_UPDATES_PER_REQUEST_MAX);
         if batch.is_empty() {
@@ -805,38 +826,61 @@ async fn run_isr_change_sender(broker: Arc<Broker>, mut stop: watch::Receiver<bo
             _ = stop.changed() => return,
         };
         let refusals = match answer {
-            Ok(crate::controller::ControllerReply::PartitionsAltered { refusals }) => refusals,
+            Ok(crate::controller::ControllerReply::PartitionsAltered { refusals }) => {
+                if failing {
+                    tracing::info!("the controller answers ISR changes again");
+                }
+                failing = false;
+                refusals
+            }
             Ok(other) => {
-                tracing::warn!(reply = ?other, "unexpected answer to ISR changes");
+                tracing::warn!(reply = ?other, "unexpected answer to ISR changes; they are sent again");
                 Vec::new()
             }
             Err(e) => {
-                tracing::info!(changes = batch.len(), error = %e, "the controller did not take ISR changes; they are asked again when due");
+                if failing {
+                    tracing::debug!(changes = batch.len(), error = %e, "the controller did not answer ISR changes; they are sent again");
+                } else {
+                    tracing::info!(changes = batch.len(), error = %e, "the controller did not answer ISR changes; they are sent again until it does");
+                }
+                failing = true;
                 Vec::new()
             }
         };
         let mut refused = 0;
-        for (i, (partition, change)) in batch.iter().enumerate() {
-            match refusals.get(i) {
+        let mut again = 0;
+        for (i, (partition, change)) in batch.into_iter().enumerate() {
+            let answer = match refusals.get(i) {
                 Some(None) => {
-                    let counter = if change.new_isr.len() < partition.isr().len() {
+                    let counter = if change.shrinks {
                         &broker.metrics.isr_shrinks
                     } else {
                         &broker.metrics.isr_expands
                     };
                     counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     tracing::info!(topic = %partition.topic, partition = partition.index, isr = ?change.new_isr, "ISR changed");
+                    IsrChangeAnswer::Committed
                 }
                 Some(Some(refusal)) => {
                     refused += 1;
                     tracing::debug!(topic = %partition.topic, partition = partition.index, isr = ?change.new_isr, error = %refusal, "the controller refused an ISR change");
+                    IsrChangeAnswer::Refused(refusal.code)
                 }
-                None => {}
+                None => IsrChangeAnswer::Unanswered,
+            };
+            if partition.isr_change_answered(&change, answer) {
+                again += 1;
+                broker.isr_changes.push_again(partition, change);
             }
-            partition.isr_change_done();
         }
         if refused > 0 {
-            tracing::info!(refused, of = batch.len(), "the controller refused ISR changes (stale epochs or ineligible replicas); the metadata has the current ISRs");
+            tracing::info!(refused, "the controller refused ISR changes (stale epochs or ineligible replicas); the metadata has the current ISRs");
+        }
+        if again > 0 {
+            tokio::select! {
+                _ = tokio::time::sleep(ISR_CHANGE_RETRY_BACKOFF) => {}
+                _ = stop.changed() => return,
+            }
         }
     }
 }
