@@ -35,6 +35,7 @@
 //! in a broker: a hunt for races whose seeds do not replay exactly.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::ControlFlow;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -45,7 +46,7 @@ use tarn_metadata::topics::{create_topic_records, NewTopic};
 use tarn_metadata::{MetadataImage, MetadataRecord};
 use tarn_protocol::error;
 use tarn_protocol::messages::create_topics::CreatableReplicaAssignment;
-use tarn_protocol::record_batch::{BatchIter, RecordBatchBuilder, RecordIter};
+use tarn_protocol::record_batch::{BatchIter, RecordBatchBuilder, RecordBatchHeader, RecordIter};
 use tarn_replication::replica_manager::{Partition, ReadLimit, ReplicaManager, Role};
 use tarn_replication::roles::{FollowerRead, IsrChange, IsrChangeAnswer};
 use tarn_storage::sim::SimFileSystem;
@@ -1101,25 +1102,16 @@ fn take_one<T>(rng: &mut Rng, held: &mut Vec<T>) -> Option<T> {
 /// (offset, value) of every record of `partition` up to `limit`.
 fn records_of(partition: &Partition, limit: ReadLimit) -> Vec<(i64, String)> {
     let mut out = Vec::new();
-    let mut next = partition.offsets().expect("offsets").log_start_offset;
-    loop {
-        let (bytes, _) = partition.read(next, usize::MAX, true, limit).expect("read");
-        if bytes.is_empty() {
-            return out;
+    walk_batches::<()>(partition, limit, |batch, header| {
+        for record in RecordIter::new(batch, header).expect("uncompressed") {
+            let record = record.expect("record");
+            let offset = header.base_offset + i64::from(record.offset_delta);
+            let value = String::from_utf8(record.value.expect("a value").to_vec()).expect("utf-8");
+            out.push((offset, value));
         }
-        for item in BatchIter::new(&bytes) {
-            let (position, header) = item.expect("stored batches are valid");
-            let batch = &bytes[position..position + header.total_size()];
-            for record in RecordIter::new(batch, &header).expect("uncompressed") {
-                let record = record.expect("record");
-                let offset = header.base_offset + i64::from(record.offset_delta);
-                let value =
-                    String::from_utf8(record.value.expect("a value").to_vec()).expect("utf-8");
-                out.push((offset, value));
-            }
-            next = header.last_offset() + 1;
-        }
-    }
+        ControlFlow::Continue(())
+    });
+    out
 }
 
 /// The first batch whose leader epoch is not the one the replica's epoch
@@ -1127,31 +1119,45 @@ fn records_of(partition: &Partition, limit: ReadLimit) -> Vec<(i64, String)> {
 /// follower fetches from that cache, so such a batch makes its followers
 /// truncate it, fetch it again and truncate it again, for good.
 fn batch_outside_its_epoch(partition: &Partition) -> Option<String> {
+    walk_batches(partition, ReadLimit::LogEnd, |_, header| {
+        let epoch = header.partition_leader_epoch;
+        let ((found, end), (_, previous_end)) = partition
+            .with_log_ref(|log| {
+                (
+                    log.end_offset_for_epoch(epoch),
+                    log.end_offset_for_epoch(epoch - 1),
+                )
+            })
+            .expect("open");
+        if found != epoch || end <= header.last_offset() || previous_end > header.base_offset {
+            return ControlFlow::Break(format!(
+                "the batch at {}..={} has epoch {epoch}, which the epoch cache ends at {end} (as epoch {found}; the one before ends at {previous_end})",
+                header.base_offset,
+                header.last_offset()
+            ));
+        }
+        ControlFlow::Continue(())
+    })
+}
+
+/// Calls `visit` with every batch of `partition` up to `limit` (its bytes
+/// and header), from the log start, until it breaks with a value.
+fn walk_batches<T>(
+    partition: &Partition,
+    limit: ReadLimit,
+    mut visit: impl FnMut(&[u8], &RecordBatchHeader) -> ControlFlow<T>,
+) -> Option<T> {
     let mut next = partition.offsets().expect("offsets").log_start_offset;
     loop {
-        let (bytes, _) = partition
-            .read(next, usize::MAX, true, ReadLimit::LogEnd)
-            .expect("read");
+        let (bytes, _) = partition.read(next, usize::MAX, true, limit).expect("read");
         if bytes.is_empty() {
             return None;
         }
         for item in BatchIter::new(&bytes) {
-            let (_, header) = item.expect("stored batches are valid");
-            let epoch = header.partition_leader_epoch;
-            let ((found, end), (_, previous_end)) = partition
-                .with_log_ref(|log| {
-                    (
-                        log.end_offset_for_epoch(epoch),
-                        log.end_offset_for_epoch(epoch - 1),
-                    )
-                })
-                .expect("open");
-            if found != epoch || end <= header.last_offset() || previous_end > header.base_offset {
-                return Some(format!(
-                    "the batch at {}..={} has epoch {epoch}, which the epoch cache ends at {end} (as epoch {found}; the one before ends at {previous_end})",
-                    header.base_offset,
-                    header.last_offset()
-                ));
+            let (position, header) = item.expect("stored batches are valid");
+            let batch = &bytes[position..position + header.total_size()];
+            if let ControlFlow::Break(found) = visit(batch, &header) {
+                return Some(found);
             }
             next = header.last_offset() + 1;
         }
