@@ -16,6 +16,9 @@
 //!   replicas, and a leader being removed hands over to the first target
 //!   replica in that ISR on an unfenced broker. A reassignment that adds
 //!   nothing completes at once.
+//! - A change that drops a replica (a completion, a cancel) moves the
+//!   leader epoch even when the leader stays, as Kafka's does: the dropped
+//!   replica's fetches are fenced from then on.
 //! - Cancelling one returns to the replicas it started from (the replicas
 //!   without the adding ones), the ISR to its members among them; it is
 //!   refused when none of them is in the ISR, as that would need an
@@ -211,13 +214,34 @@ pub(crate) fn completion(image: &MetadataImage, p: &PartitionInfo, isr: &[i32]) 
     }
     let replicas = p.target_replicas();
     let leader = leader_among(image, p.leader, &replicas, &new_isr)?;
-    Some(Change {
-        leader: (leader != p.leader).then_some(leader),
-        isr: Some(new_isr),
-        replicas: Some(replicas),
-        adding_replicas: Some(Vec::new()),
-        removing_replicas: Some(Vec::new()),
-    })
+    Some(fence_removed_replicas(
+        p,
+        Change {
+            leader: (leader != p.leader).then_some(leader),
+            isr: Some(new_isr),
+            replicas: Some(replicas),
+            adding_replicas: Some(Vec::new()),
+            removing_replicas: Some(Vec::new()),
+        },
+    ))
+}
+
+/// Kafka's rule for a change whose replicas leave out a broker the
+/// partition had: the leader epoch moves even when the leader stays. A
+/// replica's fetches made before it applied its removal (and deleted its
+/// log) carry the old epoch and are then fenced, so none of them takes a
+/// broker back into the ISR it has since emptied its log under: a
+/// replica removed and added again while behind on the metadata would
+/// otherwise join the ISR on the log it had, holding an empty one.
+fn fence_removed_replicas(p: &PartitionInfo, mut change: Change) -> Change {
+    let removes = change
+        .replicas
+        .as_ref()
+        .is_some_and(|replicas| p.replicas.iter().any(|r| !replicas.contains(r)));
+    if removes && change.leader.is_none() {
+        change.leader = Some(p.leader);
+    }
+    change
 }
 
 /// The leader of a partition whose replicas become `replicas` and ISR
@@ -264,13 +288,16 @@ fn cancel(image: &MetadataImage, p: &PartitionInfo) -> Result<Change, ElectionEr
         );
     }
     let leader = leader_among(image, p.leader, &original, &isr).unwrap_or(NO_LEADER);
-    Ok(Change {
-        leader: (leader != p.leader).then_some(leader),
-        isr: (isr != p.isr).then_some(isr),
-        replicas: Some(original),
-        adding_replicas: Some(Vec::new()),
-        removing_replicas: Some(Vec::new()),
-    })
+    Ok(fence_removed_replicas(
+        p,
+        Change {
+            leader: (leader != p.leader).then_some(leader),
+            isr: (isr != p.isr).then_some(isr),
+            replicas: Some(original),
+            adding_replicas: Some(Vec::new()),
+            removing_replicas: Some(Vec::new()),
+        },
+    ))
 }
 
 /// A partition's reassignment in progress, as ListPartitionReassignments
@@ -444,7 +471,28 @@ mod tests {
             (p.replicas.clone(), p.isr.clone()),
             (vec![4, 5, 2], vec![2, 4, 5])
         );
-        assert_eq!((p.leader, p.leader_epoch), (2, 3));
+        // The leader stays; its epoch moves, as brokers 1 and 3 left.
+        assert_eq!((p.leader, p.leader_epoch), (2, 4));
+    }
+
+    /// A removed replica is fenced by a new leader epoch, whether the
+    /// removal completes a move or cancels one, while a change that drops
+    /// no replica keeps the epoch.
+    #[test]
+    fn dropping_a_replica_moves_the_leader_epoch() {
+        let mut image = image(&[1, 2], &[1, 2], 1, &[]);
+        reassign(&mut image, Some(&[1, 2, 3])).unwrap();
+        assert_eq!(partition(&image).leader_epoch, 3, "adding keeps it");
+        reassign(&mut image, None).unwrap();
+        let p = partition(&image);
+        assert_eq!((p.replicas.clone(), p.leader), (vec![1, 2], 1));
+        assert_eq!(p.leader_epoch, 4, "the cancel dropped broker 3");
+        reassign(&mut image, Some(&[1, 3])).unwrap();
+        assert_eq!(partition(&image).leader_epoch, 4);
+        alter_isr(&mut image, &[1, 2, 3]);
+        let p = partition(&image);
+        assert_eq!((p.replicas.clone(), p.leader), (vec![1, 3], 1));
+        assert_eq!(p.leader_epoch, 5, "the completion dropped broker 2");
     }
 
     #[test]
