@@ -140,6 +140,11 @@ pub struct Partition {
     pub(crate) log_end_offset: AtomicI64,
     /// The log end offset when this broker became leader in its epoch.
     pub(crate) leader_epoch_start_offset: AtomicI64,
+    /// The leader epoch in which this broker's current run of leadership
+    /// began: it stays across epochs that keep the same leader (a
+    /// reassignment that drops a replica moves the epoch), so a produce
+    /// appended in an earlier epoch of the run may still be acknowledged.
+    pub(crate) led_since_epoch: AtomicI32,
     /// The topic's `min.insync.replicas`.
     pub(crate) min_insync_replicas: AtomicI32,
     /// Replicas, ISR and the followers' progress (see `isr`).
@@ -1257,6 +1262,7 @@ impl ReplicaManager {
                 hw_changes: watch::channel(high_watermark).0,
                 log_end_offset: AtomicI64::new(log_end_offset),
                 leader_epoch_start_offset: AtomicI64::new(log_end_offset),
+                led_since_epoch: AtomicI32::new(p.leader_epoch),
                 min_insync_replicas: AtomicI32::new(min_insync),
                 replica_set: Mutex::new(ReplicaSet::new(
                     self.node_id,
@@ -1510,6 +1516,23 @@ mod tests {
         assert_eq!(partition.role(), Role::Leader);
         assert_eq!(partition.leader_epoch(), 4);
         partition.check_leader().unwrap();
+
+        // Leading on in the next epoch (a reassignment dropped a replica)
+        // is one run of leadership; a gap in the epochs, or another
+        // leader between, starts a new one.
+        assert!(partition.leads_since(4) && !partition.leads_since(3));
+        let image = apply(&image, &[placed(1, 5)]);
+        replicas.sync(&image, &config, true).unwrap();
+        assert!(partition.leads_since(4));
+        let image = apply(&image, &[placed(1, 7)]);
+        replicas.sync(&image, &config, true).unwrap();
+        assert!(!partition.leads_since(5) && partition.leads_since(7));
+        let image = apply(&image, &[placed(2, 8)]);
+        replicas.sync(&image, &config, true).unwrap();
+        assert!(!partition.leads_since(8));
+        let image = apply(&image, &[placed(1, 9)]);
+        replicas.sync(&image, &config, true).unwrap();
+        assert!(!partition.leads_since(7) && partition.leads_since(9));
     }
 
     /// A fetch answer applied after the metadata moved on is refused under

@@ -188,6 +188,16 @@ impl Partition {
         // follower's append of its old leader's batches past the epoch a
         // new leader just started, say).
         let mut log = changed.then(|| self.log.lock());
+        if leads_anew {
+            // Led without a break when it led the epoch just before
+            // (epochs move by one per change).
+            let continues =
+                self.leader() == self.local_node && self.leader_epoch() + 1 == p.leader_epoch;
+            if !continues {
+                self.led_since_epoch
+                    .store(p.leader_epoch, Ordering::Release);
+            }
+        }
         self.leader.store(p.leader, Ordering::Release);
         self.leader_epoch.store(p.leader_epoch, Ordering::Release);
         if let Some(Some(log)) = log.as_deref_mut().filter(|_| leads_anew) {
@@ -277,11 +287,18 @@ impl Partition {
         Ok(())
     }
 
+    /// Whether this broker leads, without a break since `leader_epoch`
+    /// (what it appended in that epoch is still in its log).
+    pub fn leads_since(&self, leader_epoch: i32) -> bool {
+        self.role() == Role::Leader && self.led_since_epoch.load(Ordering::Acquire) <= leader_epoch
+    }
+
     /// Waits until the high watermark reaches `end` (acks=all), at most
     /// `timeout`: REQUEST_TIMED_OUT then, NOT_LEADER_OR_FOLLOWER when this
-    /// broker stops leading in `leader_epoch` meanwhile, and
-    /// NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below
-    /// `min.insync.replicas` after the append.
+    /// broker stops leading meanwhile (a later epoch in which it still
+    /// leads without a break, as after a reassignment dropped a replica,
+    /// keeps the wait), and NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR
+    /// shrank below `min.insync.replicas` after the append.
     pub async fn wait_replicated(
         &self,
         end: i64,
@@ -292,7 +309,7 @@ impl Partition {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             changes.borrow_and_update();
-            if self.role() != Role::Leader || self.leader_epoch() != leader_epoch {
+            if !self.leads_since(leader_epoch) {
                 return Err(PartitionError::new(
                     error::NOT_LEADER_OR_FOLLOWER,
                     format!(
