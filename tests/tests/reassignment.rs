@@ -2,8 +2,10 @@
 //! reassign-partitions` as kafka-reassign-partitions.sh would be: the new
 //! replicas catch up and join the ISR, then the removed ones leave and
 //! delete their data, with no record lost; a broker is drained by
-//! executing what `--generate` proposes without it; and `--throttle`
-//! holds a move to its rate until `--verify` clears the throttle.
+//! executing what `--generate` proposes without it; a replica moved off
+//! a stopped broker is dropped when it returns; and
+//! `--throttle` holds a move to its rate until `--verify` clears the
+//! throttle.
 //!
 //! A reassignment is held in progress by pausing (SIGSTOP) one of its new
 //! replicas, so "in progress" is observed for certain, not raced.
@@ -396,6 +398,65 @@ fn a_broker_is_drained_by_the_generated_reassignment() {
         );
         assert_eq!(consumed.len(), 600);
         assert_eq!(values(&consumed), expected_values(&[("kept", 600)]));
+    });
+}
+
+/// A replica moved off a broker while it was down is not served again
+/// when the broker comes back: replaying the metadata it missed, the
+/// broker deletes it (or, had it caught up from a snapshot that skipped
+/// the move, sets the directory aside as stray once unfenced), and the
+/// records stay whole on the replicas that remain.
+#[test]
+fn a_replica_moved_off_a_stopped_broker_is_dropped_when_it_returns() {
+    run_with_timeout(TEST_LIMIT, || {
+        let mut cluster = Cluster::start(3, &[1, 2, 3], QUICK_SESSIONS);
+        let controller = cluster.wait_until_formed(FORMED);
+        let bootstrap = cluster.bootstrap();
+        let view = create_led(&cluster, &bootstrap, "strayed", 1, 3);
+        let leader = view.leaders["strayed"][0];
+        produce(&bootstrap, "strayed", "kept", 200);
+        let gone = (1..=3).find(|i| *i != controller && *i != leader).unwrap();
+        let kept: Vec<String> = (1..=3)
+            .filter(|i| *i != gone)
+            .map(|i| i.to_string())
+            .collect();
+        cluster.stop(gone);
+
+        let scratch = tempfile::tempdir().unwrap();
+        let file = scratch.path().join("off.json");
+        std::fs::write(
+            &file,
+            format!(
+                r#"{{"version":1,"partitions":[{{"topic":"strayed","partition":0,"replicas":[{}]}}]}}"#,
+                kept.join(",")
+            ),
+        )
+        .unwrap();
+        let live = cluster.address(controller);
+        let out = reassign(
+            &live,
+            &[
+                "--execute",
+                "--reassignment-json-file",
+                file.to_str().unwrap(),
+            ],
+        );
+        assert!(out.status.success(), "execute: {out}");
+        wait_completed(&live, &file);
+        let dir = cluster.node(gone).data_dir().to_path_buf();
+        assert_eq!(
+            partition_dirs(&dir, "strayed"),
+            ["strayed-0"],
+            "the stopped broker still holds its replica"
+        );
+
+        cluster.start_again(gone);
+        cluster.wait_for(gone, SETTLED, "the broker back and unfenced", |v| {
+            v.brokers.contains_key(&gone)
+        });
+        wait_gone(&cluster, gone, "strayed");
+        let consumed = consume_all(&live, "strayed", 200, Duration::from_secs(60));
+        assert_eq!(values(&consumed), expected_values(&[("kept", 200)]));
     });
 }
 

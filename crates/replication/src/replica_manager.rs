@@ -1314,9 +1314,13 @@ impl ReplicaManager {
     /// hosted partition owns to `<topic>-<partition>.<id>-stray` and keeps
     /// it, as Kafka does with stray replicas: its topic is gone from the
     /// metadata (a crash came between a deletion's commit and the rename of
-    /// its directories) or was never assigned here. Nothing is deleted; the
-    /// operator decides. Call after the first `sync`. Returns how many.
+    /// its directories) or was never assigned here (or no longer is: a
+    /// reassignment moved it off this broker while it was down). Nothing
+    /// is deleted; the operator decides. Call after a `sync` with a
+    /// complete image; it waits for a sync under way, which may be creating
+    /// a directory not hosted yet. Returns how many.
     pub fn set_aside_strays(&self) -> Result<usize, StorageError> {
+        let _syncs_wait = self.synced.lock();
         let mut moved = 0;
         for name in self.env.list_file_names(&self.data_dir)? {
             let Some((topic, partition)) = parse_partition_dir_name(&name) else {

@@ -18,7 +18,7 @@
 //! - an offset below a leader's high watermark never holds two different
 //!   records, in any read, on any replica;
 //! - every replica ends with the same records, and no broker that is not
-//!   a replica keeps one;
+//!   a replica keeps one (hosted, or as a directory under its own name);
 //! - no record is stored twice.
 //!
 //! Two flush settings: with none (Kafka's default, durability from
@@ -389,6 +389,19 @@ impl Sim {
         self.node_mut(id).replicas = Some(replicas);
         self.node_mut(id).applied = 0;
         self.propagate(id, usize::MAX);
+        // Caught up at once, as a broker is when unfenced: directories of
+        // partitions no longer assigned here are set aside.
+        let strays = self
+            .node(id)
+            .replicas
+            .as_ref()
+            .expect("running")
+            .set_aside_strays();
+        match strays {
+            Ok(0) => {}
+            Ok(n) => self.note(format!("broker {id} sets {n} stray directories aside")),
+            Err(e) => self.fail(format!("broker {id} cannot set strays aside: {e}")),
+        }
     }
 
     /// Broker `id` applies up to `count` more of the controller's images.
@@ -1162,9 +1175,15 @@ impl Sim {
                 }
             }
             for id in (1..=BROKERS).filter(|id| !p.replicas.contains(id)) {
-                if self.partition(id, index).is_some() {
+                let dirs = self
+                    .node(id)
+                    .env
+                    .list_file_names(Path::new("/data"))
+                    .unwrap_or_else(|e| self.fail(format!("broker {id}: listing /data: {e}")));
+                let dir = format!("{TOPIC}-{index}");
+                if self.partition(id, index).is_some() || dirs.contains(&dir) {
                     self.fail(format!(
-                        "p{index}: broker {id} still hosts a replica, not being one of {:?}",
+                        "p{index}: broker {id} still keeps a replica, not being one of {:?}",
                         p.replicas
                     ));
                 }

@@ -856,6 +856,21 @@ async fn caught_up_when_unfenced(
                 .is_some_and(|b| b.broker_epoch == epoch && !b.fenced)
         });
         if unfenced {
+            // Caught up: the image is complete, so a partition directory
+            // it assigns to no hosted partition is a stray (one a
+            // reassignment moved off this broker while it was down, say).
+            match tarn_replication::blocking::off_async_workers(|| {
+                broker.replicas.set_aside_strays()
+            }) {
+                Ok(0) => {}
+                Ok(strays) => tracing::warn!(
+                    strays,
+                    "set aside partition directories that no partition hosted here owns"
+                ),
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot set stray partition directories aside")
+                }
+            }
             caught_up.send_replace(true);
             return;
         }
