@@ -188,7 +188,8 @@ pub async fn run_background(broker: Arc<Broker>, mut shutdown: watch::Receiver<b
 /// this broker starts leading is loaded (every group and offset in it,
 /// read to the log end: the new leader's log is the truth) and then
 /// served; one it stops leading is no longer served and its groups are
-/// dropped, for the new leader to load. Runs until `shutdown`.
+/// dropped, for the new leader to load. A new epoch of a leadership that
+/// did not break is served on as loaded. Runs until `shutdown`.
 pub async fn run_leadership_sync(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
     let mut leadership = broker.replicas.subscribe_leadership();
     // (partition, leader epoch) of what the coordinator serves now.
@@ -201,14 +202,19 @@ pub async fn run_leadership_sync(broker: Arc<Broker>, mut shutdown: watch::Recei
                 let index = partition.index;
                 let leads = partition.role() == tarn_replication::replica_manager::Role::Leader;
                 let epoch = partition.leader_epoch();
+                let attached = store
+                    .partition(index)
+                    .is_some_and(|p| Arc::ptr_eq(&p, &partition));
                 match (leads, served.get(&index).copied()) {
                     (true, Some(e)) if e == epoch => {}
+                    // A later epoch of the same unbroken leadership (a
+                    // reassignment dropped a replica): what is loaded is
+                    // still the log's, as Kafka's coordinator stays active.
+                    (true, Some(e)) if attached && partition.leads_since(e) => {
+                        served.insert(index, epoch);
+                    }
                     // Loaded at start-up, or attached when the topic was made.
-                    (true, None)
-                        if store
-                            .partition(index)
-                            .is_some_and(|p| Arc::ptr_eq(&p, &partition)) =>
-                    {
+                    (true, None) if attached => {
                         served.insert(index, epoch);
                     }
                     (true, _) => {
