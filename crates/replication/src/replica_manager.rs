@@ -1548,7 +1548,7 @@ mod tests {
     /// leader's append stamped with an epoch it no longer leads in is
     /// refused the same way (a produce checked while this broker led and
     /// appended once it followed replaced a committed record in the
-    /// replication simulation's seed 94).
+    /// replication simulation; see its `REGRESSION_SEEDS`).
     #[test]
     fn steps_for_an_epoch_the_partition_moved_on_from_are_refused() {
         let dir = tempfile::tempdir().unwrap();
@@ -1612,8 +1612,8 @@ mod tests {
     /// watermark) until the controller says it applied nothing or the
     /// metadata moves the partition on: one given up while unanswered,
     /// then committed, let the high watermark pass the member the ISR then
-    /// held (acknowledged records lost in the replication simulation's
-    /// seeds 526 and 1109). A late answer settles only its own change.
+    /// held (acknowledged records lost in the replication simulation; see
+    /// its `REGRESSION_SEEDS`). A late answer settles only its own change.
     #[test]
     fn an_isr_change_is_pending_until_known_not_committed_or_overtaken() {
         let dir = tempfile::tempdir().unwrap();
