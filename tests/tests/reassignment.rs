@@ -67,6 +67,20 @@ fn reassign(bootstrap: &str, args: &[&str]) -> cli::CliOutput {
     cli::run(&all)
 }
 
+/// Runs `--execute` on `file` (with `extra` arguments), which must succeed;
+/// its output.
+fn execute(bootstrap: &str, file: &Path, extra: &[&str]) -> cli::CliOutput {
+    let mut args = vec![
+        "--execute",
+        "--reassignment-json-file",
+        file.to_str().expect("a UTF-8 path"),
+    ];
+    args.extend(extra);
+    let out = reassign(bootstrap, &args);
+    assert!(out.status.success(), "execute: {out}");
+    out
+}
+
 /// Runs `--verify` until every partition's line of it says "is
 /// completed."; the output of the last run.
 fn wait_completed(bootstrap: &str, file: &Path) -> String {
@@ -170,8 +184,7 @@ fn a_partition_moves_to_new_replicas_which_catch_up_before_the_old_one_leaves() 
         let file_arg = file.to_str().unwrap();
         cluster.pause(paused);
         let live = cluster.address(other);
-        let out = reassign(&live, &["--execute", "--reassignment-json-file", file_arg]);
-        assert!(out.status.success(), "execute: {out}");
+        let out = execute(&live, &file, &[]);
         assert!(
             out.stdout.contains(&format!(
                 r#"{{"topic":"moved","partition":0,"replicas":[{old}],"log_dirs":["any"]}}"#
@@ -362,15 +375,7 @@ fn a_broker_is_drained_by_the_generated_reassignment() {
         }
         let file = scratch.path().join("drain.json");
         std::fs::write(&file, lines[4]).unwrap();
-        let out = reassign(
-            &bootstrap,
-            &[
-                "--execute",
-                "--reassignment-json-file",
-                file.to_str().unwrap(),
-            ],
-        );
-        assert!(out.status.success(), "execute: {out}");
+        let out = execute(&bootstrap, &file, &[]);
         assert!(
             out.stdout.contains(
                 "Successfully started partition reassignments for drained-0,drained-1,drained-2"
@@ -433,15 +438,7 @@ fn a_replica_moved_off_a_stopped_broker_is_dropped_when_it_returns() {
         )
         .unwrap();
         let live = cluster.address(controller);
-        let out = reassign(
-            &live,
-            &[
-                "--execute",
-                "--reassignment-json-file",
-                file.to_str().unwrap(),
-            ],
-        );
-        assert!(out.status.success(), "execute: {out}");
+        execute(&live, &file, &[]);
         wait_completed(&live, &file);
         let dir = cluster.node(gone).data_dir().to_path_buf();
         assert_eq!(
@@ -490,18 +487,7 @@ fn a_throttled_move_is_held_to_its_rate_and_verify_clears_the_throttle() {
             format!(r#"{{"version":1,"partitions":[{{"topic":"slow","partition":0,"replicas":[{old},{new}]}}]}}"#),
         )
         .unwrap();
-        let file_arg = file.to_str().unwrap();
-        let out = reassign(
-            &bootstrap,
-            &[
-                "--execute",
-                "--reassignment-json-file",
-                file_arg,
-                "--throttle",
-                "20000",
-            ],
-        );
-        assert!(out.status.success(), "execute: {out}");
+        let out = execute(&bootstrap, &file, &["--throttle", "20000"]);
         assert!(
             out.stdout
                 .contains("The inter-broker throttle limit was set to 20000 B/s"),

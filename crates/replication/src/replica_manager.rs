@@ -1642,11 +1642,8 @@ mod tests {
         let partition = replicas.get("expanding", 0).expect("hosted");
         let produce = |count: usize| {
             for _ in 0..count {
-                let batch = tarn_protocol::record_batch::RecordBatchBuilder::new()
-                    .record(1_000, None, Some(b"v"))
-                    .build();
                 partition
-                    .append(&batch)
+                    .append(&batch(1))
                     .unwrap()
                     .completion
                     .defer_to_barrier();

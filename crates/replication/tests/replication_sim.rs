@@ -261,16 +261,9 @@ impl Sim {
         // The replicas of each partition in an order the seed picks (the
         // placer would draw its own, unseeded, start), the first leading.
         let assignments: Vec<CreatableReplicaAssignment> = (0..PARTITIONS)
-            .map(|partition_index| {
-                let mut broker_ids: Vec<i32> = (1..=BROKERS).collect();
-                for i in (1..broker_ids.len()).rev() {
-                    let j = sim.rng.below(i as u64 + 1) as usize;
-                    broker_ids.swap(i, j);
-                }
-                CreatableReplicaAssignment {
-                    partition_index,
-                    broker_ids,
-                }
+            .map(|partition_index| CreatableReplicaAssignment {
+                partition_index,
+                broker_ids: shuffled_brokers(&mut sim.rng),
             })
             .collect();
         let image = sim.image();
@@ -566,11 +559,8 @@ impl Sim {
     fn settle_produces(&mut self) {
         let pending = std::mem::take(&mut self.pending);
         for w in pending {
-            let hosted = self.partition(w.node, w.partition.index);
-            let same = hosted
-                .as_ref()
-                .is_some_and(|h| Arc::ptr_eq(h, &w.partition));
-            if !same || !w.partition.leads_since(w.leader_epoch) {
+            if !self.still_hosted(w.node, &w.partition) || !w.partition.leads_since(w.leader_epoch)
+            {
                 self.note(format!("produce {} failed: its leader moved", w.value));
                 continue;
             }
@@ -861,11 +851,7 @@ impl Sim {
         let target = if self.moves.chance(15) {
             None
         } else {
-            let mut ids: Vec<i32> = (1..=BROKERS).collect();
-            for i in (1..ids.len()).rev() {
-                let j = self.moves.below(i as u64 + 1) as usize;
-                ids.swap(i, j);
-            }
+            let mut ids = shuffled_brokers(&mut self.moves);
             ids.truncate(2 + self.moves.below(2) as usize);
             Some(ids)
         };
@@ -1190,6 +1176,16 @@ impl Sim {
             }
         }
     }
+}
+
+/// Every broker id, in an order `rng` draws (Fisher-Yates).
+fn shuffled_brokers(rng: &mut Rng) -> Vec<i32> {
+    let mut ids: Vec<i32> = (1..=BROKERS).collect();
+    for i in (1..ids.len()).rev() {
+        let j = rng.below(i as u64 + 1) as usize;
+        ids.swap(i, j);
+    }
+    ids
 }
 
 /// One of `held`, picked by `rng`, taken out; `None` when none is held.
