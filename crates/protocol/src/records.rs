@@ -17,8 +17,9 @@ use bytes::Bytes;
 
 use crate::codec::{put_len, Decode, Encode, Nullable, Reader, Result, Version};
 
-/// A byte range of an open file: `len` bytes from `position`, holding
-/// `records` records (counted from the batch headers, for metrics).
+/// A byte range of an open file: `len` bytes from `position`, whose
+/// batches span `records` offsets (for metrics: the records they hold,
+/// unless compaction removed some).
 #[derive(Debug, Clone)]
 pub struct FileRegion {
     pub file: Arc<File>,

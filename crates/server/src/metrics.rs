@@ -921,7 +921,7 @@ fn render_traffic(w: &mut PromWriter, m: &Metrics) {
         ),
         (
             "tarn_topic_records_out_total",
-            "Records returned by fetch requests, by topic.",
+            "Records returned by fetch requests, by topic (offsets spanned by the batches read from disk: a compacted log's gaps count).",
             |t| t.records_out,
         ),
     ];

@@ -335,6 +335,28 @@ impl OffsetIndex {
         }
     }
 
+    /// The last entry whose position is in `(after, at_most]` and whose
+    /// offset is <= `max_offset`: a batch boundary a forward read from
+    /// `after` may jump to without reading the headers in between. Every
+    /// batch before such an entry starts below `max_offset`, whichever
+    /// offset of its batch an entry names (Tarn's the base offset, Kafka's
+    /// the last). Entries grow in both offset and position, so the ones
+    /// that qualify by both bounds are a prefix.
+    pub fn last_boundary_within(
+        &self,
+        after: u64,
+        at_most: u64,
+        max_offset: i64,
+    ) -> Option<OffsetPosition> {
+        let entries = self.inner.entries();
+        let count = entries.partition_point(|e| {
+            u64::from(e.position) <= at_most
+                && self.base_offset + i64::from(e.relative_offset) <= max_offset
+        });
+        let last = self.absolute(*entries.get(count.checked_sub(1)?)?);
+        (u64::from(last.position) > after).then_some(last)
+    }
+
     pub fn last_entry(&self) -> Option<OffsetPosition> {
         self.inner.entries().last().map(|e| self.absolute(*e))
     }
@@ -655,6 +677,34 @@ mod tests {
         assert!(
             reopened.problem(800).is_some(),
             "position beyond the log must be caught"
+        );
+    }
+
+    #[test]
+    fn boundaries_within_a_range_respect_both_bounds() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("00000000000000000100.index");
+        let mut index = OffsetIndex::open(&LogEnv::shared_default(), &path, 100, 1024).unwrap();
+        assert_eq!(index.last_boundary_within(0, 10_000, i64::MAX), None);
+        index.append(110, 400);
+        index.append(120, 800);
+        index.append(130, 1200);
+        let at = |offset, position| Some(OffsetPosition { offset, position });
+        assert_eq!(
+            index.last_boundary_within(0, 10_000, i64::MAX),
+            at(130, 1200)
+        );
+        assert_eq!(index.last_boundary_within(0, 1199, i64::MAX), at(120, 800));
+        assert_eq!(index.last_boundary_within(0, 800, i64::MAX), at(120, 800));
+        assert_eq!(index.last_boundary_within(0, 10_000, 129), at(120, 800));
+        assert_eq!(index.last_boundary_within(0, 10_000, 110), at(110, 400));
+        assert_eq!(index.last_boundary_within(0, 10_000, 109), None);
+        assert_eq!(index.last_boundary_within(0, 399, i64::MAX), None);
+        // Only entries past `after`: a read already there gains nothing.
+        assert_eq!(index.last_boundary_within(800, 1000, i64::MAX), None);
+        assert_eq!(
+            index.last_boundary_within(799, 1000, i64::MAX),
+            at(120, 800)
         );
     }
 

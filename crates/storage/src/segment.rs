@@ -849,12 +849,17 @@ impl LogSegment {
     }
 
     /// The whole batches a read from `fetch_offset` returns: file positions
-    /// [start, end) and how many records they hold. At most `max_bytes`,
-    /// except that with `min_one_batch` a first batch larger than that is
-    /// returned whole; only batches whose base offset is below
-    /// `max_offset`; `None` when no batch holds `fetch_offset`. The bound
-    /// costs nothing extra: the scan reads the header of the batch after
-    /// the last one it returns anyway.
+    /// [start, end) and how many offsets they span (their records, unless
+    /// compaction left gaps). At most `max_bytes`, except that with
+    /// `min_one_batch` a first batch larger than that is returned whole;
+    /// only batches whose base offset is below `max_offset`; `None` when no
+    /// batch holds `fetch_offset`.
+    ///
+    /// As Kafka does, the end is found through the offset index rather than
+    /// batch by batch: the read jumps to the last indexed batch inside both
+    /// bounds and reads headers only from there (about
+    /// `index.interval.bytes` of batches), so a read of small batches costs
+    /// a few header reads rather than one per batch.
     fn batch_range(
         &self,
         fetch_offset: i64,
@@ -869,31 +874,37 @@ impl LogSegment {
             return Ok(Some((start, start, 0)));
         }
         let limit = self.readable_end(start)?;
-        let count = |header: &RecordBatchHeader| u64::try_from(header.records_count).unwrap_or(0);
+        let spanned = |end_offset: i64| u64::try_from(end_offset - first.base_offset).unwrap_or(0);
         let max_bytes = max_bytes as u64;
         let first_size = first.total_size() as u64;
         if first_size > max_bytes {
             return Ok(Some(if min_one_batch {
-                (start, start + first_size, count(&first))
+                (start, start + first_size, spanned(first.last_offset() + 1))
             } else {
                 (start, start, 0)
             }));
         }
-        let (mut end, mut records) = (start, 0);
+        let mut end = start + first_size;
+        let mut end_offset = first.last_offset() + 1;
+        let last_byte = start.saturating_add(max_bytes).min(limit.saturating_sub(1));
+        if let Some(boundary) = self
+            .state
+            .offset_index
+            .last_boundary_within(end, last_byte, max_offset)
+        {
+            end = u64::from(boundary.position);
+        }
         while end < limit {
-            let header = if end == start {
-                first
-            } else {
-                self.header_at(end)?
-            };
+            let header = self.header_at(end)?;
+            end_offset = header.base_offset;
             let size = header.total_size() as u64;
             if header.base_offset >= max_offset || end - start + size > max_bytes {
                 break;
             }
             end += size;
-            records += count(&header);
+            end_offset = header.last_offset() + 1;
         }
-        Ok(Some((start, end, records)))
+        Ok(Some((start, end, spanned(end_offset))))
     }
 
     /// Whether some bytes of this segment still wait for their check.
@@ -1174,6 +1185,71 @@ mod tests {
             assert_eq!(position, positions[(target / 3) as usize]);
         }
         assert!(segment.find_batch(30).unwrap().is_none());
+    }
+
+    #[test]
+    fn reads_through_the_index_end_where_a_batch_by_batch_scan_would() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut segment = LogSegment::open(
+            &LogEnv::shared_default(),
+            dir.path(),
+            0,
+            &config(300),
+            false,
+            &mut |_| {},
+        )
+        .unwrap();
+        // Batches of 1 to 4 records: positions[i] is where batch i starts,
+        // bases[i] its base offset; one more entry marks the end.
+        let (mut positions, mut bases) = (vec![0u64], vec![0i64]);
+        for i in 0..40 {
+            let count = 1 + i % 4;
+            let base = *bases.last().unwrap();
+            append(
+                &mut segment,
+                build_batch_for_tests(base, count as usize, 1_000 + i),
+            );
+            positions.push(segment.size());
+            bases.push(base + count);
+        }
+        assert!(segment.offset_index().entries().len() > 5);
+        let end_offset = *bases.last().unwrap();
+        for fetch_offset in (0..end_offset).step_by(7) {
+            let first = bases.partition_point(|b| *b <= fetch_offset) - 1;
+            for max_bytes in [1, 100, 350, 1000, 2500, 100_000, usize::MAX] {
+                for max_offset in [0, 5, 33, 60, end_offset - 1, i64::MAX] {
+                    // Batch by batch: whole batches from `first` that fit
+                    // and start below `max_offset`.
+                    let mut last = first;
+                    while last < 40
+                        && bases[last] < max_offset
+                        && positions[last + 1] - positions[first] <= max_bytes as u64
+                    {
+                        last += 1;
+                    }
+                    if last == first && bases[first] < max_offset {
+                        last = first + 1; // min_one_batch
+                    }
+                    let region = segment
+                        .read_region_upto(fetch_offset, max_bytes, true, max_offset)
+                        .unwrap()
+                        .unwrap();
+                    let case = format!("from {fetch_offset}, {max_bytes} B, below {max_offset}");
+                    assert_eq!(region.position, positions[first], "{case}");
+                    assert_eq!(
+                        region.position + u64::from(region.len),
+                        positions[last],
+                        "{case}"
+                    );
+                    let spanned = if last > first {
+                        bases[last] - bases[first]
+                    } else {
+                        0
+                    };
+                    assert_eq!(region.records, spanned as u64, "{case}");
+                }
+            }
+        }
     }
 
     #[test]
