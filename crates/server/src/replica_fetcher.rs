@@ -75,7 +75,8 @@ const LIST_OFFSETS_FLEXIBLE_MIN: i16 = 6;
 const RESCAN_INTERVAL: Duration = Duration::from_secs(1);
 /// How long a partition waits before it is fetched again when its leader
 /// has not yet applied the metadata that made it leader (it answered
-/// NOT_LEADER_OR_FOLLOWER or UNKNOWN_LEADER_EPOCH): milliseconds, not
+/// NOT_LEADER_OR_FOLLOWER or UNKNOWN_LEADER_EPOCH, or for a topic made
+/// again under its name UNKNOWN_TOPIC_ID or INCONSISTENT_TOPIC_ID): milliseconds, not
 /// `replica.fetch.backoff.ms`, as it catches up within milliseconds and
 /// acks=all writes wait for this follower meanwhile.
 const LEADER_CATCH_UP_BACKOFF: Duration = Duration::from_millis(20);
@@ -570,7 +571,10 @@ async fn process_partition(
                 ),
                 leader_catching_up: matches!(
                     code,
-                    error::NOT_LEADER_OR_FOLLOWER | error::UNKNOWN_LEADER_EPOCH
+                    error::NOT_LEADER_OR_FOLLOWER
+                        | error::UNKNOWN_LEADER_EPOCH
+                        | error::UNKNOWN_TOPIC_ID
+                        | error::INCONSISTENT_TOPIC_ID
                 ),
             })
         }

@@ -198,6 +198,26 @@ fn topic_name(image: &MetadataImage, p: &FetchPartitionParams, by_id: bool) -> O
     }
 }
 
+/// The partition, unless the request names its topic by an id other than
+/// the one the partition's log belongs to: INCONSISTENT_TOPIC_ID, as
+/// Kafka answers. The name was found from the id in this broker's image,
+/// which is replaced before the hosted logs follow it: while a deleted
+/// topic's name is taken again, the name can lead to the old topic's log,
+/// whose records must not be served as the new topic's.
+fn consistent_topic_id(
+    partition: Arc<Partition>,
+    p: &FetchPartitionParams,
+    by_id: bool,
+) -> Result<Arc<Partition>, PartitionError> {
+    if by_id && partition.topic_id != p.topic_id {
+        return Err(PartitionError::new(
+            error::INCONSISTENT_TOPIC_ID,
+            "Topic ID in the fetch session did not match the topic ID in the log.",
+        ));
+    }
+    Ok(partition)
+}
+
 /// Runs the CRC checks the reads of `wanted` need (bytes of a segment
 /// this process did not write, read for the first time: up to a whole
 /// segment) on tokio's blocking pool, so they hold up neither the worker
@@ -365,7 +385,8 @@ fn read_all(
                 broker.hosted_partition(name, p.partition)
             }
             Some(name) => broker.leader_partition(name, p.partition),
-        };
+        }
+        .and_then(|partition| consistent_topic_id(partition, p, by_id));
         // A leader's throttle for this follower, when it applies: the
         // topic names the replica here and the follower is out of the ISR.
         let throttle = match (follower, name.as_deref(), &hosted) {
@@ -643,6 +664,66 @@ mod tests {
         append(&broker, 1);
         let response = fetch.await.unwrap();
         assert_eq!(answered(&response), vec![(1, true, 1)]);
+        broker.shutdown().unwrap();
+    }
+
+    /// The name an id leads to in this broker's image may, for a moment,
+    /// lead to the log of another topic of that name (a publish replaces
+    /// the image before the hosted logs follow it): that log is not served.
+    #[tokio::test]
+    async fn a_log_of_another_topic_of_the_name_is_inconsistent() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = crate::testing::broker_with_topic(dir.path(), "s", 1);
+        append(&broker, 0);
+        let image = broker.metadata.image();
+        let id = image.topic("s").unwrap().topic_id;
+        let fetch_by = |topic_id| FetchRequest {
+            session_epoch: -1,
+            topics: vec![FetchTopic {
+                topic: String::new(),
+                topic_id,
+                partitions: vec![FetchPartition {
+                    partition: 0,
+                    partition_max_bytes: 1 << 20,
+                    ..Default::default()
+                }],
+            }],
+            ..Default::default()
+        };
+        let ctx = crate::testing::request_context(&SPEC, 17);
+        let code = |response: &FetchResponseOut| response.responses[0].partitions[0].error_code;
+        assert_eq!(
+            code(&handle(&broker, &ctx, fetch_by(id)).await),
+            error::NONE
+        );
+
+        // "s" deleted and made again; the hosted logs follow before the
+        // image here does.
+        let mut renamed = (*image).clone();
+        renamed.apply(&tarn_metadata::MetadataRecord::RemoveTopic { topic_id: id.0 });
+        let new = tarn_metadata::topics::NewTopic {
+            name: "s",
+            num_partitions: 1,
+            replication_factor: 1,
+            assignments: None,
+            configs: vec![],
+        };
+        let (records, _) =
+            tarn_metadata::topics::create_topic_records(&renamed, &broker.config, &new).unwrap();
+        for record in &records {
+            renamed.apply(record);
+        }
+        assert_ne!(renamed.topic("s").unwrap().topic_id, id);
+        broker
+            .replicas
+            .sync(&Arc::new(renamed), &broker.config, true)
+            .unwrap();
+
+        let response = handle(&broker, &ctx, fetch_by(id)).await;
+        assert_eq!(code(&response), error::INCONSISTENT_TOPIC_ID);
+        assert!(answered(&response)
+            .iter()
+            .all(|(_, has_records, _)| !has_records));
         broker.shutdown().unwrap();
     }
 
