@@ -42,7 +42,7 @@ use tarn_protocol::record_batch::{
 };
 use tarn_protocol::records::FileRegion;
 use tarn_protocol::Uuid;
-use tarn_storage::partition_metadata::{read_topic_id, write_topic_id};
+use tarn_storage::partition_metadata::{read_topic_id, sync_topic_id, write_topic_id};
 use tarn_storage::{
     AppendError, AppendInfo, CleanupPolicy, FlushTarget, GroupCommit, Log, LogConfig, LogEnv,
     OffsetCheckpointFile, RecordError, SegmentVerifier, StorageError, DELETE_DIR_SUFFIX,
@@ -169,6 +169,11 @@ pub struct Partition {
     /// The highest offset a flush was queued to cover; a retried
     /// (duplicate) batch below it waits for that flush too.
     pub(crate) flush_requested_upto: AtomicI64,
+    /// Whether `partition.metadata` may not be durable yet: written
+    /// without fsyncs when the partition was opened, or read back then
+    /// from a file some process wrote so. Synced before the first append
+    /// (see [`Partition::sync_topic_id_before_append`]).
+    topic_id_unsynced: AtomicBool,
     pub(crate) log: Mutex<Option<Log>>,
 }
 
@@ -415,6 +420,7 @@ impl Partition {
                         ),
                     ));
                 }
+                self.sync_topic_id_before_append(log)?;
                 let may_fsync = if roll_synced {
                     log.append_may_fsync(records, epoch)
                 } else if let Some(roll) = log.prepare_roll(records)? {
@@ -463,6 +469,21 @@ impl Partition {
             leader_epoch: epoch,
             completion,
         })
+    }
+
+    /// Makes `partition.metadata` durable before this process appends the
+    /// first record to the log (under the log's lock, off the async
+    /// workers), as Kafka flushes it before any log data: a record that a
+    /// power cut keeps must keep the file naming its topic, or the
+    /// directory could be taken for a topic made again under the name,
+    /// old records and all.
+    pub(crate) fn sync_topic_id_before_append(&self, log: &Log) -> Result<(), PartitionError> {
+        if !self.topic_id_unsynced.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        off_async_workers(|| sync_topic_id(log.env(), log.dir()))?;
+        self.topic_id_unsynced.store(false, Ordering::Release);
+        Ok(())
     }
 
     /// Queues `target` on the group commit; its outcome reaches this
@@ -1280,6 +1301,7 @@ impl ReplicaManager {
                 group_commit: self.group_commit.clone(),
                 durability: PartitionDurability::new(durable_offset),
                 flush_requested_upto: AtomicI64::new(0),
+                topic_id_unsynced: AtomicBool::new(true),
                 log: Mutex::new(Some(log)),
             });
             match partition.role() {

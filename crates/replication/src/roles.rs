@@ -567,6 +567,7 @@ impl Partition {
     ) -> Result<AppendInfo, PartitionError> {
         let step = self.with_log(|log| {
             self.check_following(leader_epoch)?;
+            self.sync_topic_id_before_append(log)?;
             let info = log.append_as_follower(records)?;
             let flush = if log.flush_due() {
                 log.prepare_flush()?

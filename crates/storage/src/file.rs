@@ -444,6 +444,16 @@ impl LogEnv {
             .map_err(|e| StorageError::io(format!("fsync directory {}", dir.display()), e))
     }
 
+    /// Fsyncs the existing file at `path`.
+    pub fn sync_file(&self, path: &Path) -> Result<(), StorageError> {
+        let context = |what: &str| format!("{what} {}", path.display());
+        self.fs
+            .open(path, false)
+            .map_err(|e| StorageError::io(context("open"), e))?
+            .sync()
+            .map_err(|e| StorageError::io(context("fsync"), e))
+    }
+
     /// Whether `path` is a directory this file system can list.
     pub fn is_dir(&self, path: &Path) -> bool {
         self.fs.list(path).is_ok()

@@ -6,12 +6,15 @@
 //! a directory that an earlier topic of the same name left behind (say, a
 //! crash between a deletion's metadata commit and the rename of its
 //! directories, or a broker that was away while a topic was deleted and
-//! created again) is never taken for the new topic's. It is written once,
-//! when the broker first opens the partition, by a rename but without
-//! fsyncs (two per partition would make creating 10,000 partitions take
-//! seconds): after a power cut it may be missing or empty, and the broker
-//! then treats the directory as it treats one from before the file
-//! existed.
+//! created again) is never taken for the new topic's. It is written when
+//! the broker first opens the partition, by a rename but without fsyncs
+//! (two per partition would make creating 10,000 partitions take seconds),
+//! and made durable ([`sync_topic_id`]) before the first record a process
+//! appends to the log, as Kafka flushes it before any log data: records
+//! that survive a power cut always survive with the file that names their
+//! topic. A directory without the file (or with an empty one, left by a
+//! power cut before any append) is treated as one from before the file
+//! existed, and holds no records that a power cut kept.
 
 use std::path::Path;
 
@@ -38,6 +41,14 @@ pub fn read_topic_id(env: &LogEnv, dir: &Path) -> Result<Option<Uuid>, StorageEr
 pub fn write_topic_id(env: &LogEnv, dir: &Path, topic_id: Uuid) -> Result<(), StorageError> {
     let contents = format!("version: 0\ntopic_id: {}\n", topic_id.to_base64());
     env.write_without_sync(&dir.join(PARTITION_METADATA_FILE), contents.as_bytes())
+}
+
+/// Makes the file [`write_topic_id`] wrote in `dir` durable: fsyncs it,
+/// then the directory that holds its name.
+pub fn sync_topic_id(env: &LogEnv, dir: &Path) -> Result<(), StorageError> {
+    let path = dir.join(PARTITION_METADATA_FILE);
+    env.sync_file(&path)?;
+    env.sync_dir(dir)
 }
 
 fn parse(bytes: &[u8]) -> Result<Uuid, String> {
