@@ -11,7 +11,9 @@
 //! never (committed all the same), reassignments (replicas moved off a
 //! broker and back, or cancelled), metadata reaching each broker late,
 //! process crashes, power cuts (torn unsynced bytes), and a broker cut
-//! off from the others and the controller (a zombie leader).
+//! off from the others and the controller (a zombie leader). A third test
+//! also deletes the topic and makes it again under its name (a new topic
+//! id, new replicas) while brokers lag the metadata.
 //! Then every fault heals, the replicas converge, and the checks run:
 //!
 //! - every acknowledged record is on the final leader at its offset;
@@ -19,7 +21,8 @@
 //!   records, in any read, on any replica;
 //! - every replica ends with the same records, and no broker that is not
 //!   a replica keeps one (hosted, or as a directory under its own name);
-//! - no record is stored twice.
+//! - no record is stored twice, and none appended to an earlier topic of
+//!   the name is in the final one.
 //!
 //! Two flush settings: with none (Kafka's default, durability from
 //! replication) a power cut hits a broker only while every other one is in
@@ -50,6 +53,7 @@ use tarn_metadata::{MetadataImage, MetadataRecord};
 use tarn_protocol::error;
 use tarn_protocol::messages::create_topics::CreatableReplicaAssignment;
 use tarn_protocol::record_batch::{BatchIter, RecordBatchBuilder, RecordBatchHeader, RecordIter};
+use tarn_protocol::Uuid;
 use tarn_replication::replica_manager::{Partition, ReadLimit, ReplicaManager, Role};
 use tarn_replication::roles::{FollowerRead, IsrChange, IsrChangeAnswer};
 use tarn_storage::sim::SimFileSystem;
@@ -187,17 +191,23 @@ struct Sim {
     /// Picks when a partition is reassigned, and to what (apart from
     /// `rng`, as `delays`).
     moves: Rng,
-    /// (partition, offset) -> value, of every acknowledged produce.
-    acked: BTreeMap<(i32, i64), String>,
-    /// (partition, offset) -> value, of everything seen below a leader's
-    /// high watermark.
-    committed: BTreeMap<(i32, i64), String>,
+    /// Picks when the topic is deleted and made again, and its replicas
+    /// then; `None` in the tests that keep one topic throughout.
+    recreations: Option<Rng>,
+    /// (topic id, partition, offset) -> value, of every acknowledged
+    /// produce.
+    acked: BTreeMap<(Uuid, i32, i64), String>,
+    /// (topic id, partition, offset) -> value, of everything seen below a
+    /// leader's high watermark.
+    committed: BTreeMap<(Uuid, i32, i64), String>,
+    /// value -> the topic id of the log it was appended to.
+    appended_to: BTreeMap<String, Uuid>,
     produced: usize,
     log: Vec<String>,
 }
 
 impl Sim {
-    fn new(seed: u64, flush: Flush) -> Sim {
+    fn new(seed: u64, flush: Flush, recreate: bool) -> Sim {
         let clock = Arc::new(ManualClock::new(START_MS));
         let threaded = std::env::var_os("TARN_REPLICATION_SIM_THREADED").is_some();
         let overrides: Vec<(&str, &str)> = match flush {
@@ -250,26 +260,45 @@ impl Sim {
             delays: Rng::new(seed ^ 0x5eed_f00d),
             isr_delays: Rng::new(seed ^ 0x15_c4a6e),
             moves: Rng::new(seed ^ 0x3e_a551),
+            recreations: recreate.then(|| Rng::new(seed ^ 0x7e_c4ea7e)),
             acked: BTreeMap::new(),
             committed: BTreeMap::new(),
+            appended_to: BTreeMap::new(),
             produced: 0,
             log: Vec::new(),
         };
         for id in 1..=BROKERS {
             sim.register(id, false);
         }
-        // The replicas of each partition in an order the seed picks (the
-        // placer would draw its own, unseeded, start), the first leading.
-        let assignments: Vec<CreatableReplicaAssignment> = (0..PARTITIONS)
-            .map(|partition_index| CreatableReplicaAssignment {
+        let replicas: Vec<Vec<i32>> = (0..PARTITIONS)
+            .map(|_| shuffled_brokers(&mut sim.rng))
+            .collect();
+        if let Err(e) = sim.create_topic(replicas) {
+            sim.fail(format!("cannot create the topic: {e}"));
+        }
+        for id in 1..=BROKERS {
+            sim.start(id);
+        }
+        sim
+    }
+
+    /// The controller creates the topic with `replicas` for each
+    /// partition, in an order the seed picks (the placer would draw its
+    /// own, unseeded, start), the first leading. Refused (as Kafka's
+    /// controller refuses) when every broker a partition names is fenced.
+    fn create_topic(&mut self, replicas: Vec<Vec<i32>>) -> Result<(), String> {
+        let assignments: Vec<CreatableReplicaAssignment> = replicas
+            .into_iter()
+            .zip(0..)
+            .map(|(broker_ids, partition_index)| CreatableReplicaAssignment {
                 partition_index,
-                broker_ids: shuffled_brokers(&mut sim.rng),
+                broker_ids,
             })
             .collect();
-        let image = sim.image();
+        let image = self.image();
         let (records, _) = create_topic_records(
             &image,
-            &sim.config,
+            &self.config,
             &NewTopic {
                 name: TOPIC,
                 num_partitions: -1,
@@ -278,12 +307,42 @@ impl Sim {
                 configs: vec![("min.insync.replicas".into(), Some("2".into()))],
             },
         )
-        .expect("create the topic");
-        sim.commit(records);
-        for id in 1..=BROKERS {
-            sim.start(id);
+        .map_err(|e| e.message)?;
+        self.commit(records);
+        Ok(())
+    }
+
+    /// The topic's id in the controller's latest image, if it exists.
+    fn topic_id(&self) -> Option<Uuid> {
+        self.image().topic(TOPIC).map(|t| t.topic_id)
+    }
+
+    /// The controller deletes the topic, or makes it again under its name
+    /// (new replicas, in a drawn order) when it is deleted.
+    fn delete_or_recreate(&mut self) {
+        let Some(rng) = self.recreations.as_mut() else {
+            return;
+        };
+        let replicas: Vec<Vec<i32>> = (0..PARTITIONS)
+            .map(|_| {
+                let mut ids = shuffled_brokers(rng);
+                ids.truncate(2 + rng.below(2) as usize);
+                ids
+            })
+            .collect();
+        match self.topic_id() {
+            Some(id) => {
+                self.note(format!("delete the topic ({id:?})"));
+                self.commit(vec![MetadataRecord::RemoveTopic { topic_id: id.0 }]);
+            }
+            None => match self.create_topic(replicas.clone()) {
+                Ok(()) => {
+                    let id = self.topic_id().expect("created");
+                    self.note(format!("make the topic again ({id:?}) on {replicas:?}"));
+                }
+                Err(e) => self.note(format!("making the topic again is refused: {e}")),
+            },
         }
-        sim
     }
 
     fn fail(&self, what: String) -> ! {
@@ -536,6 +595,7 @@ impl Sim {
             }
         };
         let leader_epoch = appended.leader_epoch;
+        self.appended_to.insert(value.clone(), partition.topic_id);
         // The flush `flush.messages` asks for, before any acknowledgement.
         if let Err(e) = self.wait(appended.completion.wait()) {
             self.note(format!("produce {value} to {id} p{p}: flush {}", e.message));
@@ -569,7 +629,8 @@ impl Sim {
                     "ack {} at p{} {}",
                     w.value, w.partition.index, w.offset
                 ));
-                self.acked.insert((w.partition.index, w.offset), w.value);
+                self.acked
+                    .insert((w.partition.topic_id, w.partition.index, w.offset), w.value);
             } else {
                 self.pending.push(w);
             }
@@ -619,11 +680,12 @@ impl Sim {
             IsrChangeAnswer::Unanswered
         } else {
             let image = self.image();
-            let topic_id = image.topic(TOPIC).expect("topic").topic_id;
+            // The sender names the topic by the id of its log, as the
+            // broker's does.
             let request = AlterPartition {
                 broker_id: id,
                 broker_epoch: self.node(id).epoch,
-                topic_id: topic_id.0,
+                topic_id: partition.topic_id.0,
                 partition_id: p,
                 leader_epoch: change.leader_epoch,
                 partition_epoch: change.partition_epoch,
@@ -687,6 +749,15 @@ impl Sim {
         let Some(leader) = self.partition(leader_id, p) else {
             return;
         };
+        // A replica fetcher names the topic by its id: a leader hosting
+        // another topic of the name answers INCONSISTENT_TOPIC_ID (or
+        // UNKNOWN_TOPIC_ID, when its image lacks the id).
+        if leader.topic_id != follower.topic_id {
+            self.note(format!(
+                "{id} p{p} fetches from {leader_id}: another topic of the name there"
+            ));
+            return;
+        }
         if leader.check_epoch(leader_epoch).is_err() || leader.role() != Role::Leader {
             return;
         }
@@ -958,17 +1029,18 @@ impl Sim {
                     continue;
                 }
                 let hw = partition.high_watermark();
+                let topic_id = partition.topic_id;
                 for (offset, value) in records_of(&partition, ReadLimit::HighWatermark) {
                     if offset >= hw {
                         continue;
                     }
-                    match self.committed.get(&(p, offset)) {
+                    match self.committed.get(&(topic_id, p, offset)) {
                         Some(seen) if *seen != value => self.fail(format!(
                             "p{p} offset {offset} was committed as {seen}, leader {id} now has {value}"
                         )),
                         Some(_) => {}
                         None => {
-                            self.committed.insert((p, offset), value);
+                            self.committed.insert((topic_id, p, offset), value);
                         }
                     }
                 }
@@ -993,6 +1065,19 @@ impl Sim {
         }
         if self.moves.chance(2) {
             self.reassign();
+        }
+        // About every 300 steps the topic goes; it comes back about 20
+        // steps later.
+        let deleted = self.topic_id().is_none();
+        let due = self.recreations.as_mut().is_some_and(|rng| {
+            if deleted {
+                rng.chance(5)
+            } else {
+                rng.below(1000) < 3
+            }
+        });
+        if due {
+            self.delete_or_recreate();
         }
         let id = 1 + self.rng.below(BROKERS as u64) as i32;
         let p = self.rng.below(PARTITIONS as u64) as i32;
@@ -1079,6 +1164,10 @@ impl Sim {
                 self.propagate(id, usize::MAX);
                 self.maybe_unfence(id);
             }
+            if self.topic_id().is_none() {
+                self.delete_or_recreate();
+                continue;
+            }
             for id in 1..=BROKERS {
                 for p in 0..PARTITIONS {
                     self.fetch(id, p);
@@ -1099,7 +1188,9 @@ impl Sim {
 
     fn converged(&self) -> bool {
         let image = self.image();
-        let topic = image.topic(TOPIC).expect("topic");
+        let Some(topic) = image.topic(TOPIC) else {
+            return false;
+        };
         topic.partitions.iter().all(|p| {
             if p.leader < 0 || p.isr.len() != p.replicas.len() {
                 return false;
@@ -1127,8 +1218,8 @@ impl Sim {
             let leader = self.partition(p.leader, index).expect("leader hosted");
             let final_log: BTreeMap<i64, String> =
                 records_of(&leader, ReadLimit::LogEnd).into_iter().collect();
-            for ((q, offset), value) in &self.acked {
-                if *q != index {
+            for ((topic_id, q, offset), value) in &self.acked {
+                if *q != index || *topic_id != topic.topic_id {
                     continue;
                 }
                 match final_log.get(offset) {
@@ -1143,8 +1234,23 @@ impl Sim {
             if values.len() != final_log.len() {
                 self.fail(format!("p{index}: a record is stored twice"));
             }
+            for value in values {
+                let appended_to = self.appended_to.get(value);
+                if appended_to != Some(&topic.topic_id) {
+                    self.fail(format!(
+                        "p{index}: {value} was appended to topic {appended_to:?}, and is in topic {:?}",
+                        topic.topic_id
+                    ));
+                }
+            }
             for r in &p.replicas {
                 let replica = self.partition(*r, index).expect("replica hosted");
+                if replica.topic_id != topic.topic_id {
+                    self.fail(format!(
+                        "p{index}: replica {r} hosts topic {:?}, not {:?}",
+                        replica.topic_id, topic.topic_id
+                    ));
+                }
                 if let Some(stray) = batch_outside_its_epoch(&replica) {
                     self.fail(format!("p{index}: replica {r}: {stray}"));
                 }
@@ -1271,8 +1377,8 @@ struct Ran {
     counts: BTreeMap<&'static str, usize>,
 }
 
-fn run(seed: u64, flush: Flush) -> Ran {
-    let mut sim = Sim::new(seed, flush);
+fn run(seed: u64, flush: Flush, recreate: bool) -> Ran {
+    let mut sim = Sim::new(seed, flush, recreate);
     for _ in 0..STEPS {
         sim.step();
     }
@@ -1286,6 +1392,7 @@ fn run(seed: u64, flush: Flush) -> Ran {
         ("isolations", "isolate "),
         ("truncations", "truncate to"),
         ("isr changes", "isr of"),
+        ("re-creations", "make the topic again"),
     ] {
         counts.insert(kind, sim.log.iter().filter(|l| l.contains(needle)).count());
     }
@@ -1320,7 +1427,7 @@ const REGRESSION_SEEDS: [u64; 7] = [10, 12, 66, 517, 726, 756, 1776];
 #[test]
 fn acknowledged_records_survive_crashes_and_partitions_without_flushes() {
     for seed in seeds() {
-        let ran = run(seed, Flush::None);
+        let ran = run(seed, Flush::None, false);
         println!(
             "seed {seed} (no flush): {} produced, {} acknowledged, {:?}",
             ran.produced, ran.acked, ran.counts
@@ -1332,11 +1439,25 @@ fn acknowledged_records_survive_crashes_and_partitions_without_flushes() {
 #[test]
 fn acknowledged_records_survive_power_cuts_anywhere_with_every_message_flushed() {
     for seed in seeds() {
-        let ran = run(seed, Flush::EveryMessage);
+        let ran = run(seed, Flush::EveryMessage, false);
         println!(
             "seed {seed} (flush.messages=1): {} produced, {} acknowledged, {:?}",
             ran.produced, ran.acked, ran.counts
         );
         assert!(ran.acked > 0, "seed {seed}: nothing was acknowledged");
+    }
+}
+
+#[test]
+fn topics_deleted_and_made_again_keep_their_records_apart() {
+    for seed in seeds() {
+        for flush in [Flush::None, Flush::EveryMessage] {
+            let ran = run(seed, flush, true);
+            println!(
+                "seed {seed} ({flush:?}, re-created): {} produced, {} acknowledged, {:?}",
+                ran.produced, ran.acked, ran.counts
+            );
+            assert!(ran.acked > 0, "seed {seed}: nothing was acknowledged");
+        }
     }
 }
