@@ -153,6 +153,32 @@ def flush_section(rows):
     return lines, shares
 
 
+def reads_section(rows):
+    if not rows:
+        return []
+    lines = ["## Reads: one record per batch, and 1,000 partitions (consume only, 100 B records)", "",
+             "Each read after one unreported read of the same records; broker CPU seconds per "
+             "million records read, medians over the reads.", "",
+             "| shape | records | tarn read M/s | kafka read M/s | tarn CPU s/M | kafka CPU s/M "
+             "| tarn/kafka CPU | tarn CPU per read | kafka CPU per read |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for shape in ("onebatch", "wide"):
+        cells, cpu = [shape, "-"], {}
+        rates, per_read = {}, {}
+        for b in ("tarn", "kafka"):
+            rs = [r for r in rows.get(b, []) if r["step"].startswith(shape + "-")]
+            if rs:
+                cells[1] = rs[0]["records"]
+            rates[b] = median([num(r["rate_per_s"]) for r in rs])
+            cpu[b] = median([num(r["broker_cpu_s"]) * 1e6 / num(r["records"]) for r in rs])
+            per_read[b] = ", ".join(r["broker_cpu_s"] for r in rs)
+        cells += [fmt(None if rates[b] is None else rates[b] / 1e6) for b in ("tarn", "kafka")]
+        cells += [fmt(cpu["tarn"], 3), fmt(cpu["kafka"], 3), fmt(ratio(cpu["tarn"], cpu["kafka"])),
+                  per_read["tarn"] or "-", per_read["kafka"] or "-"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("matrix_csv")
@@ -182,6 +208,7 @@ def main():
     out += part_lines + [""]
     flush_lines, shares = flush_section(extra.get("flush", {}))
     out += flush_lines + [""]
+    out += reads_section(extra.get("reads", {})) + [""]
 
     out += ["## Against the targets", ""]
     worst = lambda values, pick: pick([v for v in values if v is not None], default=None)  # noqa: E731

@@ -20,9 +20,19 @@
 #   flush       p100 produce to a topic with flush.messages=1 and to one with
 #               the default, alternately, REPS times each after FLUSH_WARMUP
 #               (3) unreported rounds
+#   reads       consumes only (not in the default list): N records of
+#               100 B sent one per batch (batch.size=1, linger.ms=0, as a
+#               synchronous or low-rate producer sends them) into one
+#               partition, and N in 64 KiB batches into 1,000 partitions
+#               (READS_SHAPES="onebatch wide"); each read REPS times after
+#               one unreported read, with librdkafka's fetch queue bounds
+#               lifted (see RESULTS-vs-kafka.md on its queue's sleeps)
 #
 # env: N=1000000 REPS=2 FLUSH_WARMUP=3 KAFKA_HEAP=1g KAFKA_PORT=19192 SHARED=../shared/bench
 #      KEEP=1 keeps the scratch directory (data dirs, logs, raw CSV)
+#      OUT=FILE.md writes the report there and the raw CSVs beside it
+#      (FILE.csv, FILE-extra.csv) instead of bench/RESULTS-vs-kafka.md
+#      and bench/results-vs-kafka*.csv
 # Exits non-zero if any step fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -123,6 +133,35 @@ flush() { # LABEL ADDR PID
   done
 }
 
+# Consume-only reads of two shapes of data: records sent one per batch,
+# and a topic of 1,000 partitions.
+reads() { # LABEL ADDR PID
+  local shape n parts batch linger topic rep res b0 b1 step
+  for shape in ${READS_SHAPES:-onebatch wide}; do
+    n=$N
+    case $shape in
+      onebatch) parts=1 batch=1 linger=0 ;;
+      wide) parts=1000 batch=65536 linger=5 ;;
+      *) echo "bench: unknown reads shape $shape" >&2; exit 1 ;;
+    esac
+    topic="reads-$shape-$$"
+    step "$1: $n x 100 B records ($shape: batch.size=$batch, $parts partitions), then read"
+    "$RDPERF" create -b "$2" -t "$topic" -p "$parts" -r 1 >/dev/null
+    "$RDPERF" produce -b "$2" -t "$topic" -n "$n" -s 100 -a 1 -B "$batch" -l "$linger" -c none |
+      tee -a /dev/stderr | grep -q '^RESULT'
+    for rep in $(seq 0 "$REPS"); do
+      b0=$(cpu_s "$3")
+      res=$("$RDPERF" consume -b "$2" -t "$topic" -n "$n" \
+              -X queued.min.messages=10000000 -X queued.max.messages.kbytes=2097151 |
+            tee -a /dev/stderr | grep '^RESULT')
+      b1=$(cpu_s "$3")
+      step=$shape-$rep
+      ((rep > 0)) || step=warmup-$shape
+      echo "reads,$1,$step,$n,$(field secs "$res"),$(field msgps "$res"),,$(minus "$b0" "$b1"),$(rss_mb "$3"),$(fds "$3"),$parts" >>"$extra_csv"
+    done
+  done
+}
+
 build_clients
 export RDPERF_REAL=$RDPERF RDPERF=$repo/bench/rdperf-created.sh
 build_tarn
@@ -148,7 +187,7 @@ for section in "${sections[@]}"; do
       rss_after_matrix+=("kafka=$(rss_mb "$kafka_pid")")
       stop_kafka
       ;;
-    sustained | partitions | flush)
+    sustained | partitions | flush | reads)
       start_tarn
       "$section" tarn "$tarn_addr" "$tarn_pid"
       stop "$tarn_pid"
@@ -161,12 +200,18 @@ for section in "${sections[@]}"; do
 done
 
 [ -s "$csv" ] || echo "label,case,rep,mode,records,size,codec,secs,rate_per_s,mb_per_s,avg_ms,p50_ms,p95_ms,p99_ms,p999_ms,max_ms,client_cpu_s,broker_cpu_s,host_busy_cpu_s,broker_rss_mb" >"$csv"
-cp "$csv" bench/results-vs-kafka.csv
-cp "$extra_csv" bench/results-vs-kafka-extra.csv
-step "writing bench/RESULTS-vs-kafka.md"
+report=${OUT:-bench/RESULTS-vs-kafka.md}
+if [ -n "${OUT:-}" ]; then
+  cp "$csv" "${OUT%.md}.csv"
+  cp "$extra_csv" "${OUT%.md}-extra.csv"
+else
+  cp "$csv" bench/results-vs-kafka.csv
+  cp "$extra_csv" bench/results-vs-kafka-extra.csv
+fi
+step "writing $report"
 python3 bench/report_vs_kafka.py "$csv" "$extra_csv" \
   --machine "$(nproc) cores; $(free -m | awk '/^Mem:/ { print $2 " MiB memory" }'); $(lscpu | sed -n 's/^Model name: *//p' | head -1)" \
   --commit "$(git rev-parse --short HEAD)$(git diff --quiet || echo '+dirty')" \
   --env "N=$N REPS=$REPS FLUSH_WARMUP=${FLUSH_WARMUP:-3} CASES=\"$CASES\" PARTS_LIST=\"$parts_list\" KAFKA_HEAP=${KAFKA_HEAP:-1g} sections=\"${sections[*]}\"" \
-  --rss-after-matrix "${rss_after_matrix[*]}" >bench/RESULTS-vs-kafka.md
-echo "bench: wrote bench/RESULTS-vs-kafka.md" >&2
+  --rss-after-matrix "${rss_after_matrix[*]}" >"$report"
+echo "bench: wrote $report" >&2
