@@ -169,10 +169,11 @@ pub struct Partition {
     /// The highest offset a flush was queued to cover; a retried
     /// (duplicate) batch below it waits for that flush too.
     pub(crate) flush_requested_upto: AtomicI64,
-    /// Whether `partition.metadata` may not be durable yet: written
-    /// without fsyncs when the partition was opened, or read back then
-    /// from a file some process wrote so. Synced before the first append
-    /// (see [`Partition::sync_topic_id_before_append`]).
+    /// Whether `partition.metadata` may not be durable yet: this process
+    /// wrote it without fsyncs when it opened the partition (one read back
+    /// was made durable by [`ReplicaManager`]'s `syncfs` at start). Synced
+    /// before the first append (see
+    /// [`Partition::sync_topic_id_before_append`]).
     topic_id_unsynced: AtomicBool,
     pub(crate) log: Mutex<Option<Log>>,
 }
@@ -842,6 +843,10 @@ pub struct ReplicaManager {
     /// Whether the previous run shut down cleanly: if not, every log this
     /// run opens is recovered first, whenever the metadata brings it.
     previous_shutdown_clean: AtomicBool,
+    /// Whether this process made what earlier ones wrote durable (one
+    /// `syncfs`, before the first `partition.metadata` it reads back is
+    /// trusted: an earlier process may have written it without fsyncs).
+    earlier_writes_synced: Mutex<bool>,
 }
 
 /// The storage settings of one topic, from its configs and the broker's.
@@ -950,7 +955,19 @@ impl ReplicaManager {
             data_version,
             synced: Mutex::new((Arc::new(MetadataImage::default()), BrokerConfig::default())),
             previous_shutdown_clean: AtomicBool::new(true),
+            earlier_writes_synced: Mutex::new(false),
         }
+    }
+
+    /// Makes everything earlier processes wrote durable, once per process:
+    /// a `partition.metadata` read back is then trusted as durable.
+    fn sync_earlier_writes(&self) -> Result<(), StorageError> {
+        let mut synced = self.earlier_writes_synced.lock();
+        if !*synced {
+            self.env.sync_file_system(&self.data_dir)?;
+            *synced = true;
+        }
+        Ok(())
     }
 
     /// Tells the manager how the previous run ended (see the field).
@@ -1264,8 +1281,11 @@ impl ReplicaManager {
             let log = Log::open_in(&self.env, &dir, log_config.clone(), trusted)?;
             let durable_offset = log.durable_offset();
             let log_end_offset = log.log_end_offset();
-            if recorded != Some(topic.topic_id) {
+            let topic_id_written = recorded != Some(topic.topic_id);
+            if topic_id_written {
                 write_topic_id(&self.env, &dir, topic.topic_id)?;
+            } else {
+                self.sync_earlier_writes()?;
             }
             // Nothing is known to be replicated until the replicas say so
             // (a leader whose ISR is itself finds its log end at once).
@@ -1301,7 +1321,7 @@ impl ReplicaManager {
                 group_commit: self.group_commit.clone(),
                 durability: PartitionDurability::new(durable_offset),
                 flush_requested_upto: AtomicI64::new(0),
-                topic_id_unsynced: AtomicBool::new(true),
+                topic_id_unsynced: AtomicBool::new(topic_id_written),
                 log: Mutex::new(Some(log)),
             });
             match partition.role() {

@@ -1452,9 +1452,9 @@ fn acknowledged_records_survive_power_cuts_anywhere_with_every_message_flushed()
 /// topic was deleted and made again came back with its old log, its
 /// `partition.metadata` (written without fsyncs) gone and its records
 /// (fsynced by `flush.messages=1`) kept, took the directory for the new
-/// topic's and was elected with the old records (seeds 2, 14, 15, 32, 39
-/// and 53 of the default range, with flush.messages=1, when the file is
-/// not fsynced before the first append).
+/// topic's and was elected with the old records (seeds 14, 39 and 53 of
+/// the default range, with flush.messages=1, when the file is not fsynced
+/// before the first append).
 #[test]
 fn topics_deleted_and_made_again_keep_their_records_apart() {
     for seed in seeds() {

@@ -80,6 +80,9 @@ pub trait FileSystem: Send + Sync + Debug {
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
     /// fsync a directory so created, renamed and removed entries are durable.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+    /// Makes everything written to the file system that holds `dir`
+    /// durable, file contents and directories alike (Linux's `syncfs`).
+    fn sync_file_system(&self, dir: &Path) -> io::Result<()>;
     /// Whether what it does is drawn from a seeded generator that a run
     /// must consume in a fixed order to replay (the simulated file
     /// system): its callers then keep their operations on one thread.
@@ -225,6 +228,18 @@ impl FileSystem for OsFileSystem {
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         let dir = File::open(dir)?;
         timed_fsync(|| dir.sync_all())
+    }
+
+    fn sync_file_system(&self, dir: &Path) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        let dir = File::open(dir)?;
+        // SAFETY: syncfs only reads the descriptor, which `dir` keeps open
+        // for the call.
+        if unsafe { libc::syncfs(dir.as_raw_fd()) } == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
     }
 }
 
@@ -442,6 +457,13 @@ impl LogEnv {
         self.fs
             .sync_dir(dir)
             .map_err(|e| StorageError::io(format!("fsync directory {}", dir.display()), e))
+    }
+
+    /// Makes everything written to the file system holding `dir` durable.
+    pub fn sync_file_system(&self, dir: &Path) -> Result<(), StorageError> {
+        self.fs
+            .sync_file_system(dir)
+            .map_err(|e| StorageError::io(format!("syncfs {}", dir.display()), e))
     }
 
     /// Fsyncs the existing file at `path`.

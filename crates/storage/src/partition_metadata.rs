@@ -9,12 +9,15 @@
 //! created again) is never taken for the new topic's. It is written when
 //! the broker first opens the partition, by a rename but without fsyncs
 //! (two per partition would make creating 10,000 partitions take seconds),
-//! and made durable ([`sync_topic_id`]) before the first record a process
-//! appends to the log, as Kafka flushes it before any log data: records
+//! and made durable ([`sync_topic_id`]) before the first record is
+//! appended to the log, as Kafka flushes it before any log data: records
 //! that survive a power cut always survive with the file that names their
-//! topic. A directory without the file (or with an empty one, left by a
-//! power cut before any append) is treated as one from before the file
-//! existed, and holds no records that a power cut kept.
+//! topic. A file read back at start-up was written by an earlier process,
+//! perhaps without fsyncs; the replica manager makes it durable with one
+//! `syncfs` before it trusts it. A directory without the file (or with an
+//! empty one, left by a power cut before any append) is treated as one
+//! from before the file existed, and holds no records that a power cut
+//! kept.
 
 use std::path::Path;
 

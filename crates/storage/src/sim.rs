@@ -371,6 +371,19 @@ impl FileSystem for SimFileSystem {
         Ok(())
     }
 
+    fn sync_file_system(&self, _dir: &Path) -> io::Result<()> {
+        let state = self.0.lock();
+        check(&state.halted)?;
+        for inode in state.files.values() {
+            let mut contents = inode.0.lock();
+            contents.syncs += 1;
+            if !contents.writeback_lost {
+                contents.durable = contents.written.clone();
+            }
+        }
+        Ok(())
+    }
+
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         let mut state = self.0.lock();
         check(&state.halted)?;
@@ -710,6 +723,21 @@ mod tests {
         drop(log);
         let log = Log::open_in(&env, &dir, config(i64::MAX), false).unwrap();
         assert!(log.log_end_offset() >= rolled_end, "{written} written");
+    }
+
+    #[test]
+    fn syncing_the_file_system_makes_every_file_durable() {
+        let fs = SimFileSystem::new(7);
+        fs.create_dir_all(Path::new("/d/e")).unwrap();
+        let a = fs.open(Path::new("/d/a"), true).unwrap();
+        let b = fs.open(Path::new("/d/e/b"), true).unwrap();
+        a.write_all_at(b"one", 0).unwrap();
+        b.write_all_at(b"two", 0).unwrap();
+        fs.sync_file_system(Path::new("/d")).unwrap();
+        b.write_all_at(b" and more", 3).unwrap();
+        fs.power_cut(false);
+        assert_eq!(fs.len(Path::new("/d/a")).unwrap(), Some(3));
+        assert_eq!(fs.len(Path::new("/d/e/b")).unwrap(), Some(3));
     }
 
     #[test]
