@@ -500,7 +500,7 @@ fn a_topic_made_again_while_a_replica_was_away_keeps_none_of_the_old_records() {
         let admin: AdminClient<DefaultClientContext> = tarn_e2e::kafka::base_config(&live)
             .create()
             .expect("an admin client");
-        let assignment: Vec<i32> = [leader, controller, gone].to_vec();
+        let assignment: Vec<i32> = (1..=3).collect();
         let replicas = [assignment.as_slice()];
         let topic = NewTopic::new("again", 1, TopicReplication::Variable(&replicas));
         let results = tokio::runtime::Builder::new_current_thread()
