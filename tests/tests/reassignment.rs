@@ -143,6 +143,20 @@ fn wait_gone(cluster: &Cluster, id: i32, topic: &str) {
     }
 }
 
+/// Three nodes with `topic` (one partition, three replicas) holding 200
+/// records of `prefix`: the cluster, its controller, its bootstrap list
+/// and a broker that is neither the controller nor the leader.
+fn with_a_follower_to_lose(topic: &str, prefix: &str) -> (Cluster, i32, String, i32) {
+    let cluster = Cluster::start(3, &[1, 2, 3], QUICK_SESSIONS);
+    let controller = cluster.wait_until_formed(FORMED);
+    let bootstrap = cluster.bootstrap();
+    let view = create_led(&cluster, &bootstrap, topic, 1, 3);
+    let leader = view.leaders[topic][0];
+    produce(&bootstrap, topic, prefix, 200);
+    let follower = (1..=3).find(|i| *i != controller && *i != leader).unwrap();
+    (cluster, controller, bootstrap, follower)
+}
+
 fn values(consumed: &[tarn_e2e::kafka::Consumed]) -> BTreeSet<String> {
     consumed
         .iter()
@@ -414,13 +428,7 @@ fn a_broker_is_drained_by_the_generated_reassignment() {
 #[test]
 fn a_replica_moved_off_a_stopped_broker_is_dropped_when_it_returns() {
     run_with_timeout(TEST_LIMIT, || {
-        let mut cluster = Cluster::start(3, &[1, 2, 3], QUICK_SESSIONS);
-        let controller = cluster.wait_until_formed(FORMED);
-        let bootstrap = cluster.bootstrap();
-        let view = create_led(&cluster, &bootstrap, "strayed", 1, 3);
-        let leader = view.leaders["strayed"][0];
-        produce(&bootstrap, "strayed", "kept", 200);
-        let gone = (1..=3).find(|i| *i != controller && *i != leader).unwrap();
+        let (mut cluster, controller, _, gone) = with_a_follower_to_lose("strayed", "kept");
         let kept: Vec<String> = (1..=3)
             .filter(|i| *i != gone)
             .map(|i| i.to_string())
@@ -470,13 +478,7 @@ fn a_topic_made_again_while_a_replica_was_away_keeps_none_of_the_old_records() {
     use rdkafka::client::DefaultClientContext;
 
     run_with_timeout(TEST_LIMIT, || {
-        let mut cluster = Cluster::start(3, &[1, 2, 3], QUICK_SESSIONS);
-        let controller = cluster.wait_until_formed(FORMED);
-        let bootstrap = cluster.bootstrap();
-        let view = create_led(&cluster, &bootstrap, "again", 1, 3);
-        let leader = view.leaders["again"][0];
-        produce(&bootstrap, "again", "old", 200);
-        let gone = (1..=3).find(|i| *i != controller && *i != leader).unwrap();
+        let (mut cluster, controller, bootstrap, gone) = with_a_follower_to_lose("again", "old");
         cluster.kill(gone);
         let live = cluster.address(controller);
         cluster.wait_for(controller, SETTLED, "the killed broker fenced", |v| {
