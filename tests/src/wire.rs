@@ -43,6 +43,7 @@ pub fn produce_version(
         timeout_ms: 1000,
         topic_data: vec![TopicProduceData {
             name: topic.into(),
+            topic_id: Default::default(),
             partition_data: vec![PartitionProduceData {
                 index: partition,
                 records: Some(Bytes::from(records)),

@@ -16,9 +16,17 @@ use std::time::{Duration, Instant};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::TopicPartitionList;
 
+use tarn_cli::client::Client;
 use tarn_e2e::cluster::Cluster;
 use tarn_e2e::kafka::{consume_all, consumer, Outgoing, Record, TestProducer};
-use tarn_e2e::{cli, run_with_timeout};
+use tarn_e2e::{cli, run_with_timeout, wire};
+use tarn_protocol::messages::fetch::{FetchPartition, FetchRequest, FetchResponse, FetchTopic};
+use tarn_protocol::messages::metadata::{MetadataRequest, MetadataRequestTopic, MetadataResponse};
+use tarn_protocol::messages::produce::{
+    LeaderIdAndEpoch, NodeEndpoint, PartitionProduceData, ProduceRequest, ProduceResponse,
+    TopicProduceData,
+};
+use tarn_protocol::Uuid;
 
 /// Long enough for elections, sessions and a slow machine.
 const FORMED: Duration = Duration::from_secs(60);
@@ -149,6 +157,139 @@ fn clients_produce_and_consume_across_leaders_on_different_brokers() {
             .map(Vec::len)
             .collect();
         assert_eq!(factors, BTreeSet::from([3]), "{view:?}");
+    });
+}
+
+/// The answers of broker `via` to a Produce at `version` and to a Fetch at
+/// `fetch_version` for partition `partition` of `topic` (named by `id`
+/// where the version wants ids): their error codes, the leader each names,
+/// and the endpoints each lists.
+fn refused_by(
+    cluster: &Cluster,
+    via: i32,
+    (topic, id, partition): (&str, Uuid, i32),
+    (version, fetch_version): (i16, i16),
+) -> [(i16, LeaderIdAndEpoch, Vec<NodeEndpoint>); 2] {
+    let mut client = Client::connect(&cluster.address(via)).expect("connect");
+    let produce = ProduceRequest {
+        acks: 1,
+        timeout_ms: 5_000,
+        topic_data: vec![TopicProduceData {
+            name: if version < 13 {
+                topic.into()
+            } else {
+                String::new()
+            },
+            topic_id: if version < 13 { Uuid::ZERO } else { id },
+            partition_data: vec![PartitionProduceData {
+                index: partition,
+                records: Some(wire::batch(1, 1_000, b"hint").into()),
+            }],
+        }],
+        ..Default::default()
+    };
+    let produced: ProduceResponse = client.call(0, version, 9, &produce).expect("produce");
+    let answer = &produced.responses[0].partition_responses[0];
+    let fetch = FetchRequest {
+        max_wait_ms: 0,
+        topics: vec![FetchTopic {
+            topic: topic.into(),
+            topic_id: id,
+            partitions: vec![FetchPartition {
+                partition,
+                partition_max_bytes: 1 << 20,
+                ..Default::default()
+            }],
+        }],
+        ..Default::default()
+    };
+    let fetched: FetchResponse = client.call(1, fetch_version, 12, &fetch).expect("fetch");
+    let read = &fetched.responses[0].partitions[0];
+    [
+        (
+            answer.error_code,
+            answer.current_leader.clone(),
+            produced.node_endpoints.clone(),
+        ),
+        (
+            read.error_code,
+            read.current_leader.clone(),
+            fetched.node_endpoints.clone(),
+        ),
+    ]
+}
+
+#[test]
+fn a_broker_that_does_not_lead_a_partition_names_its_leader() {
+    run_with_timeout(TEST_LIMIT, || {
+        let cluster = Cluster::start(3, &[1, 2, 3], &[("broker.rack", "r")]);
+        cluster.wait_until_formed(FORMED);
+        let out = cli::create_topic(&cluster.address(1), "hinted", 1, 1, &[]);
+        assert!(out.status.success(), "{out}");
+        let (view, _) = cluster.wait_for(1, FORMED, "hinted led", |v| {
+            v.leaders.get("hinted").is_some_and(|l| l[0] >= 1)
+        });
+        let leader = view.leaders["hinted"][0];
+        let via = if leader == 1 { 2 } else { 1 };
+        cluster.wait_for(via, FORMED, "hinted led", |v| {
+            v.leaders.get("hinted") == Some(&vec![leader])
+        });
+        let mut client = Client::connect(&cluster.address(via)).expect("connect");
+        let metadata: MetadataResponse = client
+            .call(
+                3,
+                12,
+                9,
+                &MetadataRequest {
+                    topics: Some(vec![MetadataRequestTopic {
+                        name: Some("hinted".into()),
+                        ..Default::default()
+                    }]),
+                    ..Default::default()
+                },
+            )
+            .expect("metadata");
+        let (id, epoch) = (
+            metadata.topics[0].topic_id,
+            metadata.topics[0].partitions[0].leader_epoch,
+        );
+        let named = LeaderIdAndEpoch {
+            leader_id: leader,
+            leader_epoch: epoch,
+        };
+        let (host, port) = cluster
+            .address(leader)
+            .rsplit_once(':')
+            .map(|(h, p)| (h.to_owned(), p.parse::<i32>().expect("port")))
+            .expect("host:port");
+        let endpoint = NodeEndpoint {
+            node_id: leader,
+            host,
+            port,
+            rack: Some("r".into()),
+        };
+        // Produce v10+ and Fetch v16+ name the leader and its endpoint
+        // (KIP-951), by name and by topic id alike.
+        for versions in [(10, 16), (12, 17), (13, 17)] {
+            let answers = refused_by(&cluster, via, ("hinted", id, 0), versions);
+            for (what, answer) in ["produce", "fetch"].iter().zip(answers) {
+                assert_eq!(
+                    answer,
+                    (6, named.clone(), vec![endpoint.clone()]),
+                    "{what} at {versions:?} through broker {via}"
+                );
+            }
+        }
+        // Older versions have no room for the hint.
+        let answers = refused_by(&cluster, via, ("hinted", id, 0), (9, 15));
+        for answer in answers {
+            assert_eq!(answer, (6, LeaderIdAndEpoch::default(), Vec::new()));
+        }
+        // The leader itself takes the records, by topic id too.
+        let answers = refused_by(&cluster, leader, ("hinted", id, 0), (13, 17));
+        for answer in answers {
+            assert_eq!(answer, (0, LeaderIdAndEpoch::default(), Vec::new()));
+        }
     });
 }
 

@@ -166,6 +166,7 @@ fn produce(client: &mut Client, topic: &str, records: Vec<u8>) -> PartitionProdu
         timeout_ms: 1000,
         topic_data: vec![TopicProduceData {
             name: topic.into(),
+            topic_id: Default::default(),
             partition_data: vec![PartitionProduceData {
                 index: 0,
                 records: Some(Bytes::from(records)),

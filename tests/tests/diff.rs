@@ -17,7 +17,7 @@ use bytes::Bytes;
 use tarn_cli::client::Client;
 use tarn_e2e::cluster::free_port;
 use tarn_e2e::{run_with_timeout, workspace_root, BrokerOptions, TarnBroker};
-use tarn_protocol::codec::{Decode, Encode};
+use tarn_protocol::codec::{Decode, Encode, Uuid};
 use tarn_protocol::messages::create_partitions::*;
 use tarn_protocol::messages::create_topics::*;
 use tarn_protocol::messages::delete_records::*;
@@ -332,6 +332,23 @@ impl Diff {
         self.wait_served(name, partitions);
     }
 
+    /// The id each broker gave topic `name` (Tarn's, then Kafka's).
+    fn topic_ids(&mut self, name: &str) -> [Uuid; 2] {
+        [&mut self.tarn, &mut self.kafka].map(|client| {
+            let response: MetadataResponse = client
+                .call(
+                    METADATA.0,
+                    METADATA.1,
+                    METADATA.2,
+                    &metadata_request(&[name], false),
+                )
+                .expect("metadata");
+            let id = response.topics[0].topic_id;
+            assert!(!id.is_zero(), "{name} has no topic id: {response:?}");
+            id
+        })
+    }
+
     /// Waits until both brokers lead every partition of `name`.
     fn wait_served(&mut self, name: &str, partitions: i32) {
         for client in [&mut self.tarn, &mut self.kafka] {
@@ -448,6 +465,8 @@ impl Diff {
 const CREATE_TOPICS: (i16, i16, i16) = (19, 7, 5);
 const METADATA: (i16, i16, i16) = (3, 12, 9);
 const PRODUCE: (i16, i16, i16) = (0, 9, 9);
+const PRODUCE_V12: (i16, i16, i16) = (0, 12, 9);
+const PRODUCE_V13: (i16, i16, i16) = (0, 13, 9);
 const FETCH: (i16, i16, i16) = (1, 12, 12);
 const LIST_OFFSETS: (i16, i16, i16) = (2, 7, 6);
 const DELETE_RECORDS: (i16, i16, i16) = (21, 2, 2);
@@ -824,6 +843,7 @@ fn produce_request(topic: &str, partition: i32, records: Bytes) -> ProduceReques
         timeout_ms: 30_000,
         topic_data: vec![TopicProduceData {
             name: topic.into(),
+            topic_id: Default::default(),
             partition_data: vec![PartitionProduceData {
                 index: partition,
                 records: Some(records),
@@ -873,19 +893,54 @@ fn fetch_request(
     }
 }
 
+/// `request` naming its topics by `id` instead (Produce v13+).
+fn by_topic_id(mut request: ProduceRequest, id: Uuid) -> ProduceRequest {
+    for topic in &mut request.topic_data {
+        topic.name.clear();
+        topic.topic_id = id;
+    }
+    request
+}
+
 fn produce_list_offsets_and_fetch(d: &mut Diff) {
     d.setup_topic("d-log", 1);
-    for (i, first) in [1_000i64, 2_000, 3_000].into_iter().enumerate() {
-        d.call::<_, ProduceResponse>(
-            &format!("Produce: batch {i} of 5 records"),
-            PRODUCE,
-            &produce_request("d-log", 0, batch(5, first)),
-        );
-    }
+    // The first batch at v9, the second at v12 (the same request), the
+    // third at v13, which names the topic by each broker's own id.
+    d.call::<_, ProduceResponse>(
+        "Produce: batch 0 of 5 records",
+        PRODUCE,
+        &produce_request("d-log", 0, batch(5, 1_000)),
+    );
+    d.call::<_, ProduceResponse>(
+        "Produce v12: batch 1 of 5 records",
+        PRODUCE_V12,
+        &produce_request("d-log", 0, batch(5, 2_000)),
+    );
+    let ids = d.topic_ids("d-log");
+    d.call_each::<_, ProduceResponse>(
+        "Produce v13: batch 2 of 5 records, the topic named by its id",
+        PRODUCE_V13,
+        |broker| by_topic_id(produce_request("d-log", 0, batch(5, 3_000)), ids[broker]),
+    );
     d.call::<_, ProduceResponse>(
         "Produce: to a partition that does not exist",
         PRODUCE,
         &produce_request("d-log", 7, batch(1, 1_000)),
+    );
+    d.call_each::<_, ProduceResponse>(
+        "Produce v13: to a partition that does not exist",
+        PRODUCE_V13,
+        |broker| by_topic_id(produce_request("d-log", 7, batch(1, 1_000)), ids[broker]),
+    );
+    d.call::<_, ProduceResponse>(
+        "Produce v13: a topic id neither broker knows",
+        PRODUCE_V13,
+        &by_topic_id(produce_request("d-log", 0, batch(1, 1_000)), Uuid([7; 16])),
+    );
+    d.call::<_, ProduceResponse>(
+        "Produce v13: the zero topic id",
+        PRODUCE_V13,
+        &by_topic_id(produce_request("d-log", 0, batch(1, 1_000)), Uuid::ZERO),
     );
     for (what, timestamp) in [
         ("earliest", -2),

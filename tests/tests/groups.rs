@@ -925,6 +925,7 @@ fn group_apis_answer_kafkas_error_codes() {
                     timeout_ms: 1000,
                     topic_data: vec![TopicProduceData {
                         name: "__consumer_offsets".into(),
+                        topic_id: Default::default(),
                         partition_data: vec![PartitionProduceData {
                             index: 0,
                             records: Some(Bytes::from(batch)),

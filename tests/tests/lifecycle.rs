@@ -523,6 +523,7 @@ fn pipelined_produces_on_one_connection_stay_in_order() {
                 timeout_ms: 1000,
                 topic_data: vec![TopicProduceData {
                     name: "pipelined".into(),
+                    topic_id: Default::default(),
                     partition_data: vec![PartitionProduceData {
                         index: 0,
                         records: Some(Bytes::from(records)),

@@ -115,6 +115,7 @@ fn produce(client: &mut Client, topic: &str, partition: i32, records: Vec<u8>) -
         timeout_ms: 1000,
         topic_data: vec![TopicProduceData {
             name: topic.into(),
+            topic_id: Default::default(),
             partition_data: vec![PartitionProduceData {
                 index: partition,
                 records: Some(Bytes::from(records)),

@@ -47,6 +47,7 @@ fn produce_request(i: i32) -> ProduceRequest {
         timeout_ms: 1000,
         topic_data: vec![TopicProduceData {
             name: "pipe".into(),
+            topic_id: Default::default(),
             partition_data: vec![PartitionProduceData {
                 index: 0,
                 records: Some(Bytes::from(builder.build())),

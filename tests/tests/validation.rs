@@ -79,6 +79,7 @@ fn two_batches_claiming_2_pow_30_offsets_are_invalid_record() {
             timeout_ms: 1000,
             topic_data: vec![TopicProduceData {
                 name: "lying".into(),
+                topic_id: Default::default(),
                 partition_data: vec![tarn_protocol::messages::produce::PartitionProduceData {
                     index: 0,
                     records: Some(Bytes::from(records)),

@@ -517,6 +517,7 @@ impl Producer {
             timeout_ms: self.config.request_timeout_ms,
             topic_data: vec![TopicProduceData {
                 name: self.topic.clone(),
+                topic_id: Default::default(),
                 partition_data: data,
             }],
         };

@@ -768,6 +768,7 @@ impl ConsoleProducer {
                 timeout_ms: self.config.request_timeout_ms,
                 topic_data: vec![TopicProduceData {
                     name: self.topic.clone(),
+                    topic_id: Default::default(),
                     partition_data: batches
                         .iter()
                         .map(|b| PartitionProduceData {

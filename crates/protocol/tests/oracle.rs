@@ -142,16 +142,28 @@ fn produce() {
         timeout_ms: 1000,
         topic_data: vec![TopicProduceData {
             name: "t".into(),
+            topic_id: Uuid::ZERO,
             partition_data: vec![PartitionProduceData {
                 index: 3,
                 records: records(),
             }],
         }],
     };
-    check::<_, k::ProduceRequest>(&request, 3..=9, 9);
+    check::<_, k::ProduceRequest>(&request, 3..=12, 9);
+    // From v13 a topic is named by its id alone.
+    let by_id = ProduceRequest {
+        topic_data: vec![TopicProduceData {
+            name: String::new(),
+            topic_id: Uuid([9; 16]),
+            ..request.topic_data[0].clone()
+        }],
+        ..request.clone()
+    };
+    check::<_, k::ProduceRequest>(&by_id, 13..=13, 9);
     let response = ProduceResponse {
         responses: vec![TopicProduceResponse {
             name: "t".into(),
+            topic_id: Uuid::ZERO,
             partition_responses: vec![PartitionProduceResponse {
                 index: 3,
                 error_code: 0,
@@ -160,15 +172,52 @@ fn produce() {
                 log_start_offset: 0,
                 record_errors: vec![],
                 error_message: None,
+                current_leader: LeaderIdAndEpoch::default(),
             }],
         }],
         throttle_time_ms: 0,
+        node_endpoints: vec![],
     };
-    check::<_, k::ProduceResponse>(&response, 3..=9, 9);
+    check::<_, k::ProduceResponse>(&response, 3..=12, 9);
+    // A partition this broker does not lead, with the leader it knows and
+    // that leader's endpoint (v10+, KIP-951).
+    let redirected = ProduceResponse {
+        responses: vec![TopicProduceResponse {
+            partition_responses: vec![PartitionProduceResponse {
+                error_code: 6,
+                base_offset: -1,
+                log_start_offset: -1,
+                current_leader: LeaderIdAndEpoch {
+                    leader_id: 2,
+                    leader_epoch: 5,
+                },
+                ..response.responses[0].partition_responses[0].clone()
+            }],
+            ..response.responses[0].clone()
+        }],
+        node_endpoints: vec![NodeEndpoint {
+            node_id: 2,
+            host: "127.0.0.1".into(),
+            port: 29092,
+            rack: Some("r2".into()),
+        }],
+        ..response.clone()
+    };
+    check::<_, k::ProduceResponse>(&redirected, 10..=12, 9);
+    let redirected_by_id = ProduceResponse {
+        responses: vec![TopicProduceResponse {
+            name: String::new(),
+            topic_id: Uuid([9; 16]),
+            ..redirected.responses[0].clone()
+        }],
+        ..redirected.clone()
+    };
+    check::<_, k::ProduceResponse>(&redirected_by_id, 13..=13, 9);
     // A refusal naming records (Produce v8+'s record_errors).
     let refused = ProduceResponse {
         responses: vec![TopicProduceResponse {
             name: "t".into(),
+            topic_id: Uuid::ZERO,
             partition_responses: vec![PartitionProduceResponse {
                 index: 3,
                 error_code: 87,
@@ -186,11 +235,13 @@ fn produce() {
                     },
                 ],
                 error_message: Some("2 records are invalid".into()),
+                current_leader: LeaderIdAndEpoch::default(),
             }],
         }],
         throttle_time_ms: 0,
+        node_endpoints: vec![],
     };
-    check::<_, k::ProduceResponse>(&refused, 3..=9, 9);
+    check::<_, k::ProduceResponse>(&refused, 3..=12, 9);
 }
 
 #[test]
@@ -236,6 +287,7 @@ fn fetch() {
         throttle_time_ms: 0,
         error_code: 0,
         session_id: 0,
+        node_endpoints: Vec::new(),
         responses: vec![FetchableTopicResponse {
             topic: "t".into(),
             topic_id: Uuid::ZERO,
@@ -260,12 +312,39 @@ fn fetch() {
         ..response.clone()
     };
     check::<_, k::FetchResponse>(&by_id, 13..=17, 12);
+    // A partition this broker does not lead, with the leader it knows and
+    // that leader's endpoint (v16+, KIP-951).
+    let redirected = FetchResponse {
+        responses: vec![FetchableTopicResponse {
+            partitions: vec![PartitionData {
+                error_code: 6,
+                high_watermark: -1,
+                last_stable_offset: -1,
+                log_start_offset: -1,
+                current_leader: LeaderIdAndEpoch {
+                    leader_id: 3,
+                    leader_epoch: 8,
+                },
+                ..by_id.responses[0].partitions[0].clone()
+            }],
+            ..by_id.responses[0].clone()
+        }],
+        node_endpoints: vec![NodeEndpoint {
+            node_id: 3,
+            host: "localhost".into(),
+            port: 39092,
+            rack: None,
+        }],
+        ..by_id.clone()
+    };
+    check::<_, k::FetchResponse>(&redirected, 16..=17, 12);
     // The broker's send-side form, with in-memory records, must be the
     // same message on the wire.
     let out = FetchResponseOut {
         throttle_time_ms: 0,
         error_code: 0,
         session_id: 0,
+        node_endpoints: Vec::new(),
         responses: vec![FetchableTopicResponseOut {
             topic: "t".into(),
             topic_id: Uuid::ZERO,

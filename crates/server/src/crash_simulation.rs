@@ -175,6 +175,7 @@ async fn acknowledged_records_survive_a_crash_of_the_whole_machine() {
                 timeout_ms: 30_000,
                 topic_data: vec![TopicProduceData {
                     name: "orders".into(),
+                    topic_id: Default::default(),
                     partition_data: vec![PartitionProduceData {
                         index: partition,
                         records: Some(batch.build().into()),

@@ -1,5 +1,8 @@
 //! Fetch (key 1), v4 to v17: topics are named up to v12 and identified by
-//! topic id from v13 (KIP-516).
+//! topic id from v13 (KIP-516). From v16 a partition refused because this
+//! broker does not lead it names the leader it knows, and the response
+//! lists those leaders' endpoints (KIP-951), so that a client can go there
+//! before its next metadata refresh; Produce v10+ carries the same.
 //!
 //! The response is declared twice: `FetchResponse` for reading (records as
 //! `Bytes`), and `FetchResponseOut` for the broker to send, whose records
@@ -81,9 +84,24 @@ message! {
 }
 
 message! {
+    /// A partition's leader as the answering broker knows it (-1 when it
+    /// knows none). Only ever sent inside a tagged field whose versions
+    /// gate it, so its own fields exist in every version.
     pub struct LeaderIdAndEpoch {
-        leader_id: i32 = -1 => [12, 99],
-        leader_epoch: i32 = -1 => [12, 99],
+        leader_id: i32 = -1 => [0, 99],
+        leader_epoch: i32 = -1 => [0, 99],
+    }
+}
+
+message! {
+    /// A broker a [`LeaderIdAndEpoch`] names, with its address on the
+    /// listener the request came in on (KIP-951). Like it, gated by the
+    /// tagged field that carries it.
+    pub struct NodeEndpoint {
+        node_id: i32 => [0, 99],
+        host: String => [0, 99],
+        port: i32 => [0, 99],
+        rack: Option<String> => [0, 99],
     }
 }
 
@@ -118,6 +136,8 @@ message! {
         error_code: i16 => [7, 99],
         session_id: i32 => [7, 99],
         responses: Vec<FetchableTopicResponse> => [0, 99],
+    }    tagged {
+        0 => node_endpoints: Vec<NodeEndpoint> => [16, 99],
     }
 }
 
@@ -155,6 +175,8 @@ message! {
         error_code: i16 => [7, 99],
         session_id: i32 => [7, 99],
         responses: Vec<FetchableTopicResponseOut> => [0, 99],
+    }    tagged {
+        0 => node_endpoints: Vec<NodeEndpoint> => [16, 99],
     }
 }
 
@@ -176,10 +198,17 @@ mod tests {
     #[test]
     fn out_and_in_responses_encode_alike() {
         let records = Bytes::from_static(b"batches");
+        let endpoints = vec![NodeEndpoint {
+            node_id: 1,
+            host: "localhost".into(),
+            port: 9092,
+            rack: None,
+        }];
         let inbound = FetchResponse {
             throttle_time_ms: 1,
             error_code: 0,
             session_id: 0,
+            node_endpoints: endpoints.clone(),
             responses: vec![FetchableTopicResponse {
                 topic: "t".into(),
                 topic_id: Uuid::ZERO,
@@ -206,6 +235,7 @@ mod tests {
             throttle_time_ms: 1,
             error_code: 0,
             session_id: 0,
+            node_endpoints: endpoints,
             responses: vec![FetchableTopicResponseOut {
                 topic: "t".into(),
                 topic_id: Uuid::ZERO,

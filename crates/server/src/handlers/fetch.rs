@@ -38,7 +38,7 @@ use std::time::Duration;
 
 use tarn_protocol::error;
 use tarn_protocol::messages::fetch::{
-    FetchRequest, FetchResponseOut, FetchableTopicResponseOut, PartitionDataOut,
+    FetchRequest, FetchResponseOut, FetchableTopicResponseOut, NodeEndpoint, PartitionDataOut,
 };
 use tarn_protocol::records::Records;
 
@@ -47,7 +47,7 @@ use tarn_protocol::messages::fetch::EpochEndOffset;
 use tarn_replication::replica_manager::{LogOffsets, Partition, PartitionError, ReadLimit};
 use tarn_replication::roles::{FollowerFetchOutcome, FollowerRead};
 
-use super::{ApiSpec, RequestContext};
+use super::{ApiSpec, LeaderHints, RequestContext};
 use crate::broker::Broker;
 use crate::fetch_session::{FetchContext, FetchPartitionParams, INVALID_SESSION_ID};
 use crate::replication_quota::{self, Side};
@@ -61,6 +61,8 @@ pub const SPEC: ApiSpec = ApiSpec {
     flexible_min: 12,
 };
 
+/// The first version whose refusals name the leader (KIP-951).
+const FIRST_LEADER_HINT_VERSION: i16 = 16;
 /// A bound on how long any fetch may wait, whatever the client asks.
 const MAX_WAIT_MS_LIMIT: i32 = 60_000;
 /// The topic config that makes its leaders throttle some followers.
@@ -91,6 +93,7 @@ pub async fn handle(
             error_code: code,
             session_id: INVALID_SESSION_ID,
             responses: Vec::new(),
+            node_endpoints: Vec::new(),
         };
     }
     let wanted = context.fetch_list();
@@ -146,14 +149,40 @@ pub async fn handle(
         }
         FetchContext::Error(_) => unreachable!("answered above"),
     };
+    let mut responses = group_by_topic(broker, results, by_id);
+    let node_endpoints = if ctx.version.version >= FIRST_LEADER_HINT_VERSION {
+        leader_hints(broker, &mut responses)
+    } else {
+        Vec::new()
+    };
     let response = FetchResponseOut {
         throttle_time_ms: 0,
         error_code: error::NONE,
         session_id,
-        responses: group_by_topic(broker, results, by_id),
+        responses,
+        node_endpoints,
     };
     broker.metrics.fetched(&response);
     response
+}
+
+/// Names the leader this broker knows in each partition refused because
+/// it is not (or no longer, by epoch) that partition's leader, as Kafka
+/// does from Fetch v16 (KIP-951); returns the leaders' endpoints.
+fn leader_hints(broker: &Broker, responses: &mut [FetchableTopicResponseOut]) -> Vec<NodeEndpoint> {
+    let image = broker.metadata.image();
+    let mut hints = LeaderHints::default();
+    for topic in responses.iter_mut() {
+        for p in topic.partitions.iter_mut() {
+            if matches!(
+                p.error_code,
+                error::NOT_LEADER_OR_FOLLOWER | error::FENCED_LEADER_EPOCH
+            ) {
+                p.current_leader = hints.leader(&image, &topic.topic, p.partition_index);
+            }
+        }
+    }
+    hints.endpoints
 }
 
 fn now_ms() -> u64 {

@@ -63,6 +63,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use tarn_protocol::header::{begin_response, finish_frame, peek_header, RequestHeader};
+use tarn_protocol::messages::fetch::{LeaderIdAndEpoch, NodeEndpoint};
 use tarn_protocol::records::ResponseParts;
 use tarn_protocol::{Decode, DecodeError, Encode, Reader, Version};
 
@@ -132,6 +133,49 @@ pub const APIS: &[ApiSpec] = &[
 
 pub fn spec(key: i16) -> Option<&'static ApiSpec> {
     APIS.iter().find(|s| s.key == key)
+}
+
+/// The leader hints of KIP-951 (Produce v10+, Fetch v16+): a partition
+/// refused because this broker does not lead it names the leader and
+/// epoch of this broker's image, and the response lists the endpoint of
+/// each leader named that is registered and not fenced (Kafka's "alive"
+/// brokers), once each.
+#[derive(Debug, Default)]
+pub struct LeaderHints {
+    pub endpoints: Vec<NodeEndpoint>,
+}
+
+impl LeaderHints {
+    /// The leader of `topic`'s `partition` in `image` (-1 and -1 when the
+    /// image has none), noting its endpoint.
+    pub fn leader(
+        &mut self,
+        image: &tarn_metadata::MetadataImage,
+        topic: &str,
+        partition: i32,
+    ) -> LeaderIdAndEpoch {
+        let Some(info) = image
+            .topic(topic)
+            .and_then(|t| t.partitions.iter().find(|p| p.partition_id == partition))
+        else {
+            return LeaderIdAndEpoch::default();
+        };
+        let alive = image.brokers.get(&info.leader).filter(|b| !b.fenced);
+        if let Some(b) = alive {
+            if !self.endpoints.iter().any(|e| e.node_id == b.broker_id) {
+                self.endpoints.push(NodeEndpoint {
+                    node_id: b.broker_id,
+                    host: b.host.clone(),
+                    port: b.port,
+                    rack: b.rack.clone(),
+                });
+            }
+        }
+        LeaderIdAndEpoch {
+            leader_id: info.leader,
+            leader_epoch: info.leader_epoch,
+        }
+    }
 }
 
 /// With no authorizer every operation on a topic is allowed: READ, WRITE,

@@ -13,7 +13,14 @@
 //! its own high watermark: other partitions and connections go on.
 //! Versions 0-2 are advertised, because librdkafka turns compression off
 //! when Produce does not start at v0, but answered UNSUPPORTED_VERSION:
-//! they carry the old message formats.
+//! they carry the old message formats. From v10 a partition refused with
+//! NOT_LEADER_OR_FOLLOWER names the leader this broker knows, with its
+//! endpoint (KIP-951); v11 and v12 change nothing a non-transactional
+//! producer sends (and Tarn refuses transactional ones); from v13 topics
+//! are named by id: an id this broker does not know is UNKNOWN_TOPIC_ID,
+//! and one whose name leads to a log of another topic id (a topic deleted
+//! and made again under its name, while this broker catches up)
+//! UNKNOWN_TOPIC_OR_PARTITION, as Kafka answers both.
 //!
 //! Durability: every append answers with a completion (see `durability`),
 //! and the response waits for all of them: when an append reached the
@@ -31,15 +38,16 @@ use std::time::Duration;
 
 use tarn_protocol::error;
 use tarn_protocol::messages::produce::{
-    BatchIndexAndErrorMessage, PartitionProduceData, PartitionProduceResponse, ProduceRequest,
-    ProduceResponse, TopicProduceResponse,
+    BatchIndexAndErrorMessage, NodeEndpoint, PartitionProduceData, PartitionProduceResponse,
+    ProduceRequest, ProduceResponse, TopicProduceResponse,
 };
 use tarn_protocol::record_batch::parse_header;
+use tarn_protocol::Uuid;
 
 use tarn_replication::durability::AppendCompletion;
 use tarn_replication::replica_manager::PartitionError;
 
-use super::{ApiSpec, RequestContext};
+use super::{ApiSpec, LeaderHints, RequestContext};
 use crate::broker::Broker;
 use crate::metrics::RecordTotals;
 
@@ -48,11 +56,15 @@ pub const SPEC: ApiSpec = ApiSpec {
     key: KEY,
     name: "Produce",
     min_version: 0,
-    max_version: 9,
+    max_version: 13,
     flexible_min: 9,
 };
 /// The first version whose record sets are v2 record batches.
 const FIRST_BATCH_VERSION: i16 = 3;
+/// The first version whose refusals name the leader (KIP-951).
+const FIRST_LEADER_HINT_VERSION: i16 = 10;
+/// The first version that names topics by id (KIP-516).
+const FIRST_TOPIC_ID_VERSION: i16 = 13;
 
 fn partition_error(index: i32, e: PartitionError) -> PartitionProduceResponse {
     PartitionProduceResponse {
@@ -159,13 +171,31 @@ pub async fn handle(
     let mut responses = Vec::with_capacity(request.topic_data.len());
     // (topic index, partition index, completion) of appends still waiting.
     let mut flushes = Vec::new();
+    let by_id = ctx.version.version >= FIRST_TOPIC_ID_VERSION;
     for topic in request.topic_data {
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
         let mut produced = RecordTotals::default();
+        // From v13 the name comes from the id; an id this broker does not
+        // know refuses the topic's every partition.
+        let (name, topic_refusal) = if by_id {
+            match broker.metadata.image().topic_by_id(&topic.topic_id) {
+                Some(t) => (t.name.clone(), None),
+                None => (
+                    topic.topic_id.to_string(),
+                    Some(PartitionError::new(
+                        error::UNKNOWN_TOPIC_ID,
+                        format!("this server does not know topic id {}", topic.topic_id),
+                    )),
+                ),
+            }
+        } else {
+            (topic.name, None)
+        };
+        let expected_id = by_id.then_some(topic.topic_id);
         for data in topic.partition_data {
             let index = data.index;
             let sent = RecordTotals::of(data.records.as_deref());
-            let response = match &refusal {
+            let response = match refusal.as_ref().or(topic_refusal.as_ref()) {
                 Some(e) => partition_error(index, e.clone()),
                 None => {
                     let acks = request.acks;
@@ -174,7 +204,7 @@ pub async fn handle(
                         ctx.version.version,
                         acks,
                         timeout,
-                        &topic.name,
+                        (&name, expected_id),
                         data,
                     ) {
                         Ok((r, completion, replication)) => {
@@ -192,12 +222,12 @@ pub async fn handle(
                             broker.refusals.produce_refused(
                                 ctx.peer,
                                 ctx.client_id(),
-                                Some((&topic.name, index)),
+                                Some((&name, index)),
                                 e.code,
                                 &e.message,
                             );
                             let log_start_offset =
-                                failed_log_start_offset(broker, &topic.name, index, e.code);
+                                failed_log_start_offset(broker, &name, index, e.code);
                             PartitionProduceResponse {
                                 log_start_offset,
                                 ..partition_error(index, e)
@@ -211,9 +241,12 @@ pub async fn handle(
             }
             partitions.push(response);
         }
-        broker.metrics.produced(&topic.name, produced);
+        if topic_refusal.is_none() {
+            broker.metrics.produced(&name, produced);
+        }
         responses.push(TopicProduceResponse {
-            name: topic.name,
+            name,
+            topic_id: topic.topic_id,
             partition_responses: partitions,
         });
     }
@@ -234,13 +267,37 @@ pub async fn handle(
     if request.acks == 0 {
         return None;
     }
+    let node_endpoints = if ctx.version.version >= FIRST_LEADER_HINT_VERSION {
+        leader_hints(broker, &mut responses)
+    } else {
+        Vec::new()
+    };
     Some(ProduceResponse {
         responses,
         throttle_time_ms: 0,
+        node_endpoints,
     })
 }
 
-/// Appends one partition's batch; the answer, the completion of its
+/// Names the leader this broker knows in each partition refused with
+/// NOT_LEADER_OR_FOLLOWER, as Kafka does from Produce v10 (KIP-951);
+/// returns the leaders' endpoints. Run on the final answers, so that a
+/// leadership lost while acks=all waited is named too.
+fn leader_hints(broker: &Broker, responses: &mut [TopicProduceResponse]) -> Vec<NodeEndpoint> {
+    let image = broker.metadata.image();
+    let mut hints = LeaderHints::default();
+    for topic in responses.iter_mut() {
+        for p in topic.partition_responses.iter_mut() {
+            if p.error_code == error::NOT_LEADER_OR_FOLLOWER {
+                p.current_leader = hints.leader(&image, &topic.name, p.index);
+            }
+        }
+    }
+    hints.endpoints
+}
+
+/// Appends one partition's batch (of the topic named, which from v13 must
+/// have the id expected); the answer, the completion of its
 /// durability, and for acks=all the completion of its replication (waited
 /// for after durability, at most `timeout`).
 fn append(
@@ -248,7 +305,7 @@ fn append(
     version: i16,
     acks: i16,
     timeout: Duration,
-    topic: &str,
+    (topic, expected_id): (&str, Option<Uuid>),
     data: PartitionProduceData,
 ) -> Result<
     (
@@ -265,6 +322,15 @@ fn append(
         ));
     }
     let partition = broker.leader_partition(topic, data.index)?;
+    if let Some(id) = expected_id.filter(|id| *id != partition.topic_id) {
+        return Err(PartitionError::new(
+            error::UNKNOWN_TOPIC_OR_PARTITION,
+            format!(
+                "partition {topic}-{} here belongs to topic id {}, not {id}",
+                data.index, partition.topic_id
+            ),
+        ));
+    }
     let records = data.records.ok_or_else(|| {
         PartitionError::new(error::CORRUPT_MESSAGE, "produce request has no records")
     })?;
