@@ -468,6 +468,7 @@ const PRODUCE: (i16, i16, i16) = (0, 9, 9);
 const PRODUCE_V12: (i16, i16, i16) = (0, 12, 9);
 const PRODUCE_V13: (i16, i16, i16) = (0, 13, 9);
 const FETCH: (i16, i16, i16) = (1, 12, 12);
+const FETCH_V18: (i16, i16, i16) = (1, 18, 12);
 const LIST_OFFSETS: (i16, i16, i16) = (2, 7, 6);
 const DELETE_RECORDS: (i16, i16, i16) = (21, 2, 2);
 const CREATE_PARTITIONS: (i16, i16, i16) = (37, 3, 2);
@@ -984,6 +985,27 @@ fn produce_list_offsets_and_fetch(d: &mut Diff) {
         "Fetch: a topic that does not exist",
         FETCH,
         &fetch_request("d-none", 0, 0, 1 << 20, 0),
+    );
+    // v18, by each broker's topic id, with the high watermark field a
+    // replica would send (a consumer's fetch may carry it too).
+    let by_id = |id: Uuid, high_watermark: i64| {
+        let mut request = fetch_request("", 0, 5, 1 << 20, 0);
+        request.topics[0].topic_id = id;
+        request.topics[0].partitions[0].high_watermark = high_watermark;
+        request
+    };
+    d.call_each::<_, FetchResponse>("Fetch v18: by topic id", FETCH_V18, |broker| {
+        by_id(ids[broker], i64::MAX)
+    });
+    d.call_each::<_, FetchResponse>(
+        "Fetch v18: by topic id, with a high watermark",
+        FETCH_V18,
+        |broker| by_id(ids[broker], 3),
+    );
+    d.call::<_, FetchResponse>(
+        "Fetch v18: a topic id neither broker knows",
+        FETCH_V18,
+        &by_id(Uuid([7; 16]), i64::MAX),
     );
 }
 

@@ -107,7 +107,6 @@ const KAFKA_4_4_0: &[(i16, &str, i16, i16)] = &[
 /// (key, Tarn's min, Tarn's max, why). Reviewed: an entry goes when the
 /// difference does, and the test fails on an entry that no longer differs.
 const DIFFERENCES_FROM_KAFKA: &[(i16, i16, i16, &str)] = &[
-    (1, 4, 17, "Fetch v18 (a follower's high watermark, for replication) not implemented yet"),
     (29, 0, 3, "DescribeAcls v0, removed in Kafka 4.0 (KIP-896), still served: not yet decided by the ACL handlers"),
     (30, 0, 3, "CreateAcls v0, removed in Kafka 4.0 (KIP-896), still served: not yet decided by the ACL handlers"),
     (31, 0, 3, "DeleteAcls v0, removed in Kafka 4.0 (KIP-896), still served: not yet decided by the ACL handlers"),

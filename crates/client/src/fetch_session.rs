@@ -212,6 +212,7 @@ mod tests {
             last_fetched_epoch: 3,
             log_start_offset: 0,
             partition_max_bytes: 1 << 20,
+            ..Default::default()
         }
     }
 

@@ -261,6 +261,7 @@ fn fetch() {
                 last_fetched_epoch: -1,
                 log_start_offset: -1,
                 partition_max_bytes: 1 << 20,
+                ..Default::default()
             }],
         }],
         ..Default::default()
@@ -282,7 +283,20 @@ fn fetch() {
         }],
         ..request.clone()
     };
-    check::<_, k::FetchRequest>(&by_id, 13..=17, 12);
+    check::<_, k::FetchRequest>(&by_id, 13..=18, 12);
+    // A replica's fetch: its directory (v17+) and high watermark (v18+).
+    let from_replica = FetchRequest {
+        topics: vec![FetchTopic {
+            partitions: vec![FetchPartition {
+                replica_directory_id: Uuid([8; 16]),
+                high_watermark: 9,
+                ..by_id.topics[0].partitions[0].clone()
+            }],
+            ..by_id.topics[0].clone()
+        }],
+        ..by_id.clone()
+    };
+    check::<_, k::FetchRequest>(&from_replica, 18..=18, 12);
     let response = FetchResponse {
         throttle_time_ms: 0,
         error_code: 0,
@@ -311,7 +325,7 @@ fn fetch() {
         }],
         ..response.clone()
     };
-    check::<_, k::FetchResponse>(&by_id, 13..=17, 12);
+    check::<_, k::FetchResponse>(&by_id, 13..=18, 12);
     // A partition this broker does not lead, with the leader it knows and
     // that leader's endpoint (v16+, KIP-951).
     let redirected = FetchResponse {
@@ -337,7 +351,7 @@ fn fetch() {
         }],
         ..by_id.clone()
     };
-    check::<_, k::FetchResponse>(&redirected, 16..=17, 12);
+    check::<_, k::FetchResponse>(&redirected, 16..=18, 12);
     // The broker's send-side form, with in-memory records, must be the
     // same message on the wire.
     let out = FetchResponseOut {

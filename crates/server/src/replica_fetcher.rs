@@ -485,6 +485,7 @@ fn fetch_request(
                 last_fetched_epoch,
                 log_start_offset,
                 partition_max_bytes: settings.partition_max_bytes,
+                ..Default::default()
             },
         ));
     }

@@ -1,4 +1,4 @@
-//! Fetch (key 1), v4 to v17: topics are named up to v12 and identified by
+//! Fetch (key 1), v4 to v18: topics are named up to v12 and identified by
 //! topic id from v13 (KIP-516). From v16 a partition refused because this
 //! broker does not lead it names the leader it knows, and the response
 //! lists those leaders' endpoints (KIP-951), so that a client can go there
@@ -22,6 +22,13 @@ message! {
         last_fetched_epoch: i32 = -1 => [12, 99],
         log_start_offset: i64 = -1 => [5, 99],
         partition_max_bytes: i32 => [0, 99],
+    }
+    tagged {
+        // A KRaft voter's directory (KIP-853) and the high watermark a
+        // replica knows (KIP-1166, -1 when it knows none): both for
+        // fetches between replicas.
+        0 => replica_directory_id: Uuid => [17, 99],
+        1 => high_watermark: i64 = i64::MAX => [18, 99],
     }
 }
 

@@ -18,7 +18,12 @@
 //!
 //! From v13 topics are named by topic id (KIP-516), in requests, forgotten
 //! topics and responses; an id this broker does not know is answered
-//! UNKNOWN_TOPIC_ID for each of its partitions.
+//! UNKNOWN_TOPIC_ID for each of its partitions. From v16 a partition
+//! refused with NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH names the
+//! leader this broker knows, with its endpoint (KIP-951). v18 adds the
+//! high watermark a fetching replica knows (KIP-1166), which is read and
+//! not used: KRaft's voters send it, consumers have none, and Tarn's
+//! followers fetch at v15 (their leader wakes their wait on new records).
 //!
 //! A follower's fetch (a replica id: `replica_id` before v15, the replica
 //! state from v15) reads to the log end rather than the high watermark,
@@ -57,7 +62,7 @@ pub const SPEC: ApiSpec = ApiSpec {
     key: KEY,
     name: "Fetch",
     min_version: 4,
-    max_version: 17,
+    max_version: 18,
     flexible_min: 12,
 };
 

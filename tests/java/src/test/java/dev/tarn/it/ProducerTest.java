@@ -2,6 +2,7 @@ package dev.tarn.it;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
@@ -18,6 +19,7 @@ import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.internals.RecordHeaders;
+import org.apache.kafka.common.protocol.ApiKeys;
 import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
@@ -96,5 +98,11 @@ class ProducerTest {
             long total = ends.values().stream().mapToLong(Long::longValue).sum();
             assertEquals(RECORDS, total, "end offsets " + ends);
         }
+        // Each client line produces at its newest version (3.9: v11, 4.x:
+        // v13, which names topics by id), which Tarn serves.
+        short newest = ApiKeys.PRODUCE.latestVersion();
+        assertTrue(Metrics.sum(broker, "tarn_requests_total",
+                        "api=\"Produce\",version=\"" + newest + "\"") > 0,
+                "no Produce v" + newest + " request");
     }
 }
