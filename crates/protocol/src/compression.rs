@@ -129,7 +129,7 @@ pub fn decompress(
         Compression::Lz4 => read_limited(codec, lz4_flex::frame::FrameDecoder::new(input), limit),
         Compression::Zstd => ZSTD_DCTX.with(|dctx| {
             let mut dctx = dctx.borrow_mut();
-            let out = decompress_zstd(&mut dctx, input, limit);
+            let out = decompress_zstd(&mut dctx, input, limit, Vec::new());
             // A context keeps the window of the largest frame it read:
             // one that grew large is let go rather than kept per thread.
             if dctx.sizeof() > ZSTD_DCTX_KEPT_BYTES {
@@ -155,17 +155,20 @@ const ZSTD_DCTX_KEPT_BYTES: usize = 4 << 20;
 /// Decompresses every zstd frame in `input` with `dctx`, producing at most
 /// `limit` bytes (more is `TooLarge`). The output grows as needed from the
 /// size the frame header states, when the producer wrote it (librdkafka
-/// does; Java's streaming encoder does not), capped at the limit.
+/// does; Java's streaming encoder does not), capped at the limit. Writes
+/// into `out` (emptied first), whose capacity is reused.
 fn decompress_zstd(
     dctx: &mut zstd::zstd_safe::DCtx<'static>,
     input: &[u8],
     limit: usize,
+    mut out: Vec<u8>,
 ) -> Result<Vec<u8>, CompressionError> {
     use zstd::zstd_safe::{get_error_name, DParameter, InBuffer, OutBuffer, ResetDirective};
     const CODEC: Compression = Compression::Zstd;
     let zstd_error = |code: usize| corrupt(CODEC, get_error_name(code));
+    out.clear();
     if input.is_empty() {
-        return Ok(Vec::new());
+        return Ok(out);
     }
     dctx.reset(ResetDirective::SessionOnly)
         .map_err(zstd_error)?;
@@ -178,7 +181,7 @@ fn decompress_zstd(
         Ok(Some(size)) => usize::try_from(size).unwrap_or(usize::MAX),
         _ => input.len().saturating_mul(4),
     };
-    let mut out: Vec<u8> = Vec::with_capacity(stated.clamp(64, limit.saturating_add(1)));
+    out.reserve_exact(stated.clamp(64, limit.saturating_add(1)));
     let mut src = InBuffer::around(input);
     // Zero until a frame ends (and the input may hold another).
     let mut frame_open = true;
@@ -212,6 +215,190 @@ fn decompress_zstd(
         });
     }
     Ok(out)
+}
+
+/// A decompression output kept for reuse by [`decompress_reusing`]: the
+/// buffer stays as large as the largest payload it held (up to
+/// [`Decompressed::release_above`]), so decoding into it again neither
+/// allocates nor zeroes memory it already had.
+#[derive(Debug, Default)]
+pub struct Decompressed {
+    buf: Vec<u8>,
+    len: usize,
+}
+
+impl Decompressed {
+    /// The bytes the last decompression produced.
+    pub fn bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+
+    /// Lets the buffer go when it grew beyond `keep` bytes, so that one
+    /// large payload does not stay held.
+    pub fn release_above(&mut self, keep: usize) {
+        if self.buf.len() > keep {
+            *self = Decompressed::default();
+        }
+    }
+
+    /// Makes `self.buf[..at_least]` exist, zeroing only bytes never held.
+    fn room(&mut self, at_least: usize) {
+        if self.buf.len() < at_least {
+            self.buf.resize(at_least, 0);
+        }
+    }
+}
+
+/// Like [`decompress`], into `out` (its previous contents are replaced).
+/// lz4 frames of the common kind (the one Kafka's Java client and
+/// librdkafka write: no checksums besides the header's, no dictionary) are
+/// decoded block by block straight into `out`, zstd into its memory; every
+/// other payload goes through [`decompress`].
+pub fn decompress_reusing(
+    codec: Compression,
+    input: &[u8],
+    limit: usize,
+    out: &mut Decompressed,
+) -> Result<(), CompressionError> {
+    match codec {
+        Compression::Lz4 => {
+            if let Some(done) = lz4_frame_into(input, limit, out) {
+                return done;
+            }
+        }
+        Compression::Zstd => {
+            let kept = std::mem::take(&mut out.buf);
+            let whole = ZSTD_DCTX.with(|dctx| {
+                let mut dctx = dctx.borrow_mut();
+                let whole = decompress_zstd(&mut dctx, input, limit, kept);
+                if dctx.sizeof() > ZSTD_DCTX_KEPT_BYTES {
+                    *dctx = zstd::zstd_safe::DCtx::create();
+                }
+                whole
+            })?;
+            out.len = whole.len();
+            out.buf = whole;
+            return Ok(());
+        }
+        _ => {}
+    }
+    let whole = decompress(codec, input, limit)?;
+    out.len = whole.len();
+    out.buf = whole;
+    Ok(())
+}
+
+/// The lz4 frame magic number.
+const LZ4_FRAME_MAGIC: u32 = 0x184D_2204;
+/// The most of the output an lz4 block may refer back to.
+const LZ4_WINDOW_BYTES: usize = 64 << 10;
+
+/// Decodes one lz4 frame (and nothing after it) into `out`; `None` when
+/// the frame is of a kind left to lz4_flex's frame decoder (a version
+/// other than 1, a dictionary, block or content checksums, or more input
+/// after the frame's end mark), which is then run on the whole input.
+fn lz4_frame_into(
+    input: &[u8],
+    limit: usize,
+    out: &mut Decompressed,
+) -> Option<Result<(), CompressionError>> {
+    const CODEC: Compression = Compression::Lz4;
+    if input.len() < 7
+        || u32::from_le_bytes([input[0], input[1], input[2], input[3]]) != LZ4_FRAME_MAGIC
+    {
+        return None;
+    }
+    let (flg, bd) = (input[4], input[5]);
+    let version = flg >> 6;
+    let independent = flg & 0x20 != 0;
+    let checksums_or_dictionary = flg & (0x10 | 0x04 | 0x01) != 0;
+    let content_size = flg & 0x08 != 0;
+    let block_max = match (bd >> 4) & 0x07 {
+        4 => 64 << 10,
+        5 => 256 << 10,
+        6 => 1 << 20,
+        7 => 4 << 20,
+        _ => return None,
+    };
+    if version != 1 || checksums_or_dictionary || flg & 0x02 != 0 || bd & 0x8F != 0 {
+        return None;
+    }
+    let descriptor_end = 6 + if content_size { 8 } else { 0 };
+    let Some(&header_checksum) = input.get(descriptor_end) else {
+        return Some(Err(corrupt(CODEC, "the frame header is cut short")));
+    };
+    let expected = (twox_hash::XxHash32::oneshot(0, &input[4..descriptor_end]) >> 8) as u8;
+    if header_checksum != expected {
+        return Some(Err(corrupt(
+            CODEC,
+            "the frame header checksum does not match",
+        )));
+    }
+    let mut position = descriptor_end + 1;
+    out.len = 0;
+    loop {
+        let Some(word) = input.get(position..position + 4) else {
+            return Some(Err(corrupt(CODEC, "the input ends inside the frame")));
+        };
+        position += 4;
+        let word = u32::from_le_bytes([word[0], word[1], word[2], word[3]]);
+        if word == 0 {
+            break;
+        }
+        let stored = word & 0x8000_0000 != 0;
+        let size = (word & 0x7FFF_FFFF) as usize;
+        if size > block_max {
+            return Some(Err(corrupt(
+                CODEC,
+                "a block is larger than the frame's block size",
+            )));
+        }
+        let Some(block) = input.get(position..position + size) else {
+            return Some(Err(corrupt(CODEC, "the input ends inside a block")));
+        };
+        position += size;
+        let start = out.len;
+        let produced = if stored {
+            out.room(start + size);
+            out.buf[start..start + size].copy_from_slice(block);
+            size
+        } else {
+            out.room(start + block_max);
+            let (before, after) = out.buf.split_at_mut(start);
+            let target = &mut after[..block_max];
+            let decoded = if independent {
+                lz4_flex::block::decompress_into(block, target)
+            } else {
+                let window = &before[start.saturating_sub(LZ4_WINDOW_BYTES)..];
+                lz4_flex::block::decompress_into_with_dict(block, target, window)
+            };
+            match decoded {
+                Ok(n) => n,
+                Err(e) => return Some(Err(corrupt(CODEC, e))),
+            }
+        };
+        out.len = start + produced;
+        if out.len > limit {
+            return Some(Err(CompressionError::TooLarge {
+                codec: CODEC,
+                limit,
+            }));
+        }
+    }
+    if position != input.len() {
+        // Another frame may follow: lz4_flex's decoder reads them all.
+        return None;
+    }
+    if content_size {
+        let stated = u64::from_le_bytes(input[6..14].try_into().expect("eight bytes"));
+        if stated != out.len as u64 {
+            return Some(Err(corrupt(
+                CODEC,
+                format!("the frame states {stated} bytes and holds {}", out.len),
+            )));
+        }
+    }
+    Some(Ok(()))
 }
 
 /// Reads a decoder to its end, failing once it yields more than `limit`.
@@ -314,6 +501,134 @@ mod tests {
             );
             for packed in [fast, small] {
                 assert_eq!(decompress(codec, &packed, 1 << 20).unwrap(), input);
+            }
+        }
+    }
+
+    /// An lz4 frame of `input` with `info`'s options.
+    fn lz4_frame(info: lz4_flex::frame::FrameInfo, input: &[u8]) -> Vec<u8> {
+        let mut encoder = lz4_flex::frame::FrameEncoder::with_frame_info(info, Vec::new());
+        encoder.write_all(input).unwrap();
+        encoder.finish().unwrap()
+    }
+
+    /// `decompress_reusing` into `out`, as a plain result.
+    fn reusing(
+        codec: Compression,
+        input: &[u8],
+        limit: usize,
+        out: &mut Decompressed,
+    ) -> Result<Vec<u8>, CompressionError> {
+        decompress_reusing(codec, input, limit, out).map(|()| out.bytes().to_vec())
+    }
+
+    #[test]
+    fn decompressing_into_a_reused_buffer_gives_each_payload_alone() {
+        let mut out = Decompressed::default();
+        for codec in ALL {
+            for len in [300_000, 0, 1, 100, 70_000] {
+                let input = sample(len);
+                let mut packed = Vec::new();
+                compress(codec, &input, &mut packed);
+                let back = reusing(codec, &packed, 1 << 20, &mut out).unwrap();
+                assert_eq!(back, input, "{codec:?} {len}");
+            }
+        }
+        out.release_above(1 << 10);
+        assert!(out.buf.is_empty(), "a large buffer is let go");
+    }
+
+    #[test]
+    fn every_kind_of_lz4_frame_decodes_as_lz4_flex_decodes_it() {
+        use lz4_flex::frame::{BlockMode, BlockSize, FrameInfo};
+        let input = sample(700_000);
+        let kinds = [
+            FrameInfo::new(),
+            FrameInfo::new().block_mode(BlockMode::Linked),
+            FrameInfo::new().block_size(BlockSize::Max256KB),
+            FrameInfo::new().block_size(BlockSize::Max4MB),
+            FrameInfo::new().content_size(Some(input.len() as u64)),
+            FrameInfo::new().block_checksums(true),
+            FrameInfo::new().content_checksum(true),
+        ];
+        let mut out = Decompressed::default();
+        for info in kinds {
+            let frame = lz4_frame(info.clone(), &input);
+            assert_eq!(
+                reusing(Compression::Lz4, &frame, 1 << 20, &mut out).unwrap(),
+                input,
+                "{info:?}"
+            );
+            // Two frames one after the other read as one payload.
+            let twice = [frame.clone(), frame.clone()].concat();
+            let expected = decompress(Compression::Lz4, &twice, 2 << 20).unwrap();
+            assert_eq!(
+                reusing(Compression::Lz4, &twice, 2 << 20, &mut out).unwrap(),
+                expected
+            );
+            let too_small = reusing(Compression::Lz4, &frame, input.len() - 1, &mut out);
+            assert!(
+                matches!(too_small, Err(CompressionError::TooLarge { .. })),
+                "{info:?}: {too_small:?}"
+            );
+        }
+    }
+
+    /// Where to cut `frame`: every byte of its header, of its last 64 and
+    /// around each block's start, and every 97th byte in between.
+    fn lz4_cut_points(frame: &[u8]) -> impl Iterator<Item = usize> {
+        let mut at = if frame[4] & 0x08 != 0 { 15 } else { 7 };
+        let mut starts = vec![at];
+        while let Some(word) = frame.get(at..at + 4) {
+            let size = u32::from_le_bytes(word.try_into().unwrap()) & 0x7FFF_FFFF;
+            at += 4 + size as usize;
+            starts.push(at);
+        }
+        let len = frame.len();
+        (0..len).filter(move |&n| {
+            n < 16 || n + 64 > len || n % 97 == 0 || starts.iter().any(|&s| n.abs_diff(s) <= 5)
+        })
+    }
+
+    #[test]
+    fn damaged_lz4_frames_fail_where_lz4_flex_fails_or_the_end_mark_is_missing() {
+        use lz4_flex::frame::{BlockMode, FrameInfo};
+        let input = sample(100_000);
+        let mut out = Decompressed::default();
+        for info in [
+            FrameInfo::new(),
+            FrameInfo::new().block_mode(BlockMode::Linked),
+            FrameInfo::new().content_size(Some(input.len() as u64)),
+        ] {
+            let frame = lz4_frame(info, &input);
+            // Cuts, and a flipped bit in each header byte and every 97th: the fast
+            // path and lz4_flex's decoder agree on the outcome, except
+            // that a frame cut where a block or its end mark begins is
+            // refused, as Kafka's own reader refuses it ("stream ended
+            // prematurely"), where lz4_flex takes it for ended.
+            let cuts = lz4_cut_points(&frame).map(|n| (true, frame[..n].to_vec()));
+            let flips = (0..frame.len())
+                .filter(|at| *at < 16 || at % 97 == 3)
+                .map(|at| {
+                    let mut bad = frame.clone();
+                    bad[at] ^= 0x10;
+                    (false, bad)
+                });
+            for (cut, bad) in cuts.chain(flips) {
+                let reference = decompress(Compression::Lz4, &bad, 1 << 20);
+                let fast = reusing(Compression::Lz4, &bad, 1 << 20, &mut out);
+                match (&reference, &fast) {
+                    (Ok(a), Ok(b)) => assert_eq!(a, b),
+                    (Err(_), Err(_)) => {}
+                    (Ok(_), Err(CompressionError::Corrupt { detail, .. }))
+                        if cut && detail == "the input ends inside the frame" => {}
+                    _ => panic!(
+                        "{} bytes: lz4_flex {:?}, fast path {:?}",
+                        bad.len(),
+                        reference.map(|v| v.len()),
+                        fast.map(|v| v.len())
+                    ),
+                }
             }
         }
     }

@@ -89,23 +89,41 @@ pub fn validate_client_batch(
                 },
             )
         })?;
-    let decompressed;
-    let records = if header.compression() == Compression::None {
-        section
-    } else {
-        decompressed =
-            compression::decompress(header.compression(), section, DECOMPRESSED_BATCH_MAX_BYTES)
-                .map_err(|e| match e {
-                    CompressionError::TooLarge { .. } => AppendError::MessageTooLarge(format!(
-                        "batch at byte {position} decompresses to more than \
-                         {DECOMPRESSED_BATCH_MAX_BYTES} bytes"
-                    )),
-                    e => corrupt(position, BatchError::Compression(e)),
-                })?;
-        &decompressed
-    };
-    validate_records(position, records, header, config)
+    if header.compression() == Compression::None {
+        return validate_records(position, section, header, config);
+    }
+    DECOMPRESSED.with(|scratch| {
+        let mut scratch = scratch.borrow_mut();
+        let decompressed = compression::decompress_reusing(
+            header.compression(),
+            section,
+            DECOMPRESSED_BATCH_MAX_BYTES,
+            &mut scratch,
+        )
+        .map_err(|e| match e {
+            CompressionError::TooLarge { .. } => AppendError::MessageTooLarge(format!(
+                "batch at byte {position} decompresses to more than \
+                 {DECOMPRESSED_BATCH_MAX_BYTES} bytes"
+            )),
+            e => corrupt(position, BatchError::Compression(e)),
+        })
+        .and_then(|()| validate_records(position, scratch.bytes(), header, config));
+        scratch.release_above(DECOMPRESSED_KEPT_BYTES);
+        decompressed
+    })
 }
+
+thread_local! {
+    /// Each thread's buffer for the records of compressed batches, reused
+    /// from batch to batch: a fresh one per batch cost the allocation, the
+    /// zeroing of its pages and, for lz4, a copy of every block.
+    static DECOMPRESSED: std::cell::RefCell<compression::Decompressed> =
+        std::cell::RefCell::new(compression::Decompressed::default());
+}
+
+/// A thread's decompression buffer larger than this (after a large batch)
+/// is let go once used.
+const DECOMPRESSED_KEPT_BYTES: usize = 4 << 20;
 
 /// The checks Kafka's `validateBatch` makes of a client batch's header.
 fn validate_header(position: usize, header: &RecordBatchHeader) -> Result<(), AppendError> {
