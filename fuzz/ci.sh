@@ -7,7 +7,7 @@ cd "$(dirname "$0")"
 # The targets keep broker data in temporary directories; on a tmpfs their
 # fsyncs cost nothing, so a busy disk cannot push an input past -timeout.
 if [[ -d /dev/shm && -w /dev/shm ]]; then export TMPDIR=/dev/shm; fi
-declare -A runs=([record_batch]=200000 [request_dispatch]=40000 [segment_recovery]=300 [produce_append]=100000)
+declare -A runs=([record_batch]=200000 [request_dispatch]=40000 [segment_recovery]=300 [produce_append]=100000 [decompress]=50000)
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 source ./toolchain.sh
