@@ -8,7 +8,10 @@
 //!   accepted on read.
 //! - lz4: LZ4 frames with 64 KiB independent blocks and no checksums other
 //!   than the descriptor's, which is what Kafka's `Lz4BlockInputStream`
-//!   requires; any standard frame is accepted on read.
+//!   requires. Read with Tarn's own frame decoder over lz4_flex's block
+//!   decoder: every block size, linked blocks, block and content checksums,
+//!   frames one after the other; frames with a dictionary or reserved bits
+//!   go to lz4_flex's frame reader, skippable frames are refused.
 //! - zstd: standard zstd frames.
 //!
 //! Invariant: decompression never produces more than the caller's limit
@@ -126,7 +129,16 @@ pub fn decompress(
         }
         Compression::Gzip => read_limited(codec, flate2::read::MultiGzDecoder::new(input), limit),
         Compression::Snappy => decompress_snappy(input, limit),
-        Compression::Lz4 => read_limited(codec, lz4_flex::frame::FrameDecoder::new(input), limit),
+        Compression::Lz4 => {
+            let mut out = Decompressed::default();
+            match lz4_frame_into(input, limit, &mut out) {
+                Some(done) => done.map(|()| {
+                    out.buf.truncate(out.len);
+                    out.buf
+                }),
+                None => read_limited(codec, lz4_flex::frame::FrameDecoder::new(input), limit),
+            }
+        }
         Compression::Zstd => ZSTD_DCTX.with(|dctx| {
             let mut dctx = dctx.borrow_mut();
             let out = decompress_zstd(&mut dctx, input, limit, Vec::new());
@@ -249,11 +261,10 @@ impl Decompressed {
     }
 }
 
-/// Like [`decompress`], into `out` (its previous contents are replaced).
-/// lz4 frames of the common kind (the one Kafka's Java client and
-/// librdkafka write: no checksums besides the header's, no dictionary) are
-/// decoded block by block straight into `out`, zstd into its memory; every
-/// other payload goes through [`decompress`].
+/// Like [`decompress`], into `out` (its previous contents are replaced):
+/// lz4 frames are decoded block by block straight into it (see
+/// `lz4_frame_into`), zstd into its memory; every other payload goes
+/// through [`decompress`].
 pub fn decompress_reusing(
     codec: Compression,
     input: &[u8],
@@ -290,29 +301,66 @@ pub fn decompress_reusing(
 
 /// The lz4 frame magic number.
 const LZ4_FRAME_MAGIC: u32 = 0x184D_2204;
+/// Skippable lz4 frames have magic numbers 0x184D2A50 to 0x184D2A5F.
+const LZ4_SKIPPABLE_MAGIC: u32 = 0x184D_2A50;
 /// The most of the output an lz4 block may refer back to.
 const LZ4_WINDOW_BYTES: usize = 64 << 10;
 
-/// Decodes one lz4 frame (and nothing after it) into `out`; `None` when
-/// the frame is of a kind left to lz4_flex's frame decoder (a version
-/// other than 1, a dictionary, block or content checksums, or more input
-/// after the frame's end mark), which is then run on the whole input.
+fn le_u32(bytes: &[u8]) -> u32 {
+    u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]])
+}
+
+/// Decodes the lz4 frames of `input` (one after the other; skippable
+/// frames are refused) into `out`, checking the header checksum, block sizes and block and content
+/// checksums where the frame has them, the stated content size and the
+/// limit; `None` when a frame is of a kind left to lz4_flex's decoder (a
+/// legacy frame, a version other than 1, a dictionary, reserved bits),
+/// which is then run on the whole input. Every block is decoded: a block
+/// that decodes to nothing does not end the frame (lz4_flex's reader took
+/// it for the end and ignored what followed), and a frame cut off before
+/// its end mark is refused, as Kafka's reader refuses it.
 fn lz4_frame_into(
     input: &[u8],
     limit: usize,
     out: &mut Decompressed,
 ) -> Option<Result<(), CompressionError>> {
-    const CODEC: Compression = Compression::Lz4;
-    if input.len() < 7
-        || u32::from_le_bytes([input[0], input[1], input[2], input[3]]) != LZ4_FRAME_MAGIC
-    {
-        return None;
+    out.len = 0;
+    let mut position = 0;
+    while position < input.len() {
+        let Some(magic) = input.get(position..position + 4).map(le_u32) else {
+            return Some(Err(corrupt(
+                Compression::Lz4,
+                "the input ends inside a frame magic",
+            )));
+        };
+        if magic & 0xFFFF_FFF0 == LZ4_SKIPPABLE_MAGIC {
+            // Neither Kafka's reader nor lz4_flex's takes one.
+            return Some(Err(corrupt(Compression::Lz4, "a skippable frame")));
+        }
+        if magic != LZ4_FRAME_MAGIC || input.len() < position + 7 {
+            return None;
+        }
+        match lz4_one_frame(&input[position..], limit, out)? {
+            Ok(used) => position += used,
+            Err(e) => return Some(Err(e)),
+        }
     }
-    let (flg, bd) = (input[4], input[5]);
-    let version = flg >> 6;
+    Some(Ok(()))
+}
+
+/// Decodes the lz4 frame at the start of `frame` (at least 7 bytes, its
+/// magic checked) after what `out` holds; the bytes the frame took.
+fn lz4_one_frame(
+    frame: &[u8],
+    limit: usize,
+    out: &mut Decompressed,
+) -> Option<Result<usize, CompressionError>> {
+    const CODEC: Compression = Compression::Lz4;
+    let (flg, bd) = (frame[4], frame[5]);
     let independent = flg & 0x20 != 0;
-    let checksums_or_dictionary = flg & (0x10 | 0x04 | 0x01) != 0;
+    let block_checksums = flg & 0x10 != 0;
     let content_size = flg & 0x08 != 0;
+    let content_checksum = flg & 0x04 != 0;
     let block_max = match (bd >> 4) & 0x07 {
         4 => 64 << 10,
         5 => 256 << 10,
@@ -320,28 +368,29 @@ fn lz4_frame_into(
         7 => 4 << 20,
         _ => return None,
     };
-    if version != 1 || checksums_or_dictionary || flg & 0x02 != 0 || bd & 0x8F != 0 {
+    // Version 1, no reserved bits, no dictionary.
+    if flg >> 6 != 1 || flg & 0x03 != 0 || bd & 0x8F != 0 {
         return None;
     }
     let descriptor_end = 6 + if content_size { 8 } else { 0 };
-    let Some(&header_checksum) = input.get(descriptor_end) else {
+    let Some(&header_checksum) = frame.get(descriptor_end) else {
         return Some(Err(corrupt(CODEC, "the frame header is cut short")));
     };
-    let expected = (twox_hash::XxHash32::oneshot(0, &input[4..descriptor_end]) >> 8) as u8;
+    let expected = (twox_hash::XxHash32::oneshot(0, &frame[4..descriptor_end]) >> 8) as u8;
     if header_checksum != expected {
         return Some(Err(corrupt(
             CODEC,
             "the frame header checksum does not match",
         )));
     }
+    let first = out.len;
     let mut position = descriptor_end + 1;
-    out.len = 0;
+    let checksum_bytes = if block_checksums { 4 } else { 0 };
     loop {
-        let Some(word) = input.get(position..position + 4) else {
+        let Some(word) = frame.get(position..position + 4).map(le_u32) else {
             return Some(Err(corrupt(CODEC, "the input ends inside the frame")));
         };
         position += 4;
-        let word = u32::from_le_bytes([word[0], word[1], word[2], word[3]]);
         if word == 0 {
             break;
         }
@@ -353,10 +402,19 @@ fn lz4_frame_into(
                 "a block is larger than the frame's block size",
             )));
         }
-        let Some(block) = input.get(position..position + size) else {
+        let Some(block) = frame.get(position..position + size) else {
             return Some(Err(corrupt(CODEC, "the input ends inside a block")));
         };
-        position += size;
+        let Some(checksum) = frame.get(position + size..position + size + checksum_bytes) else {
+            return Some(Err(corrupt(
+                CODEC,
+                "the input ends inside a block checksum",
+            )));
+        };
+        if block_checksums && le_u32(checksum) != twox_hash::XxHash32::oneshot(0, block) {
+            return Some(Err(corrupt(CODEC, "a block checksum does not match")));
+        }
+        position += size + checksum_bytes;
         let start = out.len;
         let produced = if stored {
             out.room(start + size);
@@ -369,7 +427,7 @@ fn lz4_frame_into(
             let decoded = if independent {
                 lz4_flex::block::decompress_into(block, target)
             } else {
-                let window = &before[start.saturating_sub(LZ4_WINDOW_BYTES)..];
+                let window = &before[first.max(start.saturating_sub(LZ4_WINDOW_BYTES))..];
                 lz4_flex::block::decompress_into_with_dict(block, target, window)
             };
             match decoded {
@@ -385,20 +443,31 @@ fn lz4_frame_into(
             }));
         }
     }
-    if position != input.len() {
-        // Another frame may follow: lz4_flex's decoder reads them all.
-        return None;
-    }
-    if content_size {
-        let stated = u64::from_le_bytes(input[6..14].try_into().expect("eight bytes"));
-        if stated != out.len as u64 {
+    if content_checksum {
+        let Some(checksum) = frame.get(position..position + 4).map(le_u32) else {
             return Some(Err(corrupt(
                 CODEC,
-                format!("the frame states {stated} bytes and holds {}", out.len),
+                "the input ends inside the content checksum",
+            )));
+        };
+        position += 4;
+        if checksum != twox_hash::XxHash32::oneshot(0, &out.buf[first..out.len]) {
+            return Some(Err(corrupt(CODEC, "the content checksum does not match")));
+        }
+    }
+    if content_size {
+        let stated = u64::from_le_bytes(frame[6..14].try_into().expect("eight bytes"));
+        if stated != (out.len - first) as u64 {
+            return Some(Err(corrupt(
+                CODEC,
+                format!(
+                    "the frame states {stated} bytes and holds {}",
+                    out.len - first
+                ),
             )));
         }
     }
-    Some(Ok(()))
+    Some(Ok(position))
 }
 
 /// Reads a decoder to its end, failing once it yields more than `limit`.
@@ -512,6 +581,15 @@ mod tests {
         encoder.finish().unwrap()
     }
 
+    /// lz4_flex's own frame reader, the reference for Tarn's.
+    fn lz4_flex_reference(input: &[u8], limit: usize) -> Result<Vec<u8>, CompressionError> {
+        read_limited(
+            Compression::Lz4,
+            lz4_flex::frame::FrameDecoder::new(input),
+            limit,
+        )
+    }
+
     /// `decompress_reusing` into `out`, as a plain result.
     fn reusing(
         codec: Compression,
@@ -554,18 +632,37 @@ mod tests {
         let mut out = Decompressed::default();
         for info in kinds {
             let frame = lz4_frame(info.clone(), &input);
+            assert_eq!(lz4_flex_reference(&frame, 1 << 20).unwrap(), input);
             assert_eq!(
                 reusing(Compression::Lz4, &frame, 1 << 20, &mut out).unwrap(),
                 input,
                 "{info:?}"
             );
-            // Two frames one after the other read as one payload.
-            let twice = [frame.clone(), frame.clone()].concat();
-            let expected = decompress(Compression::Lz4, &twice, 2 << 20).unwrap();
             assert_eq!(
-                reusing(Compression::Lz4, &twice, 2 << 20, &mut out).unwrap(),
-                expected
+                decompress(Compression::Lz4, &frame, 1 << 20).unwrap(),
+                input
             );
+            // Two frames one after the other read as one payload
+            // (lz4_flex's reader stops after the first frame and drops the
+            // rest); a skippable frame between them is refused, as Kafka's
+            // reader and lz4_flex's refuse one.
+            let twice = [frame.clone(), frame.clone()].concat();
+            let expected = [input.clone(), input.clone()].concat();
+            assert_eq!(
+                lz4_flex_reference(&twice, 2 << 20).unwrap().len(),
+                input.len()
+            );
+            assert!(reusing(Compression::Lz4, &twice, 2 << 20, &mut out).unwrap() == expected);
+            assert!(decompress(Compression::Lz4, &twice, 2 << 20).unwrap() == expected);
+            let skippable = [
+                &0x184D_2A5Au32.to_le_bytes()[..],
+                &3u32.to_le_bytes(),
+                b"abc",
+            ]
+            .concat();
+            let skipping = [frame.clone(), skippable, frame.clone()].concat();
+            assert!(reusing(Compression::Lz4, &skipping, 2 << 20, &mut out).is_err());
+            assert!(decompress(Compression::Lz4, &skipping, 2 << 20).is_err());
             let too_small = reusing(Compression::Lz4, &frame, input.len() - 1, &mut out);
             assert!(
                 matches!(too_small, Err(CompressionError::TooLarge { .. })),
@@ -615,7 +712,12 @@ mod tests {
                     (false, bad)
                 });
             for (cut, bad) in cuts.chain(flips) {
-                let reference = decompress(Compression::Lz4, &bad, 1 << 20);
+                let reference = lz4_flex_reference(&bad, 1 << 20);
+                assert_eq!(
+                    decompress(Compression::Lz4, &bad, 1 << 20).ok(),
+                    reusing(Compression::Lz4, &bad, 1 << 20, &mut out).ok(),
+                    "decompress and decompress_reusing agree"
+                );
                 let fast = reusing(Compression::Lz4, &bad, 1 << 20, &mut out);
                 match (&reference, &fast) {
                     (Ok(a), Ok(b)) => assert_eq!(a, b),
@@ -631,6 +733,30 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn an_lz4_block_that_decodes_to_nothing_does_not_end_the_frame() {
+        use lz4_flex::frame::FrameInfo;
+        let input = sample(100_000);
+        let frame = lz4_frame(FrameInfo::new(), &input);
+        // After the header (7 bytes): a compressed block of one byte, a
+        // token with no literals and no match, which decodes to nothing.
+        let with_empty = [&frame[..7], &[1, 0, 0, 0, 0], &frame[7..]].concat();
+        // lz4_flex's reader takes it for the end of the frame.
+        assert_eq!(
+            lz4_flex_reference(&with_empty, 1 << 20).unwrap(),
+            Vec::<u8>::new()
+        );
+        assert_eq!(
+            decompress(Compression::Lz4, &with_empty, 1 << 20).unwrap(),
+            input
+        );
+        let mut out = Decompressed::default();
+        assert_eq!(
+            reusing(Compression::Lz4, &with_empty, 1 << 20, &mut out).unwrap(),
+            input
+        );
     }
 
     #[test]
