@@ -335,14 +335,7 @@ impl Diff {
     /// The id each broker gave topic `name` (Tarn's, then Kafka's).
     fn topic_ids(&mut self, name: &str) -> [Uuid; 2] {
         [&mut self.tarn, &mut self.kafka].map(|client| {
-            let response: MetadataResponse = client
-                .call(
-                    METADATA.0,
-                    METADATA.1,
-                    METADATA.2,
-                    &metadata_request(&[name], false),
-                )
-                .expect("metadata");
+            let response = metadata_of(client, name);
             let id = response.topics[0].topic_id;
             assert!(!id.is_zero(), "{name} has no topic id: {response:?}");
             id
@@ -354,14 +347,7 @@ impl Diff {
         for client in [&mut self.tarn, &mut self.kafka] {
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
             loop {
-                let response: MetadataResponse = client
-                    .call(
-                        METADATA.0,
-                        METADATA.1,
-                        METADATA.2,
-                        &metadata_request(&[name], false),
-                    )
-                    .expect("metadata");
+                let response = metadata_of(client, name);
                 let ready = response.topics.iter().all(|t| {
                     t.error_code == 0
                         && t.partitions.len() == partitions as usize
@@ -784,6 +770,18 @@ fn create_topics(d: &mut Diff) {
     d.wait_served("d-new", 3);
     d.wait_served("d-cfg", 1);
     d.wait_served("d-explicit", 2);
+}
+
+/// `client`'s broker's Metadata for topic `name` (no auto-creation).
+fn metadata_of(client: &mut Client, name: &str) -> MetadataResponse {
+    client
+        .call(
+            METADATA.0,
+            METADATA.1,
+            METADATA.2,
+            &metadata_request(&[name], false),
+        )
+        .expect("metadata")
 }
 
 fn metadata_request(names: &[&str], auto_create: bool) -> MetadataRequest {
