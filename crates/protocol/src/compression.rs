@@ -139,16 +139,7 @@ pub fn decompress(
                 None => read_limited(codec, lz4_flex::frame::FrameDecoder::new(input), limit),
             }
         }
-        Compression::Zstd => ZSTD_DCTX.with(|dctx| {
-            let mut dctx = dctx.borrow_mut();
-            let out = decompress_zstd(&mut dctx, input, limit, Vec::new());
-            // A context keeps the window of the largest frame it read:
-            // one that grew large is let go rather than kept per thread.
-            if dctx.sizeof() > ZSTD_DCTX_KEPT_BYTES {
-                *dctx = zstd::zstd_safe::DCtx::create();
-            }
-            out
-        }),
+        Compression::Zstd => zstd_with_thread_context(input, limit, Vec::new()),
     }
 }
 
@@ -158,6 +149,24 @@ thread_local! {
     /// decompression itself (a tenth of a zstd produce's).
     static ZSTD_DCTX: std::cell::RefCell<zstd::zstd_safe::DCtx<'static>> =
         std::cell::RefCell::new(zstd::zstd_safe::DCtx::create());
+}
+
+/// [`decompress_zstd`] with this thread's context.
+fn zstd_with_thread_context(
+    input: &[u8],
+    limit: usize,
+    out: Vec<u8>,
+) -> Result<Vec<u8>, CompressionError> {
+    ZSTD_DCTX.with(|dctx| {
+        let mut dctx = dctx.borrow_mut();
+        let out = decompress_zstd(&mut dctx, input, limit, out);
+        // A context keeps the window of the largest frame it read: one
+        // that grew large is let go rather than kept per thread.
+        if dctx.sizeof() > ZSTD_DCTX_KEPT_BYTES {
+            *dctx = zstd::zstd_safe::DCtx::create();
+        }
+        out
+    })
 }
 
 /// A thread's zstd context larger than this (its window buffers, after a
@@ -248,7 +257,7 @@ impl Decompressed {
     /// Lets the buffer go when it grew beyond `keep` bytes, so that one
     /// large payload does not stay held.
     pub fn release_above(&mut self, keep: usize) {
-        if self.buf.len() > keep {
+        if self.buf.capacity() > keep {
             *self = Decompressed::default();
         }
     }
@@ -271,29 +280,15 @@ pub fn decompress_reusing(
     limit: usize,
     out: &mut Decompressed,
 ) -> Result<(), CompressionError> {
-    match codec {
-        Compression::Lz4 => {
-            if let Some(done) = lz4_frame_into(input, limit, out) {
-                return done;
-            }
-        }
-        Compression::Zstd => {
-            let kept = std::mem::take(&mut out.buf);
-            let whole = ZSTD_DCTX.with(|dctx| {
-                let mut dctx = dctx.borrow_mut();
-                let whole = decompress_zstd(&mut dctx, input, limit, kept);
-                if dctx.sizeof() > ZSTD_DCTX_KEPT_BYTES {
-                    *dctx = zstd::zstd_safe::DCtx::create();
-                }
-                whole
-            })?;
-            out.len = whole.len();
-            out.buf = whole;
-            return Ok(());
-        }
-        _ => {}
-    }
-    let whole = decompress(codec, input, limit)?;
+    out.len = 0;
+    let whole = match codec {
+        Compression::Lz4 => match lz4_frame_into(input, limit, out) {
+            Some(done) => return done,
+            None => decompress(codec, input, limit)?,
+        },
+        Compression::Zstd => zstd_with_thread_context(input, limit, std::mem::take(&mut out.buf))?,
+        _ => decompress(codec, input, limit)?,
+    };
     out.len = whole.len();
     out.buf = whole;
     Ok(())
