@@ -308,9 +308,11 @@ fn le_u32(bytes: &[u8]) -> u32 {
 /// Decodes the lz4 frames of `input` (one after the other; skippable
 /// frames are refused) into `out`, checking the header checksum, block sizes and block and content
 /// checksums where the frame has them, the stated content size and the
-/// limit; `None` when a frame is of a kind left to lz4_flex's decoder (a
-/// legacy frame, a version other than 1, a dictionary, reserved bits),
-/// which is then run on the whole input. Every block is decoded: a block
+/// limit; `None` when the first frame is of a kind left to lz4_flex's
+/// decoder (a legacy frame, a version other than 1, a dictionary, reserved
+/// bits), which is then run on the whole input. After a frame, anything
+/// but a frame read here is refused: lz4_flex's reader would stop there
+/// and drop it. Every block is decoded: a block
 /// that decodes to nothing does not end the frame (lz4_flex's reader took
 /// it for the end and ignored what followed), and a frame cut off before
 /// its end mark is refused, as Kafka's reader refuses it.
@@ -333,7 +335,21 @@ fn lz4_frame_into(
             return Some(Err(corrupt(Compression::Lz4, "a skippable frame")));
         }
         if magic != LZ4_FRAME_MAGIC || input.len() < position + 7 {
-            return None;
+            if position == 0 {
+                return None;
+            }
+            // lz4_flex's reader would stop after the frames before and
+            // drop what follows.
+            return Some(Err(corrupt(
+                Compression::Lz4,
+                "bytes after a frame are not a frame Tarn reads",
+            )));
+        }
+        if position > 0 && lz4_flex_only(&input[position..]) {
+            return Some(Err(corrupt(
+                Compression::Lz4,
+                "a frame after the first needs a dictionary or has reserved bits",
+            )));
         }
         match lz4_one_frame(&input[position..], limit, out)? {
             Ok(used) => position += used,
@@ -341,6 +357,13 @@ fn lz4_frame_into(
         }
     }
     Some(Ok(()))
+}
+
+/// Whether the frame at the start of `frame` (at least 7 bytes, its magic
+/// checked) is of a kind only lz4_flex's reader takes.
+fn lz4_flex_only(frame: &[u8]) -> bool {
+    let (flg, bd) = (frame[4], frame[5]);
+    flg >> 6 != 1 || flg & 0x03 != 0 || bd & 0x8F != 0 || (bd >> 4) & 0x07 < 4
 }
 
 /// Decodes the lz4 frame at the start of `frame` (at least 7 bytes, its
@@ -356,17 +379,10 @@ fn lz4_one_frame(
     let block_checksums = flg & 0x10 != 0;
     let content_size = flg & 0x08 != 0;
     let content_checksum = flg & 0x04 != 0;
-    let block_max = match (bd >> 4) & 0x07 {
-        4 => 64 << 10,
-        5 => 256 << 10,
-        6 => 1 << 20,
-        7 => 4 << 20,
-        _ => return None,
-    };
-    // Version 1, no reserved bits, no dictionary.
-    if flg >> 6 != 1 || flg & 0x03 != 0 || bd & 0x8F != 0 {
+    if lz4_flex_only(frame) {
         return None;
     }
+    let block_max = 1 << (8 + 2 * ((bd >> 4) & 0x07));
     let descriptor_end = 6 + if content_size { 8 } else { 0 };
     let Some(&header_checksum) = frame.get(descriptor_end) else {
         return Some(Err(corrupt(CODEC, "the frame header is cut short")));
@@ -727,6 +743,23 @@ mod tests {
                     ),
                 }
             }
+        }
+    }
+
+    #[test]
+    fn bytes_after_an_lz4_frame_are_read_as_frames_or_refused() {
+        use lz4_flex::frame::FrameInfo;
+        let input = sample(10_000);
+        let frame = lz4_frame(FrameInfo::new(), &input);
+        let mut out = Decompressed::default();
+        // Each of these lz4_flex's reader reads as the first frame alone.
+        let mut with_dictionary = frame.clone();
+        with_dictionary[4] |= 0x01;
+        for after in [b"garbage".to_vec(), frame[..5].to_vec(), with_dictionary] {
+            let payload = [frame.clone(), after].concat();
+            assert_eq!(lz4_flex_reference(&payload, 1 << 20).unwrap(), input);
+            assert!(decompress(Compression::Lz4, &payload, 1 << 20).is_err());
+            assert!(reusing(Compression::Lz4, &payload, 1 << 20, &mut out).is_err());
         }
     }
 
