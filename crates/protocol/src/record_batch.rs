@@ -505,12 +505,14 @@ impl<'a> RecordIter<'a> {
         self.position
     }
 
+    #[inline(always)]
     fn varlong(&mut self) -> Result<i64, BatchError> {
         let (value, used) = decode_varlong(&self.buf[self.position..])?;
         self.position += used;
         Ok(value)
     }
 
+    #[inline(always)]
     fn varint(&mut self) -> Result<i32, BatchError> {
         i32::try_from(self.varlong()?).map_err(|_| BatchError::MalformedRecord("varint overflow"))
     }
@@ -534,6 +536,7 @@ impl<'a> RecordIter<'a> {
         }
     }
 
+    #[inline(always)]
     fn record(&mut self) -> Result<Record<'a>, BatchError> {
         let length = self.varint()?;
         if length < 0 {
@@ -645,6 +648,7 @@ impl<'a> RecordSkim<'a> {
         i32::try_from(self.varlong()?).map_err(|_| BatchError::MalformedRecord("varint overflow"))
     }
 
+    #[inline(always)]
     fn skip(&mut self, len: usize, end: usize) -> Result<(), BatchError> {
         self.position = self
             .position
@@ -656,6 +660,7 @@ impl<'a> RecordSkim<'a> {
 
     /// Skips a nullable length-prefixed field; returns whether it was
     /// present (not null).
+    #[inline(always)]
     fn skip_nullable(&mut self, end: usize) -> Result<bool, BatchError> {
         match self.varint()? {
             -1 => Ok(false),
@@ -727,21 +732,31 @@ impl Iterator for RecordSkim<'_> {
 }
 
 /// Decodes a zigzag varlong; returns the value and the bytes consumed.
+#[inline]
 pub fn decode_varlong(buf: &[u8]) -> Result<(i64, usize), BatchError> {
-    // Most varints of a record (attributes aside, its small lengths and
-    // deltas) fit one byte: decode those without the loop.
-    if let Some(&byte) = buf.first() {
-        if byte & 0x80 == 0 {
-            let raw = u64::from(byte);
-            return Ok((((raw >> 1) as i64) ^ -((raw & 1) as i64), 1));
+    // Most varints of a record (attributes aside, its lengths and deltas)
+    // fit one or two bytes: decode those without the loop.
+    match buf {
+        [b0, ..] if b0 & 0x80 == 0 => Ok((zigzag(u64::from(*b0)), 1)),
+        [b0, b1, ..] if b1 & 0x80 == 0 => {
+            Ok((zigzag(u64::from(b0 & 0x7f) | (u64::from(*b1) << 7)), 2))
         }
+        _ => decode_long_varlong(buf),
     }
+}
+
+#[inline]
+fn zigzag(raw: u64) -> i64 {
+    ((raw >> 1) as i64) ^ -((raw & 1) as i64)
+}
+
+#[cold]
+fn decode_long_varlong(buf: &[u8]) -> Result<(i64, usize), BatchError> {
     let mut raw: u64 = 0;
     for (i, byte) in buf.iter().enumerate().take(10) {
         raw |= u64::from(byte & 0x7f) << (7 * i);
         if byte & 0x80 == 0 {
-            let value = ((raw >> 1) as i64) ^ -((raw & 1) as i64);
-            return Ok((value, i + 1));
+            return Ok((zigzag(raw), i + 1));
         }
     }
     Err(BatchError::MalformedRecord("unterminated varint"))
@@ -1434,6 +1449,18 @@ mod tests {
         encode_varlong(-1, &mut out);
         assert_eq!(out, vec![0x01]);
         assert!(decode_varlong(&[0x80, 0x80]).is_err());
+        assert!(decode_varlong(&[0x80]).is_err());
+        assert!(decode_varlong(&[]).is_err());
+        assert!(decode_varlong(&[0xff; 11]).is_err());
+        // Each length's edges (one, two and three bytes), with bytes after
+        // the varint that must not be read.
+        for v in [-64i64, 63, -65, 64, -8192, 8191, -8193, 8192, 1 << 20] {
+            let mut out = Vec::new();
+            encode_varlong(v, &mut out);
+            let used = out.len();
+            out.extend_from_slice(&[0xff, 0x01]);
+            assert_eq!(decode_varlong(&out).unwrap(), (v, used), "{v}");
+        }
         assert_eq!(increment_sequence(i32::MAX, 1), 0);
         assert_eq!(increment_sequence(i32::MAX - 1, 3), 1);
         assert_eq!(increment_sequence(5, 2), 7);
