@@ -60,7 +60,9 @@ import org.junit.jupiter.api.Test;
  * topic of replication factor 3; and the Admin client moves a partition
  * onto another pair of brokers with AlterPartitionReassignments, listing it
  * in progress with ListPartitionReassignments while a paused (SIGSTOP) new
- * replica holds it there. Every node still running is stopped with
+ * replica holds it there; a Kafka Connect worker keeps its source and sink
+ * running through the SIGKILL of its group's coordinator. Every node still
+ * running is stopped with
  * SIGTERM (exit 0 required), and any
  * panic in any node's stderr fails the test. Waits are bounds on
  * "eventually"; times are not asserted (bench/cluster.sh measures them).
@@ -405,6 +407,81 @@ class ClusterTest {
             consumer.commitSync();
         }
         assertEquals(acked, read, "every acknowledged record read back at its offset");
+    }
+
+    /**
+     * A Kafka Connect worker whose topics have three replicas goes on when
+     * the broker coordinating its group (the leader of the group's
+     * {@code __consumer_offsets} partition) is killed mid-stream: the
+     * group's coordinator moves to the partition's other replica, and every
+     * counted record reaches the sink (at least once: a failover may repeat
+     * records), the connectors stay RUNNING, and the sink's consumer group
+     * commits to the end of the topic.
+     */
+    @Test
+    void connectWorkerSurvivesTheSigkillOfItsGroupCoordinator() throws Exception {
+        String group = Clients.unique("connect");
+        String topic = Clients.unique("counted");
+        String source = Clients.unique("source");
+        String sink = Clients.unique("sink");
+        long count = 20_000;
+        try (Admin admin = admin(bootstrap())) {
+            eventually("three brokers", FORMED,
+                    () -> admin.describeCluster().nodes().get().size() == NODES ? true : null);
+            admin.createTopics(List.of(new NewTopic(topic, 3, (short) 3))).all().get();
+        }
+        var worker = ConnectTest.worker(bootstrap(), group, NODES);
+        try {
+            ConnectTest.rest(worker, "POST", "/connectors", Map.of("name", source, "config", Map.of(
+                    "connector.class", ConnectTest.CountingSource.class.getName(),
+                    "tasks.max", "1", "topic", topic, "count", Long.toString(count), "pause.ms", "20")));
+            ConnectTest.rest(worker, "POST", "/connectors", Map.of("name", sink, "config", Map.of(
+                    "connector.class", ConnectTest.CollectingSink.class.getName(),
+                    "tasks.max", "2", "topics", topic)));
+            eventually("a fifth of the records at the sink", FORMED,
+                    () -> ConnectTest.RECEIVED.getOrDefault(sink, List.of()).size() >= count / 5 ? true : null);
+
+            int coordinator;
+            try (Admin admin = admin(bootstrap())) {
+                List<TopicPartitionInfo> offsets = admin.describeTopics(List.of("__consumer_offsets"))
+                        .allTopicNames().get().get("__consumer_offsets").partitions();
+                int hash = group.hashCode();
+                int partition = (hash == Integer.MIN_VALUE ? 0 : Math.abs(hash)) % offsets.size();
+                coordinator = offsets.get(partition).leader().id();
+            }
+            nodes.get(coordinator - 1).kill();
+            assertTrue(ConnectTest.RECEIVED.get(sink).size() < count, "the kill came before the last record");
+
+            eventually("every record at the sink", FORMED,
+                    () -> new java.util.HashSet<>(ConnectTest.RECEIVED.get(sink))
+                            .equals(ConnectTest.expectedValues(count)) ? true : null);
+            eventually("both connectors running", FORMED, () -> ConnectTest.running(worker, source, 1) != null
+                    && ConnectTest.running(worker, sink, 2) != null ? true : null);
+            try (Admin admin = admin(bootstrap())) {
+                Map<TopicPartition, org.apache.kafka.clients.admin.OffsetSpec> latest = new HashMap<>();
+                for (int p = 0; p < 3; p++) {
+                    latest.put(new TopicPartition(topic, p), org.apache.kafka.clients.admin.OffsetSpec.latest());
+                }
+                Map<TopicPartition, Long> ends = new HashMap<>();
+                admin.listOffsets(latest).all().get().forEach((tp, info) -> ends.put(tp, info.offset()));
+                assertTrue(ends.values().stream().mapToLong(Long::longValue).sum() >= count,
+                        "the topic holds every count: " + ends);
+                eventually("the sink's offsets committed to the end", FORMED, () -> {
+                    Map<TopicPartition, OffsetAndMetadata> committed =
+                            admin.listConsumerGroupOffsets("connect-" + sink).partitionsToOffsetAndMetadata().get();
+                    for (Map.Entry<TopicPartition, Long> end : ends.entrySet()) {
+                        OffsetAndMetadata c = committed.get(end.getKey());
+                        if (c == null || c.offset() != end.getValue()) {
+                            return null;
+                        }
+                    }
+                    return true;
+                });
+            }
+        } finally {
+            worker.stop();
+            worker.awaitStop();
+        }
     }
 
     /**

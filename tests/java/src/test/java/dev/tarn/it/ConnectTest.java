@@ -93,7 +93,9 @@ class ConnectTest {
         public ConfigDef config() {
             return new ConfigDef()
                     .define("topic", ConfigDef.Type.STRING, ConfigDef.Importance.HIGH, "where the counts go")
-                    .define("count", ConfigDef.Type.LONG, ConfigDef.Importance.HIGH, "how far to count");
+                    .define("count", ConfigDef.Type.LONG, ConfigDef.Importance.HIGH, "how far to count")
+                    .define("pause.ms", ConfigDef.Type.LONG, 0L, ConfigDef.Importance.LOW,
+                            "how long to wait before each hundred");
         }
 
         @Override
@@ -106,6 +108,7 @@ class ConnectTest {
         static final Map<String, String> PARTITION = Map.of("source", "counter");
         private String topic;
         private long count;
+        private long pauseMs;
         private long next;
 
         @Override
@@ -117,6 +120,7 @@ class ConnectTest {
         public void start(Map<String, String> props) {
             topic = props.get("topic");
             count = Long.parseLong(props.get("count"));
+            pauseMs = Long.parseLong(props.getOrDefault("pause.ms", "0"));
             Map<String, Object> offset = context.offsetStorageReader().offset(PARTITION);
             next = offset == null ? 0 : ((Number) offset.get("n")).longValue() + 1;
             STARTS.computeIfAbsent(props.get("name"), k -> new CopyOnWriteArrayList<>()).add(next);
@@ -127,6 +131,9 @@ class ConnectTest {
             if (next >= count) {
                 Thread.sleep(50);
                 return null;
+            }
+            if (pauseMs > 0) {
+                Thread.sleep(pauseMs);
             }
             List<SourceRecord> out = new ArrayList<>();
             for (int i = 0; i < 100 && next < count; i++, next++) {
@@ -205,17 +212,22 @@ class ConnectTest {
     }
 
     static Connect<?> worker(TarnBroker broker, String group) {
+        return worker(broker.bootstrap(), group, 1);
+    }
+
+    /** A worker of `group` whose three topics get `replicas` replicas each. */
+    static Connect<?> worker(String bootstrap, String group, int replicas) {
         Map<String, String> p = new HashMap<>();
-        p.put("bootstrap.servers", broker.bootstrap());
+        p.put("bootstrap.servers", bootstrap);
         p.put("group.id", group);
         p.put("key.converter", "org.apache.kafka.connect.storage.StringConverter");
         p.put("value.converter", "org.apache.kafka.connect.storage.StringConverter");
         p.put("offset.storage.topic", group + "-offsets");
         p.put("config.storage.topic", group + "-configs");
         p.put("status.storage.topic", group + "-status");
-        p.put("offset.storage.replication.factor", "1");
-        p.put("config.storage.replication.factor", "1");
-        p.put("status.storage.replication.factor", "1");
+        p.put("offset.storage.replication.factor", Integer.toString(replicas));
+        p.put("config.storage.replication.factor", Integer.toString(replicas));
+        p.put("status.storage.replication.factor", Integer.toString(replicas));
         p.put("offset.flush.interval.ms", "200");
         p.put("listeners", "http://127.0.0.1:0");
         // The connectors above are listed in META-INF/services.
