@@ -299,24 +299,25 @@ class ConnectTest {
             rest(first, "POST", "/connectors", Map.of("name", source, "config", Map.of(
                     "connector.class", CountingSource.class.getName(),
                     "tasks.max", "1", "topic", topic, "count", "2000")));
-            // Sent to the other worker: a follower forwards it to the leader.
+            // Sent to the other worker, which forwards it when it does not lead the group.
             Connect<?> other = second;
             rest(other, "POST", "/connectors", Map.of("name", sink, "config", Map.of(
                     "connector.class", CollectingSink.class.getName(),
                     "tasks.max", "2", "topics", topic)));
 
-            Set<String> workers = new HashSet<>();
-            ClusterTest.eventually("both connectors running", Clients.WAIT, () -> {
-                Set<String> s = running(other, source, 1);
-                Set<String> k = running(other, sink, 2);
-                if (s == null || k == null) {
-                    return null;
-                }
-                workers.addAll(s);
-                workers.addAll(k);
-                return true;
-            });
-            assertEquals(2, workers.size(), "two connectors and three tasks are spread over both workers: " + workers);
+            // Two connectors and three tasks, spread over both workers (a
+            // worker that joined late gets its share in a later round).
+            ClusterTest.eventually("both connectors running on both workers", Clients.WAIT,
+                    () -> {
+                        Set<String> s = running(other, source, 1);
+                        Set<String> k = running(other, sink, 2);
+                        if (s == null || k == null) {
+                            return null;
+                        }
+                        Set<String> all = new HashSet<>(s);
+                        all.addAll(k);
+                        return all.size() == 2 ? all : null;
+                    });
             ClusterTest.eventually("the sink received all 2000 records", Clients.WAIT,
                     () -> new HashSet<>(RECEIVED.getOrDefault(sink, List.of())).equals(expectedValues(2000))
                             ? true : null);
@@ -357,7 +358,7 @@ class ConnectTest {
             ClusterTest.eventually("the sink received all 4000 records", Clients.WAIT,
                     () -> new HashSet<>(RECEIVED.getOrDefault(sink, List.of())).equals(expectedValues(4000))
                             ? true : null);
-            Set<String> left = ClusterTest.eventually("everything running on the worker left", Clients.WAIT, () -> {
+            ClusterTest.eventually("everything running on the worker left", Clients.WAIT, () -> {
                 Set<String> s = running(other, source, 1);
                 Set<String> k = running(other, sink, 2);
                 if (s == null || k == null) {
@@ -367,7 +368,6 @@ class ConnectTest {
                 all.addAll(k);
                 return all.size() == 1 ? all : null;
             });
-            assertEquals(1, left.size());
             List<Long> starts = STARTS.get(source);
             assertEquals(0L, starts.get(0), "the first task counts from 0: " + starts);
             assertEquals(2000L, starts.get(starts.size() - 1),
