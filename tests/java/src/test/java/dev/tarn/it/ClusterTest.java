@@ -447,7 +447,8 @@ class ClusterTest {
                         .allTopicNames().get().get("__consumer_offsets").partitions();
                 int hash = group.hashCode();
                 int partition = (hash == Integer.MIN_VALUE ? 0 : Math.abs(hash)) % offsets.size();
-                coordinator = offsets.get(partition).leader().id();
+                coordinator = offsets.stream().filter(p -> p.partition() == partition).findFirst()
+                        .orElseThrow().leader().id();
             }
             nodes.get(coordinator - 1).kill();
             assertTrue(ConnectTest.RECEIVED.get(sink).size() < count, "the kill came before the last record");
