@@ -467,17 +467,8 @@ class ClusterTest {
                 admin.listOffsets(latest).all().get().forEach((tp, info) -> ends.put(tp, info.offset()));
                 assertTrue(ends.values().stream().mapToLong(Long::longValue).sum() >= count,
                         "the topic holds every count: " + ends);
-                eventually("the sink's offsets committed to the end", FORMED, () -> {
-                    Map<TopicPartition, OffsetAndMetadata> committed =
-                            admin.listConsumerGroupOffsets("connect-" + sink).partitionsToOffsetAndMetadata().get();
-                    for (Map.Entry<TopicPartition, Long> end : ends.entrySet()) {
-                        OffsetAndMetadata c = committed.get(end.getKey());
-                        if (c == null || c.offset() != end.getValue()) {
-                            return null;
-                        }
-                    }
-                    return true;
-                });
+                eventually("the sink's offsets committed to the end", FORMED,
+                        () -> ConnectTest.committedTo(admin, "connect-" + sink, ends) ? true : null);
             }
         } finally {
             worker.stop();

@@ -278,6 +278,19 @@ class ConnectTest {
         return workers;
     }
 
+    /** Whether `group` has committed exactly `ends` for every partition in it. */
+    static boolean committedTo(Admin admin, String group, Map<TopicPartition, Long> ends) throws Exception {
+        Map<TopicPartition, OffsetAndMetadata> committed =
+                admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get();
+        for (Map.Entry<TopicPartition, Long> end : ends.entrySet()) {
+            OffsetAndMetadata c = committed.get(end.getKey());
+            if (c == null || c.offset() != end.getValue()) {
+                return false;
+            }
+        }
+        return true;
+    }
+
     static Set<String> expectedValues(long count) {
         Set<String> values = new HashSet<>();
         for (long n = 0; n < count; n++) {
@@ -386,17 +399,8 @@ class ConnectTest {
                     assertEquals(expectedValues(4000), values);
                 }
                 // The sink's group commits up to the end.
-                ClusterTest.eventually("the sink's offsets committed to the end", Clients.WAIT, () -> {
-                    Map<TopicPartition, OffsetAndMetadata> committed =
-                            admin.listConsumerGroupOffsets("connect-" + sink).partitionsToOffsetAndMetadata().get();
-                    for (Map.Entry<TopicPartition, Long> end : ends.entrySet()) {
-                        OffsetAndMetadata c = committed.get(end.getKey());
-                        if (c == null || c.offset() != end.getValue()) {
-                            return null;
-                        }
-                    }
-                    return true;
-                });
+                ClusterTest.eventually("the sink's offsets committed to the end", Clients.WAIT,
+                        () -> committedTo(admin, "connect-" + sink, ends) ? true : null);
                 // The workers made their topics compacted, with Connect's
                 // default partition counts.
                 Map<String, Integer> internal = Map.of(
