@@ -438,8 +438,10 @@ class ClusterTest {
             ConnectTest.rest(worker, "POST", "/connectors", Map.of("name", sink, "config", Map.of(
                     "connector.class", ConnectTest.CollectingSink.class.getName(),
                     "tasks.max", "2", "topics", topic)));
-            eventually("a fifth of the records at the sink", FORMED,
-                    () -> ConnectTest.RECEIVED.getOrDefault(sink, List.of()).size() >= count / 5 ? true : null);
+            eventually("a fifth of the records counted", FORMED, () -> {
+                java.util.concurrent.atomic.AtomicLong counted = ConnectTest.COUNTED.get(source);
+                return counted != null && counted.get() >= count / 5 ? true : null;
+            });
 
             int coordinator;
             try (Admin admin = admin(bootstrap())) {
@@ -451,25 +453,40 @@ class ClusterTest {
                         .orElseThrow().leader().id();
             }
             nodes.get(coordinator - 1).kill();
-            assertTrue(ConnectTest.RECEIVED.get(sink).size() < count, "the kill came before the last record");
+            assertTrue(ConnectTest.COUNTED.get(source).get() < count, "the kill came before the source's last record");
 
             eventually("every record at the sink", FORMED,
                     () -> new java.util.HashSet<>(ConnectTest.RECEIVED.get(sink))
                             .equals(ConnectTest.expectedValues(count)) ? true : null);
             eventually("both connectors running", FORMED, () -> ConnectTest.running(worker, source, 1) != null
                     && ConnectTest.running(worker, sink, 2) != null ? true : null);
-            try (Admin admin = admin(bootstrap())) {
-                Map<TopicPartition, org.apache.kafka.clients.admin.OffsetSpec> latest = new HashMap<>();
-                for (int p = 0; p < 3; p++) {
-                    latest.put(new TopicPartition(topic, p), org.apache.kafka.clients.admin.OffsetSpec.latest());
+            // A new Admin each time: one that met the killed broker may wait
+            // on it until its call times out.
+            Map<TopicPartition, Long> ends = eventually("the topic's end offsets", FORMED, () -> {
+                Admin admin = admin(bootstrap());
+                try {
+                    Map<TopicPartition, org.apache.kafka.clients.admin.OffsetSpec> latest = new HashMap<>();
+                    for (int p = 0; p < 3; p++) {
+                        latest.put(new TopicPartition(topic, p), org.apache.kafka.clients.admin.OffsetSpec.latest());
+                    }
+                    Map<TopicPartition, Long> found = new HashMap<>();
+                    admin.listOffsets(latest).all().get(5, java.util.concurrent.TimeUnit.SECONDS)
+                            .forEach((tp, info) -> found.put(tp, info.offset()));
+                    return found;
+                } finally {
+                    admin.close(Duration.ofSeconds(1));
                 }
-                Map<TopicPartition, Long> ends = new HashMap<>();
-                admin.listOffsets(latest).all().get().forEach((tp, info) -> ends.put(tp, info.offset()));
-                assertTrue(ends.values().stream().mapToLong(Long::longValue).sum() >= count,
-                        "the topic holds every count: " + ends);
-                eventually("the sink's offsets committed to the end", FORMED,
-                        () -> ConnectTest.committedTo(admin, "connect-" + sink, ends) ? true : null);
-            }
+            });
+            assertTrue(ends.values().stream().mapToLong(Long::longValue).sum() >= count,
+                    "the topic holds every count: " + ends);
+            eventually("the sink's offsets committed to the end", FORMED, () -> {
+                Admin admin = admin(bootstrap());
+                try {
+                    return ConnectTest.committedTo(admin, "connect-" + sink, ends) ? true : null;
+                } finally {
+                    admin.close(Duration.ofSeconds(1));
+                }
+            });
         } finally {
             worker.stop();
             worker.awaitStop();

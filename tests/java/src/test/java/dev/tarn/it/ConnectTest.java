@@ -63,6 +63,8 @@ class ConnectTest {
 
     /** Where each source task started counting, by connector name. */
     static final Map<String, List<Long>> STARTS = new ConcurrentHashMap<>();
+    /** How far each source connector has counted, by connector name. */
+    static final Map<String, java.util.concurrent.atomic.AtomicLong> COUNTED = new ConcurrentHashMap<>();
     /** Every value each sink connector was handed, by connector name. */
     static final Map<String, Collection<String>> RECEIVED = new ConcurrentHashMap<>();
 
@@ -110,6 +112,7 @@ class ConnectTest {
         private long count;
         private long pauseMs;
         private long next;
+        private java.util.concurrent.atomic.AtomicLong counted;
 
         @Override
         public String version() {
@@ -124,6 +127,7 @@ class ConnectTest {
             Map<String, Object> offset = context.offsetStorageReader().offset(PARTITION);
             next = offset == null ? 0 : ((Number) offset.get("n")).longValue() + 1;
             STARTS.computeIfAbsent(props.get("name"), k -> new CopyOnWriteArrayList<>()).add(next);
+            counted = COUNTED.computeIfAbsent(props.get("name"), k -> new java.util.concurrent.atomic.AtomicLong());
         }
 
         @Override
@@ -140,6 +144,7 @@ class ConnectTest {
                 out.add(new SourceRecord(PARTITION, Map.of("n", next), topic, null,
                         Schema.STRING_SCHEMA, "k" + (next % 7), Schema.STRING_SCHEMA, "v" + next));
             }
+            counted.set(next);
             return out;
         }
 
