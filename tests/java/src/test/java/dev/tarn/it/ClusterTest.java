@@ -458,8 +458,7 @@ class ClusterTest {
             eventually("every record at the sink", FORMED,
                     () -> new java.util.HashSet<>(ConnectTest.RECEIVED.get(sink))
                             .equals(ConnectTest.expectedValues(count)) ? true : null);
-            eventually("both connectors running", FORMED, () -> ConnectTest.running(worker, source, 1) != null
-                    && ConnectTest.running(worker, sink, 2) != null ? true : null);
+            eventually("both connectors running", FORMED, () -> ConnectTest.runningOn(worker, source, sink));
             // A new Admin each time: one that met the killed broker may wait
             // on it until its call times out.
             Map<TopicPartition, Long> ends = eventually("the topic's end offsets", FORMED, () -> {

@@ -296,6 +296,18 @@ class ConnectTest {
         return true;
     }
 
+    /** The workers running the source (one task) and the sink (two tasks), once all run. */
+    static Set<String> runningOn(Connect<?> worker, String source, String sink) throws Exception {
+        Set<String> s = running(worker, source, 1);
+        Set<String> k = running(worker, sink, 2);
+        if (s == null || k == null) {
+            return null;
+        }
+        Set<String> all = new HashSet<>(s);
+        all.addAll(k);
+        return all;
+    }
+
     static Set<String> expectedValues(long count) {
         Set<String> values = new HashSet<>();
         for (long n = 0; n < count; n++) {
@@ -325,17 +337,10 @@ class ConnectTest {
 
             // Two connectors and three tasks, spread over both workers (a
             // worker that joined late gets its share in a later round).
-            ClusterTest.eventually("both connectors running on both workers", Clients.WAIT,
-                    () -> {
-                        Set<String> s = running(other, source, 1);
-                        Set<String> k = running(other, sink, 2);
-                        if (s == null || k == null) {
-                            return null;
-                        }
-                        Set<String> all = new HashSet<>(s);
-                        all.addAll(k);
-                        return all.size() == 2 ? all : null;
-                    });
+            ClusterTest.eventually("both connectors running on both workers", Clients.WAIT, () -> {
+                Set<String> all = runningOn(other, source, sink);
+                return all != null && all.size() == 2 ? all : null;
+            });
             ClusterTest.eventually("the sink received all 2000 records", Clients.WAIT,
                     () -> new HashSet<>(RECEIVED.getOrDefault(sink, List.of())).equals(expectedValues(2000))
                             ? true : null);
@@ -371,14 +376,8 @@ class ConnectTest {
                     () -> new HashSet<>(RECEIVED.getOrDefault(sink, List.of())).equals(expectedValues(4000))
                             ? true : null);
             ClusterTest.eventually("everything running on the worker left", Clients.WAIT, () -> {
-                Set<String> s = running(other, source, 1);
-                Set<String> k = running(other, sink, 2);
-                if (s == null || k == null) {
-                    return null;
-                }
-                Set<String> all = new HashSet<>(s);
-                all.addAll(k);
-                return all.size() == 1 ? all : null;
+                Set<String> all = runningOn(other, source, sink);
+                return all != null && all.size() == 1 ? all : null;
             });
             List<Long> starts = STARTS.get(source);
             assertEquals(0L, starts.get(0), "the first task counts from 0: " + starts);
