@@ -54,7 +54,7 @@ use tarn_metadata::{MetadataImage, PartitionInfo, TopicInfo};
 
 use crate::blocking::off_async_workers;
 use crate::durability::{AppendCompletion, PartitionDurability};
-use crate::episode::FailureEpisode;
+use crate::episode::{FailureEpisode, StorageFailures};
 use crate::isr::ReplicaSet;
 use crate::log_deleter::LogDeleter;
 pub use crate::roles::ReadLimit;
@@ -162,6 +162,8 @@ pub struct Partition {
     /// is logged once and the next success is logged as recovery.
     pub(crate) writes_failing: FailureEpisode,
     reads_failing: FailureEpisode,
+    /// The broker's, told of each failure as it starts.
+    storage_failures: StorageFailures,
     /// Where this partition's flushes run.
     group_commit: Arc<GroupCommit>,
     /// What is durable, for the completions of appends waiting on it.
@@ -355,17 +357,33 @@ impl Partition {
 
     /// Logs a storage failure once when it starts and once when the
     /// partition works again, so a full disk cannot flood the log while
-    /// every request to the partition answers KAFKA_STORAGE_ERROR.
+    /// every request to the partition answers KAFKA_STORAGE_ERROR; a write
+    /// that fails is also reported to the broker's [`StorageFailures`].
     pub(crate) fn note_storage<T>(
         &self,
         episode: &FailureEpisode,
         what: &str,
         result: Result<T, PartitionError>,
     ) -> Result<T, PartitionError> {
+        self.note_storage_as(episode, what, result, true)
+    }
+
+    fn note_storage_as<T>(
+        &self,
+        episode: &FailureEpisode,
+        what: &str,
+        result: Result<T, PartitionError>,
+        report: bool,
+    ) -> Result<T, PartitionError> {
         match &result {
             Err(e) if e.code == error::KAFKA_STORAGE_ERROR => {
                 if episode.failed() {
                     tracing::error!(topic = %self.topic, partition = self.index, error = %e.message, "{what} failed on storage; answering KAFKA_STORAGE_ERROR until it works again");
+                    if report {
+                        self.storage_failures.report(|| {
+                            format!("{what} {}-{}: {}", self.topic, self.index, e.message)
+                        });
+                    }
                 }
             }
             Ok(_) => {
@@ -492,11 +510,16 @@ impl Partition {
     pub(crate) fn submit_flush(&self, target: FlushTarget) {
         let publisher = self.durability.publisher();
         let log = target.durability();
+        let failures = self.storage_failures.clone();
+        let name = format!("{}-{}", self.topic, self.index);
         self.group_commit.submit(
             target,
             Some(Box::new(move |result| match result {
                 Ok(()) => publisher.publish(&log),
-                Err(e) => publisher.failed(e.to_string()),
+                Err(e) => {
+                    failures.report(|| format!("flushing {name}: {e}"));
+                    publisher.failed(e.to_string());
+                }
             })),
         );
     }
@@ -646,7 +669,10 @@ impl Partition {
                 Ok((read(log)?, offsets))
             })
         });
-        self.note_storage(&self.reads_failing, "reading", result)
+        // Not reported: what fails a read is mostly a batch that fails its
+        // CRC, damage to the data rather than a failing disk (Kafka too
+        // tells a corrupt record from an I/O failure of its directory).
+        self.note_storage_as(&self.reads_failing, "reading", result, false)
     }
 
     pub fn with_log_ref<T>(&self, f: impl FnOnce(&Log) -> T) -> Result<T, PartitionError> {
@@ -837,6 +863,8 @@ pub struct ReplicaManager {
     deleter: LogDeleter,
     /// The fsync rounds every hosted partition's flushes go through.
     group_commit: Arc<GroupCommit>,
+    /// The first storage failure of any hosted partition.
+    storage_failures: StorageFailures,
     /// The image and effective broker config the hosted partitions match;
     /// also serializes `sync`.
     synced: Mutex<(Arc<MetadataImage>, BrokerConfig)>,
@@ -950,6 +978,7 @@ impl ReplicaManager {
             node_id,
             deleter: LogDeleter::start(env.clone()),
             group_commit,
+            storage_failures: StorageFailures::default(),
             env,
             partitions: RwLock::new(PartitionMap::default()),
             data_version,
@@ -957,6 +986,11 @@ impl ReplicaManager {
             previous_shutdown_clean: AtomicBool::new(true),
             earlier_writes_synced: Mutex::new(false),
         }
+    }
+
+    /// Where the hosted partitions report their storage failures.
+    pub fn storage_failures(&self) -> &StorageFailures {
+        &self.storage_failures
     }
 
     /// Makes everything earlier processes wrote durable, once per process:
@@ -1318,6 +1352,7 @@ impl ReplicaManager {
                 max_message_bytes: AtomicU32::new(max_message_bytes),
                 writes_failing: FailureEpisode::new(),
                 reads_failing: FailureEpisode::new(),
+                storage_failures: self.storage_failures.clone(),
                 group_commit: self.group_commit.clone(),
                 durability: PartitionDurability::new(durable_offset),
                 flush_requested_upto: AtomicI64::new(0),

@@ -572,7 +572,17 @@ impl MetadataListener for ReplicaSync {
             Some(ids) => self.replicas.sync_topics(image, &config, &ids),
             None => self.replicas.sync(image, &config, true),
         }
-        .map_err(|e| e.to_string())
+        .map_err(|e| {
+            // A replica this broker cannot create or open is a storage
+            // failure like a failed append (see `StorageFailures`).
+            self.replicas.storage_failures().report(|| {
+                format!(
+                    "hosting the partitions of metadata offset {}: {e}",
+                    delta.offset
+                )
+            });
+            e.to_string()
+        })
     }
 }
 
