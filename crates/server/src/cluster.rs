@@ -407,6 +407,11 @@ pub async fn start(
                 broker.clone(),
                 stop_rx.clone(),
             )));
+            tasks.push(tokio::spawn(stop_when_the_quorum_fails(
+                quorum.status(),
+                fatal_tx.clone(),
+                stop_rx.clone(),
+            )));
             (broker, Some(quorum))
         }
         None => {
@@ -463,6 +468,11 @@ pub async fn start(
             broker.clone(),
             stop_rx.clone(),
         ));
+        tasks.push(tokio::spawn(stop_on_storage_failure(
+            broker.replicas.storage_failures().subscribe(),
+            fatal_tx.clone(),
+            stop_rx.clone(),
+        )));
         tasks.push(tokio::spawn(run_lifecycle(
             broker.clone(),
             registration,
@@ -795,6 +805,58 @@ async fn serve_metadata(
             read,
         }),
     }
+}
+
+/// Stops the node when its Raft log or vote can no longer be written (the
+/// quorum stops itself on such a failure): it could neither vote nor follow
+/// the metadata log, and Kafka halts a node whose metadata log directory
+/// failed.
+async fn stop_when_the_quorum_fails(
+    mut status: watch::Receiver<tarn_quorum::QuorumStatus>,
+    fatal: watch::Sender<Option<String>>,
+    mut stop: watch::Receiver<bool>,
+) {
+    tokio::select! {
+        // Closed too once the quorum is gone.
+        _ = status.wait_for(|s| !s.running) => {}
+        _ = stop.wait_for(|s| *s) => return,
+    }
+    if *stop.borrow() {
+        return; // The node is stopping, and the quorum with it.
+    }
+    let why = "the metadata quorum stopped on this node (its log could not be written; the \
+               cause is logged above)"
+        .to_owned();
+    tracing::error!("{why}");
+    fatal.send_replace(Some(why));
+}
+
+/// Stops the broker at the first storage failure of a partition it hosts
+/// (a full disk, a failed fsync, an I/O error), as Kafka halts a broker
+/// whose only log directory failed: the controlled shutdown moves each
+/// partition it leads to an in-sync replica on another broker, where
+/// producers carry on, instead of every write to them failing here with
+/// KAFKA_STORAGE_ERROR for as long as the disk stays full. A single node,
+/// with no replica elsewhere, keeps serving reads and resumes writing when
+/// space returns.
+async fn stop_on_storage_failure(
+    mut failures: watch::Receiver<Option<String>>,
+    fatal: watch::Sender<Option<String>>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let why = tokio::select! {
+        failed = failures.wait_for(Option::is_some) => match failed {
+            Ok(first) => first.clone().unwrap_or_default(),
+            Err(_) => return,
+        },
+        _ = stop.wait_for(|s| *s) => return,
+    };
+    let why = format!(
+        "storage failed ({why}); stopping so that other brokers take over this broker's \
+         partitions"
+    );
+    tracing::error!("{why}");
+    fatal.send_replace(Some(why));
 }
 
 /// Stops the node once a majority of the voters refuse it as a node of
