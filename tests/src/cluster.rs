@@ -98,6 +98,16 @@ pub struct Cluster {
     _formatted: Option<tempfile::TempDir>,
 }
 
+/// What one node of a [`Cluster::start_own`] gets besides what every node
+/// gets.
+#[derive(Debug, Clone, Default)]
+pub struct Own<'a> {
+    pub settings: &'a [(&'a str, &'a str)],
+    /// This data directory (on a small disk, say) instead of a fresh
+    /// temporary one.
+    pub data_dir: Option<std::path::PathBuf>,
+}
+
 /// How the nodes learn the voters.
 enum Voters {
     /// `controller.quorum.voters`.
@@ -147,11 +157,29 @@ impl Cluster {
         settings: &[(&str, &str)],
         each: &[&[(&str, &str)]],
     ) -> Cluster {
+        let own: Vec<Own> = each
+            .iter()
+            .map(|settings| Own {
+                settings,
+                data_dir: None,
+            })
+            .collect();
+        Cluster::start_own(n, order, settings, &own)
+    }
+
+    /// Like [`Cluster::start`], node `i + 1` also with `own[i]` (settings
+    /// of its own, a data directory on a small disk).
+    pub fn start_own(
+        n: usize,
+        order: &[usize],
+        settings: &[(&str, &str)],
+        own: &[Own<'_>],
+    ) -> Cluster {
         Cluster::launch(
             n,
             order,
             settings,
-            each,
+            own,
             Roles::Combined,
             Hosts::Loopback,
             Voters::Static,
@@ -220,7 +248,7 @@ impl Cluster {
         n: usize,
         order: &[usize],
         settings: &[(&str, &str)],
-        each: &[&[(&str, &str)]],
+        own: &[Own<'_>],
         roles: Roles,
         hosts: Hosts,
         quorum: Voters,
@@ -332,8 +360,17 @@ impl Cluster {
                         options.set("controller.quorum.bootstrap.servers", &bootstrap_servers)
                     }
                 };
-                let own = each.get(i).copied().unwrap_or_default();
-                for (key, value) in settings.iter().chain(own) {
+                let own = own.get(i);
+                if let Some(dir) = own.and_then(|own| own.data_dir.clone()) {
+                    assert!(
+                        options.data_dir.is_none(),
+                        "node {}: a dynamic quorum's node has its data directory formatted",
+                        i + 1
+                    );
+                    options.data_dir = Some(dir);
+                }
+                let own_settings = own.map_or(&[][..], |own| own.settings);
+                for (key, value) in settings.iter().chain(own_settings) {
                     options = options.set(key, value);
                 }
                 options

@@ -17,6 +17,7 @@
 
 pub mod cli;
 pub mod cluster;
+pub mod disk;
 pub mod groups;
 pub mod http;
 pub mod kafka;
@@ -354,12 +355,19 @@ impl TarnBroker {
         self.child = Some(child);
     }
 
-    /// Panics (with the broker's logs) unless the process is still running.
     /// The broker's process id, while it runs.
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
     }
 
+    /// Whether the process exited by itself; [`TarnBroker::wait_exit`]
+    /// then returns its status at once.
+    pub fn exited(&mut self) -> bool {
+        let child = self.child.as_mut().expect("broker is not running");
+        child.try_wait().expect("poll broker").is_some()
+    }
+
+    /// Panics unless the process is still running.
     pub fn assert_alive(&mut self) {
         let child = self.child.as_mut().expect("broker was stopped");
         if let Some(status) = child.try_wait().expect("poll broker") {

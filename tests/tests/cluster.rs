@@ -14,11 +14,12 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::TopicPartitionList;
+use rdkafka::{Offset, TopicPartitionList};
 
 use tarn_cli::client::Client;
-use tarn_e2e::cluster::Cluster;
-use tarn_e2e::kafka::{consume_all, consumer, Outgoing, Record, TestProducer};
+use tarn_e2e::cluster::{Cluster, Own};
+use tarn_e2e::disk::SmallDisk;
+use tarn_e2e::kafka::{consume_all, consume_from, consumer, Outgoing, Record, TestProducer};
 use tarn_e2e::{cli, run_with_timeout, wire};
 use tarn_protocol::messages::fetch::{FetchPartition, FetchRequest, FetchResponse, FetchTopic};
 use tarn_protocol::messages::metadata::{MetadataRequest, MetadataRequestTopic, MetadataResponse};
@@ -605,6 +606,166 @@ fn leadership_moves_off_stopped_and_dead_brokers_and_leader_election_reports_it(
             one.stdout,
             format!("Valid replica already elected for partitions elect-{own}\n")
         );
+    });
+}
+
+/// A broker whose disk fills up stops, as Kafka halts a broker whose log
+/// directory failed, and the partitions it led move to in-sync replicas on
+/// the other brokers: an idempotent producer with acks=all carries on, and
+/// every record is acknowledged and read back once, in order. (A single
+/// node keeps serving instead: `disk_full.rs`.)
+#[test]
+fn a_broker_whose_disk_fills_stops_and_its_partitions_move_to_the_others() {
+    run_with_timeout(TEST_LIMIT, || {
+        let disk = SmallDisk::mount("6m");
+        let own = [Own {
+            settings: &[],
+            data_dir: Some(disk.path().join("node1")),
+        }];
+        let mut cluster = Cluster::start_own(3, &[1, 2, 3], &[], &own);
+        let controller = cluster.wait_until_formed(FORMED);
+        let out = cli::create_topic(&cluster.address(controller), "full", 3, 3, &[]);
+        assert!(out.status.success(), "{out}");
+        let (view, _) = cluster.wait_for(controller, FORMED, "full led, every ISR whole", |v| {
+            v.leaders
+                .get("full")
+                .is_some_and(|l| l.len() == 3 && !l.contains(&-1))
+                && v.isr["full"].iter().all(|isr| isr.len() == 3)
+        });
+        let partition = view.leaders["full"]
+            .iter()
+            .position(|leader| *leader == 1)
+            .expect("node 1 leads one of three partitions") as i32;
+
+        // 20 MB into the partition node 1 leads: more than three times its disk.
+        let count = 20_000;
+        let value = "x".repeat(1000);
+        let mut producer = TestProducer::new(
+            &cluster.bootstrap(),
+            &[
+                ("acks", "all"),
+                ("enable.idempotence", "true"),
+                ("message.timeout.ms", "120000"),
+            ],
+        );
+        for i in 0..count {
+            producer.send(
+                "full",
+                &Outgoing {
+                    record: Record::kv(&i.to_string(), &value),
+                    partition: Some(partition),
+                    timestamp_ms: None,
+                },
+            );
+        }
+        let reports = producer.flush(Duration::from_secs(180));
+        let failed: Vec<_> = reports.iter().filter(|r| r.is_err()).collect();
+        assert!(
+            failed.is_empty(),
+            "{} of {count} records not acknowledged, first: {:?}",
+            failed.len(),
+            failed.first()
+        );
+
+        let status = cluster.wait_exit(1, FORMED);
+        let logs = cluster.node(1).logs();
+        assert!(!status.success(), "node 1 exited with {status}: {logs}");
+        assert!(
+            logs.contains("storage failed (appending full-")
+                && logs.contains("No space left on device"),
+            "node 1 did not stop for its full disk: {logs}"
+        );
+        let survivor = if controller == 1 { 2 } else { controller };
+        let (view, _) = cluster.wait_for(survivor, FORMED, "full led by survivors", |v| {
+            v.leaders["full"].iter().all(|l| *l == 2 || *l == 3)
+        });
+        println!("after node 1 stopped: {view:?}");
+
+        let read = consume_from(
+            &cluster.address(survivor),
+            "full",
+            &[(partition, Offset::Beginning)],
+            count,
+            Duration::from_secs(120),
+        );
+        let keys: Vec<String> = read
+            .iter()
+            .map(|c| {
+                String::from_utf8_lossy(c.record.key.as_deref().unwrap_or_default()).into_owned()
+            })
+            .collect();
+        let expected: Vec<String> = (0..count).map(|i| i.to_string()).collect();
+        assert!(
+            keys == expected,
+            "read {} records; first difference at {:?}",
+            keys.len(),
+            keys.iter().zip(&expected).position(|(a, b)| a != b)
+        );
+    });
+}
+
+/// A voter whose disk fills up stops once its Raft log cannot be written
+/// (as Kafka halts a node whose metadata log directory failed), and the
+/// other two voters keep committing.
+#[test]
+fn a_voter_that_cannot_write_its_metadata_log_stops_and_the_others_commit() {
+    run_with_timeout(TEST_LIMIT, || {
+        let disk = SmallDisk::mount("4m");
+        let own = [Own {
+            settings: &[],
+            data_dir: Some(disk.path().join("node1")),
+        }];
+        let mut cluster = Cluster::start_own(3, &[1, 2, 3], &[], &own);
+        let controller = cluster.wait_until_formed(FORMED);
+        let survivor = if controller == 1 { 2 } else { controller };
+        let address = cluster.address(survivor);
+        let out = cli::create_topic(&address, "configured", 1, 1, &[]);
+        assert!(out.status.success(), "{out}");
+
+        // Fill node 1's disk, then commit changes that write nothing there
+        // but the Raft log: a topic's retention, again and again.
+        let ballast = disk.path().join("ballast");
+        let mut file = std::fs::File::create(&ballast).expect("create ballast");
+        let full = loop {
+            if let Err(e) = std::io::Write::write_all(&mut file, &[0; 65536]) {
+                break e;
+            }
+        };
+        assert_eq!(full.raw_os_error(), Some(libc::ENOSPC), "{full}");
+        let mut changes = 0;
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !cluster.nodes[0].exited() {
+            assert!(
+                Instant::now() < deadline,
+                "node 1 still runs after {changes} changes"
+            );
+            let retention = format!("retention.ms={}", 60_000 + changes);
+            let out = cli::run(&[
+                "configs",
+                "--bootstrap-server",
+                &address,
+                "--alter",
+                "--entity-type",
+                "topics",
+                "--entity-name",
+                "configured",
+                "--add-config",
+                &retention,
+            ]);
+            assert!(out.status.success(), "change {changes}: {out}");
+            changes += 1;
+        }
+        println!("node 1 stopped after {changes} changes");
+        let status = cluster.wait_exit(1, FORMED);
+        let logs = cluster.node(1).logs();
+        assert!(!status.success(), "node 1 exited with {status}: {logs}");
+        assert!(
+            logs.contains("the metadata quorum stopped on this node")
+                && logs.contains("No space left on device"),
+            "node 1 did not stop for its metadata log: {logs}"
+        );
+        let out = cli::create_topic(&address, "after", 1, 1, &[]);
+        assert!(out.status.success(), "{out}");
     });
 }
 

@@ -2,57 +2,16 @@
 //! appends no longer fit, produces to the partition answer
 //! KAFKA_STORAGE_ERROR, the broker stays up and keeps serving reads, no
 //! torn batch becomes visible, and writing resumes at the right offset as
-//! soon as space returns.
+//! soon as space returns. (That is a single node; a broker in a cluster
+//! stops instead, so that other replicas take over: `cluster.rs`.)
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use tarn_cli::client::Client;
+use tarn_e2e::disk::SmallDisk;
 use tarn_e2e::wire::{batch, produce};
 use tarn_e2e::{kafka, run_with_timeout, BrokerOptions, TarnBroker, TEST_TIMEOUT};
 use tarn_protocol::error;
-
-/// A tmpfs mounted for the test and unmounted when dropped.
-struct SmallDisk {
-    dir: PathBuf,
-    _parent: tempfile::TempDir,
-}
-
-impl SmallDisk {
-    fn mount(size: &str) -> SmallDisk {
-        let parent = tempfile::tempdir().expect("temp dir");
-        let dir = parent.path().join("disk");
-        std::fs::create_dir(&dir).expect("mount point");
-        let status = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(&dir)
-            .status()
-            .expect("run mount");
-        assert!(
-            status.success(),
-            "mount a {size} tmpfs at {} (the test needs root)",
-            dir.display()
-        );
-        SmallDisk {
-            dir,
-            _parent: parent,
-        }
-    }
-
-    fn path(&self) -> &Path {
-        &self.dir
-    }
-}
-
-impl Drop for SmallDisk {
-    fn drop(&mut self) {
-        match Command::new("umount").arg(&self.dir).status() {
-            Ok(status) if status.success() => {}
-            other => eprintln!("umount {}: {other:?}", self.dir.display()),
-        }
-    }
-}
 
 #[test]
 fn a_full_disk_answers_storage_errors_and_writing_resumes_when_space_returns() {

@@ -1,0 +1,48 @@
+//! `SmallDisk`: a tmpfs of a chosen size mounted for a test (a full disk
+//! on demand) and unmounted when dropped. Mounting needs root, as the
+//! test command runs.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A tmpfs mounted for the test and unmounted when dropped.
+pub struct SmallDisk {
+    dir: PathBuf,
+    _parent: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    /// Mounts a tmpfs of `size` (`mount -o size=`, e.g. `3m`).
+    pub fn mount(size: &str) -> SmallDisk {
+        let parent = tempfile::tempdir().expect("temp dir");
+        let dir = parent.path().join("disk");
+        std::fs::create_dir(&dir).expect("mount point");
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&dir)
+            .status()
+            .expect("run mount");
+        assert!(
+            status.success(),
+            "mount a {size} tmpfs at {} (the test needs root)",
+            dir.display()
+        );
+        SmallDisk {
+            dir,
+            _parent: parent,
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        match Command::new("umount").arg(&self.dir).status() {
+            Ok(status) if status.success() => {}
+            other => eprintln!("umount {}: {other:?}", self.dir.display()),
+        }
+    }
+}
