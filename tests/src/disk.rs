@@ -36,6 +36,20 @@ impl SmallDisk {
     pub fn path(&self) -> &Path {
         &self.dir
     }
+
+    /// Grows (or shrinks) the tmpfs to `size`, keeping what it holds.
+    pub fn resize(&self, size: &str) {
+        let status = Command::new("mount")
+            .args(["-o", &format!("remount,size={size}")])
+            .arg(&self.dir)
+            .status()
+            .expect("run mount");
+        assert!(
+            status.success(),
+            "resize the tmpfs at {} to {size}",
+            self.dir.display()
+        );
+    }
 }
 
 impl Drop for SmallDisk {

@@ -612,8 +612,9 @@ fn leadership_moves_off_stopped_and_dead_brokers_and_leader_election_reports_it(
 /// A broker whose disk fills up stops, as Kafka halts a broker whose log
 /// directory failed, and the partitions it led move to in-sync replicas on
 /// the other brokers: an idempotent producer with acks=all carries on, and
-/// every record is acknowledged and read back once, in order. (A single
-/// node keeps serving instead: `disk_full.rs`.)
+/// every record is acknowledged and read back once, in order. Given space,
+/// the broker comes back with the same records. (A single node keeps
+/// serving instead: `disk_full.rs`.)
 #[test]
 fn a_broker_whose_disk_fills_stops_and_its_partitions_move_to_the_others() {
     run_with_timeout(TEST_LIMIT, || {
@@ -681,26 +682,54 @@ fn a_broker_whose_disk_fills_stops_and_its_partitions_move_to_the_others() {
         });
         println!("after node 1 stopped: {view:?}");
 
-        let read = consume_from(
+        let read_back = |bootstrap: &str| {
+            let read = consume_from(
+                bootstrap,
+                "full",
+                &[(partition, Offset::Beginning)],
+                count,
+                Duration::from_secs(120),
+            );
+            let keys: Vec<String> = read
+                .iter()
+                .map(|c| {
+                    String::from_utf8_lossy(c.record.key.as_deref().unwrap_or_default())
+                        .into_owned()
+                })
+                .collect();
+            let expected: Vec<String> = (0..count).map(|i| i.to_string()).collect();
+            assert!(
+                keys == expected,
+                "read {} records; first difference at {:?}",
+                keys.len(),
+                keys.iter().zip(&expected).position(|(a, b)| a != b)
+            );
+        };
+        read_back(&cluster.address(survivor));
+
+        // Space returns: node 1 starts again, recovers its log, catches up,
+        // and once it leads its partition again reads back the same records.
+        disk.resize("64m");
+        cluster.start_again(1);
+        cluster.wait_for(survivor, FORMED, "node 1 back in every ISR", |v| {
+            v.isr["full"].iter().all(|isr| isr.contains(&1))
+        });
+        let out = cli::run(&[
+            "leader-election",
+            "--bootstrap-server",
             &cluster.address(survivor),
+            "--election-type",
+            "preferred",
+            "--topic",
             "full",
-            &[(partition, Offset::Beginning)],
-            count,
-            Duration::from_secs(120),
-        );
-        let keys: Vec<String> = read
-            .iter()
-            .map(|c| {
-                String::from_utf8_lossy(c.record.key.as_deref().unwrap_or_default()).into_owned()
-            })
-            .collect();
-        let expected: Vec<String> = (0..count).map(|i| i.to_string()).collect();
-        assert!(
-            keys == expected,
-            "read {} records; first difference at {:?}",
-            keys.len(),
-            keys.iter().zip(&expected).position(|(a, b)| a != b)
-        );
+            "--partition",
+            &partition.to_string(),
+        ]);
+        assert!(out.status.success(), "{out}");
+        cluster.wait_for(survivor, FORMED, "node 1 leads again", |v| {
+            v.leaders["full"][partition as usize] == 1
+        });
+        read_back(&cluster.address(1));
     });
 }
 
