@@ -170,6 +170,10 @@ async fn run_high_watermark_checkpoints(broker: Arc<Broker>, mut stop: watch::Re
             Err(e) => {
                 if failing.failed() {
                     tracing::error!(error = %e, "cannot write the high-watermark checkpoint; retrying");
+                    broker
+                        .replicas
+                        .storage_failures()
+                        .report(|| format!("writing the high-watermark checkpoint: {e}"));
                 }
             }
         }
