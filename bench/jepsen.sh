@@ -37,12 +37,15 @@ TARN_FAULT_SEEDS=$seeds TARN_FAULT_ROUNDS=$rounds \
   echo "round SIGKILLs a partition leader or the active controller, SIGSTOPs a broker, partitions"
   echo "the network (each node in a network namespace; a cut loses packets both ways: one node cut"
   echo "off, a minority holding a leader split off, one leader-follower link cut, or a bridge), or"
-  echo "strands a leader (pauses its followers, kills it, resumes them), for 2-5 s, then heals."
+  echo "strands a leader (pauses its followers, kills it, resumes them), for 2-5 s, then heals;"
+  echo "or fills a broker's disk (each broker's data on a tmpfs of its own), waits for the broker"
+  echo "to stop for it, frees the space and starts it again 2-5 s later."
   echo "A consumer group of two members commits as it goes. After the last round the readers must"
   echo "read everything within a minute (reader_behind, group_behind), and each member's client must close (members_stuck). A seed fixes the schedule."
   echo "Then three nodes of a dynamic quorum (KIP-853, formatted with --initial-controllers): every"
   echo "other round removes a voter (the active controller half the time; it goes on as a broker)"
-  echo "and adds it back after the hold, the other rounds inject the faults above."
+  echo "and adds it back after the hold, the other rounds inject the faults above but the full"
+  echo "disk (a stranded leader instead: those nodes' data is not on disks of their own)."
   echo
   echo "Test exit status: $status (0: every seed had zero anomalies)."
   echo

@@ -212,11 +212,22 @@ impl Cluster {
     /// the controller and the data path between brokers alike. The test's
     /// clients reach every node whatever is cut.
     pub fn start_partitionable(n: usize, order: &[usize], settings: &[(&str, &str)]) -> Cluster {
+        Cluster::start_partitionable_own(n, order, settings, &[])
+    }
+
+    /// Like [`Cluster::start_partitionable`], node `i + 1` also with
+    /// `own[i]` (see [`Cluster::start_own`]).
+    pub fn start_partitionable_own(
+        n: usize,
+        order: &[usize],
+        settings: &[(&str, &str)],
+        own: &[Own<'_>],
+    ) -> Cluster {
         Cluster::launch(
             n,
             order,
             settings,
-            &[],
+            own,
             Roles::Combined,
             Hosts::Network(Network::create(n as i32)),
             Voters::Static,

@@ -13,7 +13,10 @@
 //! are: one node cut off every other; a minority holding a partition
 //! leader split from the majority; one leader-follower link cut; and a
 //! bridge (two sides that cannot reach each other, and one node that
-//! reaches both). The test's clients reach every node throughout, so a
+//! reaches both). Every broker of a static quorum keeps its data on a disk
+//! of its own (a tmpfs), and one fault fills a broker's disk: the broker
+//! stops, as a broker in a cluster does at its first failed write, and
+//! starts again once space returns. The test's clients reach every node throughout, so a
 //! leader cut off its peers is a zombie they can still talk to. On a
 //! dynamic quorum (KIP-853) every other round removes a voter, the active
 //! controller half the time, and adds it back after the hold.
@@ -49,7 +52,8 @@ use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
-use tarn_e2e::cluster::{Cluster, View};
+use tarn_e2e::cluster::{Cluster, Own, View};
+use tarn_e2e::disk::SmallDisk;
 use tarn_e2e::kafka::{
     base_config, consume_all, consumer, watermarks, Outgoing, Record, TestProducer,
 };
@@ -65,6 +69,9 @@ const CI_SEEDS_FIVE: &[u64] = &[3];
 /// The seeds CI runs on a dynamic quorum of three.
 const CI_SEEDS_DYNAMIC: &[u64] = &[4];
 const CI_ROUNDS: usize = 3;
+/// Each broker's disk (a tmpfs) on a static quorum: far more than a run
+/// writes, until a fault fills it.
+const DISK: &str = "512m";
 const FORMED: Duration = Duration::from_secs(60);
 const SETTINGS: &[(&str, &str)] = &[
     ("broker.session.timeout.ms", "3000"),
@@ -120,6 +127,9 @@ enum Fault {
     /// A voter of a dynamic quorum removed (half the time the active
     /// controller), then added back: it goes on as a broker meanwhile.
     ChangeVoter,
+    /// A broker's disk fills up; it stops by itself, its disk is given
+    /// space back, and it starts again.
+    FillDisk,
 }
 
 /// What the producer learned: each value's acknowledged place, or why it
@@ -236,8 +246,22 @@ fn run_seeds(ci_seeds: &[u64], brokers: usize, quorum: Quorum) {
 fn run_seed(seed: u64, rounds: usize, brokers: usize, quorum: Quorum) {
     let mut rng = Rng::new(seed);
     let order: Vec<usize> = (1..=brokers).collect();
+    // A dynamic quorum's data directories are formatted where the harness
+    // puts them, so only a static quorum's brokers get disks of their own.
+    // Declared before the cluster: unmounted after its processes are gone.
+    let disks: Vec<SmallDisk> = match quorum {
+        Quorum::Static => (0..brokers).map(|_| SmallDisk::mount(DISK)).collect(),
+        Quorum::Dynamic => Vec::new(),
+    };
+    let own: Vec<Own> = disks
+        .iter()
+        .map(|disk| Own {
+            settings: &[],
+            data_dir: Some(disk.path().join("data")),
+        })
+        .collect();
     let mut cluster = match quorum {
-        Quorum::Static => Cluster::start_partitionable(brokers, &order, SETTINGS),
+        Quorum::Static => Cluster::start_partitionable_own(brokers, &order, SETTINGS, &own),
         Quorum::Dynamic => Cluster::start_dynamic_partitionable(brokers, &order, SETTINGS),
     };
     cluster.wait_until_formed(FORMED);
@@ -281,7 +305,7 @@ fn run_seed(seed: u64, rounds: usize, brokers: usize, quorum: Quorum) {
 
     thread::sleep(Duration::from_secs(2));
     for round in 0..rounds {
-        let fault = match rng.below(8) {
+        let fault = match rng.below(9) {
             _ if quorum == Quorum::Dynamic && round % 2 == 0 => Fault::ChangeVoter,
             0 => Fault::KillLeader,
             1 => Fault::KillController,
@@ -290,11 +314,12 @@ fn run_seed(seed: u64, rounds: usize, brokers: usize, quorum: Quorum) {
             4 => Fault::SplitLeader,
             5 => Fault::CutLink,
             6 => Fault::Bridge,
+            8 if !disks.is_empty() => Fault::FillDisk,
             _ => Fault::StrandLeader,
         };
         let hold = Duration::from_millis(2_000 + rng.below(3_000));
         let started = Instant::now();
-        let victim = inject(&mut cluster, &mut rng, fault, hold);
+        let victim = inject(&mut cluster, &disks, &mut rng, fault, hold);
         println!("seed {seed} round {round}: {fault:?} on broker {victim} for {hold:?}");
         cluster.wait_until_formed(FORMED);
         println!(
@@ -515,7 +540,14 @@ fn followers_of(view: &View, victim: i32, fallback: &[i32]) -> Vec<i32> {
 }
 
 /// Applies one fault for `hold`, then undoes it; returns the broker hit.
-fn inject(cluster: &mut Cluster, rng: &mut Rng, fault: Fault, hold: Duration) -> i32 {
+/// `disks[i]` holds node `i + 1`'s data (none on a dynamic quorum).
+fn inject(
+    cluster: &mut Cluster,
+    disks: &[SmallDisk],
+    rng: &mut Rng,
+    fault: Fault,
+    hold: Duration,
+) -> i32 {
     let running = cluster.running();
     let all: Vec<i32> = (1..=cluster.nodes.len() as i32).collect();
     let view = cluster.view(running[0]).expect("view");
@@ -525,7 +557,7 @@ fn inject(cluster: &mut Cluster, rng: &mut Rng, fault: Fault, hold: Duration) ->
             let leaders = &view.leaders[TOPIC];
             leaders[rng.below(leaders.len() as u64) as usize]
         }
-        Fault::Pause | Fault::Isolate | Fault::Bridge => {
+        Fault::Pause | Fault::Isolate | Fault::Bridge | Fault::FillDisk => {
             running[rng.below(running.len() as u64) as usize]
         }
         Fault::ChangeVoter => match rng.below(2) {
@@ -582,6 +614,20 @@ fn inject(cluster: &mut Cluster, rng: &mut Rng, fault: Fault, hold: Duration) ->
             thread::sleep(hold);
             change_voter(cluster, victim, VoterChange::Add);
         }
+        Fault::FillDisk => {
+            let ballast = disks[victim as usize - 1].path().join("ballast");
+            fill(&ballast);
+            let status = cluster.wait_exit(victim, FORMED);
+            let logs = cluster.node(victim).logs();
+            assert!(
+                !status.success() && logs.contains("No space left on device"),
+                "broker {victim} exited with {status}, not for its full disk: {logs}"
+            );
+            println!("  broker {victim} stopped for its full disk ({status})");
+            std::fs::remove_file(&ballast).expect("remove the ballast");
+            thread::sleep(hold);
+            cluster.start_again(victim);
+        }
         Fault::StrandLeader => {
             let followers = followers_of(&view, victim, &running);
             for f in &followers {
@@ -597,6 +643,23 @@ fn inject(cluster: &mut Cluster, rng: &mut Rng, fault: Fault, hold: Duration) ->
         }
     }
     victim
+}
+
+/// Writes zeros to `path` until its disk is full.
+fn fill(path: &Path) {
+    let mut file = std::fs::File::create(path).expect("create the ballast");
+    let chunk = vec![0u8; 1 << 20];
+    let full = loop {
+        if let Err(e) = std::io::Write::write_all(&mut file, &chunk) {
+            break e;
+        }
+    };
+    assert_eq!(
+        full.raw_os_error(),
+        Some(libc::ENOSPC),
+        "fill {}: {full}",
+        path.display()
+    );
 }
 
 #[derive(Debug, Clone, Copy)]
