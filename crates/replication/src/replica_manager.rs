@@ -368,6 +368,30 @@ impl Partition {
         self.note_storage_as(episode, what, result, true)
     }
 
+    /// KAFKA_STORAGE_ERROR once the broker takes no more writes (see
+    /// [`StorageFailures::writes_stopped`]); checked under the log's lock
+    /// before anything else of an append.
+    pub(crate) fn check_writes(&self) -> Result<(), PartitionError> {
+        if self.storage_failures.writes_stopped() {
+            return Err(PartitionError::new(
+                error::KAFKA_STORAGE_ERROR,
+                "this broker takes no more writes: it stops after a storage failure",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Reports `e` at once when it is a storage failure: under the log's
+    /// lock, so that no later append to this log gets past
+    /// [`Partition::check_writes`] once writes stop after a failure.
+    pub(crate) fn reported(&self, what: &str, e: PartitionError) -> PartitionError {
+        if e.code == error::KAFKA_STORAGE_ERROR {
+            self.storage_failures
+                .report(|| format!("{what} {}-{}: {}", self.topic, self.index, e.message));
+        }
+        e
+    }
+
     fn note_storage_as<T>(
         &self,
         episode: &FailureEpisode,
@@ -439,6 +463,7 @@ impl Partition {
                         ),
                     ));
                 }
+                self.check_writes()?;
                 self.sync_topic_id_before_append(log)?;
                 let may_fsync = if roll_synced {
                     log.append_may_fsync(records, epoch)
@@ -447,11 +472,12 @@ impl Partition {
                 } else {
                     log.epoch_checkpoint_due(epoch)
                 };
-                let info = if may_fsync {
-                    off_async_workers(|| log.append(records, epoch))?
+                let appended = if may_fsync {
+                    off_async_workers(|| log.append(records, epoch))
                 } else {
-                    log.append(records, epoch)?
+                    log.append(records, epoch)
                 };
+                let info = appended.map_err(|e| self.reported("appending", e.into()))?;
                 let flush = if !info.duplicate && log.flush_due() {
                     log.prepare_flush()?
                 } else {

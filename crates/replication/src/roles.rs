@@ -567,8 +567,11 @@ impl Partition {
     ) -> Result<AppendInfo, PartitionError> {
         let step = self.with_log(|log| {
             self.check_following(leader_epoch)?;
+            self.check_writes()?;
             self.sync_topic_id_before_append(log)?;
-            let info = log.append_as_follower(records)?;
+            let info = log
+                .append_as_follower(records)
+                .map_err(|e| self.reported("appending", e.into()))?;
             let flush = if log.flush_due() {
                 log.prepare_flush()?
             } else {
