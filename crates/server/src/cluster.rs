@@ -468,6 +468,10 @@ pub async fn start(
             broker.clone(),
             stop_rx.clone(),
         ));
+        broker
+            .replicas
+            .storage_failures()
+            .stop_writes_after_failure();
         tasks.push(tokio::spawn(stop_on_storage_failure(
             broker.replicas.storage_failures().subscribe(),
             fatal_tx.clone(),
@@ -833,7 +837,8 @@ async fn stop_when_the_quorum_fails(
 
 /// Stops the broker at the first storage failure of a partition it hosts
 /// (a full disk, a failed fsync, an I/O error), as Kafka halts a broker
-/// whose only log directory failed: the controlled shutdown moves each
+/// whose only log directory failed; from that failure on, it takes no more
+/// writes (`StorageFailures::writes_stopped`). The controlled shutdown moves each
 /// partition it leads to an in-sync replica on another broker, where
 /// producers carry on, instead of every write to them failing here with
 /// KAFKA_STORAGE_ERROR for as long as the disk stays full. A single node,
