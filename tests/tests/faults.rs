@@ -429,6 +429,21 @@ fn run_seed(seed: u64, rounds: usize, brokers: usize, quorum: Quorum) {
         at.insert((c.partition, c.offset), value);
     }
     anomalies.duplicated = count.values().filter(|n| **n > 1).count();
+    let mut places: HashMap<&str, Vec<(i32, i64)>> = HashMap::new();
+    for ((partition, offset), value) in &at {
+        if count[value] > 1 {
+            places
+                .entry(value.as_str())
+                .or_default()
+                .push((*partition, *offset));
+        }
+    }
+    let mut places: Vec<_> = places.into_iter().collect();
+    places.sort();
+    for (value, mut at) in places.into_iter().take(10) {
+        at.sort();
+        println!("  {value} read at (partition, offset) {at:?}");
+    }
     for (value, partition, offset) in &history.acked {
         if !count.contains_key(value) {
             anomalies.lost += 1;
