@@ -16,7 +16,9 @@ cd "$(dirname "$0")/.."
 seeds=${SEEDS:-1,2,3,4,5}
 rounds=${ROUNDS:-8}
 log=$(mktemp /tmp/tarn-jepsen.XXXXXX)
-trap 'rm -f "$log"' EXIT
+# Kept when a seed fails: the nodes' and clients' logs are the evidence.
+keep=0
+trap '[ "$keep" = 1 ] || rm -f "$log"' EXIT
 # The commit the binary is built from (the tree may move on while it runs).
 commit=$(git rev-parse --short HEAD)
 if ! git diff --quiet HEAD; then
@@ -51,11 +53,13 @@ TARN_FAULT_SEEDS=$seeds TARN_FAULT_ROUNDS=$rounds \
   echo
   echo '```'
   # grep exits 1 when nothing matched (a run that died early): not an error here.
-  grep -E '^seed |^  (healed|partition|failed send|split|cut|readers|Remove|Add|\[)' "$log" || [ $? -eq 1 ]
+  grep -E '^seed |^  (healed|partition|failed send|split|cut|readers|Remove|Add|broker|\[)|read at' "$log" || [ $? -eq 1 ]
   echo '```'
 } >bench/RESULTS-jepsen.md
 echo "bench: wrote bench/RESULTS-jepsen.md" >&2
 if [ "$status" -ne 0 ]; then
   tail -50 "$log" >&2
+  keep=1
+  echo "bench: the whole log stays in $log" >&2
 fi
 exit "$status"
