@@ -37,6 +37,25 @@ impl SmallDisk {
         &self.dir
     }
 
+    /// Writes zeros to a file `name` on the disk until the disk is full
+    /// (panics on any other error); returns the file's path.
+    pub fn fill(&self, name: &str) -> PathBuf {
+        let path = self.dir.join(name);
+        let mut file = std::fs::File::create(&path).expect("create the ballast");
+        let full = loop {
+            if let Err(e) = std::io::Write::write_all(&mut file, &[0; 65536]) {
+                break e;
+            }
+        };
+        assert_eq!(
+            full.raw_os_error(),
+            Some(libc::ENOSPC),
+            "fill {}: {full}",
+            path.display()
+        );
+        path
+    }
+
     /// Grows (or shrinks) the tmpfs to `size`, keeping what it holds.
     pub fn resize(&self, size: &str) {
         let status = Command::new("mount")

@@ -754,14 +754,7 @@ fn a_voter_that_cannot_write_its_metadata_log_stops_and_the_others_commit() {
 
         // Fill node 1's disk, then commit changes that write nothing there
         // but the Raft log: a topic's retention, again and again.
-        let ballast = disk.path().join("ballast");
-        let mut file = std::fs::File::create(&ballast).expect("create ballast");
-        let full = loop {
-            if let Err(e) = std::io::Write::write_all(&mut file, &[0; 65536]) {
-                break e;
-            }
-        };
-        assert_eq!(full.raw_os_error(), Some(libc::ENOSPC), "{full}");
+        disk.fill("ballast");
         let mut changes = 0;
         let deadline = Instant::now() + Duration::from_secs(120);
         while !cluster.nodes[0].exited() {
