@@ -5,10 +5,11 @@
 //! soon as space returns. (That is a single node; a broker in a cluster
 //! stops instead, so that other replicas take over: `cluster.rs`.)
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tarn_cli::client::Client;
 use tarn_e2e::disk::SmallDisk;
+use tarn_e2e::kafka::{Outgoing, Record, TestProducer};
 use tarn_e2e::wire::{batch, produce};
 use tarn_e2e::{kafka, run_with_timeout, BrokerOptions, TarnBroker, TEST_TIMEOUT};
 use tarn_protocol::error;
@@ -93,6 +94,86 @@ fn a_full_disk_answers_storage_errors_and_writing_resumes_when_space_returns() {
         broker.restart();
         let (_, low, high) = kafka::watermarks(broker.bootstrap(), "full")[0];
         assert_eq!((low, high), (0, total));
+        broker.stop();
+    });
+}
+
+/// An idempotent producer (librdkafka's, acks=all, as Kafka's clients
+/// default to) keeps batches in flight while the disk fills: the first
+/// refused batch is followed by others the broker also has to refuse, and
+/// retried once space returns. Every record must be acknowledged once and
+/// read back once, in the order sent: an answer that made the producer
+/// think the broker lost its sequence state (OUT_OF_ORDER_SEQUENCE_NUMBER
+/// for the batch it expects next) would make it bump its epoch and resend
+/// batches already written.
+#[test]
+fn an_idempotent_producer_rides_out_a_full_disk_without_duplicates() {
+    run_with_timeout(Duration::from_secs(300), || {
+        let disk = SmallDisk::mount("6m");
+        let mut broker = TarnBroker::start_with(BrokerOptions {
+            data_dir: Some(disk.path().join("data")),
+            ..Default::default()
+        });
+        broker.create_topic("full", 1);
+        // 20 MB into a 6 MiB disk: most of it waits for space.
+        let count: usize = 20_000;
+        let value = "x".repeat(1000);
+        let mut producer = TestProducer::new(
+            broker.bootstrap(),
+            &[
+                ("acks", "all"),
+                ("enable.idempotence", "true"),
+                ("message.timeout.ms", "120000"),
+                // Many small batches in flight, as the Java client's
+                // default batch.size makes them.
+                ("batch.size", "16384"),
+            ],
+        );
+        for i in 0..count {
+            producer.send(
+                "full",
+                &Outgoing {
+                    record: Record::kv(&i.to_string(), &value),
+                    partition: Some(0),
+                    timestamp_ms: None,
+                },
+            );
+        }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !broker.logs().contains("appending failed on storage") {
+            assert!(Instant::now() < deadline, "the disk never filled up");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // Let the producer's retries meet the full disk a few times.
+        std::thread::sleep(Duration::from_secs(2));
+        disk.resize("64m");
+        let reports = producer.flush(Duration::from_secs(180));
+        let failed: Vec<_> = reports.iter().filter(|r| r.is_err()).collect();
+        assert!(
+            failed.is_empty(),
+            "{} of {count} records not acknowledged, first: {:?}",
+            failed.len(),
+            failed.first()
+        );
+        let offsets: Vec<i64> = reports
+            .iter()
+            .map(|r| r.as_ref().expect("checked above").offset)
+            .collect();
+        assert_eq!(offsets, (0..count as i64).collect::<Vec<_>>());
+        let read = kafka::consume_all(broker.bootstrap(), "full", count, Duration::from_secs(60));
+        let keys: Vec<String> = read
+            .iter()
+            .map(|c| {
+                String::from_utf8_lossy(c.record.key.as_deref().unwrap_or_default()).into_owned()
+            })
+            .collect();
+        let expected: Vec<String> = (0..count).map(|i| i.to_string()).collect();
+        assert!(
+            keys == expected,
+            "read {} records; first difference at {:?}",
+            keys.len(),
+            keys.iter().zip(&expected).position(|(a, b)| a != b)
+        );
         broker.stop();
     });
 }
