@@ -69,6 +69,23 @@ pub fn create_topic(
     run(&args)
 }
 
+/// `tarn configs --alter` of topic `topic` on `bootstrap`, adding (or
+/// replacing) `config` (`key=value`, comma-separated for several).
+pub fn alter_topic_config(bootstrap: &str, topic: &str, config: &str) -> CliOutput {
+    run(&[
+        "configs",
+        "--bootstrap-server",
+        bootstrap,
+        "--alter",
+        "--entity-type",
+        "topics",
+        "--entity-name",
+        topic,
+        "--add-config",
+        config,
+    ])
+}
+
 /// Runs `tarn <args>` with `stdin` as its standard input, closed after
 /// the last byte; otherwise as [`run`].
 pub fn run_with_stdin(args: &[&str], stdin: &[u8]) -> CliOutput {

@@ -61,18 +61,7 @@ fn three_nodes_form_in_any_order_and_every_broker_takes_admin_requests() {
                 Some(3),
                 "node {id}: {view:?}"
             );
-            let out = cli::run(&[
-                "configs",
-                "--bootstrap-server",
-                &address,
-                "--alter",
-                "--entity-type",
-                "topics",
-                "--entity-name",
-                &topic,
-                "--add-config",
-                "retention.ms=60000",
-            ]);
+            let out = cli::alter_topic_config(&address, &topic, "retention.ms=60000");
             assert!(out.status.success(), "alter configs on node {id}: {out}");
         }
         // Every broker sees every topic, with the same leaders.
@@ -763,18 +752,7 @@ fn a_voter_that_cannot_write_its_metadata_log_stops_and_the_others_commit() {
                 "node 1 still runs after {changes} changes"
             );
             let retention = format!("retention.ms={}", 60_000 + changes);
-            let out = cli::run(&[
-                "configs",
-                "--bootstrap-server",
-                &address,
-                "--alter",
-                "--entity-type",
-                "topics",
-                "--entity-name",
-                "configured",
-                "--add-config",
-                &retention,
-            ]);
+            let out = cli::alter_topic_config(&address, "configured", &retention);
             assert!(out.status.success(), "change {changes}: {out}");
             changes += 1;
         }

@@ -8,7 +8,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use tarn_e2e::kafka::{self, Outgoing, Record, TestProducer};
-use tarn_e2e::{run_with_timeout, BrokerOptions, TarnBroker, TEST_TIMEOUT};
+use tarn_e2e::{cli, run_with_timeout, BrokerOptions, TarnBroker, TEST_TIMEOUT};
 use tarn_protocol::record_batch::{BatchIter, Compression, RecordBatchHeader};
 
 /// `tarn topics create` with `--config key=value` pairs, asserting success.
@@ -384,18 +384,7 @@ fn compaction_keeps_latest(topic: &'static str, codec: Compression, segment_byte
             produced_codecs.values().any(|(_, c)| *c == codec),
             "the producer compressed no batch with {codec:?}"
         );
-        let out = broker.cli(&[
-            "configs",
-            "--bootstrap-server",
-            broker.bootstrap(),
-            "--alter",
-            "--entity-type",
-            "topics",
-            "--entity-name",
-            topic,
-            "--add-config",
-            "cleanup.policy=compact",
-        ]);
+        let out = cli::alter_topic_config(broker.bootstrap(), topic, "cleanup.policy=compact");
         assert!(out.status.success(), "compact {topic}: {out}");
         let checkpoint = || -> Option<i64> {
             let text = std::fs::read_to_string(partition_dir.join("cleaner-offset-checkpoint"));
