@@ -17,6 +17,7 @@
 
 pub mod cli;
 pub mod cluster;
+pub mod diff;
 pub mod disk;
 pub mod groups;
 pub mod http;
