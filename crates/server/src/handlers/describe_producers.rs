@@ -2,7 +2,9 @@
 //! (producer id, epoch, last sequence and the timestamp of its last
 //! batch), as kafka-transactions.sh describe-producers shows them. With no
 //! transactions yet, the coordinator epoch and the current transaction's
-//! start offset are always -1.
+//! start offset are always -1. A follower answers with what its own
+//! replica of the log remembers, as Kafka's does (the Admin client asks
+//! the leader unless told a broker: `describe-producers --broker-id`).
 use std::sync::Arc;
 
 use tarn_protocol::error;
@@ -56,7 +58,7 @@ fn describe(broker: &Broker, topic: &str, index: i32) -> DescribeProducersPartit
         error_message: Some(message),
         active_producers: vec![],
     };
-    let partition = match broker.leader_partition(topic, index) {
+    let partition = match broker.hosted_partition(topic, index) {
         Ok(partition) => partition,
         Err(e) => return refused(e.code, e.message),
     };
