@@ -183,6 +183,17 @@ impl MetadataImage {
         self.brokers.values().filter(|b| !b.fenced)
     }
 
+    /// The replicas among `replicas` whose broker is fenced or not
+    /// registered at all, in replica order: what Metadata and
+    /// DescribeTopicPartitions list as offline, as Kafka's brokers do.
+    pub fn offline_replicas(&self, replicas: &[i32]) -> Vec<i32> {
+        replicas
+            .iter()
+            .copied()
+            .filter(|id| self.brokers.get(id).is_none_or(|b| b.fenced))
+            .collect()
+    }
+
     pub fn topic(&self, name: &str) -> Option<&Arc<TopicInfo>> {
         self.topic_ids
             .get(name)

@@ -17,7 +17,7 @@ use tarn_protocol::messages::describe_topic_partitions::{
 use tarn_protocol::Uuid;
 
 use tarn_metadata::topics::validate_topic_name;
-use tarn_metadata::TopicInfo;
+use tarn_metadata::{MetadataImage, TopicInfo};
 
 use super::{ApiSpec, RequestContext, TOPIC_AUTHORIZED_OPERATIONS};
 use crate::broker::Broker;
@@ -76,7 +76,7 @@ pub async fn handle(
             Some(c) if c.topic_name == *name => c.partition_index.max(0) as usize,
             _ => 0,
         };
-        let (described, next) = describe(topic, first, remaining);
+        let (described, next) = describe(&image, topic, first, remaining);
         remaining -= described.partitions.len();
         response.topics.push(described);
         if let Some(next) = next {
@@ -93,6 +93,7 @@ pub async fn handle(
 /// Up to `limit` partitions of `topic` from index `first`, and the index
 /// the next page starts at when some are left.
 fn describe(
+    image: &MetadataImage,
     topic: &TopicInfo,
     first: usize,
     limit: usize,
@@ -112,7 +113,7 @@ fn describe(
             isr_nodes: p.isr.clone(),
             eligible_leader_replicas: Some(vec![]),
             last_known_elr: Some(vec![]),
-            offline_replicas: vec![],
+            offline_replicas: image.offline_replicas(&p.replicas),
         })
         .collect();
     let next = (end < topic.partitions.len()).then_some(end as i32);

@@ -11,7 +11,7 @@ use tarn_protocol::messages::metadata::{
 use tarn_protocol::Uuid;
 
 use tarn_metadata::topics::validate_topic_name;
-use tarn_metadata::TopicInfo;
+use tarn_metadata::{MetadataImage, TopicInfo};
 
 use super::{
     authorized_operations, ApiSpec, RequestContext, CLUSTER_AUTHORIZED_OPERATIONS,
@@ -32,7 +32,11 @@ pub const SPEC: ApiSpec = ApiSpec {
     flexible_min: 9,
 };
 
-fn topic_response(topic: &TopicInfo, include_operations: bool) -> MetadataResponseTopic {
+fn topic_response(
+    image: &MetadataImage,
+    topic: &TopicInfo,
+    include_operations: bool,
+) -> MetadataResponseTopic {
     MetadataResponseTopic {
         topic_authorized_operations: authorized_operations(
             include_operations,
@@ -51,7 +55,7 @@ fn topic_response(topic: &TopicInfo, include_operations: bool) -> MetadataRespon
                 leader_epoch: p.leader_epoch,
                 replica_nodes: p.replicas.clone(),
                 isr_nodes: p.isr.clone(),
-                offline_replicas: vec![],
+                offline_replicas: image.offline_replicas(&p.replicas),
             })
             .collect(),
         ..Default::default()
@@ -101,13 +105,14 @@ pub async fn handle(
     let include_operations = request.include_topic_authorized_operations;
     let mut topics = Vec::new();
     match wanted {
-        None => topics.extend(
-            broker
-                .metadata
-                .image()
-                .topics()
-                .map(|t| topic_response(t, include_operations)),
-        ),
+        None => {
+            let image = broker.metadata.image();
+            topics.extend(
+                image
+                    .topics()
+                    .map(|t| topic_response(&image, t, include_operations)),
+            )
+        }
         Some(wanted) => {
             for requested in wanted {
                 topics.push(
@@ -157,15 +162,18 @@ async fn lookup(
     let name = match name {
         Some(name) if topic_id == Uuid::ZERO => name,
         _ => {
-            return match broker.metadata.image().topic_by_id(&topic_id) {
-                Some(topic) => topic_response(topic, include_operations),
+            let image = broker.metadata.image();
+            return match image.topic_by_id(&topic_id) {
+                Some(topic) => topic_response(&image, topic, include_operations),
                 None => topic_error(None, topic_id, error::UNKNOWN_TOPIC_ID),
             };
         }
     };
-    if let Some(topic) = broker.metadata.image().topic(&name) {
-        return topic_response(topic, include_operations);
+    let image = broker.metadata.image();
+    if let Some(topic) = image.topic(&name) {
+        return topic_response(&image, topic, include_operations);
     }
+    drop(image);
     if let Err(e) = validate_topic_name(&name) {
         return topic_error(Some(name), Uuid::ZERO, e.code);
     }
@@ -176,8 +184,9 @@ async fn lookup(
         tracing::error!(topic = %name, error = %e, "auto-create topic");
         return topic_error(Some(name), Uuid::ZERO, error::LEADER_NOT_AVAILABLE);
     }
-    match broker.metadata.image().topic(&name) {
-        Some(topic) => topic_response(topic, include_operations),
+    let image = broker.metadata.image();
+    match image.topic(&name) {
+        Some(topic) => topic_response(&image, topic, include_operations),
         None => topic_error(Some(name), Uuid::ZERO, error::LEADER_NOT_AVAILABLE),
     }
 }
