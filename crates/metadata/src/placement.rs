@@ -14,11 +14,18 @@
 //! as there are brokers. After such a run the racks and their brokers are
 //! shuffled, so long runs do not repeat the same replica sets.
 //!
+//! Fenced brokers (registered, but not heartbeating: stopped, say) are
+//! placed on only once a rack's unfenced brokers are used up, and never as
+//! the leader: each rack hands out its unfenced brokers first, then its
+//! fenced ones, and the leader comes from the first rack at or after the
+//! rack offset that has an unfenced broker left. So a topic of replication
+//! factor 3 can be created while one of three brokers is down, under-
+//! replicated until it returns, as Kafka creates it.
+//!
 //! Invariants kept: no broker appears twice in one partition, every
-//! partition has exactly `replication_factor` replicas, and the placement
-//! depends only on the brokers and the random number generator, so a seed
-//! replays it. Only usable (unfenced) brokers are given to the placer, so
-//! any replica may lead.
+//! partition has exactly `replication_factor` replicas and an unfenced
+//! leader, and the placement depends only on the brokers and the random
+//! number generator, so a seed replays it.
 
 use std::collections::BTreeMap;
 
@@ -32,6 +39,9 @@ use tarn_protocol::error::{self, ErrorCode};
 pub struct UsableBroker<'a> {
     pub broker_id: i32,
     pub rack: Option<&'a str>,
+    /// Registered but fenced: a follower only, once the unfenced brokers
+    /// are used up.
+    pub fenced: bool,
 }
 
 /// The replicas chosen for one new partition; the first is the leader.
@@ -66,7 +76,8 @@ impl PlacementError {
 
 /// Places partitions `start .. start + partitions` with
 /// `replication_factor` replicas each over `brokers`, which must be the
-/// usable brokers, each listed once.
+/// usable brokers (fenced ones marked), each listed once. Refused when no
+/// broker is unfenced, or when fewer brokers than replicas are registered.
 pub fn place(
     brokers: &[UsableBroker<'_>],
     start: i32,
@@ -79,7 +90,7 @@ pub fn place(
             replication_factor,
         ));
     }
-    if brokers.is_empty() {
+    if brokers.iter().all(|b| b.fenced) {
         return Err(PlacementError::NoUsableBrokers);
     }
     if replication_factor as usize > brokers.len() {
@@ -112,10 +123,27 @@ struct BrokerList {
 }
 
 impl BrokerList {
+    fn new(mut brokers: Vec<i32>, rng: &mut impl Rng) -> BrokerList {
+        brokers.sort_unstable();
+        BrokerList {
+            offset: if brokers.is_empty() {
+                0
+            } else {
+                rng.gen_range(0..brokers.len())
+            },
+            brokers,
+            taken: 0,
+            generation: 0,
+        }
+    }
+
     /// The next broker of this list for partition `generation`, or None
     /// once the partition has every broker of the list. The first pick for
     /// a partition after the list's first partition moves the offset on.
     fn next(&mut self, generation: u64) -> Option<i32> {
+        if self.brokers.is_empty() {
+            return None;
+        }
         if self.generation != generation {
             self.generation = generation;
             self.taken = 0;
@@ -130,12 +158,29 @@ impl BrokerList {
     }
 }
 
+/// One rack's unfenced brokers, handed out first, and its fenced ones.
+struct Rack {
+    unfenced: BrokerList,
+    fenced: BrokerList,
+}
+
+impl Rack {
+    /// The next broker of this rack for partition `generation`: unfenced
+    /// ones while any is left, then fenced ones.
+    fn next(&mut self, generation: u64) -> Option<i32> {
+        self.unfenced
+            .next(generation)
+            .or_else(|| self.fenced.next(generation))
+    }
+}
+
 struct RackList {
-    /// Non-empty lists, in rack order (unnamed first, then by name) until
-    /// the first shuffle.
-    racks: Vec<BrokerList>,
-    brokers_total: usize,
-    /// Which rack gives the next partition its leader.
+    /// Every rack with a usable broker, in rack order (unnamed first, then
+    /// by name) until the first shuffle.
+    racks: Vec<Rack>,
+    unfenced_total: usize,
+    /// Which rack gives the next partition its leader (or the first rack
+    /// after it with an unfenced broker).
     offset: usize,
     /// Counts partitions placed; never repeats, unlike Kafka's epoch, so a
     /// rack untouched for a whole run still starts afresh after a shuffle.
@@ -147,43 +192,41 @@ impl RackList {
     fn new(brokers: &[UsableBroker<'_>], rng: &mut impl Rng) -> RackList {
         // `None` orders before every rack name, as Kafka orders an empty
         // Optional first.
-        let mut by_rack: BTreeMap<Option<&str>, Vec<i32>> = BTreeMap::new();
+        let mut by_rack: BTreeMap<Option<&str>, (Vec<i32>, Vec<i32>)> = BTreeMap::new();
         for broker in brokers {
-            by_rack
-                .entry(broker.rack)
-                .or_default()
-                .push(broker.broker_id);
+            let (unfenced, fenced) = by_rack.entry(broker.rack).or_default();
+            if broker.fenced {
+                fenced.push(broker.broker_id);
+            } else {
+                unfenced.push(broker.broker_id);
+            }
         }
-        let racks: Vec<BrokerList> = by_rack
+        let racks: Vec<Rack> = by_rack
             .into_values()
-            .map(|mut ids| {
-                ids.sort_unstable();
-                BrokerList {
-                    offset: rng.gen_range(0..ids.len()),
-                    brokers: ids,
-                    taken: 0,
-                    generation: 0,
-                }
+            .map(|(unfenced, fenced)| Rack {
+                fenced: BrokerList::new(fenced, rng),
+                unfenced: BrokerList::new(unfenced, rng),
             })
             .collect();
         RackList {
             offset: rng.gen_range(0..racks.len()),
             racks,
-            brokers_total: brokers.len(),
+            unfenced_total: brokers.iter().filter(|b| !b.fenced).count(),
             generation: 0,
             placed_since_shuffle: 0,
         }
     }
 
-    /// The replicas of the next partition: the leader from the first rack
-    /// at or after the rack offset, then one from each following rack in
-    /// turn, wrapping round (and so reusing racks) only when there are
-    /// fewer racks than replicas.
+    /// The replicas of the next partition: the leader, an unfenced broker,
+    /// from the first rack at or after the rack offset that has one, then
+    /// one from each rack in turn from the offset on (the leader's rack
+    /// skipped once), wrapping round (and so reusing racks) only when
+    /// there are fewer racks than replicas.
     fn place(&mut self, replication_factor: usize, rng: &mut impl Rng) -> Vec<i32> {
-        // As many partitions as brokers have been placed: reshuffle so the
-        // next run does not repeat the same replica sets. One broker has
-        // nothing to reshuffle.
-        if self.placed_since_shuffle == self.brokers_total && self.brokers_total > 1 {
+        // As many partitions as unfenced brokers (the possible leaders)
+        // have been placed: reshuffle so the next run does not repeat the
+        // same replica sets. One has nothing to reshuffle.
+        if self.placed_since_shuffle == self.unfenced_total && self.unfenced_total > 1 {
             self.shuffle(rng);
             self.placed_since_shuffle = 0;
         }
@@ -191,18 +234,18 @@ impl RackList {
         self.offset %= racks_len;
         let generation = self.generation;
         let mut replicas = Vec::with_capacity(replication_factor);
-        // Every list holds at least one broker and this partition has taken
-        // none yet, so the rack at the offset gives the leader.
-        let leader_rack = self.offset;
-        let leader = self.racks[leader_rack]
-            .next(generation)
-            .expect("a rack list is never empty");
+        // Some rack has an unfenced broker (`place` checked), and this
+        // partition has taken none yet, so one pass round finds the leader.
+        let (leader_rack, leader) = (0..racks_len)
+            .map(|step| (self.offset + step) % racks_len)
+            .find_map(|rack| Some((rack, self.racks[rack].unfenced.next(generation)?)))
+            .expect("some rack has an unfenced broker");
         replicas.push(leader);
         // The leader's rack is skipped once, on the first pass only.
         let mut skip = Some(leader_rack);
-        let mut rack = leader_rack;
-        // Within one partition each list yields each of its brokers once,
-        // and replication_factor <= brokers_total, so every pass round the
+        let mut rack = self.offset;
+        // Within one partition each rack yields each of its brokers once,
+        // and replication_factor <= the brokers, so every pass round the
         // racks (plus the one skip) yields a replica until there are enough.
         let mut steps_left = replication_factor * racks_len + 1;
         while replicas.len() < replication_factor {
@@ -223,8 +266,9 @@ impl RackList {
 
     fn shuffle(&mut self, rng: &mut impl Rng) {
         self.racks.shuffle(rng);
-        for list in &mut self.racks {
-            list.brokers.shuffle(rng);
+        for rack in &mut self.racks {
+            rack.unfenced.brokers.shuffle(rng);
+            rack.fenced.brokers.shuffle(rng);
         }
     }
 }
@@ -245,6 +289,7 @@ mod tests {
             .map(|(i, rack)| UsableBroker {
                 broker_id: i as i32 + 1,
                 rack: *rack,
+                fenced: false,
             })
             .collect()
     }
@@ -369,6 +414,58 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn fenced_brokers_follow_only_when_the_unfenced_are_used_up() {
+        let layouts: [&[Option<&str>]; 3] = [
+            &[None, None, None, None],
+            &[Some("a"), Some("b"), Some("c"), Some("d")],
+            &[Some("a"), Some("a"), Some("b"), Some("b")],
+        ];
+        for layout in layouts {
+            for fenced in [&[1][..], &[2, 3], &[1, 2, 4]] {
+                let usable: Vec<UsableBroker<'_>> = brokers(layout)
+                    .into_iter()
+                    .map(|b| UsableBroker {
+                        fenced: fenced.contains(&b.broker_id),
+                        ..b
+                    })
+                    .collect();
+                let unfenced = usable.len() - fenced.len();
+                for seed in 0..20 {
+                    for rf in 1..=usable.len() as i16 {
+                        let mut rng = StdRng::seed_from_u64(seed);
+                        for p in place(&usable, 0, 24, rf, &mut rng).unwrap() {
+                            let case = format!("{layout:?} fenced {fenced:?} rf {rf}: {p:?}");
+                            assert!(!fenced.contains(&p.replicas[0]), "{case}");
+                            let distinct: BTreeSet<i32> = p.replicas.iter().copied().collect();
+                            assert_eq!(distinct.len(), rf as usize, "{case}");
+                            let on_fenced =
+                                p.replicas.iter().filter(|b| fenced.contains(b)).count();
+                            // One rack holds every broker: its unfenced ones
+                            // go first. With racks, a rack's fenced broker may
+                            // come before another rack's unfenced one, as in
+                            // Kafka's placer, but never more than needed to
+                            // spread over racks.
+                            if layout.iter().all(Option::is_none) {
+                                assert_eq!(
+                                    on_fenced,
+                                    (rf as usize).saturating_sub(unfenced),
+                                    "{case}"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let all_fenced: Vec<UsableBroker<'_>> = brokers(&[None, None])
+            .into_iter()
+            .map(|b| UsableBroker { fenced: true, ..b })
+            .collect();
+        let err = place(&all_fenced, 0, 1, 1, &mut StdRng::seed_from_u64(0)).unwrap_err();
+        assert_eq!(err, PlacementError::NoUsableBrokers);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Topic creation, growth and deletion as metadata records, shared by
 //! CreateTopics, CreatePartitions, DeleteTopics and Metadata's
 //! auto-creation. New partitions go where an explicit assignment says, or
-//! where the placer (`crate::placement`) puts them on the unfenced brokers;
+//! where the placer (`crate::placement`) puts them: on the registered
+//! brokers, fenced ones only as followers when too few are unfenced;
 //! every new partition starts at leader epoch 0 with an ISR of its unfenced
 //! replicas, led by the first of them.
 
@@ -226,7 +227,7 @@ fn assigned_partitions(
     Ok(by_id.into_values().collect())
 }
 
-/// The partitions the placer puts on the unfenced brokers, with the
+/// The partitions the placer puts on the registered brokers, with the
 /// broker defaults for -1.
 fn placed_partitions(
     image: &MetadataImage,
@@ -259,25 +260,29 @@ fn placed_partitions(
         }
         n => n,
     };
-    place_on_unfenced(image, 0, partitions, replication_factor).map_err(|e| TopicError {
+    place_on_registered(image, 0, partitions, replication_factor).map_err(|e| TopicError {
         code: e.code(),
         message: format!("Unable to replicate the partition {replication_factor} time(s): {e}"),
     })
 }
 
-/// Kafka places new partitions on usable brokers only; here those are the
-/// unfenced ones, so every replica starts in the ISR.
-fn place_on_unfenced(
+/// Kafka places new partitions on every registered broker, the fenced
+/// ones only as followers once the unfenced are used up
+/// ([`placement::place`]); the ISR is the unfenced replicas, led by the
+/// first replica, which is always unfenced.
+fn place_on_registered(
     image: &MetadataImage,
     start: i32,
     partitions: i32,
     replication_factor: i16,
 ) -> Result<Vec<NewPartition>, PlacementError> {
     let usable: Vec<UsableBroker<'_>> = image
-        .unfenced_brokers()
+        .brokers
+        .values()
         .map(|b| UsableBroker {
             broker_id: b.broker_id,
             rack: b.rack.as_deref(),
+            fenced: b.fenced,
         })
         .collect();
     let placed = placement::place(
@@ -290,10 +295,20 @@ fn place_on_unfenced(
     Ok(placed
         .into_iter()
         .map(|p| NewPartition {
-            isr: p.replicas.clone(),
+            isr: unfenced_replicas(image, &p.replicas),
             replicas: p.replicas,
         })
         .collect())
+}
+
+/// The replicas on unfenced brokers, in replica order: a new partition's
+/// ISR.
+fn unfenced_replicas(image: &MetadataImage, replicas: &[i32]) -> Vec<i32> {
+    replicas
+        .iter()
+        .copied()
+        .filter(|id| image.brokers.get(id).is_some_and(|b| !b.fenced))
+        .collect()
 }
 
 /// A checked explicit assignment as a partition: Kafka's ISR is the
@@ -304,11 +319,7 @@ fn assigned_partition(
     replicas: &[i32],
     partition_id: i32,
 ) -> Result<NewPartition, TopicError> {
-    let isr: Vec<i32> = replicas
-        .iter()
-        .copied()
-        .filter(|id| image.brokers.get(id).is_some_and(|b| !b.fenced))
-        .collect();
+    let isr = unfenced_replicas(image, replicas);
     if isr.is_empty() {
         return fail(
             error::INVALID_REPLICA_ASSIGNMENT,
@@ -340,7 +351,7 @@ pub struct TopicInfoSummary {
 /// Kafka's checks: partitions can only be added, and an explicit
 /// assignment must give each new partition the topic's replication factor
 /// on registered brokers. Without one the placer puts them on the
-/// unfenced brokers.
+/// registered brokers, as for a new topic.
 pub fn create_partitions_records(
     image: &MetadataImage,
     name: &str,
@@ -397,7 +408,7 @@ pub fn create_partitions_records(
         }
         // Kafka answers a placement failure here with the placer's own
         // words, without CreateTopics' "Unable to replicate" prefix.
-        None => place_on_unfenced(
+        None => place_on_registered(
             image,
             current,
             additional as i32,
@@ -636,17 +647,17 @@ mod tests {
     }
 
     #[test]
-    fn placement_uses_only_unfenced_brokers() {
+    fn placement_puts_fenced_brokers_last_and_never_in_the_lead() {
         let image = image_with_brokers(4, &[2]);
         let config = BrokerConfig::default();
-        let topic = NewTopic {
+        let topic = |replication_factor| NewTopic {
             name: "t",
             num_partitions: 30,
-            replication_factor: 3,
+            replication_factor,
             assignments: None,
             configs: vec![],
         };
-        let (records, summary) = create_topic_records(&image, &config, &topic).unwrap();
+        let (records, summary) = create_topic_records(&image, &config, &topic(3)).unwrap();
         assert_eq!(
             (summary.num_partitions, summary.replication_factor),
             (30, 3)
@@ -658,22 +669,23 @@ mod tests {
             assert!(!replicas.contains(&2), "fenced broker placed: {replicas:?}");
             assert_eq!((&isr, leader, epoch), (&replicas, replicas[0], 0));
         }
-        // Three unfenced brokers of four registered: a factor of 4 is refused
-        // with Kafka's words, counting the unfenced only.
-        let err = create_topic_records(
-            &image,
-            &config,
-            &NewTopic {
-                replication_factor: 4,
-                ..topic
-            },
-        )
-        .unwrap_err();
+        // A factor of 4 needs the fenced broker too: a follower outside
+        // the ISR, as Kafka places it.
+        let (records, _) = create_topic_records(&image, &config, &topic(4)).unwrap();
+        for (_, replicas, isr, leader, _) in partitions_of(&records) {
+            assert_eq!(replicas.len(), 4);
+            assert_ne!(leader, 2, "{replicas:?}");
+            assert_eq!(leader, replicas[0]);
+            let expected: Vec<i32> = replicas.iter().copied().filter(|&b| b != 2).collect();
+            assert_eq!(isr, expected);
+        }
+        // Five is more than are registered: refused with Kafka's words.
+        let err = create_topic_records(&image, &config, &topic(5)).unwrap_err();
         assert_eq!(
             (err.code, err.message.as_str()),
             (
                 error::INVALID_REPLICATION_FACTOR,
-                "Unable to replicate the partition 4 time(s): The target replication factor of 4 cannot be reached because only 3 broker(s) are registered or some brokers have all their log directories cordoned."
+                "Unable to replicate the partition 5 time(s): The target replication factor of 5 cannot be reached because only 4 broker(s) are registered or some brokers have all their log directories cordoned."
             )
         );
     }
