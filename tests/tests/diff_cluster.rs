@@ -1,0 +1,796 @@
+//! Differential tests of a cluster: the same requests sent to three Apache
+//! Kafka nodes (4.4.0, each a broker and a controller, started by
+//! `scripts/kafka.sh`) and to three Tarn nodes, node by node, and the
+//! answers compared field by field (`tarn_e2e::diff`). What only a
+//! cluster answers: replica assignments and their errors, requests that
+//! reach a broker that does not lead the partition (and what it says of
+//! the leader: KIP-951), acks=all against `min.insync.replicas`, leader
+//! elections and reassignments that have nothing to do, and the answers
+//! of a follower. Topics are created with explicit replica assignments,
+//! so that both clusters place and lead every partition alike.
+
+use std::time::Duration;
+
+use tarn_cli::client::Client;
+use tarn_e2e::cluster::Cluster;
+use tarn_e2e::diff::*;
+use tarn_e2e::run_with_timeout;
+use tarn_protocol::messages::create_partitions::*;
+use tarn_protocol::messages::create_topics::*;
+use tarn_protocol::messages::delete_records::*;
+use tarn_protocol::messages::describe_cluster::*;
+use tarn_protocol::messages::describe_producers::*;
+use tarn_protocol::messages::elect_leaders::*;
+use tarn_protocol::messages::fetch::*;
+use tarn_protocol::messages::init_producer_id::*;
+use tarn_protocol::messages::list_offsets::*;
+use tarn_protocol::messages::metadata::*;
+use tarn_protocol::messages::offset_for_leader_epoch::*;
+use tarn_protocol::messages::produce::*;
+use tarn_protocol::messages::reassignments::*;
+use tarn_protocol::record_batch::RecordBatchBuilder;
+
+/// Scenarios whose answers differ on purpose, each with the reason.
+const KNOWN: &[(&str, &str)] = &[];
+
+/// Fields that differ between two clusters beyond [`MASKED`]: in KRaft a
+/// broker names a random live broker as the "controller" in Metadata and
+/// DescribeCluster (clients send controller requests to any broker, which
+/// forwards them); a producer's last timestamp is the time it wrote.
+const CLUSTER_MASKED: &[&str] = &["controller_id", "last_timestamp"];
+
+const NODES: usize = 3;
+const FORMED: Duration = Duration::from_secs(60);
+
+/// The [`Diff`] with the clients of one node pair in it at a time.
+struct Nodes {
+    d: Diff,
+    /// Node `i + 1`'s clients, Tarn's and Kafka's; `None` for the pair in
+    /// `d`.
+    slots: Vec<Option<(Client, Client)>>,
+    current: usize,
+}
+
+impl Nodes {
+    /// The diff with node `node`'s clients (1-based) in it.
+    fn at(&mut self, node: usize) -> &mut Diff {
+        if node != self.current {
+            let (tarn, kafka) = self.slots[node - 1].take().expect("a node's clients");
+            let tarn = std::mem::replace(&mut self.d.tarn, tarn);
+            let kafka = std::mem::replace(&mut self.d.kafka, kafka);
+            self.slots[self.current - 1] = Some((tarn, kafka));
+            self.current = node;
+        }
+        &mut self.d
+    }
+}
+
+const ELECT_LEADERS: (i16, i16, i16) = (43, 2, 2);
+const ALTER_REASSIGNMENTS: (i16, i16, i16) = (45, 0, 0);
+const LIST_REASSIGNMENTS: (i16, i16, i16) = (46, 0, 0);
+const OFFSET_FOR_LEADER_EPOCH: (i16, i16, i16) = (23, 4, 4);
+const DESCRIBE_PRODUCERS: (i16, i16, i16) = (61, 0, 0);
+
+/// Partition `i` on brokers `replicas[i]`, the first its preferred leader.
+fn assigned(name: &str, replicas: &[&[i32]], configs: &[(&str, &str)]) -> CreatableTopic {
+    CreatableTopic {
+        num_partitions: -1,
+        replication_factor: -1,
+        assignments: replicas
+            .iter()
+            .enumerate()
+            .map(|(i, brokers)| CreatableReplicaAssignment {
+                partition_index: i as i32,
+                broker_ids: brokers.to_vec(),
+            })
+            .collect(),
+        ..topic(name, 0, 0, configs)
+    }
+}
+
+/// Waits until every broker of both clusters has registered (Kafka's
+/// brokers unfence a moment after the quorum forms).
+fn wait_for_brokers(n: &mut Nodes) {
+    let request = DescribeClusterRequest {
+        include_cluster_authorized_operations: false,
+        endpoint_type: 1,
+        ..Default::default()
+    };
+    for client in [&mut n.d.tarn, &mut n.d.kafka] {
+        let deadline = std::time::Instant::now() + FORMED;
+        loop {
+            let response: DescribeClusterResponse = client
+                .call(
+                    DESCRIBE_CLUSTER.0,
+                    DESCRIBE_CLUSTER.1,
+                    DESCRIBE_CLUSTER.2,
+                    &request,
+                )
+                .expect("DescribeCluster");
+            if response.brokers.len() == NODES {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the brokers did not register: {response:?}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// Waits until node `node` of both clusters knows every partition of
+/// `name` led by its preferred leader, with every replica in sync.
+fn wait_led(n: &mut Nodes, node: usize, name: &str, partitions: usize) {
+    let d = n.at(node);
+    for client in [&mut d.tarn, &mut d.kafka] {
+        let deadline = std::time::Instant::now() + FORMED;
+        loop {
+            let response = metadata_of(client, name);
+            let ready = response.topics.iter().all(|t| {
+                t.error_code == 0
+                    && t.partitions.len() == partitions
+                    && t.partitions.iter().all(|p| {
+                        p.error_code == 0
+                            && p.replica_nodes.first() == Some(&p.leader_id)
+                            && p.isr_nodes.len() == p.replica_nodes.len()
+                    })
+            });
+            if ready {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "node {node}: {name} not led by its preferred leaders: {response:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+fn create_topics(n: &mut Nodes) {
+    let d = n.at(1);
+    let cases: Vec<(&str, CreatableTopic)> = vec![
+        (
+            "replication factor 4 on 3 brokers",
+            topic("c-rf4", 1, 4, &[]),
+        ),
+        ("replication factor 3", topic("c-rf3", 2, 3, &[])),
+        (
+            "an assignment naming a broker that does not exist",
+            assigned("c-ghost", &[&[1, 7]], &[]),
+        ),
+        (
+            "an assignment naming a broker twice",
+            assigned("c-twice", &[&[1, 1]], &[]),
+        ),
+        (
+            "an assignment with partitions of different sizes",
+            assigned("c-uneven", &[&[1, 2], &[2]], &[]),
+        ),
+        (
+            "an assignment that skips partition 1",
+            CreatableTopic {
+                assignments: vec![
+                    CreatableReplicaAssignment {
+                        partition_index: 0,
+                        broker_ids: vec![1],
+                    },
+                    CreatableReplicaAssignment {
+                        partition_index: 2,
+                        broker_ids: vec![2],
+                    },
+                ],
+                ..assigned("c-gap", &[], &[])
+            },
+        ),
+        (
+            "an assignment beside a partition count",
+            CreatableTopic {
+                num_partitions: 2,
+                ..assigned("c-both", &[&[1]], &[])
+            },
+        ),
+        ("an empty replica list", assigned("c-empty", &[&[]], &[])),
+    ];
+    for (what, case) in &cases {
+        d.call::<_, CreateTopicsResponse>(
+            &format!("CreateTopics, validate only: {what}"),
+            CREATE_TOPICS,
+            &create(vec![case.clone()], true),
+        );
+    }
+    for (what, case) in cases {
+        d.call::<_, CreateTopicsResponse>(
+            &format!("CreateTopics: {what}"),
+            CREATE_TOPICS,
+            &create(vec![case], false),
+        );
+    }
+    d.call::<_, CreateTopicsResponse>(
+        "CreateTopics: three partitions, each led by another broker",
+        CREATE_TOPICS,
+        &create(
+            vec![assigned(
+                "c-three",
+                &[&[1, 2, 3], &[2, 3, 1], &[3, 1, 2]],
+                &[],
+            )],
+            false,
+        ),
+    );
+    d.call::<_, CreateTopicsResponse>(
+        "CreateTopics: min.insync.replicas above the replication factor",
+        CREATE_TOPICS,
+        &create(
+            vec![assigned(
+                "c-strict",
+                &[&[1, 2, 3]],
+                &[("min.insync.replicas", "4")],
+            )],
+            false,
+        ),
+    );
+    d.call::<_, CreateTopicsResponse>(
+        "CreateTopics: min.insync.replicas equal to the replication factor",
+        CREATE_TOPICS,
+        &create(
+            vec![assigned(
+                "c-isr3",
+                &[&[1, 2, 3]],
+                &[("min.insync.replicas", "3")],
+            )],
+            false,
+        ),
+    );
+    for node in 1..=NODES {
+        wait_led(n, node, "c-three", 3);
+        wait_led(n, node, "c-strict", 1);
+        wait_led(n, node, "c-isr3", 1);
+    }
+}
+
+fn metadata(n: &mut Nodes) {
+    for node in 1..=NODES {
+        n.at(node).call::<_, MetadataResponse>(
+            &format!("Metadata from node {node}: a topic on three brokers"),
+            METADATA,
+            &metadata_request(&["c-three", "c-strict"], false),
+        );
+    }
+}
+
+/// c-three's partition 0 is led by node 1; nodes 2 and 3 follow it.
+fn a_follower_answers(n: &mut Nodes) {
+    n.at(1).call::<_, ProduceResponse>(
+        "Produce, acks=all, to the leader",
+        PRODUCE_V12,
+        &produce_request("c-three", 0, batch(3, 1_000)),
+    );
+    for node in [2, 3] {
+        wait_follower_high_watermark(n, node, "c-three", 3);
+        let d = n.at(node);
+        d.call::<_, ProduceResponse>(
+            &format!("Produce v9 to follower {node}"),
+            PRODUCE,
+            &produce_request("c-three", 0, batch(3, 2_000)),
+        );
+        d.call::<_, ProduceResponse>(
+            &format!("Produce v12 to follower {node}"),
+            PRODUCE_V12,
+            &produce_request("c-three", 0, batch(3, 2_000)),
+        );
+        d.call::<_, FetchResponse>(
+            &format!("Fetch v12 from follower {node}"),
+            FETCH,
+            &fetch_request("c-three", 0, 0, 1 << 20, 0),
+        );
+        let ids = d.topic_ids("c-three");
+        d.call_each::<_, FetchResponse>(
+            &format!("Fetch v18 from follower {node}, with a rack"),
+            FETCH_V18,
+            |broker| {
+                let mut request = fetch_request("c-three", 0, 0, 1 << 20, 0);
+                request.topics[0].topic_id = ids[broker];
+                request.rack_id = "rack-a".into();
+                request
+            },
+        );
+        d.call::<_, ListOffsetsResponse>(
+            &format!("ListOffsets from follower {node}"),
+            LIST_OFFSETS,
+            &list_offsets_request("c-three", 0, -1),
+        );
+        d.call::<_, OffsetForLeaderEpochResponse>(
+            &format!("OffsetForLeaderEpoch from follower {node}"),
+            OFFSET_FOR_LEADER_EPOCH,
+            &offset_for_leader_epoch("c-three", 0, 0),
+        );
+        d.call::<_, DeleteRecordsResponse>(
+            &format!("DeleteRecords on follower {node}"),
+            DELETE_RECORDS,
+            &delete_records_request("c-three", 0, 1),
+        );
+        d.call::<_, DescribeProducersResponse>(
+            &format!("DescribeProducers from follower {node}"),
+            DESCRIBE_PRODUCERS,
+            &describe_producers("c-three", 0),
+        );
+    }
+    let d = n.at(1);
+    d.call::<_, FetchResponse>(
+        "Fetch from the leader",
+        FETCH,
+        &fetch_request("c-three", 0, 0, 1 << 20, 0),
+    );
+    d.call::<_, OffsetForLeaderEpochResponse>(
+        "OffsetForLeaderEpoch from the leader, epoch 0",
+        OFFSET_FOR_LEADER_EPOCH,
+        &offset_for_leader_epoch("c-three", 0, 0),
+    );
+    d.call::<_, OffsetForLeaderEpochResponse>(
+        "OffsetForLeaderEpoch from the leader, an epoch it never had",
+        OFFSET_FOR_LEADER_EPOCH,
+        &offset_for_leader_epoch("c-three", 0, 5),
+    );
+    d.call::<_, ProduceResponse>(
+        "Produce, acks=all, min.insync.replicas 4 of 3 in sync",
+        PRODUCE_V12,
+        &produce_request("c-strict", 0, batch(3, 1_000)),
+    );
+    let mut one = produce_request("c-strict", 0, batch(3, 1_000));
+    one.acks = 1;
+    d.call::<_, ProduceResponse>(
+        "Produce, acks=1, min.insync.replicas 4 of 3 in sync",
+        PRODUCE_V12,
+        &one,
+    );
+    // Kafka answers COORDINATOR_LOAD_IN_PROGRESS until its producer id
+    // blocks are allocated.
+    let (tarn, kafka) = d.call_until_ready(
+        "InitProducerId for an idempotent producer",
+        INIT_PRODUCER_ID,
+        &InitProducerIdRequest {
+            transactional_id: None,
+            transaction_timeout_ms: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+        },
+        |r: &InitProducerIdResponse| r.error_code,
+    );
+    let ids = [tarn.producer_id, kafka.producer_id];
+    d.call_each::<_, ProduceResponse>(
+        "Produce an idempotent batch to the leader",
+        PRODUCE_V12,
+        |broker| {
+            let records = RecordBatchBuilder::new()
+                .producer(ids[broker], 0, 0)
+                .record(5_000, Some(b"k"), Some(b"v"))
+                .build();
+            produce_request("c-three", 0, records.into())
+        },
+    );
+    d.call::<_, DescribeProducersResponse>(
+        "DescribeProducers from the leader",
+        DESCRIBE_PRODUCERS,
+        &describe_producers("c-three", 0),
+    );
+    // A follower answers from its own replica (kafka-transactions.sh
+    // describe-producers --broker-id asks one).
+    wait_follower_high_watermark(n, 2, "c-three", 4);
+    n.at(2).call::<_, DescribeProducersResponse>(
+        "DescribeProducers from a follower with the batch",
+        DESCRIBE_PRODUCERS,
+        &describe_producers("c-three", 0),
+    );
+}
+
+/// Waits until node `node` of both clusters, a follower of `topic`'s
+/// partition 0, knows the high watermark `expected` (a follower learns it
+/// from its next fetch, a moment after the leader).
+fn wait_follower_high_watermark(n: &mut Nodes, node: usize, topic: &str, expected: i64) {
+    let d = n.at(node);
+    for client in [&mut d.tarn, &mut d.kafka] {
+        let deadline = std::time::Instant::now() + FORMED;
+        loop {
+            let response: FetchResponse = client
+                .call(
+                    FETCH.0,
+                    FETCH.1,
+                    FETCH.2,
+                    &fetch_request(topic, 0, 0, 1 << 20, 0),
+                )
+                .expect("Fetch");
+            let high_watermark = response.responses[0].partitions[0].high_watermark;
+            if high_watermark == expected {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "node {node}: high watermark {high_watermark}, not {expected}: {response:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+fn offset_for_leader_epoch(
+    topic: &str,
+    partition: i32,
+    leader_epoch: i32,
+) -> OffsetForLeaderEpochRequest {
+    OffsetForLeaderEpochRequest {
+        replica_id: -1,
+        topics: vec![OffsetForLeaderTopic {
+            topic: topic.into(),
+            partitions: vec![OffsetForLeaderPartition {
+                partition,
+                current_leader_epoch: -1,
+                leader_epoch,
+            }],
+        }],
+    }
+}
+
+fn delete_records_request(topic: &str, partition: i32, offset: i64) -> DeleteRecordsRequest {
+    DeleteRecordsRequest {
+        topics: vec![DeleteRecordsTopic {
+            name: topic.into(),
+            partitions: vec![DeleteRecordsPartition {
+                partition_index: partition,
+                offset,
+            }],
+        }],
+        timeout_ms: 30_000,
+    }
+}
+
+fn describe_producers(topic: &str, partition: i32) -> DescribeProducersRequest {
+    DescribeProducersRequest {
+        topics: vec![DescribeProducersTopicRequest {
+            name: topic.into(),
+            partition_indexes: vec![partition],
+        }],
+    }
+}
+
+/// Node 3 of each cluster stops cleanly; nodes 1 and 2 answer for what
+/// is left: partitions it led move to the next in-sync replica, the ISRs
+/// shrink, and what needs three brokers is refused.
+fn a_broker_stops(n: &mut Nodes, tarn: &mut Cluster, kafka: &mut [KafkaNode]) {
+    n.at(1).call::<_, ProduceResponse>(
+        "Produce, acks=all, min.insync.replicas 3 of 3 in sync",
+        PRODUCE_V12,
+        &produce_request("c-isr3", 0, batch(2, 1_000)),
+    );
+    tarn.stop(3);
+    kafka[2].stop();
+    for node in [1, 2] {
+        wait_without_node_3(n, node, &["c-three", "c-strict", "c-isr3"]);
+    }
+    for node in [1, 2] {
+        let d = n.at(node);
+        d.call::<_, MetadataResponse>(
+            &format!("Metadata from node {node} once node 3 stopped"),
+            METADATA,
+            &metadata_request(&["c-three", "c-strict", "c-isr3"], false),
+        );
+        d.call::<_, DescribeClusterResponse>(
+            &format!("DescribeCluster from node {node} once node 3 stopped"),
+            DESCRIBE_CLUSTER,
+            &DescribeClusterRequest {
+                include_cluster_authorized_operations: false,
+                endpoint_type: 1,
+                ..Default::default()
+            },
+        );
+    }
+    let d = n.at(1);
+    d.call::<_, ProduceResponse>(
+        "Produce, acks=all, to the partition node 3 led, now led by node 1",
+        PRODUCE_V12,
+        &produce_request("c-three", 2, batch(2, 1_000)),
+    );
+    d.call::<_, ProduceResponse>(
+        "Produce, acks=all, min.insync.replicas 3 of 2 in sync",
+        PRODUCE_V12,
+        &produce_request("c-isr3", 0, batch(2, 2_000)),
+    );
+    let mut one = produce_request("c-isr3", 0, batch(2, 2_000));
+    one.acks = 1;
+    d.call::<_, ProduceResponse>(
+        "Produce, acks=1, min.insync.replicas 3 of 2 in sync",
+        PRODUCE_V12,
+        &one,
+    );
+    d.call::<_, ElectLeadersResponse>(
+        "ElectLeaders, preferred, the preferred leader stopped",
+        ELECT_LEADERS,
+        &ElectLeadersRequest {
+            election_type: 0,
+            topic_partitions: Some(vec![ElectLeadersTopicPartitions {
+                topic: "c-three".into(),
+                partitions: vec![0, 1, 2],
+            }]),
+            timeout_ms: 30_000,
+        },
+    );
+    for validate_only in [true, false] {
+        let how = if validate_only { ", validate only" } else { "" };
+        d.call::<_, CreateTopicsResponse>(
+            &format!("CreateTopics{how}: replication factor 3 with 2 brokers up"),
+            CREATE_TOPICS,
+            &create(vec![topic("c-short", 1, 3, &[])], validate_only),
+        );
+        d.call::<_, CreateTopicsResponse>(
+            &format!("CreateTopics{how}: an assignment naming the stopped broker"),
+            CREATE_TOPICS,
+            &create(vec![assigned("c-on-3", &[&[3, 1]], &[])], validate_only),
+        );
+    }
+    for node in [1, 2] {
+        wait_led_by_any(n, node, "c-on-3");
+        n.at(node).call::<_, MetadataResponse>(
+            &format!(
+                "Metadata from node {node}: a topic created with a replica on the stopped broker"
+            ),
+            METADATA,
+            &metadata_request(&["c-on-3"], false),
+        );
+    }
+    let d = n.at(1);
+    d.call::<_, CreatePartitionsResponse>(
+        "CreatePartitions, validate only: an assignment naming the stopped broker",
+        CREATE_PARTITIONS,
+        &CreatePartitionsRequest {
+            topics: vec![CreatePartitionsTopic {
+                name: "c-three".into(),
+                count: 4,
+                assignments: Some(vec![CreatePartitionsAssignment {
+                    broker_ids: vec![3, 1, 2],
+                }]),
+            }],
+            timeout_ms: 30_000,
+            validate_only: true,
+        },
+    );
+}
+
+/// Waits until node `node` of both clusters knows a leader for every
+/// partition of `name`.
+fn wait_led_by_any(n: &mut Nodes, node: usize, name: &str) {
+    let d = n.at(node);
+    for client in [&mut d.tarn, &mut d.kafka] {
+        let deadline = std::time::Instant::now() + FORMED;
+        loop {
+            let response = metadata_of(client, name);
+            let led = response.topics.iter().all(|t| {
+                t.error_code == 0
+                    && !t.partitions.is_empty()
+                    && t.partitions.iter().all(|p| p.leader_id >= 0)
+            });
+            if led {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "node {node}: {name} not led: {response:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// Waits until node `node` of both clusters lists two brokers and no
+/// partition of `topics` led by node 3 or with it in sync.
+fn wait_without_node_3(n: &mut Nodes, node: usize, topics: &[&str]) {
+    let d = n.at(node);
+    for client in [&mut d.tarn, &mut d.kafka] {
+        let deadline = std::time::Instant::now() + FORMED;
+        loop {
+            let response: MetadataResponse = client
+                .call(
+                    METADATA.0,
+                    METADATA.1,
+                    METADATA.2,
+                    &metadata_request(topics, false),
+                )
+                .expect("Metadata");
+            let moved = response.brokers.len() == 2
+                && response.topics.iter().all(|t| {
+                    t.partitions
+                        .iter()
+                        .all(|p| p.leader_id != 3 && !p.isr_nodes.contains(&3))
+                });
+            if moved {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "node {node}: node 3 still listed: {response:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+fn elections_and_reassignments(n: &mut Nodes) {
+    let d = n.at(2);
+    let elect = |election_type: i8, topic: &str, partitions: Vec<i32>| ElectLeadersRequest {
+        election_type,
+        topic_partitions: Some(vec![ElectLeadersTopicPartitions {
+            topic: topic.into(),
+            partitions,
+        }]),
+        timeout_ms: 30_000,
+    };
+    d.call::<_, ElectLeadersResponse>(
+        "ElectLeaders, preferred, every leader already preferred",
+        ELECT_LEADERS,
+        &elect(0, "c-three", vec![0, 1, 2]),
+    );
+    d.call::<_, ElectLeadersResponse>(
+        "ElectLeaders, unclean, every leader alive",
+        ELECT_LEADERS,
+        &elect(1, "c-three", vec![0]),
+    );
+    d.call::<_, ElectLeadersResponse>(
+        "ElectLeaders, a partition that does not exist",
+        ELECT_LEADERS,
+        &elect(0, "c-three", vec![9]),
+    );
+    d.call::<_, ElectLeadersResponse>(
+        "ElectLeaders, a topic that does not exist",
+        ELECT_LEADERS,
+        &elect(0, "c-none", vec![0]),
+    );
+    let reassign = |topic: &str, partition: i32, replicas: Option<Vec<i32>>| {
+        AlterPartitionReassignmentsRequest {
+            timeout_ms: 30_000,
+            topics: vec![ReassignableTopic {
+                name: topic.into(),
+                partitions: vec![ReassignablePartition {
+                    partition_index: partition,
+                    replicas,
+                }],
+            }],
+            ..Default::default()
+        }
+    };
+    for (what, request) in [
+        (
+            "a topic that does not exist",
+            reassign("c-none", 0, Some(vec![1, 2])),
+        ),
+        (
+            "a partition that does not exist",
+            reassign("c-three", 9, Some(vec![1, 2])),
+        ),
+        (
+            "a broker that does not exist",
+            reassign("c-three", 0, Some(vec![1, 7])),
+        ),
+        (
+            "a broker named twice",
+            reassign("c-three", 0, Some(vec![1, 1])),
+        ),
+        ("no replicas", reassign("c-three", 0, Some(vec![]))),
+        (
+            "cancelling where none is in progress",
+            reassign("c-three", 0, None),
+        ),
+        (
+            "the replicas it has",
+            reassign("c-three", 1, Some(vec![2, 3, 1])),
+        ),
+    ] {
+        d.call::<_, AlterPartitionReassignmentsResponse>(
+            &format!("AlterPartitionReassignments: {what}"),
+            ALTER_REASSIGNMENTS,
+            &request,
+        );
+    }
+    d.call::<_, ListPartitionReassignmentsResponse>(
+        "ListPartitionReassignments: none in progress",
+        LIST_REASSIGNMENTS,
+        &ListPartitionReassignmentsRequest {
+            timeout_ms: 30_000,
+            topics: None,
+        },
+    );
+    let partitions = |assignments: Option<Vec<Vec<i32>>>, count: i32| CreatePartitionsRequest {
+        topics: vec![CreatePartitionsTopic {
+            name: "c-three".into(),
+            count,
+            assignments: assignments.map(|a| {
+                a.into_iter()
+                    .map(|broker_ids| CreatePartitionsAssignment { broker_ids })
+                    .collect()
+            }),
+        }],
+        timeout_ms: 30_000,
+        validate_only: true,
+    };
+    for (what, request) in [
+        (
+            "a broker that does not exist",
+            partitions(Some(vec![vec![1, 2, 7]]), 4),
+        ),
+        (
+            "a broker named twice",
+            partitions(Some(vec![vec![1, 1, 2]]), 4),
+        ),
+        (
+            "fewer replicas than the topic's",
+            partitions(Some(vec![vec![1, 2]]), 4),
+        ),
+        (
+            "fewer assignments than new partitions",
+            partitions(Some(vec![vec![1, 2, 3]]), 5),
+        ),
+        ("no assignment", partitions(None, 4)),
+    ] {
+        d.call::<_, CreatePartitionsResponse>(
+            &format!("CreatePartitions, validate only: {what}"),
+            CREATE_PARTITIONS,
+            &request,
+        );
+    }
+    d.call::<_, DescribeClusterResponse>(
+        "DescribeCluster: brokers",
+        DESCRIBE_CLUSTER,
+        &DescribeClusterRequest {
+            include_cluster_authorized_operations: false,
+            endpoint_type: 1,
+            ..Default::default()
+        },
+    );
+}
+
+#[test]
+fn a_tarn_cluster_answers_as_an_apache_kafka_cluster_does() {
+    run_with_timeout(Duration::from_secs(400), || {
+        let mut kafka = KafkaNode::start_cluster(NODES);
+        let mut tarn = Cluster::start(NODES, &[1, 2, 3], &[]);
+        tarn.wait_until_formed(FORMED);
+        let mut slots: Vec<Option<(Client, Client)>> = (1..=NODES)
+            .map(|id| {
+                Some((
+                    Client::connect(&tarn.address(id as i32)).expect("connect to Tarn"),
+                    Client::connect(&kafka[id - 1].bootstrap).expect("connect to Kafka"),
+                ))
+            })
+            .collect();
+        let (first_tarn, first_kafka) = slots[0].take().expect("node 1");
+        let mut n = Nodes {
+            d: Diff {
+                tarn: first_tarn,
+                kafka: first_kafka,
+                compared: Vec::new(),
+                differences: Vec::new(),
+                known: KNOWN,
+                masked: CLUSTER_MASKED,
+            },
+            slots,
+            current: 1,
+        };
+        wait_for_brokers(&mut n);
+        create_topics(&mut n);
+        metadata(&mut n);
+        a_follower_answers(&mut n);
+        elections_and_reassignments(&mut n);
+        a_broker_stops(&mut n, &mut tarn, &mut kafka);
+        let d = &n.d;
+        eprintln!(
+            "compared {} scenarios with an Apache Kafka cluster",
+            d.compared.len()
+        );
+        assert!(
+            d.differences.is_empty(),
+            "{} of {} scenarios answer otherwise than Apache Kafka:\n{}",
+            d.differences.len(),
+            d.compared.len(),
+            d.differences.join("\n")
+        );
+    });
+}
