@@ -740,6 +740,11 @@ fn a_voter_that_cannot_write_its_metadata_log_stops_and_the_others_commit() {
         let address = cluster.address(survivor);
         let out = cli::create_topic(&address, "configured", 1, 1, &[]);
         assert!(out.status.success(), "{out}");
+        // Node 1 may host the partition: it must have created it before
+        // its disk fills, or it stops for that instead.
+        cluster.wait_for(1, FORMED, "configured known to node 1", |v| {
+            v.leaders.contains_key("configured")
+        });
 
         // Fill node 1's disk, then commit changes that write nothing there
         // but the Raft log: a topic's retention, again and again.
