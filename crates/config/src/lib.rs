@@ -674,13 +674,15 @@ impl BrokerConfig {
     pub fn overlay<'a>(&self, pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> BrokerConfig {
         let mut config = self.clone();
         for (key, value) in pairs {
-            match broker_def(key).ok_or_else(|| ConfigError::UnknownKey(key.to_owned())) {
-                Ok(def) => match validate(def, value) {
-                    Ok(value) => {
-                        config.values.insert(def.name, value);
-                    }
-                    Err(e) => tracing::warn!(error = %e, "ignoring dynamic broker config"),
-                },
+            // A key Tarn does not know is a custom config, kept in the
+            // metadata as Kafka keeps it, with no effect here.
+            let Some(def) = broker_def(key) else {
+                continue;
+            };
+            match validate(def, value) {
+                Ok(value) => {
+                    config.values.insert(def.name, value);
+                }
                 Err(e) => tracing::warn!(error = %e, "ignoring dynamic broker config"),
             }
         }

@@ -104,29 +104,53 @@ pub struct Synonym {
 
 /// One key as DescribeConfigs reports it. `synonyms` are every level that
 /// sets the key, highest precedence first; the first one supplies `value`.
+/// A key Kafka derives from another when nothing sets it
+/// (`DERIVED_IN_KAFKA`) has no value then.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigEntry {
-    pub name: &'static str,
-    pub value: String,
+    pub name: String,
+    pub value: Option<String>,
     pub source: ConfigSource,
     pub read_only: bool,
-    pub kind: ConfigType,
+    /// `None` for a custom broker key (one Tarn does not know, kept as
+    /// Kafka keeps it): Kafka reports such a key as read-only, sensitive
+    /// (its value hidden) and of unknown type.
+    pub kind: Option<ConfigType>,
     pub synonyms: Vec<Synonym>,
 }
 
 impl ConfigEntry {
     fn from_synonyms(def: &ConfigDef, read_only: bool, synonyms: Vec<Synonym>) -> ConfigEntry {
-        let (value, source) = synonyms.first().map_or_else(
-            || (def.default.to_owned(), ConfigSource::Default),
-            |s| (s.value.clone(), s.source),
-        );
+        let (value, source) = match synonyms.first() {
+            Some(s) if s.name == def.name => (Some(s.value.clone()), s.source),
+            // Only another key sets it (a topic key's broker default), or
+            // nothing does.
+            Some(s) if !DERIVED_IN_KAFKA.contains(&def.name) => (Some(s.value.clone()), s.source),
+            _ if DERIVED_IN_KAFKA.contains(&def.name) => (None, ConfigSource::Default),
+            _ => (Some(def.default.to_owned()), ConfigSource::Default),
+        };
         ConfigEntry {
-            name: def.name,
+            name: def.name.to_owned(),
             value,
             source,
             read_only,
-            kind: def.kind,
+            kind: Some(def.kind),
             synonyms,
+        }
+    }
+
+    fn custom(name: &str, source: ConfigSource) -> ConfigEntry {
+        ConfigEntry {
+            name: name.to_owned(),
+            value: None,
+            source,
+            read_only: true,
+            kind: None,
+            synonyms: vec![Synonym {
+                name: name.to_owned(),
+                value: String::new(),
+                source,
+            }],
         }
     }
 
@@ -136,32 +160,36 @@ impl ConfigEntry {
         include_synonyms: bool,
         include_documentation: bool,
     ) -> DescribeConfigsResourceResult {
+        let sensitive = self.kind.is_none();
         DescribeConfigsResourceResult {
-            name: self.name.to_owned(),
-            value: Some(self.value.clone()),
+            name: self.name.clone(),
+            value: self.value.clone(),
             read_only: self.read_only,
             is_default: self.source == ConfigSource::Default,
             config_source: self.source.id(),
-            is_sensitive: false,
+            is_sensitive: sensitive,
             synonyms: if include_synonyms {
                 self.synonyms
                     .iter()
                     .map(|s| DescribeConfigsSynonym {
                         name: s.name.clone(),
-                        value: Some(s.value.clone()),
+                        value: (!sensitive).then(|| s.value.clone()),
                         source: s.source.id(),
                     })
                     .collect()
             } else {
                 Vec::new()
             },
-            config_type: config_type_id(self.kind),
+            config_type: self.kind.map_or(CONFIG_TYPE_UNKNOWN, config_type_id),
             documentation: include_documentation
-                .then(|| tarn_config::docs::documentation(self.name).map(str::to_owned))
+                .then(|| tarn_config::docs::documentation(&self.name).map(str::to_owned))
                 .flatten(),
         }
     }
 }
+
+/// DescribeConfigs' type of a key it has no definition for.
+const CONFIG_TYPE_UNKNOWN: i8 = 0;
 
 /// Broker keys Kafka lets AlterConfigs change that are no topic config's
 /// synonym.
@@ -176,6 +204,29 @@ const OTHER_DYNAMIC_BROKER_KEYS: &[&str] = &[
 /// from another key, such as `log.retention.ms` from `log.retention.hours`),
 /// so Kafka lists no default synonym for them.
 const DERIVED_IN_KAFKA: &[&str] = &["log.retention.ms", "log.roll.ms", "log.flush.interval.ms"];
+
+/// The broker keys Kafka treats as one setting with `key`, in the order it
+/// lists their synonyms (only the keys Tarn knows are looked up).
+fn kafka_synonym_names(key: &str) -> &[&str] {
+    const RETENTION: &[&str] = &[
+        "log.retention.ms",
+        "log.retention.minutes",
+        "log.retention.hours",
+    ];
+    const ROLL: &[&str] = &["log.roll.ms", "log.roll.hours"];
+    const JITTER: &[&str] = &["log.roll.jitter.ms", "log.roll.jitter.hours"];
+    const FLUSH: &[&str] = &["log.flush.interval.ms", "log.flush.scheduler.interval.ms"];
+    match key {
+        "log.retention.ms" | "log.retention.minutes" | "log.retention.hours" => RETENTION,
+        "log.roll.ms" | "log.roll.hours" => ROLL,
+        "log.roll.jitter.ms" | "log.roll.jitter.hours" => JITTER,
+        "log.flush.interval.ms" => FLUSH,
+        _ => std::slice::from_ref(match BROKER_CONFIGS.iter().find(|d| d.name == key) {
+            Some(def) => &def.name,
+            None => return &[],
+        }),
+    }
+}
 
 /// A broker key that may be changed at run time: Kafka allows the broker
 /// synonyms of topic configs (`log.*` defaults, `message.max.bytes`,
@@ -294,8 +345,57 @@ impl ConfigView<'_> {
                 ConfigEntry::from_synonyms(def, false, synonyms)
             })
             .collect();
-        entries.sort_by_key(|e| e.name);
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
         entries
+    }
+
+    /// Broker key `def`'s synonyms as Kafka lists them for a broker: every
+    /// level that sets one of the keys Kafka treats as one setting
+    /// (`log.retention.ms`, `.minutes` and `.hours`, say), level by level
+    /// (this broker's dynamic configs, the cluster default, the static
+    /// config, the defaults), from the first that sets `def` itself on.
+    fn broker_key_synonyms(&self, def: &ConfigDef) -> Vec<Synonym> {
+        let names: Vec<&ConfigDef> = kafka_synonym_names(def.name)
+            .iter()
+            .filter_map(|name| broker_def(name))
+            .collect();
+        let mut out = Vec::new();
+        let mut add = |name: &str, value: &str, source| {
+            out.push(Synonym {
+                name: name.to_owned(),
+                value: value.to_owned(),
+                source,
+            })
+        };
+        for other in &names {
+            if let Some(v) = self.own_dynamic().and_then(|m| m.get(other.name)) {
+                add(other.name, v, ConfigSource::DynamicBroker);
+            }
+        }
+        for other in &names {
+            if let Some(v) = self.image.cluster_configs.get(other.name) {
+                add(other.name, v, ConfigSource::DynamicDefaultBroker);
+            }
+        }
+        for other in &names {
+            if self.static_config.is_set(other.name) {
+                add(
+                    other.name,
+                    self.static_config.get(other.name),
+                    ConfigSource::StaticBroker,
+                );
+            }
+        }
+        for other in &names {
+            if !DERIVED_IN_KAFKA.contains(&other.name) {
+                add(other.name, other.default, ConfigSource::Default);
+            }
+        }
+        let first = out
+            .iter()
+            .position(|s| s.name == def.name)
+            .unwrap_or(out.len());
+        out.split_off(first)
     }
 
     /// Every broker key of this broker, by name.
@@ -303,11 +403,30 @@ impl ConfigView<'_> {
         let mut entries: Vec<ConfigEntry> = BROKER_CONFIGS
             .iter()
             .map(|def| {
-                let synonyms = self.broker_synonyms(def, true);
+                let synonyms = self.broker_key_synonyms(def);
                 ConfigEntry::from_synonyms(def, !is_dynamic_broker_key(def.name), synonyms)
             })
             .collect();
-        entries.sort_by_key(|e| e.name);
+        // Custom keys set for this broker or as the cluster default.
+        let custom = |configs: Option<&BTreeMap<String, String>>, source| {
+            configs
+                .into_iter()
+                .flat_map(|c| c.keys())
+                .filter(|k| broker_def(k).is_none())
+                .map(move |k| ConfigEntry::custom(k, source))
+                .collect::<Vec<_>>()
+        };
+        let own = custom(self.own_dynamic(), ConfigSource::DynamicBroker);
+        let cluster = custom(
+            Some(&self.image.cluster_configs),
+            ConfigSource::DynamicDefaultBroker,
+        );
+        for entry in own.into_iter().chain(cluster) {
+            if !entries.iter().any(|e| e.name == entry.name) {
+                entries.push(entry);
+            }
+        }
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
         entries
     }
 
@@ -425,20 +544,19 @@ pub fn dynamic_configs(image: &MetadataImage, resource: &Resource) -> BTreeMap<S
     }
 }
 
-fn key_def(resource: &Resource, key: &str) -> Result<&'static ConfigDef, AdminError> {
+/// `key`'s definition. A broker key Tarn does not know is `None`: Kafka
+/// keeps such keys as custom broker configs (for plugins and the like)
+/// without checking them; an unknown topic key is refused.
+fn key_def(resource: &Resource, key: &str) -> Result<Option<&'static ConfigDef>, AdminError> {
     match resource {
-        Resource::Topic(_) => topic_def(key)
-            .map(|(def, _)| def)
-            .ok_or_else(|| AdminError {
+        Resource::Topic(_) => match topic_def(key) {
+            Some((def, _)) => Ok(Some(def)),
+            None => Err(AdminError {
                 code: error::INVALID_CONFIG,
                 message: Some(format!("Unknown topic config name: {key}")),
             }),
-        Resource::Broker(_) | Resource::ClusterDefault => {
-            broker_def(key).ok_or_else(|| AdminError {
-                code: error::INVALID_CONFIG,
-                message: Some(format!("Unknown broker config name: {key}")),
-            })
-        }
+        },
+        Resource::Broker(_) | Resource::ClusterDefault => Ok(broker_def(key)),
     }
 }
 
@@ -480,12 +598,27 @@ fn plan(
     let mut normalised = BTreeMap::new();
     let mut read_only = Vec::new();
     for (key, value) in &wanted {
-        let def = key_def(resource, key)?;
+        let Some(def) = key_def(resource, key)? else {
+            normalised.insert(key.clone(), value.clone());
+            continue;
+        };
         if is_broker && !is_dynamic_broker_key(key) {
             read_only.push(key.as_str());
             continue;
         }
-        normalised.insert(key.clone(), validate(def, value).map_err(invalid_config)?);
+        let value = validate(def, value).map_err(invalid_config).map_err(|e| {
+            // Kafka refuses a broker value it cannot parse as a bad
+            // request, a topic value as a bad config.
+            if is_broker {
+                AdminError {
+                    code: error::INVALID_REQUEST,
+                    ..e
+                }
+            } else {
+                e
+            }
+        })?;
+        normalised.insert(key.clone(), value);
     }
     if !read_only.is_empty() {
         return refuse(
@@ -583,12 +716,12 @@ pub fn plan_incremental(
                 } else {
                     "SUBTRACT"
                 };
-                if def.kind != ConfigType::List {
+                let Some(def) = def.filter(|d| d.kind == ConfigType::List) else {
                     return refuse(
                         error::INVALID_CONFIG,
                         format!("Can't {verb} to key {key} because its type is not LIST."),
                     );
-                }
+                };
                 let base = wanted
                     .get(key)
                     .cloned()
@@ -672,7 +805,10 @@ mod tests {
         assert_eq!(entries.len(), TOPIC_CONFIGS.len());
         let retention = entry(&entries, "retention.ms");
         assert_eq!(
-            (retention.value.as_str(), retention.source),
+            (
+                retention.value.as_deref().unwrap_or("null"),
+                retention.source
+            ),
             ("1000", ConfigSource::StaticBroker)
         );
         assert_eq!(
@@ -721,7 +857,7 @@ mod tests {
                 ConfigSource::StaticBroker,
             ]
         );
-        assert_eq!(retention.value, "4000");
+        assert_eq!(retention.value.as_deref(), Some("4000"));
         let segment = entry(&entries, "segment.bytes");
         assert_eq!(
             segment.synonyms.last().map(|s| s.source),
@@ -730,11 +866,14 @@ mod tests {
         );
         assert_eq!(view.effective().get("log.retention.ms"), "3000");
         let broker = entry(&view.broker_entries(), "log.retention.ms").clone();
-        assert_eq!((broker.value.as_str(), broker.read_only), ("3000", false));
+        assert_eq!(
+            (broker.value.as_deref(), broker.read_only),
+            (Some("3000"), false)
+        );
         assert!(entry(&view.broker_entries(), "num.partitions").read_only);
         let defaults = view.cluster_default_entries();
         assert_eq!(defaults.len(), 1);
-        assert_eq!(defaults[0].value, "2000");
+        assert_eq!(defaults[0].value.as_deref(), Some("2000"));
         assert_eq!(defaults[0].synonyms.len(), 1);
         let wire = defaults[0].to_result(false, false);
         assert!(wire.synonyms.is_empty());
@@ -982,9 +1121,25 @@ mod tests {
             err.message.unwrap(),
             "Cannot update these configs dynamically: Set(num.partitions)"
         );
-        let err =
-            plan_incremental(&view, &Resource::Broker(NODE), &[set("log.nope", "5")]).unwrap_err();
-        assert_eq!(err.code, error::INVALID_CONFIG);
+        // A key Tarn does not know is kept as a custom config, as Kafka
+        // keeps it; a known key's bad value is a bad request.
+        let records =
+            plan_incremental(&view, &Resource::Broker(NODE), &[set("log.nope", "5")]).unwrap();
+        assert_eq!(
+            records,
+            [MetadataRecord::BrokerConfig {
+                broker_id: Some(NODE),
+                name: "log.nope".into(),
+                value: Some("5".into()),
+            }]
+        );
+        let err = plan_incremental(
+            &view,
+            &Resource::Broker(NODE),
+            &[set("log.retention.ms", "soon")],
+        )
+        .unwrap_err();
+        assert_eq!(err.code, error::INVALID_REQUEST);
         let records = plan_incremental(
             &view,
             &Resource::ClusterDefault,

@@ -126,7 +126,7 @@ fn result_for(broker: &Broker, name: &str, outcome: Outcome) -> CreatableTopicRe
                     .into_iter()
                     .map(|entry| CreatableTopicConfigs {
                         name: entry.name.to_owned(),
-                        value: Some(entry.value),
+                        value: entry.value,
                         read_only: false,
                         config_source: entry.source.id(),
                         is_sensitive: false,

@@ -54,7 +54,7 @@ pub async fn handle(
                     result.configs = view
                         .entries(&target)
                         .iter()
-                        .filter(|e| keys.as_ref().is_none_or(|k| k.iter().any(|n| n == e.name)))
+                        .filter(|e| keys.as_ref().is_none_or(|k| k.contains(&e.name)))
                         .map(|e| {
                             e.to_result(request.include_synonyms, request.include_documentation)
                         })
