@@ -17,6 +17,7 @@ use std::process::Command;
 use bytes::Bytes;
 use tarn_cli::client::Client;
 use tarn_protocol::codec::{Decode, Encode, Uuid};
+use tarn_protocol::messages::alter_configs::*;
 use tarn_protocol::messages::create_partitions::*;
 use tarn_protocol::messages::create_topics::*;
 use tarn_protocol::messages::delete_records::*;
@@ -185,6 +186,7 @@ compared_as_they_are!(
     FindCoordinatorResponse,
     DescribeClusterResponse,
     DescribeProducersResponse,
+    AlterConfigsResponse,
     ElectLeadersResponse,
     OffsetForLeaderEpochResponse,
     AlterPartitionReassignmentsResponse,
@@ -780,6 +782,26 @@ pub fn fetch_request(
             ..Default::default()
         }],
         ..Default::default()
+    }
+}
+
+/// DescribeConfigs of one resource (2: a topic, 4: a broker), of `keys`
+/// or every key.
+pub fn describe_configs_request(
+    resource_type: i8,
+    name: &str,
+    keys: Option<&[&str]>,
+    synonyms: bool,
+    documentation: bool,
+) -> DescribeConfigsRequest {
+    DescribeConfigsRequest {
+        resources: vec![DescribeConfigsResource {
+            resource_type,
+            resource_name: name.into(),
+            configuration_keys: keys.map(|k| k.iter().map(|s| (*s).to_owned()).collect()),
+        }],
+        include_synonyms: synonyms,
+        include_documentation: documentation,
     }
 }
 

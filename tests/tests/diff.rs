@@ -35,24 +35,6 @@ use tarn_protocol::record_batch::RecordBatchBuilder;
 /// Scenarios whose answers differ on purpose, each with the reason.
 const KNOWN: &[(&str, &str)] = &[];
 
-fn describe_configs_request(
-    resource_type: i8,
-    name: &str,
-    keys: Option<&[&str]>,
-    synonyms: bool,
-    documentation: bool,
-) -> DescribeConfigsRequest {
-    DescribeConfigsRequest {
-        resources: vec![DescribeConfigsResource {
-            resource_type,
-            resource_name: name.into(),
-            configuration_keys: keys.map(|k| k.iter().map(|s| (*s).to_owned()).collect()),
-        }],
-        include_synonyms: synonyms,
-        include_documentation: documentation,
-    }
-}
-
 /// Broker keys compared by name: the cluster keys both nodes are given
 /// alike (`TARN_AS_KAFKA_SH`) or leave at a default Tarn shares with Kafka.
 /// Left out, each for a reason: `listeners`, `advertised.listeners`,

@@ -19,9 +19,11 @@ use tarn_protocol::messages::create_partitions::*;
 use tarn_protocol::messages::create_topics::*;
 use tarn_protocol::messages::delete_records::*;
 use tarn_protocol::messages::describe_cluster::*;
+use tarn_protocol::messages::describe_configs::*;
 use tarn_protocol::messages::describe_producers::*;
 use tarn_protocol::messages::elect_leaders::*;
 use tarn_protocol::messages::fetch::*;
+use tarn_protocol::messages::incremental_alter_configs::*;
 use tarn_protocol::messages::init_producer_id::*;
 use tarn_protocol::messages::list_offsets::*;
 use tarn_protocol::messages::metadata::*;
@@ -70,6 +72,7 @@ const ALTER_REASSIGNMENTS: (i16, i16, i16) = (45, 0, 0);
 const LIST_REASSIGNMENTS: (i16, i16, i16) = (46, 0, 0);
 const OFFSET_FOR_LEADER_EPOCH: (i16, i16, i16) = (23, 4, 4);
 const DESCRIBE_PRODUCERS: (i16, i16, i16) = (61, 0, 0);
+const INCREMENTAL_ALTER_CONFIGS: (i16, i16, i16) = (44, 1, 1);
 
 /// Partition `i` on brokers `replicas[i]`, the first its preferred leader.
 fn assigned(name: &str, replicas: &[&[i32]], configs: &[(&str, &str)]) -> CreatableTopic {
@@ -747,6 +750,114 @@ fn elections_and_reassignments(n: &mut Nodes) {
     );
 }
 
+/// Broker configs in a cluster: a broker describes and alters only its own
+/// (the Admin client sends a broker's configs to that broker), and a change
+/// it takes reaches it through the controller.
+fn broker_configs(n: &mut Nodes) {
+    let set = |broker: &str, key: &str, value: Option<&str>, validate_only: bool| {
+        IncrementalAlterConfigsRequest {
+            resources: vec![IncrementalAlterConfigsResource {
+                resource_type: 4,
+                resource_name: broker.into(),
+                configs: vec![IncrementalAlterableConfig {
+                    name: key.into(),
+                    config_operation: if value.is_some() { 0 } else { 1 },
+                    value: value.map(str::to_owned),
+                }],
+            }],
+            validate_only,
+        }
+    };
+    let keys = Some(&["log.retention.ms", "log.retention.hours", "no.such.key"][..]);
+    let d = n.at(1);
+    d.call::<_, DescribeConfigsResponse>(
+        "DescribeConfigs of broker 2 sent to broker 1",
+        DESCRIBE_CONFIGS,
+        &describe_configs_request(4, "2", keys, true, false),
+    );
+    d.call::<_, IncrementalAlterConfigsResponse>(
+        "IncrementalAlterConfigs: broker 2's config sent to broker 1",
+        INCREMENTAL_ALTER_CONFIGS,
+        &set("2", "log.retention.ms", Some("3600000"), false),
+    );
+    let d = n.at(2);
+    for (what, request) in [
+        (
+            "a read-only key",
+            set("2", "log.dirs", Some("/elsewhere"), false),
+        ),
+        (
+            "an unknown key, kept as a custom config",
+            set("2", "no.such.key", Some("1"), false),
+        ),
+        (
+            "a value that is no number",
+            set("2", "log.retention.ms", Some("soon"), false),
+        ),
+        (
+            "log.retention.ms, validate only",
+            set("2", "log.retention.ms", Some("3600000"), true),
+        ),
+        (
+            "log.retention.ms",
+            set("2", "log.retention.ms", Some("3600000"), false),
+        ),
+    ] {
+        d.call::<_, IncrementalAlterConfigsResponse>(
+            &format!("IncrementalAlterConfigs of broker 2 on broker 2: {what}"),
+            INCREMENTAL_ALTER_CONFIGS,
+            &request,
+        );
+    }
+    wait_config(n, 2, "log.retention.ms", "3600000");
+    for node in [2, 3] {
+        let name = node.to_string();
+        n.at(node).call::<_, DescribeConfigsResponse>(
+            &format!("DescribeConfigs of broker {node} on itself after broker 2's change"),
+            DESCRIBE_CONFIGS,
+            &describe_configs_request(4, &name, keys, true, false),
+        );
+    }
+    n.at(2).call::<_, IncrementalAlterConfigsResponse>(
+        "IncrementalAlterConfigs of broker 2 on broker 2: log.retention.ms deleted",
+        INCREMENTAL_ALTER_CONFIGS,
+        &set("2", "log.retention.ms", None, false),
+    );
+}
+
+/// Waits until node `node` of both clusters reports broker config `key`
+/// of itself at `value`.
+fn wait_config(n: &mut Nodes, node: usize, key: &str, value: &str) {
+    let d = n.at(node);
+    let name = node.to_string();
+    for (cluster, client) in [("Tarn", &mut d.tarn), ("Kafka", &mut d.kafka)] {
+        let deadline = std::time::Instant::now() + FORMED;
+        loop {
+            let response: DescribeConfigsResponse = client
+                .call(
+                    DESCRIBE_CONFIGS.0,
+                    DESCRIBE_CONFIGS.1,
+                    DESCRIBE_CONFIGS.2,
+                    &describe_configs_request(4, &name, Some(&[key][..]), false, false),
+                )
+                .expect("DescribeConfigs");
+            let now = response
+                .results
+                .first()
+                .and_then(|r| r.configs.first())
+                .and_then(|c| c.value.clone());
+            if now.as_deref() == Some(value) {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{cluster} node {node}: {key} is {now:?}, not {value}: {response:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
 #[test]
 fn a_tarn_cluster_answers_as_an_apache_kafka_cluster_does() {
     run_with_timeout(Duration::from_secs(400), || {
@@ -779,6 +890,7 @@ fn a_tarn_cluster_answers_as_an_apache_kafka_cluster_does() {
         metadata(&mut n);
         a_follower_answers(&mut n);
         elections_and_reassignments(&mut n);
+        broker_configs(&mut n);
         a_broker_stops(&mut n, &mut tarn, &mut kafka);
         let d = &n.d;
         eprintln!(
