@@ -151,6 +151,36 @@ impl LeaderEpochFileCache {
         }
     }
 
+    /// [`LeaderEpochFileCache::end_offset_for`] on the leader of epoch
+    /// `current`, which records an epoch only with its first append: until
+    /// then the answer counts `current` as starting at the log end, as
+    /// Kafka's leader, which records its epoch when elected, answers.
+    pub fn end_offset_for_leader(
+        &self,
+        requested: i32,
+        log_end_offset: i64,
+        current: i32,
+    ) -> (i32, i64) {
+        if current < 0 || self.latest_epoch().is_some_and(|e| e >= current) {
+            return self.end_offset_for(requested, log_end_offset);
+        }
+        if requested == UNDEFINED_EPOCH || requested > current {
+            return (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET);
+        }
+        if requested == current {
+            return (current, log_end_offset);
+        }
+        let higher = self.entries.partition_point(|e| e.epoch <= requested);
+        let next = self
+            .entries
+            .get(higher)
+            .map_or(log_end_offset, |e| e.start_offset);
+        match higher.checked_sub(1) {
+            Some(floor) => (self.entries[floor].epoch, next),
+            None => (requested, next),
+        }
+    }
+
     fn write(&mut self, entries: Vec<EpochEntry>) -> Result<(), StorageError> {
         let mut text = format!("{CHECKPOINT_VERSION}\n{}\n", entries.len());
         for e in &entries {
@@ -264,6 +294,46 @@ mod tests {
                 .entries(),
             cache.entries()
         );
+    }
+
+    #[test]
+    fn a_leader_that_has_not_written_in_its_epoch_counts_it_from_the_log_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cache = LeaderEpochFileCache::open(&LogEnv::shared_default(), dir.path()).unwrap();
+        // Elected in epoch 1 of an empty log, nothing written yet: Kafka's
+        // cache would hold (1, 0).
+        assert_eq!(cache.end_offset_for_leader(0, 0, 1), (0, 0));
+        assert_eq!(cache.end_offset_for_leader(1, 0, 1), (1, 0));
+        assert_eq!(
+            cache.end_offset_for_leader(2, 0, 1),
+            (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
+        );
+        // Epochs 2 (from 0) and 4 (from 10) written, led now in epoch 6
+        // with the log ending at 15.
+        assert!(cache.assign(2, 0).unwrap());
+        assert!(cache.assign(4, 10).unwrap());
+        let answers = [
+            (1, (1, 0)),
+            (2, (2, 10)),
+            (3, (2, 10)),
+            (4, (4, 15)),
+            (5, (4, 15)),
+        ];
+        for (requested, answer) in answers {
+            assert_eq!(
+                cache.end_offset_for_leader(requested, 15, 6),
+                answer,
+                "{requested}"
+            );
+        }
+        assert_eq!(cache.end_offset_for_leader(6, 15, 6), (6, 15));
+        // Once it writes in its epoch, the cache answers as it is.
+        assert!(cache.assign(6, 15).unwrap());
+        assert_eq!(
+            cache.end_offset_for_leader(4, 20, 6),
+            cache.end_offset_for(4, 20)
+        );
+        assert_eq!(cache.end_offset_for_leader(6, 20, 6), (6, 20));
     }
 
     #[test]

@@ -909,6 +909,13 @@ impl Log {
             .end_offset_for(epoch, self.log_end_offset)
     }
 
+    /// [`Log::end_offset_for_epoch`] as the leader of epoch `current`
+    /// answers it (see [`crate::leader_epoch::LeaderEpochFileCache::end_offset_for_leader`]).
+    pub fn end_offset_for_epoch_as_leader(&self, epoch: i32, current: i32) -> (i32, i64) {
+        self.leader_epoch_cache
+            .end_offset_for_leader(epoch, self.log_end_offset, current)
+    }
+
     pub fn latest_epoch(&self) -> Option<i32> {
         self.leader_epoch_cache.latest_epoch()
     }

@@ -47,7 +47,10 @@ pub async fn handle(
                         out.error_code = e.code;
                         return out;
                     }
-                    match partition.with_log_ref(|log| log.end_offset_for_epoch(p.leader_epoch)) {
+                    let current = partition.leader_epoch();
+                    match partition.with_log_ref(|log| {
+                        log.end_offset_for_epoch_as_leader(p.leader_epoch, current)
+                    }) {
                         Ok((epoch, end_offset)) => {
                             out.leader_epoch = epoch;
                             out.end_offset = end_offset;
