@@ -33,7 +33,22 @@ use tarn_protocol::messages::reassignments::*;
 use tarn_protocol::record_batch::RecordBatchBuilder;
 
 /// Scenarios whose answers differ on purpose, each with the reason.
-const KNOWN: &[(&str, &str)] = &[];
+const KNOWN: &[(&str, &str)] = &[
+    (
+        "Metadata from node 1: a partition whose only replica stopped",
+        ELR,
+    ),
+    (
+        "Metadata from node 2: a partition whose only replica stopped",
+        ELR,
+    ),
+];
+
+/// Why a partition whose last in-sync replica is fenced answers otherwise.
+const ELR: &str = "Kafka 4.4 runs with eligible leader replicas (KIP-966): the ISR of a \
+    partition whose last in-sync replica is fenced becomes empty and that replica moves to \
+    the ELR. Tarn has no ELR and keeps it as the ISR, as Kafka without ELR does; the \
+    leader (none), its epoch, the replicas and the offline replicas agree.";
 
 /// Fields that differ between two clusters beyond [`MASKED`]: in KRaft a
 /// broker names a random live broker as the "controller" in Metadata and
@@ -246,10 +261,16 @@ fn create_topics(n: &mut Nodes) {
             false,
         ),
     );
+    d.call::<_, CreateTopicsResponse>(
+        "CreateTopics: one replica, on node 3",
+        CREATE_TOPICS,
+        &create(vec![assigned("c-alone", &[&[3]], &[])], false),
+    );
     for node in 1..=NODES {
         wait_led(n, node, "c-three", 3);
         wait_led(n, node, "c-strict", 1);
         wait_led(n, node, "c-isr3", 1);
+        wait_led(n, node, "c-alone", 1);
     }
 }
 
@@ -470,6 +491,7 @@ fn a_broker_stops(n: &mut Nodes, tarn: &mut Cluster, kafka: &mut [KafkaNode]) {
     kafka[2].stop();
     for node in [1, 2] {
         wait_without_node_3(n, node, &["c-three", "c-strict", "c-isr3"]);
+        wait_leaderless(n, node, "c-alone");
     }
     for node in [1, 2] {
         let d = n.at(node);
@@ -477,6 +499,11 @@ fn a_broker_stops(n: &mut Nodes, tarn: &mut Cluster, kafka: &mut [KafkaNode]) {
             &format!("Metadata from node {node} once node 3 stopped"),
             METADATA,
             &metadata_request(&["c-three", "c-strict", "c-isr3"], false),
+        );
+        d.call::<_, MetadataResponse>(
+            &format!("Metadata from node {node}: a partition whose only replica stopped"),
+            METADATA,
+            &metadata_request(&["c-alone"], false),
         );
         d.call::<_, DescribeClusterResponse>(
             &format!("DescribeCluster from node {node} once node 3 stopped"),
@@ -489,6 +516,35 @@ fn a_broker_stops(n: &mut Nodes, tarn: &mut Cluster, kafka: &mut [KafkaNode]) {
         );
     }
     let d = n.at(1);
+    d.call::<_, ProduceResponse>(
+        "Produce to a partition whose only replica stopped",
+        PRODUCE_V12,
+        &produce_request("c-alone", 0, batch(2, 1_000)),
+    );
+    // Partition 2 of c-three is led by node 1 in leader epoch 1 now.
+    for (what, epoch) in [("the old", 0), ("the current", 1), ("a future", 5)] {
+        let mut fetch = fetch_request("c-three", 2, 0, 1 << 20, 0);
+        fetch.topics[0].partitions[0].current_leader_epoch = epoch;
+        d.call::<_, FetchResponse>(
+            &format!("Fetch from the new leader in {what} leader epoch"),
+            FETCH,
+            &fetch,
+        );
+        let mut list = list_offsets_request("c-three", 2, -1);
+        list.topics[0].partitions[0].current_leader_epoch = epoch;
+        d.call::<_, ListOffsetsResponse>(
+            &format!("ListOffsets from the new leader in {what} leader epoch"),
+            LIST_OFFSETS,
+            &list,
+        );
+        let mut epochs = offset_for_leader_epoch("c-three", 2, 0);
+        epochs.topics[0].partitions[0].current_leader_epoch = epoch;
+        d.call::<_, OffsetForLeaderEpochResponse>(
+            &format!("OffsetForLeaderEpoch of epoch 0 from the new leader in {what} leader epoch"),
+            OFFSET_FOR_LEADER_EPOCH,
+            &epochs,
+        );
+    }
     d.call::<_, ProduceResponse>(
         "Produce, acks=all, to the partition node 3 led, now led by node 1",
         PRODUCE_V12,
@@ -578,6 +634,30 @@ fn wait_led_by_any(n: &mut Nodes, node: usize, name: &str) {
             assert!(
                 std::time::Instant::now() < deadline,
                 "node {node}: {name} not led: {response:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// Waits until node `node` of both clusters knows no leader for any
+/// partition of `name`.
+fn wait_leaderless(n: &mut Nodes, node: usize, name: &str) {
+    let d = n.at(node);
+    for client in [&mut d.tarn, &mut d.kafka] {
+        let deadline = std::time::Instant::now() + FORMED;
+        loop {
+            let response = metadata_of(client, name);
+            if response.topics[0]
+                .partitions
+                .iter()
+                .all(|p| p.leader_id < 0)
+            {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "node {node}: {name} still led: {response:?}"
             );
             std::thread::sleep(Duration::from_millis(50));
         }
