@@ -23,13 +23,19 @@ use tarn_protocol::messages::describe_configs::*;
 use tarn_protocol::messages::describe_producers::*;
 use tarn_protocol::messages::elect_leaders::*;
 use tarn_protocol::messages::fetch::*;
+use tarn_protocol::messages::find_coordinator::*;
+use tarn_protocol::messages::heartbeat::*;
 use tarn_protocol::messages::incremental_alter_configs::*;
 use tarn_protocol::messages::init_producer_id::*;
+use tarn_protocol::messages::join_group::*;
 use tarn_protocol::messages::list_offsets::*;
 use tarn_protocol::messages::metadata::*;
+use tarn_protocol::messages::offset_commit::*;
+use tarn_protocol::messages::offset_fetch::*;
 use tarn_protocol::messages::offset_for_leader_epoch::*;
 use tarn_protocol::messages::produce::*;
 use tarn_protocol::messages::reassignments::*;
+use tarn_protocol::messages::sync_group::*;
 use tarn_protocol::record_batch::RecordBatchBuilder;
 
 /// Scenarios whose answers differ on purpose, each with the reason.
@@ -938,6 +944,119 @@ fn wait_config(n: &mut Nodes, node: usize, key: &str, value: &str) {
     }
 }
 
+/// Group requests sent to a broker that is not the group's coordinator:
+/// NOT_COORDINATOR, which sends clients to FindCoordinator again. Each
+/// cluster places `__consumer_offsets` (and so the coordinator) its own
+/// way, so each is asked through a broker of its own that does not
+/// coordinate the group.
+fn groups_off_their_coordinator(n: &mut Nodes, tarn: &Cluster, kafka: &[KafkaNode]) {
+    let group = "c-group";
+    let find = FindCoordinatorRequest {
+        key: group.into(),
+        key_type: 0,
+        ..Default::default()
+    };
+    let coordinator = |client: &mut Client| {
+        until_ready(
+            client,
+            FIND_COORDINATOR,
+            &find,
+            |r: &FindCoordinatorResponse| r.error_code,
+        )
+        .node_id
+    };
+    let (tarn_coordinator, kafka_coordinator) =
+        (coordinator(&mut n.d.tarn), coordinator(&mut n.d.kafka));
+    let other = |coordinator: i32| {
+        (1..=NODES as i32)
+            .find(|id| *id != coordinator)
+            .expect("another node")
+    };
+    let mut d = Diff {
+        tarn: Client::connect(&tarn.address(other(tarn_coordinator))).expect("connect to Tarn"),
+        kafka: Client::connect(&kafka[other(kafka_coordinator) as usize - 1].bootstrap)
+            .expect("connect to Kafka"),
+        compared: Vec::new(),
+        differences: Vec::new(),
+        known: KNOWN,
+        masked: CLUSTER_MASKED,
+    };
+    d.call::<_, JoinGroupResponse>(
+        "JoinGroup on a broker that does not coordinate the group",
+        JOIN_GROUP,
+        &JoinGroupRequest {
+            group_id: group.into(),
+            session_timeout_ms: 10_000,
+            rebalance_timeout_ms: 10_000,
+            member_id: String::new(),
+            group_instance_id: None,
+            protocol_type: "consumer".into(),
+            protocols: vec![JoinGroupRequestProtocol {
+                name: "range".into(),
+                metadata: bytes::Bytes::from_static(&[0, 1, 0, 0, 0, 0, 0, 0, 0, 0]),
+            }],
+            reason: None,
+        },
+    );
+    d.call::<_, SyncGroupResponse>(
+        "SyncGroup on a broker that does not coordinate the group",
+        SYNC_GROUP,
+        &SyncGroupRequest {
+            group_id: group.into(),
+            generation_id: 1,
+            member_id: "member".into(),
+            group_instance_id: None,
+            protocol_type: Some("consumer".into()),
+            protocol_name: Some("range".into()),
+            assignments: vec![],
+        },
+    );
+    d.call::<_, HeartbeatResponse>(
+        "Heartbeat on a broker that does not coordinate the group",
+        HEARTBEAT,
+        &HeartbeatRequest {
+            group_id: group.into(),
+            generation_id: 1,
+            member_id: "member".into(),
+            group_instance_id: None,
+        },
+    );
+    d.call::<_, OffsetCommitResponse>(
+        "OffsetCommit on a broker that does not coordinate the group",
+        OFFSET_COMMIT,
+        &OffsetCommitRequest {
+            group_id: group.into(),
+            generation_id_or_member_epoch: -1,
+            member_id: String::new(),
+            topics: vec![OffsetCommitRequestTopic {
+                name: "c-three".into(),
+                partitions: vec![OffsetCommitRequestPartition {
+                    partition_index: 0,
+                    committed_offset: 1,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        },
+    );
+    d.call::<_, OffsetFetchResponse>(
+        "OffsetFetch on a broker that does not coordinate the group",
+        OFFSET_FETCH,
+        &OffsetFetchRequest {
+            group_id: group.into(),
+            topics: Some(vec![OffsetFetchRequestTopic {
+                name: "c-three".into(),
+                partition_indexes: vec![0],
+                ..Default::default()
+            }]),
+            ..Default::default()
+        },
+    );
+    n.d.compared.append(&mut d.compared);
+    n.d.differences.append(&mut d.differences);
+}
+
 #[test]
 fn a_tarn_cluster_answers_as_an_apache_kafka_cluster_does() {
     run_with_timeout(Duration::from_secs(400), || {
@@ -971,6 +1090,7 @@ fn a_tarn_cluster_answers_as_an_apache_kafka_cluster_does() {
         a_follower_answers(&mut n);
         elections_and_reassignments(&mut n);
         broker_configs(&mut n);
+        groups_off_their_coordinator(&mut n, &tarn, &kafka);
         a_broker_stops(&mut n, &mut tarn, &mut kafka);
         let d = &n.d;
         eprintln!(
