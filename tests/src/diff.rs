@@ -30,6 +30,7 @@ use tarn_protocol::messages::find_coordinator::*;
 use tarn_protocol::messages::heartbeat::*;
 use tarn_protocol::messages::init_producer_id::*;
 use tarn_protocol::messages::join_group::*;
+use tarn_protocol::messages::list_groups::*;
 use tarn_protocol::messages::list_offsets::*;
 use tarn_protocol::messages::metadata::*;
 use tarn_protocol::messages::offset_commit::*;
@@ -191,6 +192,7 @@ compared_as_they_are!(
     OffsetForLeaderEpochResponse,
     AlterPartitionReassignmentsResponse,
     ListPartitionReassignmentsResponse,
+    ListGroupsResponse,
 );
 
 /// One Apache Kafka node for the whole test, stopped when dropped.

@@ -28,6 +28,7 @@ use tarn_protocol::messages::heartbeat::*;
 use tarn_protocol::messages::incremental_alter_configs::*;
 use tarn_protocol::messages::init_producer_id::*;
 use tarn_protocol::messages::join_group::*;
+use tarn_protocol::messages::list_groups::*;
 use tarn_protocol::messages::list_offsets::*;
 use tarn_protocol::messages::metadata::*;
 use tarn_protocol::messages::offset_commit::*;
@@ -94,6 +95,7 @@ const LIST_REASSIGNMENTS: (i16, i16, i16) = (46, 0, 0);
 const OFFSET_FOR_LEADER_EPOCH: (i16, i16, i16) = (23, 4, 4);
 const DESCRIBE_PRODUCERS: (i16, i16, i16) = (61, 0, 0);
 const INCREMENTAL_ALTER_CONFIGS: (i16, i16, i16) = (44, 1, 1);
+const LIST_GROUPS: (i16, i16, i16) = (16, 5, 3);
 
 /// Partition `i` on brokers `replicas[i]`, the first its preferred leader.
 fn assigned(name: &str, replicas: &[&[i32]], configs: &[(&str, &str)]) -> CreatableTopic {
@@ -951,36 +953,13 @@ fn wait_config(n: &mut Nodes, node: usize, key: &str, value: &str) {
 /// coordinate the group.
 fn groups_off_their_coordinator(n: &mut Nodes, tarn: &Cluster, kafka: &[KafkaNode]) {
     let group = "c-group";
-    let find = FindCoordinatorRequest {
-        key: group.into(),
-        key_type: 0,
-        ..Default::default()
-    };
-    let coordinator = |client: &mut Client| {
-        until_ready(
-            client,
-            FIND_COORDINATOR,
-            &find,
-            |r: &FindCoordinatorResponse| r.error_code,
-        )
-        .node_id
-    };
-    let (tarn_coordinator, kafka_coordinator) =
-        (coordinator(&mut n.d.tarn), coordinator(&mut n.d.kafka));
-    let other = |coordinator: i32| {
-        (1..=NODES as i32)
-            .find(|id| *id != coordinator)
-            .expect("another node")
-    };
-    let mut d = Diff {
-        tarn: Client::connect(&tarn.address(other(tarn_coordinator))).expect("connect to Tarn"),
-        kafka: Client::connect(&kafka[other(kafka_coordinator) as usize - 1].bootstrap)
-            .expect("connect to Kafka"),
-        compared: Vec::new(),
-        differences: Vec::new(),
-        known: KNOWN,
-        masked: CLUSTER_MASKED,
-    };
+    let (tarn_coordinator, kafka_coordinator) = coordinators(n, tarn, kafka, group);
+    let mut d = pair(
+        tarn,
+        kafka,
+        other_node(tarn_coordinator),
+        other_node(kafka_coordinator),
+    );
     d.call::<_, JoinGroupResponse>(
         "JoinGroup on a broker that does not coordinate the group",
         JOIN_GROUP,
@@ -1053,8 +1032,108 @@ fn groups_off_their_coordinator(n: &mut Nodes, tarn: &Cluster, kafka: &[KafkaNod
             ..Default::default()
         },
     );
-    n.d.compared.append(&mut d.compared);
-    n.d.differences.append(&mut d.differences);
+    // A group with committed offsets is listed by its coordinator only
+    // (the Admin client asks every broker and merges the lists).
+    let simple = "c-simple";
+    let (tarn_coordinator, kafka_coordinator) = coordinators(n, tarn, kafka, simple);
+    let mut on_coordinator = pair(tarn, kafka, tarn_coordinator, kafka_coordinator);
+    on_coordinator.call::<_, OffsetCommitResponse>(
+        "OffsetCommit of a group without members on its coordinator",
+        OFFSET_COMMIT,
+        &OffsetCommitRequest {
+            group_id: simple.into(),
+            generation_id_or_member_epoch: -1,
+            member_id: String::new(),
+            topics: vec![OffsetCommitRequestTopic {
+                name: "c-three".into(),
+                partitions: vec![OffsetCommitRequestPartition {
+                    partition_index: 0,
+                    committed_offset: 1,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        },
+    );
+    let list = ListGroupsRequest {
+        states_filter: vec![],
+        types_filter: vec![],
+    };
+    on_coordinator.call::<_, ListGroupsResponse>(
+        "ListGroups on the group's coordinator",
+        LIST_GROUPS,
+        &list,
+    );
+    let mut elsewhere = pair(
+        tarn,
+        kafka,
+        other_node(tarn_coordinator),
+        other_node(kafka_coordinator),
+    );
+    elsewhere.call::<_, ListGroupsResponse>(
+        "ListGroups on a broker that coordinates no group",
+        LIST_GROUPS,
+        &list,
+    );
+    for mut part in [d, on_coordinator, elsewhere] {
+        n.d.compared.append(&mut part.compared);
+        n.d.differences.append(&mut part.differences);
+    }
+}
+
+/// The node that coordinates `group` in each cluster (Tarn's, Kafka's),
+/// once it serves the group: Kafka names a coordinator a moment before it
+/// has loaded the group's partition (NOT_COORDINATOR meanwhile).
+fn coordinators(n: &mut Nodes, tarn: &Cluster, kafka: &[KafkaNode], group: &str) -> (i32, i32) {
+    let find = FindCoordinatorRequest {
+        key: group.into(),
+        key_type: 0,
+        ..Default::default()
+    };
+    let coordinator = |client: &mut Client| {
+        until_ready(
+            client,
+            FIND_COORDINATOR,
+            &find,
+            |r: &FindCoordinatorResponse| r.error_code,
+        )
+        .node_id
+    };
+    let ids = (coordinator(&mut n.d.tarn), coordinator(&mut n.d.kafka));
+    let probe = HeartbeatRequest {
+        group_id: group.into(),
+        generation_id: -1,
+        member_id: "probe".into(),
+        group_instance_id: None,
+    };
+    let mut served = pair(tarn, kafka, ids.0, ids.1);
+    for client in [&mut served.tarn, &mut served.kafka] {
+        until_ready(client, HEARTBEAT, &probe, |r: &HeartbeatResponse| {
+            r.error_code
+        });
+    }
+    ids
+}
+
+/// The first node other than `node`.
+fn other_node(node: i32) -> i32 {
+    (1..=NODES as i32)
+        .find(|id| *id != node)
+        .expect("another node")
+}
+
+/// A [`Diff`] between Tarn's node `tarn_node` and Kafka's `kafka_node`.
+fn pair(tarn: &Cluster, kafka: &[KafkaNode], tarn_node: i32, kafka_node: i32) -> Diff {
+    Diff {
+        tarn: Client::connect(&tarn.address(tarn_node)).expect("connect to Tarn"),
+        kafka: Client::connect(&kafka[kafka_node as usize - 1].bootstrap)
+            .expect("connect to Kafka"),
+        compared: Vec::new(),
+        differences: Vec::new(),
+        known: KNOWN,
+        masked: CLUSTER_MASKED,
+    }
 }
 
 #[test]
