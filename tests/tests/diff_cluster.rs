@@ -5,9 +5,13 @@
 //! cluster answers: replica assignments and their errors, requests that
 //! reach a broker that does not lead the partition (and what it says of
 //! the leader: KIP-951), acks=all against `min.insync.replicas`, leader
-//! elections and reassignments that have nothing to do, and the answers
-//! of a follower. Topics are created with explicit replica assignments,
-//! so that both clusters place and lead every partition alike.
+//! elections and reassignments that have nothing to do, the answers of a
+//! follower, broker configs on each broker, group requests away from the
+//! group's coordinator; then node 3 of each cluster stops and the other
+//! two answer for what is left (leadership moved, ISRs shrunk, replicas
+//! offline, leader epochs, a partition with no replica left). Topics are
+//! created with explicit replica assignments, so that both clusters place
+//! and lead every partition alike.
 
 use std::time::Duration;
 
