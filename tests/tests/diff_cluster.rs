@@ -126,25 +126,47 @@ fn wait_for_brokers(n: &mut Nodes) {
         endpoint_type: 1,
         ..Default::default()
     };
-    for client in [&mut n.d.tarn, &mut n.d.kafka] {
-        let deadline = std::time::Instant::now() + FORMED;
-        loop {
-            let response: DescribeClusterResponse = client
+    wait_until(
+        n,
+        1,
+        "the brokers did not register",
+        |client| -> DescribeClusterResponse {
+            client
                 .call(
                     DESCRIBE_CLUSTER.0,
                     DESCRIBE_CLUSTER.1,
                     DESCRIBE_CLUSTER.2,
                     &request,
                 )
-                .expect("DescribeCluster");
-            if response.brokers.len() == NODES {
+                .expect("DescribeCluster")
+        },
+        |response| response.brokers.len() == NODES,
+    );
+}
+
+/// Asks node `node` of each cluster with `ask` until `ready` holds of the
+/// answer, for at most [`FORMED`] each; panics with `what` and the last
+/// answer otherwise.
+fn wait_until<R: std::fmt::Debug>(
+    n: &mut Nodes,
+    node: usize,
+    what: &str,
+    mut ask: impl FnMut(&mut Client) -> R,
+    ready: impl Fn(&R) -> bool,
+) {
+    let d = n.at(node);
+    for (cluster, client) in [("Tarn", &mut d.tarn), ("Kafka", &mut d.kafka)] {
+        let deadline = std::time::Instant::now() + FORMED;
+        loop {
+            let answer = ask(client);
+            if ready(&answer) {
                 break;
             }
             assert!(
                 std::time::Instant::now() < deadline,
-                "the brokers did not register: {response:?}"
+                "{cluster} node {node}: {what}: {answer:?}"
             );
-            std::thread::sleep(Duration::from_millis(100));
+            std::thread::sleep(Duration::from_millis(50));
         }
     }
 }
@@ -152,12 +174,14 @@ fn wait_for_brokers(n: &mut Nodes) {
 /// Waits until node `node` of both clusters knows every partition of
 /// `name` led by its preferred leader, with every replica in sync.
 fn wait_led(n: &mut Nodes, node: usize, name: &str, partitions: usize) {
-    let d = n.at(node);
-    for client in [&mut d.tarn, &mut d.kafka] {
-        let deadline = std::time::Instant::now() + FORMED;
-        loop {
-            let response = metadata_of(client, name);
-            let ready = response.topics.iter().all(|t| {
+    let what = format!("{name} not led by its preferred leaders");
+    wait_until(
+        n,
+        node,
+        &what,
+        |client| metadata_of(client, name),
+        |response| {
+            response.topics.iter().all(|t| {
                 t.error_code == 0
                     && t.partitions.len() == partitions
                     && t.partitions.iter().all(|p| {
@@ -165,17 +189,9 @@ fn wait_led(n: &mut Nodes, node: usize, name: &str, partitions: usize) {
                             && p.replica_nodes.first() == Some(&p.leader_id)
                             && p.isr_nodes.len() == p.replica_nodes.len()
                     })
-            });
-            if ready {
-                break;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "node {node}: {name} not led by its preferred leaders: {response:?}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
+            })
+        },
+    );
 }
 
 fn create_topics(n: &mut Nodes) {
@@ -425,29 +441,23 @@ fn a_follower_answers(n: &mut Nodes) {
 /// partition 0, knows the high watermark `expected` (a follower learns it
 /// from its next fetch, a moment after the leader).
 fn wait_follower_high_watermark(n: &mut Nodes, node: usize, topic: &str, expected: i64) {
-    let d = n.at(node);
-    for client in [&mut d.tarn, &mut d.kafka] {
-        let deadline = std::time::Instant::now() + FORMED;
-        loop {
-            let response: FetchResponse = client
+    let what = format!("high watermark of {topic}-0 not {expected}");
+    wait_until(
+        n,
+        node,
+        &what,
+        |client| -> FetchResponse {
+            client
                 .call(
                     FETCH.0,
                     FETCH.1,
                     FETCH.2,
                     &fetch_request(topic, 0, 0, 1 << 20, 0),
                 )
-                .expect("Fetch");
-            let high_watermark = response.responses[0].partitions[0].high_watermark;
-            if high_watermark == expected {
-                break;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "node {node}: high watermark {high_watermark}, not {expected}: {response:?}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
+                .expect("Fetch")
+        },
+        |response| response.responses[0].partitions[0].high_watermark == expected,
+    );
 }
 
 fn offset_for_leader_epoch(
@@ -630,83 +640,66 @@ fn a_broker_stops(n: &mut Nodes, tarn: &mut Cluster, kafka: &mut [KafkaNode]) {
 /// Waits until node `node` of both clusters knows a leader for every
 /// partition of `name`.
 fn wait_led_by_any(n: &mut Nodes, node: usize, name: &str) {
-    let d = n.at(node);
-    for client in [&mut d.tarn, &mut d.kafka] {
-        let deadline = std::time::Instant::now() + FORMED;
-        loop {
-            let response = metadata_of(client, name);
-            let led = response.topics.iter().all(|t| {
+    let what = format!("{name} not led");
+    wait_until(
+        n,
+        node,
+        &what,
+        |client| metadata_of(client, name),
+        |response| {
+            response.topics.iter().all(|t| {
                 t.error_code == 0
                     && !t.partitions.is_empty()
                     && t.partitions.iter().all(|p| p.leader_id >= 0)
-            });
-            if led {
-                break;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "node {node}: {name} not led: {response:?}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
+            })
+        },
+    );
 }
 
 /// Waits until node `node` of both clusters knows no leader for any
 /// partition of `name`.
 fn wait_leaderless(n: &mut Nodes, node: usize, name: &str) {
-    let d = n.at(node);
-    for client in [&mut d.tarn, &mut d.kafka] {
-        let deadline = std::time::Instant::now() + FORMED;
-        loop {
-            let response = metadata_of(client, name);
-            if response.topics[0]
+    let what = format!("{name} still led");
+    wait_until(
+        n,
+        node,
+        &what,
+        |client| metadata_of(client, name),
+        |response| {
+            response.topics[0]
                 .partitions
                 .iter()
                 .all(|p| p.leader_id < 0)
-            {
-                break;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "node {node}: {name} still led: {response:?}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
+        },
+    );
 }
 
 /// Waits until node `node` of both clusters lists two brokers and no
 /// partition of `topics` led by node 3 or with it in sync.
 fn wait_without_node_3(n: &mut Nodes, node: usize, topics: &[&str]) {
-    let d = n.at(node);
-    for client in [&mut d.tarn, &mut d.kafka] {
-        let deadline = std::time::Instant::now() + FORMED;
-        loop {
-            let response: MetadataResponse = client
+    wait_until(
+        n,
+        node,
+        "node 3 still listed",
+        |client| -> MetadataResponse {
+            client
                 .call(
                     METADATA.0,
                     METADATA.1,
                     METADATA.2,
                     &metadata_request(topics, false),
                 )
-                .expect("Metadata");
-            let moved = response.brokers.len() == 2
+                .expect("Metadata")
+        },
+        |response| {
+            response.brokers.len() == 2
                 && response.topics.iter().all(|t| {
                     t.partitions
                         .iter()
                         .all(|p| p.leader_id != 3 && !p.isr_nodes.contains(&3))
-                });
-            if moved {
-                break;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "node {node}: node 3 still listed: {response:?}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
+                })
+        },
+    );
 }
 
 fn elections_and_reassignments(n: &mut Nodes) {
@@ -920,34 +913,31 @@ fn broker_configs(n: &mut Nodes) {
 /// Waits until node `node` of both clusters reports broker config `key`
 /// of itself at `value`.
 fn wait_config(n: &mut Nodes, node: usize, key: &str, value: &str) {
-    let d = n.at(node);
     let name = node.to_string();
-    for (cluster, client) in [("Tarn", &mut d.tarn), ("Kafka", &mut d.kafka)] {
-        let deadline = std::time::Instant::now() + FORMED;
-        loop {
-            let response: DescribeConfigsResponse = client
+    let what = format!("{key} not {value}");
+    wait_until(
+        n,
+        node,
+        &what,
+        |client| -> DescribeConfigsResponse {
+            client
                 .call(
                     DESCRIBE_CONFIGS.0,
                     DESCRIBE_CONFIGS.1,
                     DESCRIBE_CONFIGS.2,
                     &describe_configs_request(4, &name, Some(&[key][..]), false, false),
                 )
-                .expect("DescribeConfigs");
-            let now = response
+                .expect("DescribeConfigs")
+        },
+        |response| {
+            response
                 .results
                 .first()
                 .and_then(|r| r.configs.first())
-                .and_then(|c| c.value.clone());
-            if now.as_deref() == Some(value) {
-                break;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{cluster} node {node}: {key} is {now:?}, not {value}: {response:?}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
+                .and_then(|c| c.value.as_deref())
+                == Some(value)
+        },
+    );
 }
 
 /// Group requests sent to a broker that is not the group's coordinator:
