@@ -807,6 +807,32 @@ pub fn describe_configs_request(
     }
 }
 
+/// OffsetCommit of `offset` for `topic`-`partition` by a group without
+/// members (generation -1, no member id), as the Admin client and
+/// consumers that assign partitions themselves commit.
+pub fn memberless_commit(
+    group: &str,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+) -> OffsetCommitRequest {
+    OffsetCommitRequest {
+        group_id: group.into(),
+        generation_id_or_member_epoch: -1,
+        member_id: String::new(),
+        topics: vec![OffsetCommitRequestTopic {
+            name: topic.into(),
+            partitions: vec![OffsetCommitRequestPartition {
+                partition_index: partition,
+                committed_offset: offset,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

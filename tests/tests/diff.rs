@@ -611,21 +611,7 @@ fn groups(d: &mut Diff) {
             commit(b, generation[b] + delta, member, topic, partition)
         });
     }
-    let simple_commit = OffsetCommitRequest {
-        group_id: "d-simple".into(),
-        generation_id_or_member_epoch: -1,
-        member_id: String::new(),
-        topics: vec![OffsetCommitRequestTopic {
-            name: "d-log".into(),
-            partitions: vec![OffsetCommitRequestPartition {
-                partition_index: 0,
-                committed_offset: 2,
-                ..Default::default()
-            }],
-            ..Default::default()
-        }],
-        ..Default::default()
-    };
+    let simple_commit = memberless_commit("d-simple", "d-log", 0, 2);
     d.call::<_, OffsetCommitResponse>(
         "OffsetCommit: a simple (memberless) group",
         OFFSET_COMMIT,

@@ -253,47 +253,28 @@ fn create_topics(n: &mut Nodes) {
             &create(vec![case], false),
         );
     }
-    d.call::<_, CreateTopicsResponse>(
-        "CreateTopics: three partitions, each led by another broker",
-        CREATE_TOPICS,
-        &create(
-            vec![assigned(
-                "c-three",
-                &[&[1, 2, 3], &[2, 3, 1], &[3, 1, 2]],
-                &[],
-            )],
-            false,
+    let created: [(&str, CreatableTopic); 4] = [
+        (
+            "three partitions, each led by another broker",
+            assigned("c-three", &[&[1, 2, 3], &[2, 3, 1], &[3, 1, 2]], &[]),
         ),
-    );
-    d.call::<_, CreateTopicsResponse>(
-        "CreateTopics: min.insync.replicas above the replication factor",
-        CREATE_TOPICS,
-        &create(
-            vec![assigned(
-                "c-strict",
-                &[&[1, 2, 3]],
-                &[("min.insync.replicas", "4")],
-            )],
-            false,
+        (
+            "min.insync.replicas above the replication factor",
+            assigned("c-strict", &[&[1, 2, 3]], &[("min.insync.replicas", "4")]),
         ),
-    );
-    d.call::<_, CreateTopicsResponse>(
-        "CreateTopics: min.insync.replicas equal to the replication factor",
-        CREATE_TOPICS,
-        &create(
-            vec![assigned(
-                "c-isr3",
-                &[&[1, 2, 3]],
-                &[("min.insync.replicas", "3")],
-            )],
-            false,
+        (
+            "min.insync.replicas equal to the replication factor",
+            assigned("c-isr3", &[&[1, 2, 3]], &[("min.insync.replicas", "3")]),
         ),
-    );
-    d.call::<_, CreateTopicsResponse>(
-        "CreateTopics: one replica, on node 3",
-        CREATE_TOPICS,
-        &create(vec![assigned("c-alone", &[&[3]], &[])], false),
-    );
+        ("one replica, on node 3", assigned("c-alone", &[&[3]], &[])),
+    ];
+    for (what, topic) in created {
+        d.call::<_, CreateTopicsResponse>(
+            &format!("CreateTopics: {what}"),
+            CREATE_TOPICS,
+            &create(vec![topic], false),
+        );
+    }
     for node in 1..=NODES {
         wait_led(n, node, "c-three", 3);
         wait_led(n, node, "c-strict", 1);
@@ -997,21 +978,7 @@ fn groups_off_their_coordinator(n: &mut Nodes, tarn: &Cluster, kafka: &[KafkaNod
     d.call::<_, OffsetCommitResponse>(
         "OffsetCommit on a broker that does not coordinate the group",
         OFFSET_COMMIT,
-        &OffsetCommitRequest {
-            group_id: group.into(),
-            generation_id_or_member_epoch: -1,
-            member_id: String::new(),
-            topics: vec![OffsetCommitRequestTopic {
-                name: "c-three".into(),
-                partitions: vec![OffsetCommitRequestPartition {
-                    partition_index: 0,
-                    committed_offset: 1,
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }],
-            ..Default::default()
-        },
+        &memberless_commit(group, "c-three", 0, 1),
     );
     d.call::<_, OffsetFetchResponse>(
         "OffsetFetch on a broker that does not coordinate the group",
@@ -1034,21 +1001,7 @@ fn groups_off_their_coordinator(n: &mut Nodes, tarn: &Cluster, kafka: &[KafkaNod
     on_coordinator.call::<_, OffsetCommitResponse>(
         "OffsetCommit of a group without members on its coordinator",
         OFFSET_COMMIT,
-        &OffsetCommitRequest {
-            group_id: simple.into(),
-            generation_id_or_member_epoch: -1,
-            member_id: String::new(),
-            topics: vec![OffsetCommitRequestTopic {
-                name: "c-three".into(),
-                partitions: vec![OffsetCommitRequestPartition {
-                    partition_index: 0,
-                    committed_offset: 1,
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }],
-            ..Default::default()
-        },
+        &memberless_commit(simple, "c-three", 0, 1),
     );
     let list = ListGroupsRequest {
         states_filter: vec![],
