@@ -331,6 +331,22 @@ pub fn consume_all(
     consume_from(bootstrap, topic, &starts, expected, timeout)
 }
 
+/// Asserts that `read` holds records keyed "0", "1", ... up to
+/// `count - 1`, each once and in that order, naming the first difference.
+pub fn assert_keys_count_up(read: &[Consumed], count: usize) {
+    let keys: Vec<String> = read
+        .iter()
+        .map(|c| String::from_utf8_lossy(c.record.key.as_deref().unwrap_or_default()).into_owned())
+        .collect();
+    let expected: Vec<String> = (0..count).map(|i| i.to_string()).collect();
+    assert!(
+        keys == expected,
+        "read {} records; first difference at {:?}",
+        keys.len(),
+        keys.iter().zip(&expected).position(|(a, b)| a != b)
+    );
+}
+
 /// Reads from the given `(partition, start offset)` positions until
 /// `expected` records have arrived; panics after `timeout`. Records come
 /// back in arrival order, which is offset order within a partition.

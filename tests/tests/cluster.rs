@@ -19,7 +19,9 @@ use rdkafka::{Offset, TopicPartitionList};
 use tarn_cli::client::Client;
 use tarn_e2e::cluster::{Cluster, Own};
 use tarn_e2e::disk::SmallDisk;
-use tarn_e2e::kafka::{consume_all, consume_from, consumer, Outgoing, Record, TestProducer};
+use tarn_e2e::kafka::{
+    assert_keys_count_up, consume_all, consume_from, consumer, Outgoing, Record, TestProducer,
+};
 use tarn_e2e::{cli, run_with_timeout, wire};
 use tarn_protocol::messages::fetch::{FetchPartition, FetchRequest, FetchResponse, FetchTopic};
 use tarn_protocol::messages::metadata::{MetadataRequest, MetadataRequestTopic, MetadataResponse};
@@ -678,20 +680,7 @@ fn a_broker_whose_disk_fills_stops_and_its_partitions_move_to_the_others() {
                 count,
                 Duration::from_secs(120),
             );
-            let keys: Vec<String> = read
-                .iter()
-                .map(|c| {
-                    String::from_utf8_lossy(c.record.key.as_deref().unwrap_or_default())
-                        .into_owned()
-                })
-                .collect();
-            let expected: Vec<String> = (0..count).map(|i| i.to_string()).collect();
-            assert!(
-                keys == expected,
-                "read {} records; first difference at {:?}",
-                keys.len(),
-                keys.iter().zip(&expected).position(|(a, b)| a != b)
-            );
+            assert_keys_count_up(&read, count);
         };
         read_back(&cluster.address(survivor));
 

@@ -161,19 +161,7 @@ fn an_idempotent_producer_rides_out_a_full_disk_without_duplicates() {
             .collect();
         assert_eq!(offsets, (0..count as i64).collect::<Vec<_>>());
         let read = kafka::consume_all(broker.bootstrap(), "full", count, Duration::from_secs(60));
-        let keys: Vec<String> = read
-            .iter()
-            .map(|c| {
-                String::from_utf8_lossy(c.record.key.as_deref().unwrap_or_default()).into_owned()
-            })
-            .collect();
-        let expected: Vec<String> = (0..count).map(|i| i.to_string()).collect();
-        assert!(
-            keys == expected,
-            "read {} records; first difference at {:?}",
-            keys.len(),
-            keys.iter().zip(&expected).position(|(a, b)| a != b)
-        );
+        kafka::assert_keys_count_up(&read, count);
         broker.stop();
     });
 }
