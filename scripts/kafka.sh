@@ -25,6 +25,8 @@
 # (default PORT+1), KAFKA_VOTERS (controller.quorum.voters, default this
 # node alone) and KAFKA_CLUSTER_ID (the same for every node; default a new
 # one). Start a cluster's nodes at once: each start waits for a quorum.
+# KAFKA_EXTRA_PROPERTIES: more server.properties lines (`key=value`, one per
+# line), appended after the ones above.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 version=${KAFKA_VERSION:-4.4.0}
@@ -115,6 +117,9 @@ share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
 PROPS
+    if [[ -n ${KAFKA_EXTRA_PROPERTIES:-} ]]; then
+        printf '%s\n' "$KAFKA_EXTRA_PROPERTIES" >>"$dir/server.properties"
+    fi
     if [[ ! -e "$dir/data/meta.properties" ]]; then
         local cluster_id=${KAFKA_CLUSTER_ID:-}
         if [[ -z $cluster_id ]]; then

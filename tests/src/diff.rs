@@ -106,10 +106,6 @@ pub const KAFKA_ONLY_TOPIC_CONFIGS: &[(&str, &str)] = &[
         "max.decompressed.message.bytes",
         "Tarn caps decompression at max.message.bytes",
     ),
-    (
-        "segment.jitter.ms",
-        "Tarn rolls segments at segment.ms without jitter",
-    ),
 ];
 
 /// What may differ inside a response type beyond [`MASKED`].
@@ -210,16 +206,20 @@ pub struct KafkaNode {
 }
 
 impl KafkaNode {
-    pub fn start() -> KafkaNode {
+    /// One node (broker and controller) with `properties` added to its
+    /// server.properties.
+    pub fn start_with(properties: &[(&str, &str)]) -> KafkaNode {
         let dir = tempfile::Builder::new()
             .prefix("kafka-diff-")
             .tempdir()
             .expect("create a scratch dir");
         let port = free_port_pair();
+        let extra: Vec<String> = properties.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let out = Command::new(kafka_sh())
             .arg("start")
             .arg(dir.path())
             .arg(port.to_string())
+            .env("KAFKA_EXTRA_PROPERTIES", extra.join("\n"))
             .output()
             .expect("run scripts/kafka.sh start");
         assert!(

@@ -289,7 +289,9 @@ fn configs_are_read_back_with_sources_and_survive_restart() {
             assert!(
                 out.stdout.contains("Dynamic configs for topic cfg are:")
                     && out.stdout.contains(
-                        "retention.ms=1000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=1000, STATIC_BROKER_CONFIG:log.retention.ms=3600000}"
+                        // Kafka lists the default of log.retention.hours
+                        // too: the same setting, in hours.
+                        "retention.ms=1000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=1000, STATIC_BROKER_CONFIG:log.retention.ms=3600000, DEFAULT_CONFIG:log.retention.hours=168}"
                     )
                     && !out.stdout.contains("segment.bytes"),
                 "{out}"

@@ -56,6 +56,24 @@ const COMPARED_BROKER_KEYS: &[&str] = &[
     "controller.quorum.election.timeout.ms",
     "controller.quorum.fetch.timeout.ms",
     "socket.send.buffer.bytes",
+    "log.retention.ms",
+    "log.retention.minutes",
+    "log.retention.hours",
+    "log.roll.ms",
+    "log.roll.hours",
+    "log.roll.jitter.ms",
+    "log.roll.jitter.hours",
+];
+
+/// Static keys both nodes start with beyond `TARN_AS_KAFKA_SH`: hours from
+/// which Kafka derives `log.retention.ms`, `log.roll.ms` and
+/// `log.roll.jitter.ms` (and so the topics' `retention.ms`, `segment.ms` and
+/// `segment.jitter.ms`), so that describing configs compares where a
+/// derived value is said to come from. Long enough to change nothing else.
+const STATIC_TIME_KEYS: &[(&str, &str)] = &[
+    ("log.retention.hours", "100"),
+    ("log.roll.hours", "50"),
+    ("log.roll.jitter.hours", "1"),
 ];
 
 /// The cluster keys `scripts/kafka.sh` writes into Kafka's
@@ -692,9 +710,10 @@ fn describe_cluster(d: &mut Diff, tarn_controller: &str, kafka_controller: &str)
 #[test]
 fn tarn_answers_as_apache_kafka_does() {
     run_with_timeout(std::time::Duration::from_secs(300), || {
-        let kafka = KafkaNode::start();
+        let kafka = KafkaNode::start_with(STATIC_TIME_KEYS);
         let tarn = TARN_AS_KAFKA_SH
             .iter()
+            .chain(STATIC_TIME_KEYS)
             .fold(BrokerOptions::default(), |options, (key, value)| {
                 options.set(key, value)
             });

@@ -29,6 +29,9 @@ pub fn documentation(name: &str) -> Option<&'static str> {
         // Segments and indexes.
         "log.segment.bytes" | "segment.bytes" => "Roll to a new segment file once the active one reaches this size.",
         "log.roll.ms" | "segment.ms" => "Roll to a new segment file once the active one is this old, even if not full.",
+        "log.roll.hours" => "Roll to a new segment file once the active one is this many hours old, when log.roll.ms is not set.",
+        "log.roll.jitter.ms" | "segment.jitter.ms" => "Roll each segment up to this much earlier than segment.ms says (a share fixed per segment), so that partitions created together do not all roll at once.",
+        "log.roll.jitter.hours" => "log.roll.jitter.ms in hours, when log.roll.jitter.ms is not set.",
         "log.index.interval.bytes" | "index.interval.bytes" => "Bytes of records between two entries of the offset index.",
         "log.index.size.max.bytes" | "segment.index.bytes" => "The largest an offset or time index may grow; a full index rolls the segment.",
         "log.segment.delete.delay.ms" | "file.delete.delay.ms" => "How long a deleted segment's files wait before they are removed from disk.",
@@ -116,7 +119,8 @@ pub fn documentation(name: &str) -> Option<&'static str> {
         // The data directory.
         "log.dir" => "The data directory when log.dirs is not set (Tarn's default: ./tarn-data).",
         "log.dirs" => "The data directory; Tarn supports one, not several (JBOD).",
-        "log.retention.hours" => "Delete segments older than this many hours, when log.retention.ms is not set.",
+        "log.retention.hours" => "Delete segments older than this many hours, when neither log.retention.ms nor log.retention.minutes is set.",
+        "log.retention.minutes" => "Delete segments older than this many minutes, when log.retention.ms is not set.",
         // Accepted from Kafka's server.properties, without effect in Tarn.
         "num.network.threads" => "Accepted for Kafka compatibility and without effect: Tarn's network work runs on its async runtime.",
         "num.io.threads" => "Accepted for Kafka compatibility and without effect: Tarn's request work runs on its async runtime.",

@@ -104,8 +104,17 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     def("log.segment.bytes", Int, "1073741824", AtLeast(14)),
     def("log.index.interval.bytes", Int, "4096", AtLeast(0)),
     def("log.index.size.max.bytes", Int, "10485760", AtLeast(4)),
+    // Kafka gives `log.roll.ms`, `log.roll.jitter.ms` and
+    // `log.retention.ms` no default: when unset, each is derived from the
+    // hours (or minutes) key beside it (`BrokerConfig::derive`). Their
+    // defaults here are what that derivation gives from the hours' defaults.
     def("log.roll.ms", Long, "604800000", AtLeast(1)),
+    def("log.roll.hours", Int, "168", AtLeast(1)),
+    def("log.roll.jitter.ms", Long, "0", AtLeast(0)),
+    def("log.roll.jitter.hours", Int, "0", AtLeast(0)),
     def("log.retention.ms", Long, "604800000", AtLeast(-1)),
+    // No default in Kafka either; read only when set.
+    def("log.retention.minutes", Int, "", Any),
     def("log.retention.bytes", Long, "-1", Any),
     def("log.cleanup.policy", List, "delete", ListOf(CLEANUP)),
     def(
@@ -325,7 +334,8 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     // default is ./tarn-data where Kafka's is /tmp/kafka-logs).
     def("log.dir", Str, "./tarn-data", Any),
     def("log.dirs", Str, "", Any),
-    // `log.retention.ms` is derived from it when only the hours are given.
+    // `log.retention.ms` is derived from it when neither that nor
+    // `log.retention.minutes` is given.
     def("log.retention.hours", Int, "168", Any),
     // SO_SNDBUF and SO_RCVBUF of the Kafka listener's connections; -1
     // (or anything below 1) keeps the operating system's. The send buffer
@@ -464,6 +474,10 @@ pub const TOPIC_CONFIGS: &[(ConfigDef, Option<&str>)] = &[
     (
         def("segment.ms", Long, "604800000", AtLeast(1)),
         Some("log.roll.ms"),
+    ),
+    (
+        def("segment.jitter.ms", Long, "0", AtLeast(0)),
+        Some("log.roll.jitter.ms"),
     ),
     (
         def("segment.index.bytes", Int, "10485760", AtLeast(4)),
@@ -629,7 +643,13 @@ pub fn topic_def(key: &str) -> Option<&'static (ConfigDef, Option<&'static str>)
 /// file and `--set` overrides, every value validated.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BrokerConfig {
+    /// The keys given, validated.
     values: BTreeMap<&'static str, String>,
+    /// Keys Kafka derives from others when they are not given
+    /// (`log.retention.ms` from `log.retention.hours`, ...): read after
+    /// `values`, but not "set", so that DescribeConfigs shows where a
+    /// value came from as Kafka does.
+    derived: BTreeMap<&'static str, String>,
 }
 
 impl BrokerConfig {
@@ -642,24 +662,51 @@ impl BrokerConfig {
             let def = broker_def(key).ok_or_else(|| ConfigError::UnknownKey(key.to_owned()))?;
             config.values.insert(def.name, validate(def, value)?);
         }
-        config.derive_retention_ms();
+        config.derive();
         Ok(config)
     }
 
-    /// Kafka's `log.retention.ms` falls back to `log.retention.hours` when
-    /// it is not set; a negative number of hours keeps segments forever.
-    fn derive_retention_ms(&mut self) {
-        if self.is_set("log.retention.ms") || !self.is_set("log.retention.hours") {
-            return;
+    /// Kafka's fallbacks for keys that are not given (`KafkaConfig`'s
+    /// `logRetentionTimeMillis`, `logRollTimeMillis`,
+    /// `logRollTimeJitterMillis`, `logFlushIntervalMs`): retention from the
+    /// minutes, else the hours (a negative result keeps segments forever),
+    /// rolling and its jitter from their hours, the flush interval from the
+    /// flush scheduler's.
+    fn derive(&mut self) {
+        const HOUR_MS: i64 = 3_600_000;
+        let mut derived = BTreeMap::new();
+        if !self.is_set("log.retention.ms") {
+            let ms = if self.is_set("log.retention.minutes") {
+                Some(self.get_i64("log.retention.minutes") * 60_000)
+            } else if self.is_set("log.retention.hours") {
+                Some(self.get_i64("log.retention.hours") * HOUR_MS)
+            } else {
+                None
+            };
+            if let Some(ms) = ms {
+                derived.insert("log.retention.ms", ms.max(-1).to_string());
+            }
         }
-        let hours = self.get_i64("log.retention.hours");
-        let ms = if hours < 0 { -1 } else { hours * 3_600_000 };
-        self.values.insert("log.retention.ms", ms.to_string());
+        for (ms_key, hours_key) in [
+            ("log.roll.ms", "log.roll.hours"),
+            ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+        ] {
+            if !self.is_set(ms_key) && self.is_set(hours_key) {
+                let ms = self.get_i64(hours_key) * HOUR_MS;
+                derived.insert(ms_key, ms.to_string());
+            }
+        }
+        if !self.is_set("log.flush.interval.ms") && self.is_set("log.flush.scheduler.interval.ms") {
+            let ms = self.get("log.flush.scheduler.interval.ms").to_owned();
+            derived.insert("log.flush.interval.ms", ms);
+        }
+        self.derived = derived;
     }
 
-    /// The value of a broker key, falling back to Kafka's default.
+    /// The value of a broker key: given, derived from another given key,
+    /// else Kafka's default.
     pub fn get(&self, key: &str) -> &str {
-        if let Some(v) = self.values.get(key) {
+        if let Some(v) = self.values.get(key).or_else(|| self.derived.get(key)) {
             return v;
         }
         broker_def(key)
@@ -689,8 +736,15 @@ impl BrokerConfig {
         config
     }
 
+    /// Whether `key` was given (not derived, not defaulted).
     pub fn is_set(&self, key: &str) -> bool {
         self.values.contains_key(key)
+    }
+
+    /// Whether `key`'s value comes from another given key
+    /// (`log.retention.ms` from `log.retention.hours`, ...).
+    pub fn is_derived(&self, key: &str) -> bool {
+        self.derived.contains_key(key)
     }
 
     pub fn get_i64(&self, key: &str) -> i64 {
@@ -880,6 +934,46 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(c.get_i64("log.retention.ms"), 1000);
+        assert!(c.is_set("log.retention.ms"));
+    }
+
+    #[test]
+    fn time_keys_derive_as_kafkas() {
+        let c = BrokerConfig::with_overrides([
+            ("log.retention.hours", "2"),
+            ("log.retention.minutes", "3"),
+            ("log.roll.hours", "5"),
+            ("log.roll.jitter.hours", "1"),
+            ("log.flush.scheduler.interval.ms", "2500"),
+        ])
+        .unwrap();
+        // Minutes win over hours; derived keys are not "set".
+        assert_eq!(c.get_i64("log.retention.ms"), 180_000);
+        assert!(!c.is_set("log.retention.ms") && c.is_derived("log.retention.ms"));
+        assert_eq!(c.get_i64("log.roll.ms"), 18_000_000);
+        assert_eq!(c.get_i64("log.roll.jitter.ms"), 3_600_000);
+        assert_eq!(c.get_i64("log.flush.interval.ms"), 2500);
+        assert_eq!(
+            c.topic_value(&BTreeMap::new(), "segment.jitter.ms"),
+            "3600000"
+        );
+        assert_eq!(c.topic_value(&BTreeMap::new(), "segment.ms"), "18000000");
+        // The millisecond keys win when given.
+        let c = BrokerConfig::with_overrides([
+            ("log.roll.hours", "5"),
+            ("log.roll.ms", "1000"),
+            ("log.retention.minutes", "-5"),
+        ])
+        .unwrap();
+        assert_eq!(c.get_i64("log.roll.ms"), 1000);
+        assert_eq!(c.get_i64("log.retention.ms"), -1);
+        // Nothing given: the defaults, nothing derived.
+        let c = BrokerConfig::default();
+        assert_eq!(c.get_i64("log.retention.ms"), 604_800_000);
+        assert_eq!(c.get_i64("log.roll.jitter.ms"), 0);
+        assert!(!c.is_derived("log.retention.ms"));
+        assert!(BrokerConfig::with_overrides([("log.roll.hours", "0")]).is_err());
+        assert!(BrokerConfig::with_overrides([("log.roll.jitter.hours", "-1")]).is_err());
     }
 
     #[test]

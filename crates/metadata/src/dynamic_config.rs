@@ -200,10 +200,16 @@ const OTHER_DYNAMIC_BROKER_KEYS: &[&str] = &[
     "replica.alter.log.dirs.io.max.bytes.per.second",
 ];
 
-/// Broker keys that have no default of their own in Kafka (it is derived
-/// from another key, such as `log.retention.ms` from `log.retention.hours`),
-/// so Kafka lists no default synonym for them.
-const DERIVED_IN_KAFKA: &[&str] = &["log.retention.ms", "log.roll.ms", "log.flush.interval.ms"];
+/// Broker keys that have no default of their own in Kafka (when unset,
+/// most are derived from another key, such as `log.retention.ms` from
+/// `log.retention.hours`), so Kafka lists no default synonym for them.
+const DERIVED_IN_KAFKA: &[&str] = &[
+    "log.retention.ms",
+    "log.retention.minutes",
+    "log.roll.ms",
+    "log.roll.jitter.ms",
+    "log.flush.interval.ms",
+];
 
 /// The broker keys Kafka treats as one setting with `key`, in the order it
 /// lists their synonyms (only the keys Tarn knows are looked up).
@@ -294,40 +300,15 @@ impl ConfigView<'_> {
             .overlay(cluster.chain(own).map(|(k, v)| (k.as_str(), v.as_str())))
     }
 
-    /// Every level that sets broker key `key`, highest first. Describing
-    /// the cluster default (`per_broker` false) shows only that level.
-    fn broker_synonyms(&self, def: &ConfigDef, per_broker: bool) -> Vec<Synonym> {
-        let key = def.name;
-        let mut out = Vec::new();
-        let mut add = |value: &str, source| {
-            out.push(Synonym {
-                name: key.to_owned(),
-                value: value.to_owned(),
-                source,
-            })
-        };
-        if per_broker {
-            if let Some(v) = self.own_dynamic().and_then(|m| m.get(key)) {
-                add(v, ConfigSource::DynamicBroker);
-            }
-        }
-        if let Some(v) = self.image.cluster_configs.get(key) {
-            add(v, ConfigSource::DynamicDefaultBroker);
-        }
-        if per_broker {
-            if self.static_config.is_set(key) {
-                add(self.static_config.get(key), ConfigSource::StaticBroker);
-            }
-            if !DERIVED_IN_KAFKA.contains(&key) {
-                add(def.default, ConfigSource::Default);
-            }
-        }
-        out
-    }
-
     /// Every topic key for a topic whose own configs are `configs`, by
-    /// name, as Kafka lists them.
+    /// name, as Kafka lists them: the value the topic uses, from the
+    /// level of its first synonym (the topic's own, then those of the
+    /// broker key that supplies its default, as for a broker), else a
+    /// default. A value derived from another broker key (`retention.ms`
+    /// from `log.retention.hours`) thus shows as a default with no
+    /// synonyms, as in Kafka.
     pub fn topic_entries(&self, configs: &BTreeMap<String, String>) -> Vec<ConfigEntry> {
+        let effective = self.effective();
         let mut entries: Vec<ConfigEntry> = TOPIC_CONFIGS
             .iter()
             .map(|(def, broker_key)| {
@@ -340,9 +321,57 @@ impl ConfigView<'_> {
                     });
                 }
                 if let Some(broker_def) = broker_key.and_then(broker_def) {
-                    synonyms.extend(self.broker_synonyms(broker_def, true));
+                    synonyms.extend(self.broker_key_synonyms(broker_def));
                 }
-                ConfigEntry::from_synonyms(def, false, synonyms)
+                ConfigEntry {
+                    name: def.name.to_owned(),
+                    value: Some(effective.topic_value(configs, def.name)),
+                    source: synonyms.first().map_or(ConfigSource::Default, |s| s.source),
+                    read_only: false,
+                    kind: Some(def.kind),
+                    synonyms,
+                }
+            })
+            .collect();
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        entries
+    }
+
+    /// Every topic key for a new topic whose own configs are `configs`, as
+    /// Kafka's controller lists them in a CreateTopics answer, by a rule
+    /// of its own (`resolveEffectiveTopicConfig`, not DescribeConfigs'):
+    /// the value the topic uses, from the first level (the topic, this
+    /// broker's dynamic configs, the cluster default, the static config)
+    /// that sets any broker key of the setting, else a default. A value
+    /// derived from `log.retention.hours` thus shows as static here.
+    pub fn created_topic_entries(&self, configs: &BTreeMap<String, String>) -> Vec<ConfigEntry> {
+        let effective = self.effective();
+        let mut entries: Vec<ConfigEntry> = TOPIC_CONFIGS
+            .iter()
+            .map(|(def, broker_key)| {
+                let names = broker_key.map_or(&[][..], kafka_synonym_names);
+                let sets_one = |level: Option<&BTreeMap<String, String>>| {
+                    level.is_some_and(|m| names.iter().any(|n| m.contains_key(*n)))
+                };
+                let source = if configs.contains_key(def.name) {
+                    ConfigSource::DynamicTopic
+                } else if sets_one(self.own_dynamic()) {
+                    ConfigSource::DynamicBroker
+                } else if sets_one(Some(&self.image.cluster_configs)) {
+                    ConfigSource::DynamicDefaultBroker
+                } else if names.iter().any(|n| self.static_config.is_set(n)) {
+                    ConfigSource::StaticBroker
+                } else {
+                    ConfigSource::Default
+                };
+                ConfigEntry {
+                    name: def.name.to_owned(),
+                    value: Some(effective.topic_value(configs, def.name)),
+                    source,
+                    read_only: false,
+                    kind: Some(def.kind),
+                    synonyms: Vec::new(),
+                }
             })
             .collect();
         entries.sort_by(|a, b| a.name.cmp(&b.name));
@@ -430,13 +459,15 @@ impl ConfigView<'_> {
         entries
     }
 
-    /// The keys set as the cluster-wide dynamic default, and only those.
+    /// The keys set as the cluster-wide dynamic default, and only those,
+    /// each with only its synonyms of that level (as Kafka lists them).
     pub fn cluster_default_entries(&self) -> Vec<ConfigEntry> {
         BROKER_CONFIGS
             .iter()
             .filter(|def| self.image.cluster_configs.contains_key(def.name))
             .map(|def| {
-                let synonyms = self.broker_synonyms(def, false);
+                let mut synonyms = self.broker_key_synonyms(def);
+                synonyms.retain(|s| s.source == ConfigSource::DynamicDefaultBroker);
                 ConfigEntry::from_synonyms(def, !is_dynamic_broker_key(def.name), synonyms)
             })
             .collect()
@@ -819,8 +850,14 @@ mod tests {
                     value: "1000".into(),
                     source: ConfigSource::StaticBroker
                 },
-                // No default synonym: Kafka derives log.retention.ms from
-                // log.retention.hours and lists none.
+                // No default of log.retention.ms itself (Kafka derives it
+                // from log.retention.hours), but the hours' default, as
+                // Kafka lists every key of the one setting.
+                Synonym {
+                    name: "log.retention.hours".into(),
+                    value: "168".into(),
+                    source: ConfigSource::Default
+                },
             ]
         );
         assert_eq!(
@@ -855,6 +892,7 @@ mod tests {
                 ConfigSource::DynamicBroker,
                 ConfigSource::DynamicDefaultBroker,
                 ConfigSource::StaticBroker,
+                ConfigSource::Default,
             ]
         );
         assert_eq!(retention.value.as_deref(), Some("4000"));
@@ -880,6 +918,67 @@ mod tests {
         assert_eq!(
             (wire.config_source, wire.config_type),
             (ConfigSource::DynamicDefaultBroker.id(), 5)
+        );
+    }
+
+    /// Kafka 4.4 with `log.retention.hours=100` and `log.roll.hours=50` in
+    /// its server.properties lists a topic's `retention.ms` as 360000000
+    /// from DEFAULT_CONFIG with no synonyms (the derived value belongs to
+    /// no level that names `log.retention.ms`), and the broker's
+    /// `log.retention.ms` as null.
+    #[test]
+    fn values_derived_from_hours_show_as_kafkas() {
+        let static_config = BrokerConfig::with_overrides([
+            ("log.retention.hours", "100"),
+            ("log.roll.hours", "50"),
+        ])
+        .unwrap();
+        let image = image_with_topic();
+        let view = view_of(&static_config, &image);
+        let topic = view.topic_entries(&BTreeMap::new());
+        for (key, value) in [("retention.ms", "360000000"), ("segment.ms", "180000000")] {
+            let e = entry(&topic, key);
+            assert_eq!(
+                (e.value.as_deref(), e.source, e.synonyms.len()),
+                (Some(value), ConfigSource::Default, 0),
+                "{key}"
+            );
+        }
+        let broker = view.broker_entries();
+        let ms = entry(&broker, "log.retention.ms");
+        assert_eq!((ms.value.as_deref(), ms.synonyms.len()), (None, 0));
+        let hours = entry(&broker, "log.retention.hours");
+        assert_eq!(
+            (hours.value.as_deref(), hours.source),
+            (Some("100"), ConfigSource::StaticBroker)
+        );
+        let names: Vec<_> = hours
+            .synonyms
+            .iter()
+            .map(|s| (s.name.as_str(), s.source))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("log.retention.hours", ConfigSource::StaticBroker),
+                ("log.retention.hours", ConfigSource::Default)
+            ]
+        );
+        let minutes = entry(&broker, "log.retention.minutes");
+        assert_eq!(
+            (minutes.value.as_deref(), minutes.synonyms.len()),
+            (None, 0)
+        );
+        // A CreateTopics answer lists them as static.
+        let created = view.created_topic_entries(&BTreeMap::new());
+        let retention = entry(&created, "retention.ms");
+        assert_eq!(
+            (retention.value.as_deref(), retention.source),
+            (Some("360000000"), ConfigSource::StaticBroker)
+        );
+        assert_eq!(
+            entry(&created, "segment.bytes").source,
+            ConfigSource::Default
         );
     }
 

@@ -919,6 +919,7 @@ pub fn log_config(config: &BrokerConfig, topic: &TopicInfo) -> LogConfig {
         segment_index_bytes: value("segment.index.bytes") as u32,
         max_message_bytes: value("max.message.bytes") as u32,
         segment_ms: value("segment.ms"),
+        segment_jitter_ms: value("segment.jitter.ms"),
         retention_ms: value("retention.ms"),
         retention_bytes: value("retention.bytes"),
         cleanup_policy: CleanupPolicy::parse(&text("cleanup.policy"))

@@ -471,7 +471,7 @@ impl Log {
         }
         let now_ms = self.env.now_ms();
         let segment_bytes = self.config.segment_bytes;
-        let segment_ms = self.config.max_segment_ms();
+        let segment_ms = self.active_roll_ms();
         self.active_segment_mut()
             .should_roll(
                 records.len() as u64,
@@ -583,7 +583,7 @@ impl Log {
     ) -> Result<(), StorageError> {
         let now_ms = self.env.now_ms();
         let segment_bytes = self.config.segment_bytes;
-        let segment_ms = self.config.max_segment_ms();
+        let segment_ms = self.active_roll_ms();
         if self.active_segment_mut().should_roll(
             bytes,
             last_offset,
@@ -657,6 +657,20 @@ impl Log {
             .values()
             .next_back()
             .expect("a log always has a segment")
+    }
+
+    /// How old the active segment may grow before it rolls
+    /// ([`LogConfig::roll_ms`]): its jitter draw hashes this log's
+    /// directory and the segment's base offset.
+    pub(crate) fn active_roll_ms(&self) -> i64 {
+        use std::hash::{Hash, Hasher};
+        if self.config.segment_jitter_ms <= 0 {
+            return self.config.max_segment_ms();
+        }
+        let mut hasher = std::hash::DefaultHasher::new();
+        self.dir.hash(&mut hasher);
+        self.active_segment().base_offset().hash(&mut hasher);
+        self.config.roll_ms(hasher.finish())
     }
 
     pub(crate) fn active_segment_mut(&mut self) -> &mut LogSegment {

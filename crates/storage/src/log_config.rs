@@ -77,6 +77,9 @@ pub struct LogConfig {
     pub max_message_bytes: u32,
     /// `segment.ms`: roll the active segment once it is this old.
     pub segment_ms: i64,
+    /// `segment.jitter.ms`: each segment rolls up to this much earlier
+    /// than `segment.ms` (its share fixed per segment: [`Self::roll_ms`]).
+    pub segment_jitter_ms: i64,
     /// `retention.ms`: delete segments whose newest record is older; -1 keeps
     /// them forever.
     pub retention_ms: i64,
@@ -121,6 +124,7 @@ impl Default for LogConfig {
             segment_index_bytes: DEFAULT_SEGMENT_INDEX_BYTES,
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             segment_ms: SEVEN_DAYS_MS,
+            segment_jitter_ms: 0,
             retention_ms: SEVEN_DAYS_MS,
             retention_bytes: -1,
             cleanup_policy: CleanupPolicy::DELETE,
@@ -158,6 +162,12 @@ impl LogConfig {
         }
         if self.segment_ms < 1 {
             return invalid(format!("segment.ms {} is below 1", self.segment_ms));
+        }
+        if self.segment_jitter_ms < 0 {
+            return invalid(format!(
+                "segment.jitter.ms {} is below 0",
+                self.segment_jitter_ms
+            ));
         }
         if self.retention_ms < -1 {
             return invalid(format!("retention.ms {} is below -1", self.retention_ms));
@@ -206,6 +216,20 @@ impl LogConfig {
         } else {
             self.segment_ms
         }
+    }
+
+    /// How old a segment whose jitter draw is `draw` may grow before it
+    /// rolls: Kafka's `maxSegmentMs` less the segment's jitter, which
+    /// Kafka draws at random per segment below `segment.jitter.ms` (and
+    /// below `segment.ms`) so that partitions made together do not roll
+    /// together. Tarn's draw is a hash of the partition and the segment's
+    /// base offset (`Log::active_roll_ms`), so that a replay rolls alike.
+    pub fn roll_ms(&self, draw: u64) -> i64 {
+        if self.segment_jitter_ms <= 0 {
+            return self.max_segment_ms();
+        }
+        let bound = self.segment_jitter_ms.min(self.segment_ms).max(1) as u64;
+        self.max_segment_ms() - (draw % bound) as i64
     }
 }
 

@@ -166,7 +166,7 @@ impl Log {
     /// appends, so retention and the cleaner can reach its data. Returns
     /// whether it rolled.
     pub fn roll_if_idle(&mut self, now_ms: i64) -> Result<bool, StorageError> {
-        let segment_ms = self.config.max_segment_ms();
+        let segment_ms = self.active_roll_ms();
         let active = self.active_segment_mut();
         if active.size() == 0 || active.time_waited_for_roll(now_ms, now_ms)? <= segment_ms {
             return Ok(false);
@@ -383,5 +383,45 @@ mod tests {
         fill(&mut log, 1, 20_000);
         fill(&mut log, 1, 25_001);
         assert_eq!(log.segment_base_offsets(), vec![0, 6, 9]);
+    }
+
+    #[test]
+    fn segment_jitter_rolls_each_segment_a_little_early() {
+        let conf = LogConfig {
+            segment_ms: 5_000,
+            segment_jitter_ms: 1_000,
+            segment_bytes: 1 << 20,
+            ..config()
+        };
+        for draw in [0, 1, 999, 1_000, 123_456_789] {
+            let roll_ms = conf.roll_ms(draw);
+            assert!((4_001..=5_000).contains(&roll_ms), "{draw}: {roll_ms}");
+        }
+        // Jitter is bounded by segment.ms itself.
+        let wide = LogConfig {
+            segment_jitter_ms: 50_000,
+            ..conf.clone()
+        };
+        assert_eq!(wide.roll_ms(4_999), 1);
+        assert_eq!(
+            LogConfig {
+                segment_jitter_ms: 0,
+                ..conf.clone()
+            }
+            .roll_ms(77),
+            5_000
+        );
+        // A log rolls its idle segment at segment.ms less its draw, the
+        // same draw every time it is asked, and no later than segment.ms.
+        let dir = tempfile::tempdir().unwrap();
+        let (env, _clock) = env_at(10_000);
+        let mut log = Log::open_in(&env, dir.path(), conf, true).unwrap();
+        fill(&mut log, 2, 10_000);
+        let roll_ms = log.active_roll_ms();
+        assert_eq!(roll_ms, log.active_roll_ms());
+        assert!((4_001..=5_000).contains(&roll_ms), "{roll_ms}");
+        // The first batch's newest record is at 10_002.
+        assert!(!log.roll_if_idle(10_002 + roll_ms).unwrap());
+        assert!(log.roll_if_idle(10_002 + roll_ms + 1).unwrap());
     }
 }

@@ -122,7 +122,7 @@ fn result_for(broker: &Broker, name: &str, outcome: Outcome) -> CreatableTopicRe
             configs: Some(
                 broker
                     .config_view(&broker.metadata.image())
-                    .topic_entries(&summary.configs)
+                    .created_topic_entries(&summary.configs)
                     .into_iter()
                     .map(|entry| CreatableTopicConfigs {
                         name: entry.name.to_owned(),

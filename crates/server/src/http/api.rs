@@ -273,7 +273,7 @@ fn topic_detail(state: &HttpState, name: &str) -> Option<TopicDetail> {
             value: config.topic_value(&topic.configs, def.name),
             source: if topic.configs.contains_key(def.name) {
                 "topic"
-            } else if broker_key.is_some_and(|k| config.is_set(k)) {
+            } else if broker_key.is_some_and(|k| config.is_set(k) || config.is_derived(k)) {
                 "broker"
             } else {
                 "default"
