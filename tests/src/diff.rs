@@ -159,6 +159,13 @@ impl Normalize for DescribeConfigsResponse {
                     config.synonyms.retain(|s| s.source != 3);
                 }
             }
+            // So the cluster default's keys list Kafka's min.insync.replicas
+            // even when no one set it: taken out.
+            if result.resource_type == 4 && result.resource_name.is_empty() {
+                result
+                    .configs
+                    .retain(|c| !(c.name == "min.insync.replicas" && c.synonyms.is_empty()));
+            }
         }
     }
 }
@@ -595,6 +602,8 @@ pub const OFFSET_COMMIT: (i16, i16, i16) = (8, 8, 8);
 pub const OFFSET_FETCH: (i16, i16, i16) = (9, 8, 6);
 pub const FIND_COORDINATOR: (i16, i16, i16) = (10, 3, 3);
 pub const DESCRIBE_CONFIGS: (i16, i16, i16) = (32, 4, 4);
+pub const ALTER_CONFIGS: (i16, i16, i16) = (33, 2, 2);
+pub const INCREMENTAL_ALTER_CONFIGS: (i16, i16, i16) = (44, 1, 1);
 pub const DESCRIBE_CLUSTER: (i16, i16, i16) = (60, 1, 0);
 /// Retriable coordinator errors: COORDINATOR_LOAD_IN_PROGRESS (14),
 /// COORDINATOR_NOT_AVAILABLE (15), NOT_COORDINATOR (16).
