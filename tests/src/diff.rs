@@ -20,9 +20,11 @@ use tarn_protocol::codec::{Decode, Encode, Uuid};
 use tarn_protocol::messages::alter_configs::*;
 use tarn_protocol::messages::create_partitions::*;
 use tarn_protocol::messages::create_topics::*;
+use tarn_protocol::messages::delete_groups::*;
 use tarn_protocol::messages::delete_records::*;
 use tarn_protocol::messages::describe_cluster::*;
 use tarn_protocol::messages::describe_configs::*;
+use tarn_protocol::messages::describe_groups::*;
 use tarn_protocol::messages::describe_producers::*;
 use tarn_protocol::messages::elect_leaders::*;
 use tarn_protocol::messages::fetch::*;
@@ -30,10 +32,12 @@ use tarn_protocol::messages::find_coordinator::*;
 use tarn_protocol::messages::heartbeat::*;
 use tarn_protocol::messages::init_producer_id::*;
 use tarn_protocol::messages::join_group::*;
+use tarn_protocol::messages::leave_group::*;
 use tarn_protocol::messages::list_groups::*;
 use tarn_protocol::messages::list_offsets::*;
 use tarn_protocol::messages::metadata::*;
 use tarn_protocol::messages::offset_commit::*;
+use tarn_protocol::messages::offset_delete::*;
 use tarn_protocol::messages::offset_fetch::*;
 use tarn_protocol::messages::offset_for_leader_epoch::*;
 use tarn_protocol::messages::produce::*;
@@ -195,8 +199,29 @@ compared_as_they_are!(
     OffsetForLeaderEpochResponse,
     AlterPartitionReassignmentsResponse,
     ListPartitionReassignmentsResponse,
-    ListGroupsResponse,
+    LeaveGroupResponse,
+    OffsetDeleteResponse,
 );
+
+// Each broker lists groups in an order of its own (Kafka's by the
+// `__consumer_offsets` partition that holds each).
+impl Normalize for ListGroupsResponse {
+    fn normalize(&mut self) {
+        self.groups.sort_by(|a, b| a.group_id.cmp(&b.group_id));
+    }
+}
+
+impl Normalize for DescribeGroupsResponse {
+    fn normalize(&mut self) {
+        self.groups.sort_by(|a, b| a.group_id.cmp(&b.group_id));
+    }
+}
+
+impl Normalize for DeleteGroupsResponse {
+    fn normalize(&mut self) {
+        self.results.sort_by(|a, b| a.group_id.cmp(&b.group_id));
+    }
+}
 
 /// One Apache Kafka node for the whole test, stopped when dropped.
 pub struct KafkaNode {
@@ -602,6 +627,11 @@ pub const OFFSET_COMMIT: (i16, i16, i16) = (8, 8, 8);
 pub const OFFSET_FETCH: (i16, i16, i16) = (9, 8, 6);
 pub const FIND_COORDINATOR: (i16, i16, i16) = (10, 3, 3);
 pub const DESCRIBE_CONFIGS: (i16, i16, i16) = (32, 4, 4);
+pub const DESCRIBE_GROUPS: (i16, i16, i16) = (15, 5, 5);
+pub const LIST_GROUPS: (i16, i16, i16) = (16, 5, 3);
+pub const LEAVE_GROUP: (i16, i16, i16) = (13, 5, 4);
+pub const DELETE_GROUPS: (i16, i16, i16) = (42, 2, 2);
+pub const OFFSET_DELETE: (i16, i16, i16) = (47, 0, i16::MAX);
 pub const ALTER_CONFIGS: (i16, i16, i16) = (33, 2, 2);
 pub const INCREMENTAL_ALTER_CONFIGS: (i16, i16, i16) = (44, 1, 1);
 pub const DESCRIBE_CLUSTER: (i16, i16, i16) = (60, 1, 0);

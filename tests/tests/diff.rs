@@ -18,17 +18,22 @@ use tarn_protocol::codec::Uuid;
 use tarn_protocol::messages::alter_configs::*;
 use tarn_protocol::messages::create_partitions::*;
 use tarn_protocol::messages::create_topics::*;
+use tarn_protocol::messages::delete_groups::*;
 use tarn_protocol::messages::delete_records::*;
 use tarn_protocol::messages::describe_cluster::*;
 use tarn_protocol::messages::describe_configs::*;
+use tarn_protocol::messages::describe_groups::*;
 use tarn_protocol::messages::fetch::*;
 use tarn_protocol::messages::heartbeat::*;
 use tarn_protocol::messages::incremental_alter_configs::*;
 use tarn_protocol::messages::init_producer_id::*;
 use tarn_protocol::messages::join_group::*;
+use tarn_protocol::messages::leave_group::*;
+use tarn_protocol::messages::list_groups::*;
 use tarn_protocol::messages::list_offsets::*;
 use tarn_protocol::messages::metadata::*;
 use tarn_protocol::messages::offset_commit::*;
+use tarn_protocol::messages::offset_delete::*;
 use tarn_protocol::messages::offset_fetch::*;
 use tarn_protocol::messages::produce::*;
 use tarn_protocol::messages::sync_group::*;
@@ -930,7 +935,9 @@ fn join_request(group: &str, member_id: &str, protocol_type: &str) -> JoinGroupR
     }
 }
 
-fn groups(d: &mut Diff) {
+/// The group APIs' error paths; returns the member ids d-g's member got
+/// from each broker (`TARN`, `KAFKA`).
+fn groups(d: &mut Diff) -> [String; 2] {
     for group in ["d-g", "d-simple", "d-nogroup"] {
         d.find_coordinator(group, 0);
     }
@@ -1067,6 +1074,141 @@ fn groups(d: &mut Diff) {
         };
         d.call::<_, OffsetFetchResponse>(what, OFFSET_FETCH, &request);
     }
+    ids
+}
+
+/// The group admin APIs (what kafka-consumer-groups.sh and the Admin
+/// client send) on the groups `groups` left: d-g with one member
+/// (`ids`), d-simple with a memberless commit.
+fn group_admin(d: &mut Diff, ids: &[String; 2]) {
+    let describe = |groups: &[&str]| DescribeGroupsRequest {
+        groups: groups.iter().map(|g| (*g).to_owned()).collect(),
+        include_authorized_operations: false,
+    };
+    let all = ["d-g", "d-simple", "d-nogroup"];
+    for (what, version) in [("v5", 5), ("v6", 6)] {
+        d.call::<_, DescribeGroupsResponse>(
+            &format!("DescribeGroups {what}: a member's group, a simple group, no group"),
+            (DESCRIBE_GROUPS.0, version, DESCRIBE_GROUPS.2),
+            &describe(&all),
+        );
+    }
+    let list = |states: &[&str], types: &[&str]| ListGroupsRequest {
+        states_filter: states.iter().map(|s| (*s).to_owned()).collect(),
+        types_filter: types.iter().map(|s| (*s).to_owned()).collect(),
+    };
+    for (what, states, types) in [
+        ("every group", &[][..], &[][..]),
+        ("Stable groups", &["Stable"][..], &[][..]),
+        ("Empty groups", &["Empty"][..], &[][..]),
+        ("states in another case", &["stable", "EMPTY"][..], &[][..]),
+        ("an unknown state", &["Sleepy"][..], &[][..]),
+        ("classic groups", &[][..], &["classic"][..]),
+        ("consumer (KIP-848) groups", &[][..], &["consumer"][..]),
+    ] {
+        d.call::<_, ListGroupsResponse>(
+            &format!("ListGroups: {what}"),
+            LIST_GROUPS,
+            &list(states, types),
+        );
+    }
+    let offset_delete = |group: &str, topic: &str, partitions: &[i32]| OffsetDeleteRequest {
+        group_id: group.into(),
+        topics: vec![OffsetDeleteRequestTopic {
+            name: topic.into(),
+            partitions: partitions
+                .iter()
+                .map(|&partition_index| OffsetDeleteRequestPartition { partition_index })
+                .collect(),
+        }],
+    };
+    for (what, group, topic, partitions) in [
+        ("a simple group's offset", "d-simple", "d-log", &[0][..]),
+        ("the same offset again", "d-simple", "d-log", &[0][..]),
+        (
+            "a topic that does not exist",
+            "d-simple",
+            "d-none",
+            &[0][..],
+        ),
+        (
+            "a partition that does not exist",
+            "d-simple",
+            "d-log",
+            &[9][..],
+        ),
+        (
+            "a group that does not exist",
+            "d-nogroup",
+            "d-log",
+            &[0][..],
+        ),
+        ("a group with a member", "d-g", "d-log", &[0][..]),
+    ] {
+        d.call::<_, OffsetDeleteResponse>(
+            &format!("OffsetDelete: {what}"),
+            OFFSET_DELETE,
+            &offset_delete(group, topic, partitions),
+        );
+    }
+    let delete = |groups: &[&str]| DeleteGroupsRequest {
+        groups_names: groups.iter().map(|g| (*g).to_owned()).collect(),
+    };
+    d.call::<_, DeleteGroupsResponse>(
+        "DeleteGroups: a group with a member",
+        DELETE_GROUPS,
+        &delete(&["d-g"]),
+    );
+    let leave = |group: &str, member: &str| LeaveGroupRequest {
+        group_id: group.into(),
+        members: vec![MemberIdentity {
+            member_id: member.into(),
+            group_instance_id: None,
+            reason: Some("diff".into()),
+        }],
+        ..Default::default()
+    };
+    for (what, group, member) in [
+        ("an unknown member", "d-g", "stranger"),
+        ("a group that does not exist", "d-nogroup", "stranger"),
+    ] {
+        d.call::<_, LeaveGroupResponse>(
+            &format!("LeaveGroup: {what}"),
+            LEAVE_GROUP,
+            &leave(group, member),
+        );
+    }
+    d.call_each::<_, LeaveGroupResponse>("LeaveGroup: the member", LEAVE_GROUP, |b| {
+        leave("d-g", &ids[b])
+    });
+    d.call::<_, DescribeGroupsResponse>(
+        "DescribeGroups: after the member left",
+        DESCRIBE_GROUPS,
+        &describe(&all),
+    );
+    d.call::<_, DeleteGroupsResponse>(
+        "DeleteGroups: two empty groups and one that does not exist",
+        DELETE_GROUPS,
+        &delete(&["d-g", "d-simple", "d-nogroup"]),
+    );
+    d.call::<_, DescribeGroupsResponse>(
+        "DescribeGroups: after they were deleted",
+        DESCRIBE_GROUPS,
+        &describe(&all),
+    );
+    d.call::<_, OffsetFetchResponse>(
+        "OffsetFetch: a deleted group",
+        OFFSET_FETCH,
+        &OffsetFetchRequest {
+            group_id: "d-g".into(),
+            topics: Some(vec![OffsetFetchRequestTopic {
+                name: "d-log".into(),
+                partition_indexes: vec![0],
+                ..Default::default()
+            }]),
+            ..Default::default()
+        },
+    );
 }
 
 fn describe_cluster_request(endpoint_type: i8) -> DescribeClusterRequest {
@@ -1149,7 +1291,8 @@ fn tarn_answers_as_apache_kafka_does() {
         produce_list_offsets_and_fetch(&mut d);
         delete_records_and_create_partitions(&mut d);
         idempotence(&mut d);
-        groups(&mut d);
+        let ids = groups(&mut d);
+        group_admin(&mut d, &ids);
         // A quorum of one with a CONTROLLER listener, as Kafka's node is.
         let (port, controller) = (free_port(), free_port());
         let quorum_of_one = BrokerOptions {

@@ -570,8 +570,8 @@ impl Group {
         let mut topics = BTreeSet::new();
         for member in self.members.values() {
             let metadata = member.metadata(protocol)?;
-            match Subscription::decode_prefixed(metadata) {
-                Ok(sub) => topics.extend(sub.topics),
+            match Subscription::decode_topics(metadata) {
+                Ok(subscribed) => topics.extend(subscribed),
                 Err(e) => {
                     tracing::warn!(group = %self.group_id, member = %member.member_id, error = %e, "cannot read the consumer subscription; the coordinator does not know the subscribed topics");
                     return None;

@@ -73,6 +73,19 @@ impl Subscription {
     pub fn encode_prefixed(&self, version: i16) -> Bytes {
         encode_prefixed(self, version)
     }
+
+    /// The subscribed topics, read from the version 0 prefix whatever
+    /// version the bytes say, as Kafka's group coordinator reads them: a
+    /// subscription whose later fields are cut short or malformed still
+    /// names its topics.
+    pub fn decode_topics(bytes: &Bytes) -> Result<Vec<String>, DecodeError> {
+        let mut r = Reader::new(bytes.clone());
+        let version = r.i16()?;
+        if version < 0 {
+            return Err(DecodeError::InvalidLength(i64::from(version)));
+        }
+        Ok(Subscription::decode(&mut r, classic(0))?.topics)
+    }
 }
 
 impl Assignment {
@@ -88,6 +101,29 @@ impl Assignment {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn topics_are_read_from_the_version_0_prefix() {
+        // Version 1 without its owned partitions: no whole v1 structure,
+        // but its topics (none here, then "a") are there.
+        let cut = Bytes::from_static(&[0, 1, 0, 0, 0, 0, 0, 0, 0, 0]);
+        assert!(Subscription::decode_prefixed(&cut).is_err());
+        assert_eq!(
+            Subscription::decode_topics(&cut).unwrap(),
+            Vec::<String>::new()
+        );
+        let sub = Subscription {
+            topics: vec!["a".into()],
+            ..Default::default()
+        };
+        let mut cut = sub.encode_prefixed(3).to_vec();
+        cut.truncate(cut.len() - 3);
+        assert_eq!(
+            Subscription::decode_topics(&Bytes::from(cut)).unwrap(),
+            vec!["a".to_owned()]
+        );
+        assert!(Subscription::decode_topics(&Bytes::from_static(&[0, 0, 0, 0, 0, 1])).is_err());
+    }
 
     #[test]
     fn subscription_round_trips_and_newer_versions_read_as_prefix() {
