@@ -22,10 +22,13 @@ use tarn_protocol::messages::create_partitions::*;
 use tarn_protocol::messages::create_topics::*;
 use tarn_protocol::messages::delete_groups::*;
 use tarn_protocol::messages::delete_records::*;
+use tarn_protocol::messages::delete_topics::*;
 use tarn_protocol::messages::describe_cluster::*;
 use tarn_protocol::messages::describe_configs::*;
 use tarn_protocol::messages::describe_groups::*;
+use tarn_protocol::messages::describe_log_dirs::*;
 use tarn_protocol::messages::describe_producers::*;
+use tarn_protocol::messages::describe_topic_partitions::*;
 use tarn_protocol::messages::elect_leaders::*;
 use tarn_protocol::messages::fetch::*;
 use tarn_protocol::messages::find_coordinator::*;
@@ -201,6 +204,7 @@ compared_as_they_are!(
     ListPartitionReassignmentsResponse,
     LeaveGroupResponse,
     OffsetDeleteResponse,
+    DescribeTopicPartitionsResponse,
 );
 
 // Each broker lists groups in an order of its own (Kafka's by the
@@ -208,6 +212,31 @@ compared_as_they_are!(
 impl Normalize for ListGroupsResponse {
     fn normalize(&mut self) {
         self.groups.sort_by(|a, b| a.group_id.cmp(&b.group_id));
+    }
+}
+
+impl Normalize for DescribeLogDirsResponse {
+    fn normalize(&mut self) {
+        // Each broker's own directory, and its file system's sizes.
+        for result in &mut self.results {
+            result.log_dir.clear();
+            result.total_bytes = result.total_bytes.min(0);
+            result.usable_bytes = result.usable_bytes.min(0);
+            // In an order of each broker's own.
+            result.topics.sort_by(|a, b| a.name.cmp(&b.name));
+            for topic in &mut result.topics {
+                topic.partitions.sort_by_key(|p| p.partition_index);
+            }
+        }
+    }
+}
+
+impl Normalize for DeleteTopicsResponse {
+    fn normalize(&mut self) {
+        // Kafka shuffles its answers (so that their places say nothing of
+        // topics the caller may not see).
+        self.responses
+            .sort_by(|a, b| (&a.name, a.error_code).cmp(&(&b.name, b.error_code)));
     }
 }
 
@@ -628,6 +657,9 @@ pub const OFFSET_FETCH: (i16, i16, i16) = (9, 8, 6);
 pub const FIND_COORDINATOR: (i16, i16, i16) = (10, 3, 3);
 pub const DESCRIBE_CONFIGS: (i16, i16, i16) = (32, 4, 4);
 pub const DESCRIBE_GROUPS: (i16, i16, i16) = (15, 5, 5);
+pub const DELETE_TOPICS: (i16, i16, i16) = (20, 6, 4);
+pub const DESCRIBE_LOG_DIRS: (i16, i16, i16) = (35, 4, 2);
+pub const DESCRIBE_TOPIC_PARTITIONS: (i16, i16, i16) = (75, 0, 0);
 pub const LIST_GROUPS: (i16, i16, i16) = (16, 5, 3);
 pub const LEAVE_GROUP: (i16, i16, i16) = (13, 5, 4);
 pub const DELETE_GROUPS: (i16, i16, i16) = (42, 2, 2);

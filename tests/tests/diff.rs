@@ -20,9 +20,12 @@ use tarn_protocol::messages::create_partitions::*;
 use tarn_protocol::messages::create_topics::*;
 use tarn_protocol::messages::delete_groups::*;
 use tarn_protocol::messages::delete_records::*;
+use tarn_protocol::messages::delete_topics::*;
 use tarn_protocol::messages::describe_cluster::*;
 use tarn_protocol::messages::describe_configs::*;
 use tarn_protocol::messages::describe_groups::*;
+use tarn_protocol::messages::describe_log_dirs::*;
+use tarn_protocol::messages::describe_topic_partitions::*;
 use tarn_protocol::messages::fetch::*;
 use tarn_protocol::messages::heartbeat::*;
 use tarn_protocol::messages::incremental_alter_configs::*;
@@ -554,6 +557,175 @@ fn alter_configs(d: &mut Diff) {
         "AlterConfigs: the broker's whole set, emptied",
         ALTER_CONFIGS,
         &whole_request(vec![whole(4, "1", &[])], false),
+    );
+}
+
+/// Deleting topics, by name and by id, and the admin reads of topics
+/// kafka-topics.sh and the Admin client use (DescribeTopicPartitions with
+/// its paging, DescribeLogDirs).
+fn topic_admin(d: &mut Diff) {
+    let (tarn, kafka) = d.call::<_, CreateTopicsResponse>(
+        "setup: topics d-del, d-del2 and d-del3",
+        CREATE_TOPICS,
+        &create(
+            vec![
+                topic("d-del", 3, 1, &[]),
+                topic("d-del2", 1, 1, &[]),
+                topic("d-del3", 1, 1, &[]),
+            ],
+            false,
+        ),
+    );
+    let ids = [tarn.topics[1].topic_id, kafka.topics[1].topic_id];
+    let describe =
+        |names: &[&str], limit: i32, cursor: Option<(&str, i32)>| DescribeTopicPartitionsRequest {
+            topics: names
+                .iter()
+                .map(|n| TopicRequest {
+                    name: (*n).to_owned(),
+                })
+                .collect(),
+            response_partition_limit: limit,
+            cursor: NullableCursor(cursor.map(|(topic_name, partition_index)| Cursor {
+                topic_name: topic_name.to_owned(),
+                partition_index,
+            })),
+        };
+    for (what, request) in [
+        ("two topics", describe(&["d-del", "d-del2"], 2000, None)),
+        (
+            "a page of two partitions",
+            describe(&["d-del", "d-del2"], 2, None),
+        ),
+        (
+            "the page after it",
+            describe(&["d-del", "d-del2"], 2, Some(("d-del", 2))),
+        ),
+        (
+            "a cursor on a topic not asked for",
+            describe(&["d-del2"], 2000, Some(("d-del", 0))),
+        ),
+        (
+            "a cursor past the topic's partitions",
+            describe(&["d-del", "d-del2"], 2000, Some(("d-del", 7))),
+        ),
+        (
+            "a topic that does not exist",
+            describe(&["d-none"], 2000, None),
+        ),
+        (
+            "a topic name that is not valid",
+            describe(&["a/b"], 2000, None),
+        ),
+    ] {
+        d.call::<_, DescribeTopicPartitionsResponse>(
+            &format!("DescribeTopicPartitions: {what}"),
+            DESCRIBE_TOPIC_PARTITIONS,
+            &request,
+        );
+    }
+    let log_dirs = |topic: &str, partitions: &[i32]| DescribeLogDirsRequest {
+        topics: Some(vec![DescribableLogDirTopic {
+            topic: topic.into(),
+            partitions: partitions.to_vec(),
+        }]),
+    };
+    for (what, request) in [
+        ("a topic's partitions", log_dirs("d-del", &[0, 1, 2])),
+        ("a partition that does not exist", log_dirs("d-del", &[5])),
+        ("a topic that does not exist", log_dirs("d-none", &[0])),
+    ] {
+        d.call::<_, DescribeLogDirsResponse>(
+            &format!("DescribeLogDirs: {what}"),
+            DESCRIBE_LOG_DIRS,
+            &request,
+        );
+    }
+    let by_name = |names: &[&str]| DeleteTopicsRequest {
+        topics: names
+            .iter()
+            .map(|n| DeleteTopicState {
+                name: Some((*n).to_owned()),
+                topic_id: Uuid::default(),
+            })
+            .collect(),
+        timeout_ms: 30_000,
+        ..Default::default()
+    };
+    for (what, request) in [
+        ("a topic that does not exist", by_name(&["d-none"])),
+        ("a topic name that is not valid", by_name(&["a/b"])),
+        ("the same topic twice", by_name(&["d-del", "d-del"])),
+        (
+            "a name twice beside a good one",
+            by_name(&["d-none", "d-del3", "d-none"]),
+        ),
+        (
+            "neither a name nor an id",
+            DeleteTopicsRequest {
+                topics: vec![DeleteTopicState {
+                    name: None,
+                    topic_id: Uuid::default(),
+                }],
+                timeout_ms: 30_000,
+                ..Default::default()
+            },
+        ),
+        (
+            "both a name and an id",
+            DeleteTopicsRequest {
+                topics: vec![DeleteTopicState {
+                    name: Some("d-del".into()),
+                    topic_id: Uuid([7; 16]),
+                }],
+                timeout_ms: 30_000,
+                ..Default::default()
+            },
+        ),
+        ("an internal topic", by_name(&["__consumer_offsets"])),
+        (
+            "an id that no topic has",
+            DeleteTopicsRequest {
+                topics: vec![DeleteTopicState {
+                    name: None,
+                    topic_id: Uuid([7; 16]),
+                }],
+                timeout_ms: 30_000,
+                ..Default::default()
+            },
+        ),
+        ("a topic", by_name(&["d-del"])),
+    ] {
+        d.call::<_, DeleteTopicsResponse>(
+            &format!("DeleteTopics: {what}"),
+            DELETE_TOPICS,
+            &request,
+        );
+    }
+    d.call_each::<_, DeleteTopicsResponse>("DeleteTopics: a topic by id", DELETE_TOPICS, |b| {
+        DeleteTopicsRequest {
+            topics: vec![DeleteTopicState {
+                name: None,
+                topic_id: ids[b],
+            }],
+            timeout_ms: 30_000,
+            ..Default::default()
+        }
+    });
+    d.call::<_, MetadataResponse>(
+        "Metadata: deleted topics",
+        METADATA,
+        &metadata_request(&["d-del", "d-del2"], false),
+    );
+    d.call::<_, DeleteTopicsResponse>(
+        "DeleteTopics: a topic deleted before",
+        DELETE_TOPICS,
+        &by_name(&["d-del"]),
+    );
+    d.call::<_, CreateTopicsResponse>(
+        "CreateTopics: a deleted topic's name again",
+        CREATE_TOPICS,
+        &create(vec![topic("d-del", 1, 1, &[])], false),
     );
 }
 
@@ -1286,6 +1458,7 @@ fn tarn_answers_as_apache_kafka_does() {
         };
         create_topics(&mut d);
         metadata(&mut d);
+        topic_admin(&mut d);
         describe_configs(&mut d);
         alter_configs(&mut d);
         produce_list_offsets_and_fetch(&mut d);

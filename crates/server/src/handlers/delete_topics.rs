@@ -1,5 +1,6 @@
 //! DeleteTopics: by name (all versions) or by topic id (v6+). The topic
 //! leaves the metadata at once, so it can be re-created at once.
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use tarn_protocol::error;
@@ -9,6 +10,7 @@ use tarn_protocol::messages::delete_topics::{
 use tarn_protocol::Uuid;
 
 use tarn_metadata::topics::delete_topic_records;
+use tarn_metadata::MetadataImage;
 
 use super::{ApiSpec, RequestContext};
 use crate::broker::Broker;
@@ -40,14 +42,101 @@ pub async fn handle(
             .map(|n| (Some(n), Uuid::ZERO))
             .collect()
     };
-    let mut responses = Vec::with_capacity(wanted.len());
-    for (name, topic_id) in wanted {
-        responses.push(delete_one(broker, name, topic_id).await);
+    let (names, ids, mut responses) = checked(&broker.metadata.image(), wanted);
+    for name in names {
+        responses.push(delete_one(broker, Some(name), Uuid::ZERO).await);
+    }
+    for id in ids {
+        responses.push(delete_one(broker, None, id).await);
     }
     DeleteTopicsResponse {
         throttle_time_ms: 0,
         responses,
     }
+}
+
+fn refused(name: Option<String>, topic_id: Uuid, message: &str) -> DeletableTopicResult {
+    DeletableTopicResult {
+        name,
+        topic_id,
+        error_code: error::INVALID_REQUEST,
+        error_message: Some(message.to_owned()),
+    }
+}
+
+/// Kafka's checks of a DeleteTopics request before anything is deleted:
+/// an entry with both a name and an id, or neither, is refused; a name or
+/// an id given twice is refused once and deletes nothing; so is a name
+/// whose topic's id is also given. Returns the names and the ids to
+/// delete (each in the order first given) and the refusals.
+fn checked(
+    image: &MetadataImage,
+    wanted: Vec<(Option<String>, Uuid)>,
+) -> (Vec<String>, Vec<Uuid>, Vec<DeletableTopicResult>) {
+    let mut refusals = Vec::new();
+    let (mut names, mut ids) = (Vec::new(), Vec::new());
+    for (name, id) in wanted {
+        match (name, id == Uuid::ZERO) {
+            (None, true) => refusals.push(refused(
+                None,
+                id,
+                "Neither topic name nor id were specified.",
+            )),
+            (None, false) => ids.push(id),
+            (Some(name), true) => names.push(name),
+            (Some(name), false) => refusals.push(refused(
+                Some(name),
+                id,
+                "You may not specify both topic name and topic id.",
+            )),
+        }
+    }
+    let twice = |all: &[String]| -> BTreeSet<String> {
+        let mut seen = BTreeSet::new();
+        all.iter().filter(|n| !seen.insert(*n)).cloned().collect()
+    };
+    let duplicate_names = twice(&names);
+    let mut seen_ids = BTreeSet::new();
+    let duplicate_ids: BTreeSet<Uuid> = ids
+        .iter()
+        .filter(|id| !seen_ids.insert(**id))
+        .copied()
+        .collect();
+    for name in &duplicate_names {
+        refusals.push(refused(
+            Some(name.clone()),
+            Uuid::ZERO,
+            "Duplicate topic name.",
+        ));
+    }
+    for id in &duplicate_ids {
+        refusals.push(refused(None, *id, "Duplicate topic id."));
+    }
+    let mut kept_names = Vec::new();
+    let mut dropped_ids = duplicate_ids.clone();
+    for name in names {
+        if duplicate_names.contains(&name) || kept_names.contains(&name) {
+            continue;
+        }
+        match image.topic(&name).map(|t| t.topic_id) {
+            Some(id) if seen_ids.contains(&id) => {
+                dropped_ids.insert(id);
+                refusals.push(refused(
+                    Some(name),
+                    id,
+                    "The provided topic name maps to an ID that was already supplied.",
+                ));
+            }
+            _ => kept_names.push(name),
+        }
+    }
+    let mut kept_ids = Vec::new();
+    for id in ids {
+        if !dropped_ids.contains(&id) && !kept_ids.contains(&id) {
+            kept_ids.push(id);
+        }
+    }
+    (kept_names, kept_ids, refusals)
 }
 
 async fn delete_one(broker: &Broker, name: Option<String>, topic_id: Uuid) -> DeletableTopicResult {
@@ -105,4 +194,56 @@ async fn delete_one(broker: &Broker, name: Option<String>, topic_id: Uuid) -> De
         }
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tarn_metadata::MetadataRecord;
+
+    fn codes(refusals: &[DeletableTopicResult]) -> Vec<(Option<&str>, Uuid, i16)> {
+        let mut out: Vec<_> = refusals
+            .iter()
+            .map(|r| (r.name.as_deref(), r.topic_id, r.error_code))
+            .collect();
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn requests_are_checked_as_kafka_checks_them() {
+        let mut image = MetadataImage::default();
+        image.apply(&MetadataRecord::Topic {
+            name: "t".into(),
+            topic_id: [5; 16],
+        });
+        let (t_id, other) = (Uuid([5; 16]), Uuid([9; 16]));
+        let bad = error::INVALID_REQUEST;
+        let wanted = vec![
+            (Some("a".to_owned()), Uuid::ZERO),
+            (Some("b".to_owned()), Uuid::ZERO),
+            (Some("a".to_owned()), Uuid::ZERO),
+            (Some("a".to_owned()), Uuid::ZERO),
+            (None, Uuid::ZERO),
+            (Some("c".to_owned()), other),
+            (None, Uuid([3; 16])),
+            (None, Uuid([3; 16])),
+            (None, other),
+            (Some("t".to_owned()), Uuid::ZERO),
+            (None, t_id),
+        ];
+        let (names, ids, refusals) = checked(&image, wanted);
+        assert_eq!(names, vec!["b".to_owned()]);
+        assert_eq!(ids, vec![other]);
+        assert_eq!(
+            codes(&refusals),
+            vec![
+                (None, Uuid::ZERO, bad),
+                (None, Uuid([3; 16]), bad),
+                (Some("a"), Uuid::ZERO, bad),
+                (Some("c"), other, bad),
+                (Some("t"), t_id, bad),
+            ]
+        );
+    }
 }

@@ -138,7 +138,10 @@ fn unknown_topic(name: &str) -> DescribeTopicPartitionsResponseTopic {
         name: Some(name.to_owned()),
         topic_id: Uuid::ZERO,
         is_internal: name.starts_with("__"),
-        ..Default::default()
+        partitions: Vec::new(),
+        // Kafka names what the caller may do even with a topic it cannot
+        // describe.
+        topic_authorized_operations: TOPIC_AUTHORIZED_OPERATIONS,
     }
 }
 
