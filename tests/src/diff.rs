@@ -57,6 +57,10 @@ pub const MASKED: &[(&str, &str)] = &[
         "error_message",
         "wording is free; the error code is compared",
     ),
+    (
+        "batch_index_error_message",
+        "wording is free; the record's index and the error code are compared",
+    ),
     ("host", "each broker listens on its own address"),
     ("port", "each broker listens on its own address"),
     ("member_id", "member ids are generated"),

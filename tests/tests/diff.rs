@@ -864,6 +864,125 @@ fn metadata(d: &mut Diff) {
 }
 
 /// `request` naming its topics by `id` instead (Produce v13+).
+/// What Produce refuses, record by record and request by request, on
+/// topics with configs that make records invalid.
+fn produce_errors(d: &mut Diff) {
+    d.call::<_, CreateTopicsResponse>(
+        "setup: topics d-perr, d-compact and d-small",
+        CREATE_TOPICS,
+        &create(
+            vec![
+                topic("d-perr", 1, 1, &[]),
+                topic("d-compact", 1, 1, &[("cleanup.policy", "compact")]),
+                topic("d-small", 1, 1, &[("max.message.bytes", "200")]),
+            ],
+            false,
+        ),
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_millis() as i64;
+    let keyed = |key: Option<&[u8]>| {
+        Bytes::from(
+            RecordBatchBuilder::new()
+                .record(1_000, Some(b"k"), Some(b"v"))
+                .record(1_001, key, Some(b"v"))
+                .build(),
+        )
+    };
+    let corrupt = {
+        let mut bytes = batch(2, 1_000).to_vec();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 0xff;
+        Bytes::from(bytes)
+    };
+    let two_batches = {
+        let mut bytes = batch(2, 1_000).to_vec();
+        bytes.extend_from_slice(&batch(3, 2_000));
+        Bytes::from(bytes)
+    };
+    let transactional = Bytes::from(
+        RecordBatchBuilder::new()
+            .transactional(true)
+            .record(1_000, Some(b"k"), Some(b"v"))
+            .build(),
+    );
+    let with_acks = |acks: i16| ProduceRequest {
+        acks,
+        ..produce_request("d-perr", 0, batch(1, 1_000))
+    };
+    let twice = {
+        let mut request = produce_request("d-perr", 0, batch(1, 1_000));
+        let again = request.topic_data[0].partition_data[0].clone();
+        request.topic_data[0].partition_data.push(again);
+        request
+    };
+    for (what, request) in [
+        ("acks=1", with_acks(1)),
+        ("acks=2", with_acks(2)),
+        ("acks=-2", with_acks(-2)),
+        (
+            "a null key on a compacted topic",
+            produce_request("d-compact", 0, keyed(None)),
+        ),
+        (
+            "keys on a compacted topic",
+            produce_request("d-compact", 0, keyed(Some(b"k2"))),
+        ),
+        (
+            "a batch over max.message.bytes",
+            produce_request("d-small", 0, batch(20, 1_000)),
+        ),
+        (
+            "a batch whose CRC fails",
+            produce_request("d-perr", 0, corrupt),
+        ),
+        (
+            "two batches in one partition",
+            produce_request("d-perr", 0, two_batches),
+        ),
+        (
+            "a record two hours ahead of the broker's clock",
+            produce_request("d-perr", 0, batch(1, now + 2 * 3_600_000)),
+        ),
+        (
+            "a transactional batch without a producer id",
+            produce_request("d-perr", 0, transactional),
+        ),
+        ("no bytes", produce_request("d-perr", 0, Bytes::new())),
+        (
+            "bytes that are no batch",
+            produce_request("d-perr", 0, Bytes::from_static(&[1, 2, 3, 4, 5])),
+        ),
+        ("a partition twice", twice),
+        (
+            "an internal topic not made yet",
+            produce_request("__consumer_offsets", 0, batch(1, 1_000)),
+        ),
+    ] {
+        d.call::<_, ProduceResponse>(&format!("Produce: {what}"), PRODUCE, &request);
+    }
+    let zstd = Bytes::from(
+        RecordBatchBuilder::new()
+            .compression(tarn_protocol::record_batch::Compression::Zstd)
+            .record(1_000, Some(b"k"), Some(b"v"))
+            .build(),
+    );
+    for (what, version) in [("v6", 6), ("v7", 7)] {
+        d.call::<_, ProduceResponse>(
+            &format!("Produce {what}: a zstd batch"),
+            (PRODUCE.0, version, PRODUCE.2),
+            &produce_request("d-perr", 0, zstd.clone()),
+        );
+    }
+    d.call::<_, ListOffsetsResponse>(
+        "ListOffsets: d-perr's end after the errors",
+        LIST_OFFSETS,
+        &list_offsets_request("d-perr", 0, -1),
+    );
+}
+
 fn by_topic_id(mut request: ProduceRequest, id: Uuid) -> ProduceRequest {
     for topic in &mut request.topic_data {
         topic.name.clear();
@@ -1257,6 +1376,11 @@ fn group_admin(d: &mut Diff, ids: &[String; 2]) {
         groups: groups.iter().map(|g| (*g).to_owned()).collect(),
         include_authorized_operations: false,
     };
+    d.call::<_, ProduceResponse>(
+        "Produce: an internal topic",
+        PRODUCE,
+        &produce_request("__consumer_offsets", 0, batch(1, 1_000)),
+    );
     let all = ["d-g", "d-simple", "d-nogroup"];
     for (what, version) in [("v5", 5), ("v6", 6)] {
         d.call::<_, DescribeGroupsResponse>(
@@ -1459,6 +1583,7 @@ fn tarn_answers_as_apache_kafka_does() {
         create_topics(&mut d);
         metadata(&mut d);
         topic_admin(&mut d);
+        produce_errors(&mut d);
         describe_configs(&mut d);
         alter_configs(&mut d);
         produce_list_offsets_and_fetch(&mut d);

@@ -46,6 +46,8 @@ pub const FENCED_LEADER_EPOCH: ErrorCode = 74;
 /// A broker heartbeat or request named a registration that is not current.
 pub const STALE_BROKER_EPOCH: ErrorCode = 77;
 pub const UNKNOWN_LEADER_EPOCH: ErrorCode = 75;
+/// A zstd batch in a request or response version that predates zstd.
+pub const UNSUPPORTED_COMPRESSION_TYPE: ErrorCode = 76;
 /// ElectLeaders: the preferred replica cannot lead (outside the ISR or
 /// fenced).
 pub const PREFERRED_LEADER_NOT_AVAILABLE: ErrorCode = 80;

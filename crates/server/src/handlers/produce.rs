@@ -33,15 +33,16 @@
 //! from v8 on the indexes of the refused records (`record_errors`) when
 //! the log validator refused individual records; every refusal is logged
 //! through the broker's rate-limited refusal log.
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tarn_protocol::error;
 use tarn_protocol::messages::produce::{
     BatchIndexAndErrorMessage, NodeEndpoint, PartitionProduceData, PartitionProduceResponse,
-    ProduceRequest, ProduceResponse, TopicProduceResponse,
+    ProduceRequest, ProduceResponse, TopicProduceData, TopicProduceResponse,
 };
-use tarn_protocol::record_batch::parse_header;
+use tarn_protocol::record_batch::{parse_header, Compression};
 use tarn_protocol::Uuid;
 
 use tarn_replication::durability::AppendCompletion;
@@ -65,6 +66,8 @@ const FIRST_BATCH_VERSION: i16 = 3;
 const FIRST_LEADER_HINT_VERSION: i16 = 10;
 /// The first version that names topics by id (KIP-516).
 const FIRST_TOPIC_ID_VERSION: i16 = 13;
+/// The first version that may carry zstd batches (KIP-110).
+const FIRST_ZSTD_VERSION: i16 = 7;
 
 fn partition_error(index: i32, e: PartitionError) -> PartitionProduceResponse {
     PartitionProduceResponse {
@@ -108,15 +111,71 @@ fn failed_log_start_offset(broker: &Broker, topic: &str, index: i32, code: i16) 
         .map_or(-1, |o| o.log_start_offset)
 }
 
-/// Kafka's `ProduceRequest.validateRecords` for v3+: a partition's records
-/// are exactly one batch. And a transactional batch needs a transactional
-/// id, which Tarn refuses until it supports transactions.
-fn check_single_batch(version: i16, records: &[u8]) -> Result<(), PartitionError> {
-    // A batch that does not parse is left to the log, which names the fault.
-    let Ok(header) = parse_header(records) else {
-        return Ok(());
+/// Kafka's framing of a produce request's records (its batch iterator):
+/// the length of the batch at the start of `rest`, or `None` where the
+/// iterator ends (fewer bytes than a batch's header or than its length
+/// says); a length below the smallest record or an unknown magic is
+/// CORRUPT_MESSAGE.
+fn next_batch_len(rest: &[u8]) -> Result<Option<usize>, PartitionError> {
+    const LOG_OVERHEAD: usize = 12;
+    const HEADER_UP_TO_MAGIC: usize = 17;
+    const SMALLEST_RECORD: i32 = 14;
+    if rest.len() < LOG_OVERHEAD {
+        return Ok(None);
+    }
+    let size = i32::from_be_bytes([rest[8], rest[9], rest[10], rest[11]]);
+    if size < SMALLEST_RECORD {
+        return Err(PartitionError::new(
+            error::CORRUPT_MESSAGE,
+            format!(
+                "record size {size} is less than the minimum record overhead ({SMALLEST_RECORD})"
+            ),
+        ));
+    }
+    if rest.len() < HEADER_UP_TO_MAGIC {
+        return Ok(None);
+    }
+    let magic = rest[HEADER_UP_TO_MAGIC - 1] as i8;
+    if !(0..=2).contains(&magic) {
+        return Err(PartitionError::new(
+            error::CORRUPT_MESSAGE,
+            format!("invalid magic found in record: {magic}"),
+        ));
+    }
+    let len = size as usize + LOG_OVERHEAD;
+    Ok((rest.len() >= len).then_some(len))
+}
+
+/// Kafka's `ProduceRequest.validateRecords` for v3+, checked before the
+/// log sees anything: exactly one whole v2 batch per partition (bytes
+/// that hold none, or a batch cut short, are INVALID_RECORD), and no
+/// zstd before v7, whose clients cannot read it back.
+fn validate_records(version: i16, records: &[u8]) -> Result<(), PartitionError> {
+    let Some(first) = next_batch_len(records)? else {
+        return Err(PartitionError::new(
+            error::INVALID_RECORD,
+            format!(
+                "Produce v{version} must carry one record batch per partition; this one holds none"
+            ),
+        ));
     };
-    if header.total_size() < records.len() {
+    if records[16] != 2 {
+        return Err(PartitionError::new(
+            error::INVALID_RECORD,
+            format!("Produce v{version} carries only record batches of magic 2"),
+        ));
+    }
+    if version < FIRST_ZSTD_VERSION {
+        if let Ok(header) = parse_header(records) {
+            if header.compression() == Compression::Zstd {
+                return Err(PartitionError::new(
+                    error::UNSUPPORTED_COMPRESSION_TYPE,
+                    format!("Produce v{version} may not carry zstd batches; zstd needs v{FIRST_ZSTD_VERSION}"),
+                ));
+            }
+        }
+    }
+    if next_batch_len(&records[first..])?.is_some() {
         return Err(PartitionError::new(
             error::INVALID_RECORD,
             format!(
@@ -125,10 +184,88 @@ fn check_single_batch(version: i16, records: &[u8]) -> Result<(), PartitionError
             ),
         ));
     }
-    if header.is_transactional() {
+    Ok(())
+}
+
+/// Whether any partition's first batch is transactional (Kafka's
+/// `hasTransactionalRecords`): such a request needs a transactional id,
+/// which Tarn refuses until it supports transactions.
+fn has_transactional_records(request: &ProduceRequest) -> bool {
+    request.topic_data.iter().any(|topic| {
+        topic.partition_data.iter().any(|p| {
+            p.records
+                .as_deref()
+                .and_then(|r| parse_header(r).ok())
+                .is_some_and(|h| h.is_transactional())
+        })
+    })
+}
+
+/// Kafka keys a request's partitions by topic and index: a partition
+/// given twice is appended and answered once, with the records given
+/// last. A topic left with no partitions by that goes too.
+fn last_of_each(topic_data: Vec<TopicProduceData>, by_id: bool) -> Vec<TopicProduceData> {
+    let mut seen = BTreeSet::new();
+    let mut kept: Vec<TopicProduceData> = topic_data
+        .into_iter()
+        .rev()
+        .filter_map(|mut topic| {
+            let key = if by_id {
+                topic.topic_id.to_string()
+            } else {
+                topic.name.clone()
+            };
+            let given = topic.partition_data.len();
+            topic.partition_data = topic
+                .partition_data
+                .into_iter()
+                .rev()
+                .filter(|p| seen.insert((key.clone(), p.index)))
+                .collect();
+            topic.partition_data.reverse();
+            (given == 0 || !topic.partition_data.is_empty()).then_some(topic)
+        })
+        .collect();
+    kept.reverse();
+    kept
+}
+
+/// The checks Kafka makes of a partition before its log is involved, in
+/// its order; a refusal here reports no log start offset. The partition
+/// exists, its records pass [`validate_records`], acks is -1, 0 or 1, and
+/// the topic is not internal.
+fn precheck(
+    broker: &Broker,
+    version: i16,
+    acks: i16,
+    topic: &str,
+    data: &PartitionProduceData,
+) -> Result<(), PartitionError> {
+    let exists = broker
+        .metadata
+        .image()
+        .topic(topic)
+        .is_some_and(|t| t.partitions.iter().any(|p| p.partition_id == data.index));
+    if !exists {
         return Err(PartitionError::new(
-            error::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-            "a transactional batch needs a transactional id; transactions are not supported yet",
+            error::UNKNOWN_TOPIC_OR_PARTITION,
+            "This server does not host this topic-partition.",
+        ));
+    }
+    let records = data.records.as_deref().ok_or_else(|| {
+        PartitionError::new(error::CORRUPT_MESSAGE, "produce request has no records")
+    })?;
+    validate_records(version, records)?;
+    if !matches!(acks, -1..=1) {
+        return Err(PartitionError::new(
+            error::INVALID_REQUIRED_ACKS,
+            format!("acks={acks} is invalid; use -1, 0 or 1"),
+        ));
+    }
+    if topic.starts_with("__") {
+        return Err(PartitionError::new(
+            error::INVALID_TOPIC_EXCEPTION,
+            format!("cannot produce to internal topic {topic}"),
         ));
     }
     Ok(())
@@ -148,12 +285,7 @@ pub async fn handle(
                 ctx.version.version
             ),
         ))
-    } else if !matches!(request.acks, -1..=1) {
-        Some(PartitionError::new(
-            error::INVALID_REQUIRED_ACKS,
-            format!("acks={} is invalid; use -1, 0 or 1", request.acks),
-        ))
-    } else if request.transactional_id.is_some() {
+    } else if request.transactional_id.is_some() || has_transactional_records(&request) {
         Some(PartitionError::new(
             error::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
             "transactions are not supported yet",
@@ -172,7 +304,7 @@ pub async fn handle(
     // (topic index, partition index, completion) of appends still waiting.
     let mut flushes = Vec::new();
     let by_id = ctx.version.version >= FIRST_TOPIC_ID_VERSION;
-    for topic in request.topic_data {
+    for topic in last_of_each(request.topic_data, by_id) {
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
         let mut produced = RecordTotals::default();
         // From v13 the name comes from the id; an id this broker does not
@@ -199,14 +331,14 @@ pub async fn handle(
                 Some(e) => partition_error(index, e.clone()),
                 None => {
                     let acks = request.acks;
-                    match append(
-                        broker,
-                        ctx.version.version,
-                        acks,
-                        timeout,
-                        (&name, expected_id),
-                        data,
-                    ) {
+                    let version = ctx.version.version;
+                    let outcome = precheck(broker, version, acks, &name, &data)
+                        .map_err(|e| (e, false))
+                        .and_then(|()| {
+                            append(broker, acks, timeout, (&name, expected_id), data)
+                                .map_err(|e| (e, true))
+                        });
+                    match outcome {
                         Ok((r, completion, replication)) => {
                             appended = true;
                             produced.add(sent);
@@ -218,7 +350,7 @@ pub async fn handle(
                             ));
                             r
                         }
-                        Err(e) => {
+                        Err((e, from_the_log)) => {
                             broker.refusals.produce_refused(
                                 ctx.peer,
                                 ctx.client_id(),
@@ -226,8 +358,11 @@ pub async fn handle(
                                 e.code,
                                 &e.message,
                             );
-                            let log_start_offset =
-                                failed_log_start_offset(broker, &name, index, e.code);
+                            let log_start_offset = if from_the_log {
+                                failed_log_start_offset(broker, &name, index, e.code)
+                            } else {
+                                -1
+                            };
                             PartitionProduceResponse {
                                 log_start_offset,
                                 ..partition_error(index, e)
@@ -302,7 +437,6 @@ fn leader_hints(broker: &Broker, responses: &mut [TopicProduceResponse]) -> Vec<
 /// for after durability, at most `timeout`).
 fn append(
     broker: &Broker,
-    version: i16,
     acks: i16,
     timeout: Duration,
     (topic, expected_id): (&str, Option<Uuid>),
@@ -315,12 +449,6 @@ fn append(
     ),
     PartitionError,
 > {
-    if topic.starts_with("__") {
-        return Err(PartitionError::new(
-            error::INVALID_TOPIC_EXCEPTION,
-            format!("cannot produce to internal topic {topic}"),
-        ));
-    }
     let partition = broker.leader_partition(topic, data.index)?;
     if let Some(id) = expected_id.filter(|id| *id != partition.topic_id) {
         return Err(PartitionError::new(
@@ -334,7 +462,6 @@ fn append(
     let records = data.records.ok_or_else(|| {
         PartitionError::new(error::CORRUPT_MESSAGE, "produce request has no records")
     })?;
-    check_single_batch(version, &records)?;
     if acks == -1 {
         partition.check_enough_replicas()?;
     }
@@ -360,6 +487,7 @@ fn append(
 
 #[cfg(test)]
 mod tests {
+    use bytes::Bytes;
     use tarn_protocol::record_batch::RecordBatchBuilder;
     use tarn_storage::RecordError;
 
@@ -372,26 +500,108 @@ mod tests {
     }
 
     #[test]
-    fn a_partition_carries_exactly_one_batch() {
-        assert!(check_single_batch(9, &one_batch()).is_ok());
+    fn a_partition_carries_exactly_one_whole_batch() {
+        assert!(validate_records(9, &one_batch()).is_ok());
+        let code = |version, bytes: &[u8]| validate_records(version, bytes).map_err(|e| e.code);
         let two = [one_batch(), one_batch()].concat();
-        let e = check_single_batch(7, &two).unwrap_err();
-        assert_eq!(e.code, error::INVALID_RECORD);
-        // Bytes that are not a batch are the log's to name.
-        assert!(check_single_batch(9, b"garbage").is_ok());
+        assert_eq!(code(7, &two), Err(error::INVALID_RECORD));
+        // Kafka's iterator ends at bytes too few for a batch: none found.
+        assert_eq!(code(9, b"garbage"), Err(error::INVALID_RECORD));
+        assert_eq!(code(9, b""), Err(error::INVALID_RECORD));
         let partial = one_batch();
-        assert!(check_single_batch(9, &partial[..partial.len() - 1]).is_ok());
+        assert_eq!(
+            code(9, &partial[..partial.len() - 1]),
+            Err(error::INVALID_RECORD)
+        );
+        // A batch followed by fewer bytes than a header: one batch.
+        let trailing = [one_batch(), vec![0; 5]].concat();
+        assert!(validate_records(9, &trailing).is_ok());
+        // A length below the smallest record, or an unknown magic.
+        let mut short = one_batch();
+        short[8..12].copy_from_slice(&3i32.to_be_bytes());
+        assert_eq!(code(9, &short), Err(error::CORRUPT_MESSAGE));
+        let mut magic = one_batch();
+        magic[16] = 7;
+        assert_eq!(code(9, &magic), Err(error::CORRUPT_MESSAGE));
+        let mut old = one_batch();
+        old[16] = 1;
+        assert_eq!(code(9, &old), Err(error::INVALID_RECORD));
+        let zstd = RecordBatchBuilder::new()
+            .compression(Compression::Zstd)
+            .record(1, Some(b"k"), None)
+            .build();
+        assert_eq!(code(6, &zstd), Err(error::UNSUPPORTED_COMPRESSION_TYPE));
+        assert!(validate_records(7, &zstd).is_ok());
     }
 
     #[test]
-    fn transactional_batches_need_a_transactional_id() {
-        let batch = RecordBatchBuilder::new()
-            .producer(1, 0, 0)
-            .transactional(true)
-            .record(1, Some(b"k"), None)
-            .build();
-        let e = check_single_batch(9, &batch).unwrap_err();
-        assert_eq!(e.code, error::TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
+    fn transactional_batches_are_found_in_any_partition() {
+        let batch = |transactional| {
+            Bytes::from(
+                RecordBatchBuilder::new()
+                    .producer(1, 0, 0)
+                    .transactional(transactional)
+                    .record(1, Some(b"k"), None)
+                    .build(),
+            )
+        };
+        let partition = |index, records| PartitionProduceData {
+            index,
+            records: Some(records),
+        };
+        let mut request = ProduceRequest {
+            topic_data: vec![TopicProduceData {
+                name: "t".into(),
+                partition_data: vec![partition(0, batch(false)), partition(1, batch(false))],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        assert!(!has_transactional_records(&request));
+        request.topic_data[0].partition_data[1] = partition(1, batch(true));
+        assert!(has_transactional_records(&request));
+    }
+
+    #[test]
+    fn a_partition_given_twice_is_appended_once_with_its_last_records() {
+        let partition = |index, byte: u8| PartitionProduceData {
+            index,
+            records: Some(Bytes::from(vec![byte])),
+        };
+        let topic = |name: &str, partitions| TopicProduceData {
+            name: name.into(),
+            partition_data: partitions,
+            ..Default::default()
+        };
+        let kept = last_of_each(
+            vec![
+                topic("a", vec![partition(0, 1), partition(1, 2), partition(0, 3)]),
+                topic("b", vec![partition(0, 4)]),
+                topic("a", vec![partition(1, 5)]),
+                topic("c", vec![]),
+            ],
+            false,
+        );
+        let shape: Vec<(String, Vec<(i32, u8)>)> = kept
+            .iter()
+            .map(|t| {
+                let parts = t
+                    .partition_data
+                    .iter()
+                    .map(|p| (p.index, p.records.as_ref().unwrap()[0]))
+                    .collect();
+                (t.name.clone(), parts)
+            })
+            .collect();
+        assert_eq!(
+            shape,
+            vec![
+                ("a".to_owned(), vec![(0, 3)]),
+                ("b".to_owned(), vec![(0, 4)]),
+                ("a".to_owned(), vec![(1, 5)]),
+                ("c".to_owned(), vec![]),
+            ]
+        );
     }
 
     #[test]
