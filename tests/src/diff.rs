@@ -188,7 +188,6 @@ macro_rules! compared_as_they_are {
 compared_as_they_are!(
     MetadataResponse,
     ProduceResponse,
-    FetchResponse,
     ListOffsetsResponse,
     DeleteRecordsResponse,
     CreatePartitionsResponse,
@@ -210,6 +209,47 @@ compared_as_they_are!(
     OffsetDeleteResponse,
     DescribeTopicPartitionsResponse,
 );
+
+// Each broker compresses in its own way (Kafka's zstd frames carry no
+// content size and end with an empty block, Tarn's the other way round):
+// compressed batches are compared by what they hold, re-encoded without
+// compression (same header fields, new length and CRC).
+impl Normalize for FetchResponse {
+    fn normalize(&mut self) {
+        use tarn_protocol::record_batch::{recompress_batch, BatchIter, Compression};
+        for partition in self
+            .responses
+            .iter_mut()
+            .flat_map(|t| t.partitions.iter_mut())
+        {
+            let Some(records) = partition.records.as_ref() else {
+                continue;
+            };
+            let mut plain = Vec::with_capacity(records.len());
+            let mut compressed = false;
+            let mut batches = BatchIter::new(records);
+            for batch in batches.by_ref() {
+                let Ok((start, header)) = batch else {
+                    break;
+                };
+                let bytes = &records[start..start + header.total_size()];
+                if header.compression() == Compression::None {
+                    plain.extend_from_slice(bytes);
+                } else {
+                    compressed = true;
+                    recompress_batch(bytes, &header, Compression::None, 1 << 24, &mut plain)
+                        .expect("a fetched compressed batch decompresses");
+                }
+            }
+            if compressed {
+                // What is not a whole batch (a partial one at the end) as
+                // it came.
+                plain.extend_from_slice(&records[batches.position()..]);
+                partition.records = Some(Bytes::from(plain));
+            }
+        }
+    }
+}
 
 // Each broker lists groups in an order of its own (Kafka's by the
 // `__consumer_offsets` partition that holds each).

@@ -868,13 +868,14 @@ fn metadata(d: &mut Diff) {
 /// topics with configs that make records invalid.
 fn produce_errors(d: &mut Diff) {
     d.call::<_, CreateTopicsResponse>(
-        "setup: topics d-perr, d-compact and d-small",
+        "setup: topics d-perr, d-compact, d-small and d-zstd",
         CREATE_TOPICS,
         &create(
             vec![
                 topic("d-perr", 1, 1, &[]),
                 topic("d-compact", 1, 1, &[("cleanup.policy", "compact")]),
                 topic("d-small", 1, 1, &[("max.message.bytes", "200")]),
+                topic("d-zstd", 1, 1, &[("compression.type", "zstd")]),
             ],
             false,
         ),
@@ -974,6 +975,18 @@ fn produce_errors(d: &mut Diff) {
             &format!("Produce {what}: a zstd batch"),
             (PRODUCE.0, version, PRODUCE.2),
             &produce_request("d-perr", 0, zstd.clone()),
+        );
+    }
+    d.call::<_, ProduceResponse>(
+        "Produce: to a zstd topic",
+        PRODUCE,
+        &produce_request("d-zstd", 0, batch(2, 1_000)),
+    );
+    for (what, version) in [("v9", 9), ("v10", 10)] {
+        d.call::<_, FetchResponse>(
+            &format!("Fetch {what}: a zstd topic"),
+            (FETCH.0, version, FETCH.2),
+            &fetch_request("d-zstd", 0, 0, 1 << 20, 0),
         );
     }
     d.call::<_, ListOffsetsResponse>(
