@@ -17,7 +17,9 @@ use std::process::Command;
 use bytes::Bytes;
 use tarn_cli::client::Client;
 use tarn_protocol::codec::{Decode, Encode, Uuid};
+use tarn_protocol::messages::acls::*;
 use tarn_protocol::messages::alter_configs::*;
+use tarn_protocol::messages::client_quotas::*;
 use tarn_protocol::messages::create_partitions::*;
 use tarn_protocol::messages::create_topics::*;
 use tarn_protocol::messages::delete_groups::*;
@@ -208,6 +210,9 @@ compared_as_they_are!(
     LeaveGroupResponse,
     OffsetDeleteResponse,
     DescribeTopicPartitionsResponse,
+    DescribeAclsResponse,
+    CreateAclsResponse,
+    DeleteAclsResponse,
 );
 
 // Each broker compresses in its own way (Kafka's zstd frames carry no
@@ -281,6 +286,31 @@ impl Normalize for DeleteTopicsResponse {
         // topics the caller may not see).
         self.responses
             .sort_by(|a, b| (&a.name, a.error_code).cmp(&(&b.name, b.error_code)));
+    }
+}
+
+impl Normalize for AlterClientQuotasResponse {
+    fn normalize(&mut self) {
+        // Kafka echoes an entity from a map, in its own order.
+        for entry in &mut self.entries {
+            entry
+                .entity
+                .sort_by(|a, b| a.entity_type.cmp(&b.entity_type));
+        }
+    }
+}
+
+impl Normalize for DescribeClientQuotasResponse {
+    fn normalize(&mut self) {
+        for entry in self.entries.iter_mut().flatten() {
+            entry
+                .entity
+                .sort_by(|a, b| a.entity_type.cmp(&b.entity_type));
+            entry.values.sort_by(|a, b| a.key.cmp(&b.key));
+        }
+        if let Some(entries) = self.entries.as_mut() {
+            entries.sort_by_key(|e| format!("{:?}", e.entity));
+        }
     }
 }
 
@@ -701,6 +731,11 @@ pub const OFFSET_FETCH: (i16, i16, i16) = (9, 8, 6);
 pub const FIND_COORDINATOR: (i16, i16, i16) = (10, 3, 3);
 pub const DESCRIBE_CONFIGS: (i16, i16, i16) = (32, 4, 4);
 pub const DESCRIBE_GROUPS: (i16, i16, i16) = (15, 5, 5);
+pub const DESCRIBE_CLIENT_QUOTAS: (i16, i16, i16) = (48, 1, 1);
+pub const ALTER_CLIENT_QUOTAS: (i16, i16, i16) = (49, 1, 1);
+pub const DESCRIBE_ACLS: (i16, i16, i16) = (29, 3, 2);
+pub const CREATE_ACLS: (i16, i16, i16) = (30, 3, 2);
+pub const DELETE_ACLS: (i16, i16, i16) = (31, 3, 2);
 pub const DELETE_TOPICS: (i16, i16, i16) = (20, 6, 4);
 pub const DESCRIBE_LOG_DIRS: (i16, i16, i16) = (35, 4, 2);
 pub const DESCRIBE_TOPIC_PARTITIONS: (i16, i16, i16) = (75, 0, 0);

@@ -15,7 +15,9 @@ use tarn_e2e::cluster::free_port;
 use tarn_e2e::diff::*;
 use tarn_e2e::{run_with_timeout, BrokerOptions, TarnBroker};
 use tarn_protocol::codec::Uuid;
+use tarn_protocol::messages::acls::*;
 use tarn_protocol::messages::alter_configs::*;
+use tarn_protocol::messages::client_quotas::*;
 use tarn_protocol::messages::create_partitions::*;
 use tarn_protocol::messages::create_topics::*;
 use tarn_protocol::messages::delete_groups::*;
@@ -148,6 +150,328 @@ fn describe_configs(d: &mut Diff) {
             &describe_configs_request(2, name, keys, synonyms, documentation),
         );
     }
+}
+
+/// Client quotas stored and read back (KIP-546), and the ACL requests
+/// of a broker with no authorizer.
+fn quotas_and_acls(d: &mut Diff) {
+    let entity = |parts: &[(&str, Option<&str>)]| -> Vec<EntityData> {
+        parts
+            .iter()
+            .map(|(entity_type, entity_name)| EntityData {
+                entity_type: (*entity_type).into(),
+                entity_name: entity_name.map(str::to_owned),
+            })
+            .collect()
+    };
+    let set = |parts: &[(&str, Option<&str>)], ops: &[(&str, f64, bool)]| AlterEntryData {
+        entity: entity(parts),
+        ops: ops
+            .iter()
+            .map(|(key, value, remove)| OpData {
+                key: (*key).into(),
+                value: Float64(*value),
+                remove: *remove,
+            })
+            .collect(),
+    };
+    let alter = |entries, validate_only| AlterClientQuotasRequest {
+        entries,
+        validate_only,
+    };
+    for (what, request) in [
+        (
+            "a user's byte rates, validate only",
+            alter(
+                vec![set(
+                    &[("user", Some("alice"))],
+                    &[("producer_byte_rate", 1024.0, false)],
+                )],
+                true,
+            ),
+        ),
+        (
+            "a user's and a client's rates",
+            alter(
+                vec![
+                    set(
+                        &[("user", Some("alice"))],
+                        &[
+                            ("producer_byte_rate", 1024.0, false),
+                            ("consumer_byte_rate", 2048.0, false),
+                        ],
+                    ),
+                    set(
+                        &[("client-id", Some("app"))],
+                        &[("request_percentage", 50.0, false)],
+                    ),
+                ],
+                false,
+            ),
+        ),
+        (
+            "a user's and client's default, and an IP's connection rate",
+            alter(
+                vec![
+                    set(
+                        &[("user", None), ("client-id", Some("app"))],
+                        &[("producer_byte_rate", 4096.0, false)],
+                    ),
+                    set(
+                        &[("ip", Some("10.0.0.1"))],
+                        &[("connection_creation_rate", 10.0, false)],
+                    ),
+                ],
+                false,
+            ),
+        ),
+        (
+            "an unknown key",
+            alter(
+                vec![set(
+                    &[("user", Some("bob"))],
+                    &[("no_such_rate", 1.0, false)],
+                )],
+                false,
+            ),
+        ),
+        (
+            "a key of another entity type",
+            alter(
+                vec![set(
+                    &[("ip", Some("10.0.0.2"))],
+                    &[("producer_byte_rate", 1.0, false)],
+                )],
+                false,
+            ),
+        ),
+        (
+            "a negative rate",
+            alter(
+                vec![set(
+                    &[("user", Some("bob"))],
+                    &[("producer_byte_rate", -5.0, false)],
+                )],
+                false,
+            ),
+        ),
+        (
+            "a byte rate that is no whole number",
+            alter(
+                vec![set(
+                    &[("user", Some("bob"))],
+                    &[("producer_byte_rate", 1.5, false)],
+                )],
+                false,
+            ),
+        ),
+        (
+            "an IP that is no address",
+            alter(
+                vec![set(
+                    &[("ip", Some("not-an-ip"))],
+                    &[("connection_creation_rate", 1.0, false)],
+                )],
+                false,
+            ),
+        ),
+        (
+            "an unknown entity type",
+            alter(
+                vec![set(
+                    &[("group", Some("g"))],
+                    &[("producer_byte_rate", 1.0, false)],
+                )],
+                false,
+            ),
+        ),
+        (
+            "an IP beside a user",
+            alter(
+                vec![set(
+                    &[("user", Some("bob")), ("ip", Some("10.0.0.3"))],
+                    &[("producer_byte_rate", 1.0, false)],
+                )],
+                false,
+            ),
+        ),
+        (
+            "an entity type twice",
+            alter(
+                vec![set(
+                    &[("user", Some("bob")), ("user", Some("carol"))],
+                    &[("producer_byte_rate", 1.0, false)],
+                )],
+                false,
+            ),
+        ),
+        (
+            "a key twice",
+            alter(
+                vec![set(
+                    &[("user", Some("bob"))],
+                    &[
+                        ("producer_byte_rate", 1.0, false),
+                        ("producer_byte_rate", 2.0, false),
+                    ],
+                )],
+                false,
+            ),
+        ),
+        (
+            "no entity",
+            alter(vec![set(&[], &[("producer_byte_rate", 1.0, false)])], false),
+        ),
+        (
+            "remove a rate",
+            alter(
+                vec![set(
+                    &[("user", Some("alice"))],
+                    &[("consumer_byte_rate", 0.0, true)],
+                )],
+                false,
+            ),
+        ),
+    ] {
+        d.call::<_, AlterClientQuotasResponse>(
+            &format!("AlterClientQuotas: {what}"),
+            ALTER_CLIENT_QUOTAS,
+            &request,
+        );
+    }
+    let component = |entity_type: &str, match_type: i8, name: Option<&str>| ComponentData {
+        entity_type: entity_type.into(),
+        match_type,
+        r#match: name.map(str::to_owned),
+    };
+    let describe = |components, strict| DescribeClientQuotasRequest { components, strict };
+    // Kafka's broker learns a committed quota a moment after it answers.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let kafka: DescribeClientQuotasResponse = d
+            .kafka
+            .call(
+                DESCRIBE_CLIENT_QUOTAS.0,
+                DESCRIBE_CLIENT_QUOTAS.1,
+                DESCRIBE_CLIENT_QUOTAS.2,
+                &describe(vec![component("user", 0, Some("alice"))], true),
+            )
+            .expect("DescribeClientQuotas");
+        let values = kafka
+            .entries
+            .iter()
+            .flatten()
+            .map(|e| e.values.len())
+            .sum::<usize>();
+        if values == 1 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "Kafka: alice's quotas: {kafka:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    for (what, request) in [
+        (
+            "a user, exactly",
+            describe(vec![component("user", 0, Some("alice"))], false),
+        ),
+        (
+            "a user, strictly",
+            describe(vec![component("user", 0, Some("alice"))], true),
+        ),
+        (
+            "any client id, strictly",
+            describe(vec![component("client-id", 2, None)], true),
+        ),
+        (
+            "the default user",
+            describe(vec![component("user", 1, None)], false),
+        ),
+        (
+            "the default user, strictly",
+            describe(vec![component("user", 1, None)], true),
+        ),
+        (
+            "an IP",
+            describe(vec![component("ip", 0, Some("10.0.0.1"))], false),
+        ),
+        ("every IP", describe(vec![component("ip", 2, None)], true)),
+        (
+            "an unknown match type",
+            describe(vec![component("user", 7, None)], false),
+        ),
+        (
+            "an exact match with no name",
+            describe(vec![component("user", 0, None)], false),
+        ),
+        (
+            "an entity type twice",
+            describe(
+                vec![component("user", 2, None), component("user", 2, None)],
+                false,
+            ),
+        ),
+        (
+            "an IP beside a user",
+            describe(
+                vec![component("user", 2, None), component("ip", 2, None)],
+                false,
+            ),
+        ),
+    ] {
+        d.call::<_, DescribeClientQuotasResponse>(
+            &format!("DescribeClientQuotas: {what}"),
+            DESCRIBE_CLIENT_QUOTAS,
+            &request,
+        );
+    }
+
+    // No authorizer: every ACL request is refused.
+    d.call::<_, DescribeAclsResponse>(
+        "DescribeAcls: any",
+        DESCRIBE_ACLS,
+        &DescribeAclsRequest {
+            resource_type_filter: 1,
+            resource_name_filter: None,
+            pattern_type_filter: 1,
+            principal_filter: None,
+            host_filter: None,
+            operation: 1,
+            permission_type: 1,
+        },
+    );
+    d.call::<_, CreateAclsResponse>(
+        "CreateAcls: a topic's read",
+        CREATE_ACLS,
+        &CreateAclsRequest {
+            creations: vec![AclCreation {
+                resource_type: 2,
+                resource_name: "d-log".into(),
+                resource_pattern_type: 3,
+                principal: "User:alice".into(),
+                host: "*".into(),
+                operation: 3,
+                permission_type: 3,
+            }],
+        },
+    );
+    d.call::<_, DeleteAclsResponse>(
+        "DeleteAcls: any",
+        DELETE_ACLS,
+        &DeleteAclsRequest {
+            filters: vec![DeleteAclsFilter {
+                resource_type_filter: 1,
+                resource_name_filter: None,
+                pattern_type_filter: 1,
+                principal_filter: None,
+                host_filter: None,
+                operation: 1,
+                permission_type: 1,
+            }],
+        },
+    );
 }
 
 /// One IncrementalAlterConfigs resource: `(key, op, value)` each.
@@ -1599,6 +1923,7 @@ fn tarn_answers_as_apache_kafka_does() {
         produce_errors(&mut d);
         describe_configs(&mut d);
         alter_configs(&mut d);
+        quotas_and_acls(&mut d);
         produce_list_offsets_and_fetch(&mut d);
         delete_records_and_create_partitions(&mut d);
         idempotence(&mut d);
