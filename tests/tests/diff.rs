@@ -29,6 +29,7 @@ use tarn_protocol::messages::describe_groups::*;
 use tarn_protocol::messages::describe_log_dirs::*;
 use tarn_protocol::messages::describe_topic_partitions::*;
 use tarn_protocol::messages::fetch::*;
+use tarn_protocol::messages::find_coordinator::*;
 use tarn_protocol::messages::heartbeat::*;
 use tarn_protocol::messages::incremental_alter_configs::*;
 use tarn_protocol::messages::init_producer_id::*;
@@ -470,6 +471,71 @@ fn quotas_and_acls(d: &mut Diff) {
                 operation: 1,
                 permission_type: 1,
             }],
+        },
+    );
+}
+
+/// ListOffsets' special timestamps, leader epochs and duplicates, and
+/// FindCoordinator's batched and bad keys (after `groups`, so that the
+/// offsets topic exists on both).
+fn offsets_and_coordinators(d: &mut Diff) {
+    let list = |partitions: &[(i32, i64, i32)], isolation_level: i8| ListOffsetsRequest {
+        replica_id: -1,
+        isolation_level,
+        topics: vec![ListOffsetsTopic {
+            name: "d-log".into(),
+            partitions: partitions
+                .iter()
+                .map(
+                    |&(partition_index, timestamp, current_leader_epoch)| ListOffsetsPartition {
+                        partition_index,
+                        timestamp,
+                        current_leader_epoch,
+                        ..Default::default()
+                    },
+                )
+                .collect(),
+        }],
+        ..Default::default()
+    };
+    for (what, version, request) in [
+        ("earliest local (-4)", 9, list(&[(0, -4, -1)], 0)),
+        ("latest tiered (-5)", 9, list(&[(0, -5, -1)], 0)),
+        ("an unknown negative timestamp", 9, list(&[(0, -9, -1)], 0)),
+        ("latest, read_committed", 7, list(&[(0, -1, -1)], 1)),
+        ("the current leader epoch", 7, list(&[(0, -1, 0)], 0)),
+        ("a later leader epoch", 7, list(&[(0, -1, 5)], 0)),
+        ("a partition twice", 7, list(&[(0, -1, -1), (0, -2, -1)], 0)),
+    ] {
+        d.call::<_, ListOffsetsResponse>(
+            &format!("ListOffsets v{version}: {what}"),
+            (LIST_OFFSETS.0, version, LIST_OFFSETS.2),
+            &request,
+        );
+    }
+    let batched = |keys: &[&str], key_type: i8| FindCoordinatorRequest {
+        key_type,
+        coordinator_keys: keys.iter().map(|k| (*k).to_owned()).collect(),
+        ..Default::default()
+    };
+    for (what, request) in [
+        ("two groups at once", batched(&["d-g", "d-simple"], 0)),
+        ("an empty group id", batched(&[""], 0)),
+        ("an unknown key type", batched(&["d-g"], 9)),
+    ] {
+        d.call::<_, FindCoordinatorResponse>(
+            &format!("FindCoordinator v4: {what}"),
+            (FIND_COORDINATOR.0, 4, FIND_COORDINATOR.2),
+            &request,
+        );
+    }
+    d.call::<_, FindCoordinatorResponse>(
+        "FindCoordinator v3: an empty group id",
+        FIND_COORDINATOR,
+        &FindCoordinatorRequest {
+            key: String::new(),
+            key_type: 0,
+            ..Default::default()
         },
     );
 }
@@ -1929,6 +1995,7 @@ fn tarn_answers_as_apache_kafka_does() {
         idempotence(&mut d);
         let ids = groups(&mut d);
         group_admin(&mut d, &ids);
+        offsets_and_coordinators(&mut d);
         // A quorum of one with a CONTROLLER listener, as Kafka's node is.
         let (port, controller) = (free_port(), free_port());
         let quorum_of_one = BrokerOptions {

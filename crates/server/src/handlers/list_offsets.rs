@@ -4,6 +4,7 @@
 //! (v8) is the earliest offset, latest-tiered (v9) and earliest-pending-
 //! upload (v11) are "no offset" (-1 with epoch -1). v10's timeout only
 //! bounds reads from remote storage, so it has nothing to bound here.
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use tarn_protocol::error;
@@ -33,27 +34,56 @@ pub async fn handle(
     request: ListOffsetsRequest,
 ) -> ListOffsetsResponse {
     let from_replica = request.replica_id >= 0;
+    // A partition asked for twice is answered once, INVALID_REQUEST, as
+    // Kafka answers it.
+    let mut seen = BTreeSet::new();
+    let twice: BTreeSet<(String, i32)> = request
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(|p| (t.name.clone(), p.partition_index))
+        })
+        .filter(|key| !seen.insert(key.clone()))
+        .collect();
+    let mut refused = BTreeSet::new();
     let topics = request
         .topics
         .into_iter()
-        .map(|topic| ListOffsetsTopicResponse {
-            partitions: topic
+        .filter_map(|topic| {
+            let asked = topic.partitions.len();
+            let partitions: Vec<ListOffsetsPartitionResponse> = topic
                 .partitions
                 .iter()
-                .map(|p| {
-                    let result = broker
-                        .leader_partition(&topic.name, p.partition_index)
-                        .and_then(|partition| {
-                            lookup(&partition, p, ctx.version.version, from_replica)
-                        });
-                    result.unwrap_or_else(|e| ListOffsetsPartitionResponse {
+                .filter_map(|p| {
+                    let key = (topic.name.clone(), p.partition_index);
+                    let result = if twice.contains(&key) {
+                        if !refused.insert(key) {
+                            return None;
+                        }
+                        Err(PartitionError::new(
+                            error::INVALID_REQUEST,
+                            "the partition is asked for more than once",
+                        ))
+                    } else {
+                        broker
+                            .leader_partition(&topic.name, p.partition_index)
+                            .and_then(|partition| {
+                                lookup(&partition, p, ctx.version.version, from_replica)
+                            })
+                    };
+                    Some(result.unwrap_or_else(|e| ListOffsetsPartitionResponse {
                         partition_index: p.partition_index,
                         error_code: e.code,
                         ..Default::default()
-                    })
+                    }))
                 })
-                .collect(),
-            name: topic.name,
+                .collect();
+            (asked == 0 || !partitions.is_empty()).then_some(ListOffsetsTopicResponse {
+                partitions,
+                name: topic.name,
+            })
         })
         .collect();
     ListOffsetsResponse {
