@@ -1629,6 +1629,109 @@ fn join_request(group: &str, member_id: &str, protocol_type: &str) -> JoinGroupR
     }
 }
 
+/// JoinGroup's refusals, and a static member (KIP-345) replaced by a new
+/// instance of itself, which fences the old one.
+fn group_edges(d: &mut Diff) {
+    d.find_coordinator("d-e", 0);
+    let join = |group: &str, f: &dyn Fn(&mut JoinGroupRequest)| {
+        let mut request = join_request(group, "", "consumer");
+        f(&mut request);
+        request
+    };
+    for (what, request) in [
+        ("an empty group id", join("", &|_| {})),
+        (
+            "a session timeout below group.min.session.timeout.ms",
+            join("d-e", &|r| r.session_timeout_ms = 1),
+        ),
+        (
+            "a session timeout above group.max.session.timeout.ms",
+            join("d-e", &|r| r.session_timeout_ms = 1_000_000_000),
+        ),
+        ("no protocols", join("d-e", &|r| r.protocols.clear())),
+        (
+            "no protocol type",
+            join("d-e", &|r| r.protocol_type.clear()),
+        ),
+    ] {
+        d.call::<_, JoinGroupResponse>(&format!("JoinGroup: {what}"), JOIN_GROUP, &request);
+    }
+    let static_join = |member_id: &str| {
+        join("d-e", &|r| {
+            r.group_instance_id = Some("instance-1".into());
+            r.member_id = member_id.into();
+        })
+    };
+    // A static member needs no second join (no MEMBER_ID_REQUIRED).
+    let (tarn, kafka) =
+        d.call::<_, JoinGroupResponse>("JoinGroup: a static member", JOIN_GROUP, &static_join(""));
+    let first = [tarn.member_id, kafka.member_id];
+    let generation = [tarn.generation_id, kafka.generation_id];
+    d.call_each::<_, SyncGroupResponse>("SyncGroup: the static member", SYNC_GROUP, |b| {
+        SyncGroupRequest {
+            group_id: "d-e".into(),
+            generation_id: generation[b],
+            member_id: first[b].clone(),
+            group_instance_id: Some("instance-1".into()),
+            protocol_type: Some("consumer".into()),
+            protocol_name: Some("range".into()),
+            assignments: vec![SyncGroupRequestAssignment {
+                member_id: first[b].clone(),
+                assignment: Bytes::from_static(&[0, 1, 0, 0, 0, 0, 0, 0]),
+            }],
+        }
+    });
+    d.call::<_, JoinGroupResponse>(
+        "JoinGroup: the static member's instance with an unknown member id",
+        JOIN_GROUP,
+        &static_join("made-up"),
+    );
+    let (tarn, kafka) = d.call::<_, JoinGroupResponse>(
+        "JoinGroup: a new instance of the static member",
+        JOIN_GROUP,
+        &static_join(""),
+    );
+    let second = [tarn.member_id, kafka.member_id];
+    let heartbeat = |member: &[String; 2], b: usize| HeartbeatRequest {
+        group_id: "d-e".into(),
+        generation_id: generation[b],
+        member_id: member[b].clone(),
+        group_instance_id: Some("instance-1".into()),
+    };
+    d.call_each::<_, HeartbeatResponse>("Heartbeat: the fenced old instance", HEARTBEAT, |b| {
+        heartbeat(&first, b)
+    });
+    d.call_each::<_, HeartbeatResponse>("Heartbeat: the new instance", HEARTBEAT, |b| {
+        heartbeat(&second, b)
+    });
+    d.call_each::<_, LeaveGroupResponse>(
+        "LeaveGroup: the old instance by its instance id",
+        LEAVE_GROUP,
+        |b| LeaveGroupRequest {
+            group_id: "d-e".into(),
+            members: vec![MemberIdentity {
+                member_id: first[b].clone(),
+                group_instance_id: Some("instance-1".into()),
+                reason: None,
+            }],
+            ..Default::default()
+        },
+    );
+    d.call_each::<_, LeaveGroupResponse>(
+        "LeaveGroup: the new instance by its instance id",
+        LEAVE_GROUP,
+        |b| LeaveGroupRequest {
+            group_id: "d-e".into(),
+            members: vec![MemberIdentity {
+                member_id: second[b].clone(),
+                group_instance_id: Some("instance-1".into()),
+                reason: None,
+            }],
+            ..Default::default()
+        },
+    );
+}
+
 /// The group APIs' error paths; returns the member ids d-g's member got
 /// from each broker (`TARN`, `KAFKA`).
 fn groups(d: &mut Diff) -> [String; 2] {
@@ -1994,6 +2097,7 @@ fn tarn_answers_as_apache_kafka_does() {
         delete_records_and_create_partitions(&mut d);
         idempotence(&mut d);
         let ids = groups(&mut d);
+        group_edges(&mut d);
         group_admin(&mut d, &ids);
         offsets_and_coordinators(&mut d);
         // A quorum of one with a CONTROLLER listener, as Kafka's node is.
