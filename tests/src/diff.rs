@@ -627,6 +627,25 @@ impl Diff {
         }
     }
 
+    /// Waits until neither broker knows topic `name` (Kafka's broker
+    /// learns of a deletion a moment after its controller answers).
+    pub fn wait_gone(&mut self, name: &str) {
+        for client in [&mut self.tarn, &mut self.kafka] {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+            loop {
+                let response = metadata_of(client, name);
+                if response.topics.iter().all(|t| t.error_code != 0) {
+                    break;
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "{name} was still known after 30 s: {response:?}"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+        }
+    }
+
     /// Sends `request` to both brokers at `version` and compares the
     /// answers; returns them (Tarn's first) for scenarios that go on.
     pub fn call<Req: Encode, Resp: Decode + Debug + Normalize + Clone>(

@@ -617,6 +617,7 @@ fn alter_configs(d: &mut Diff) {
         CREATE_TOPICS,
         &create(vec![topic("d-alter", 1, 1, &[])], false),
     );
+    d.wait_served("d-alter", 1);
     let topic_keys = Some(
         &[
             "retention.ms",
@@ -967,6 +968,9 @@ fn topic_admin(d: &mut Diff) {
         ),
     );
     let ids = [tarn.topics[1].topic_id, kafka.topics[1].topic_id];
+    for (name, partitions) in [("d-del", 3), ("d-del2", 1), ("d-del3", 1)] {
+        d.wait_served(name, partitions);
+    }
     let describe =
         |names: &[&str], limit: i32, cursor: Option<(&str, i32)>| DescribeTopicPartitionsRequest {
             topics: names
@@ -1102,6 +1106,9 @@ fn topic_admin(d: &mut Diff) {
             ..Default::default()
         }
     });
+    for name in ["d-del", "d-del2", "d-del3"] {
+        d.wait_gone(name);
+    }
     d.call::<_, MetadataResponse>(
         "Metadata: deleted topics",
         METADATA,
@@ -1270,6 +1277,9 @@ fn produce_errors(d: &mut Diff) {
             false,
         ),
     );
+    for name in ["d-perr", "d-compact", "d-small", "d-zstd"] {
+        d.wait_served(name, 1);
+    }
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .expect("clock after 1970")
