@@ -1621,6 +1621,59 @@ fn idempotence(d: &mut Diff) {
             produce_request("d-idem", 0, idempotent_batch(id, epoch + 1, 5, 1))
         },
     );
+    let epoch_cases: [(&str, i16, i32); 3] = [
+        ("a new epoch from sequence 0", 1, 0),
+        ("the new epoch's next sequence", 1, 1),
+        ("the old epoch after the new one", 0, 3),
+    ];
+    for (what, epoch_delta, sequence) in epoch_cases {
+        d.call_each::<_, ProduceResponse>(&format!("Produce idempotent: {what}"), PRODUCE, |b| {
+            let (id, epoch) = ids[b];
+            produce_request(
+                "d-idem",
+                0,
+                idempotent_batch(id, epoch + epoch_delta, sequence, 1),
+            )
+        });
+    }
+    // A producer id this broker never handed out (ids near the top of the
+    // range, which neither broker reaches here).
+    for (what, sequence) in [
+        ("an unknown producer id from sequence 0", 0),
+        ("an unknown producer id past sequence 0", 7),
+    ] {
+        d.call::<_, ProduceResponse>(
+            &format!("Produce idempotent: {what}"),
+            PRODUCE,
+            &produce_request(
+                "d-idem",
+                0,
+                idempotent_batch(i64::MAX / 2 + i64::from(sequence), 0, sequence, 1),
+            ),
+        );
+    }
+    // KIP-360: an idempotent producer that gives its id and epoch gets a
+    // producer id back (a new one: only transactional ids bump epochs).
+    d.call_each::<_, InitProducerIdResponse>(
+        "InitProducerId: an idempotent producer that names its id and epoch",
+        INIT_PRODUCER_ID,
+        |b| InitProducerIdRequest {
+            transactional_id: None,
+            transaction_timeout_ms: -1,
+            producer_id: ids[b].0,
+            producer_epoch: ids[b].1,
+        },
+    );
+    d.call::<_, InitProducerIdResponse>(
+        "InitProducerId: an id with no epoch",
+        INIT_PRODUCER_ID,
+        &InitProducerIdRequest {
+            transactional_id: None,
+            transaction_timeout_ms: -1,
+            producer_id: 5,
+            producer_epoch: -1,
+        },
+    );
 }
 
 fn join_request(group: &str, member_id: &str, protocol_type: &str) -> JoinGroupRequest {

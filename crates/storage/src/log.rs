@@ -1971,10 +1971,6 @@ mod tests {
             Err(AppendError::OutOfOrderSequence(_))
         ));
         assert!(matches!(
-            log.append(&idempotent(11, 0, 4, 1), 0),
-            Err(AppendError::OutOfOrderSequence(_))
-        ));
-        assert!(matches!(
             log.append(&idempotent(10, 1, 5, 1), 0),
             Err(AppendError::OutOfOrderSequence(_))
         ));
@@ -2003,6 +1999,17 @@ mod tests {
         assert!(matches!(
             log.append(&no_seq, 0),
             Err(AppendError::InvalidRecord(_))
+        ));
+        // A producer the log does not know may start at any sequence
+        // (KIP-360), and goes on from there.
+        assert_eq!(
+            log.append(&idempotent(11, 0, 4, 1), 0).unwrap().base_offset,
+            7
+        );
+        assert!(log.append(&idempotent(11, 0, 5, 1), 0).is_ok());
+        assert!(matches!(
+            log.append(&idempotent(11, 0, 9, 1), 0),
+            Err(AppendError::OutOfOrderSequence(_))
         ));
     }
 
@@ -2090,11 +2097,6 @@ mod tests {
         assert_eq!(log.remove_expired_producers(EXPIRATION_MS), 1);
         assert!(log.producer_state().entry(1).is_none(), "idle for 100 s");
         assert!(log.producer_state().entry(2).is_some(), "wrote 50 s ago");
-        // A forgotten producer is a new one: it must start at sequence 0.
-        assert!(matches!(
-            log.append(&at(1, 1, 1_100_000), 0),
-            Err(AppendError::OutOfOrderSequence(_))
-        ));
         log.close().unwrap();
         let log = Log::open_in(&env, dir.path(), LogConfig::default(), true).unwrap();
         assert_eq!(log.producer_state().producer_count(), 1, "the snapshot");

@@ -134,22 +134,19 @@ impl ProducerStateManager {
     /// Decides whether `header` (offsets not yet assigned) may be appended,
     /// as Kafka's `ProducerAppendInfo` does: duplicates of a retained batch
     /// are reported, an older epoch is fenced, a new epoch must start at
-    /// sequence 0, the same epoch must continue at last sequence + 1, and an
-    /// unknown producer must start at 0. Control batches (transaction
-    /// markers) carry no sequence and only have their epoch checked.
+    /// sequence 0, and the same epoch must continue at last sequence + 1. A
+    /// producer this log knows nothing of may start at any sequence, as in
+    /// Kafka since KIP-360 (its state may have expired, or gone with
+    /// DeleteRecords or retention, while it kept producing). Control
+    /// batches (transaction markers) carry no sequence and only have their
+    /// epoch checked.
     pub fn check(&self, header: &RecordBatchHeader) -> Result<SequenceCheck, ProducerStateError> {
         if !header.has_producer_id() {
             return Ok(SequenceCheck::Append);
         }
         let pid = header.producer_id;
         let Some(entry) = self.producers.get(&pid) else {
-            if header.is_control() || header.base_sequence == 0 {
-                return Ok(SequenceCheck::Append);
-            }
-            return Err(ProducerStateError::OutOfOrderSequence(format!(
-                "producer {pid} is unknown and its first batch starts at sequence {} instead of 0",
-                header.base_sequence
-            )));
+            return Ok(SequenceCheck::Append);
         };
         if !header.is_control() {
             if let Some(duplicate) = entry.find_duplicate(header) {
@@ -368,10 +365,11 @@ mod tests {
     #[test]
     fn sequence_rules() {
         let mut state = ProducerStateManager::new();
-        assert!(matches!(
+        // An unknown producer may start anywhere.
+        assert_eq!(
             state.check(&batch(1, 0, 5, 1, 0)),
-            Err(ProducerStateError::OutOfOrderSequence(_))
-        ));
+            Ok(SequenceCheck::Append)
+        );
         let first = batch(1, 0, 0, 3, 0);
         assert_eq!(state.check(&first), Ok(SequenceCheck::Append));
         state.update(&first);

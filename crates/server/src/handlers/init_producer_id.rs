@@ -25,10 +25,19 @@ pub async fn handle(
     ctx: &RequestContext,
     request: InitProducerIdRequest,
 ) -> InitProducerIdResponse {
+    // Kafka takes a producer id and epoch together or neither (KIP-360).
+    if (request.producer_id == -1) != (request.producer_epoch == -1) {
+        return InitProducerIdResponse {
+            error_code: error::INVALID_REQUEST,
+            producer_epoch: -1,
+            ..Default::default()
+        };
+    }
     if request.transactional_id.is_some() {
         tracing::info!(client_id = ctx.client_id(), peer = %ctx.peer, "transactional producer refused: transactions are not supported yet");
         return InitProducerIdResponse {
             error_code: error::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            producer_epoch: -1,
             ..Default::default()
         };
     }
@@ -42,6 +51,7 @@ pub async fn handle(
             tracing::error!(error = %e, "allocate producer id");
             InitProducerIdResponse {
                 error_code: error::UNKNOWN_SERVER_ERROR,
+                producer_epoch: -1,
                 ..Default::default()
             }
         }
