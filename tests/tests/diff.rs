@@ -46,11 +46,19 @@ use tarn_protocol::messages::sync_group::*;
 use tarn_protocol::record_batch::RecordBatchBuilder;
 
 /// Scenarios whose answers differ on purpose, each with the reason.
-const KNOWN: &[(&str, &str)] = &[(
-    "IncrementalAlterConfigs of a topic: an unknown operation",
-    "Kafka answers UNKNOWN_SERVER_ERROR (an exception escapes its handler for an operation id \
+const KNOWN: &[(&str, &str)] = &[
+    (
+        "Metadata: a new topic, auto-created",
+        "Kafka answers the request that auto-creates a topic UNKNOWN_TOPIC_OR_PARTITION (its \
+         broker asks the controller without waiting), so the client asks again; Tarn waits \
+         for the creation to commit and answers the new topic, sparing that round trip",
+    ),
+    (
+        "IncrementalAlterConfigs of a topic: an unknown operation",
+        "Kafka answers UNKNOWN_SERVER_ERROR (an exception escapes its handler for an operation id \
      it does not know); Tarn answers INVALID_REQUEST, which says what is wrong",
-)];
+    ),
+];
 
 /// Broker keys compared by name: the cluster keys both nodes are given
 /// alike (`TARN_AS_KAFKA_SH`) or leave at a default Tarn shares with Kafka.
@@ -1258,6 +1266,65 @@ fn metadata(d: &mut Diff) {
         METADATA,
         &metadata_request(&["d-validate"], false),
     );
+    d.call::<_, MetadataResponse>(
+        "Metadata: no topics",
+        METADATA,
+        &metadata_request(&[], false),
+    );
+    d.call::<_, MetadataResponse>(
+        "Metadata: every topic",
+        METADATA,
+        &MetadataRequest {
+            topics: None,
+            allow_auto_topic_creation: false,
+            ..Default::default()
+        },
+    );
+    d.call::<_, MetadataResponse>(
+        "Metadata: a topic twice",
+        METADATA,
+        &metadata_request(&["d-new", "d-new"], false),
+    );
+    d.call::<_, MetadataResponse>(
+        "Metadata: with the topics' authorized operations",
+        METADATA,
+        &MetadataRequest {
+            include_topic_authorized_operations: true,
+            ..metadata_request(&["d-new", "d-missing"], false)
+        },
+    );
+    let ids = d.topic_ids("d-cfg");
+    d.call_each::<_, MetadataResponse>("Metadata: a topic by id", METADATA, |b| MetadataRequest {
+        topics: Some(vec![MetadataRequestTopic {
+            topic_id: ids[b],
+            name: None,
+        }]),
+        allow_auto_topic_creation: false,
+        ..Default::default()
+    });
+    d.call::<_, MetadataResponse>(
+        "Metadata: an id no topic has",
+        METADATA,
+        &MetadataRequest {
+            topics: Some(vec![MetadataRequestTopic {
+                topic_id: Uuid([7; 16]),
+                name: None,
+            }]),
+            allow_auto_topic_creation: false,
+            ..Default::default()
+        },
+    );
+    d.call::<_, MetadataResponse>(
+        "Metadata: a new topic, auto-created",
+        METADATA,
+        &metadata_request(&["d-auto"], true),
+    );
+    d.wait_served("d-auto", 1);
+    d.call::<_, MetadataResponse>(
+        "Metadata: the auto-created topic",
+        METADATA,
+        &metadata_request(&["d-auto"], false),
+    );
 }
 
 /// `request` naming its topics by `id` instead (Produce v13+).
@@ -1918,6 +1985,46 @@ fn groups(d: &mut Diff) -> [String; 2] {
         OFFSET_COMMIT,
         &simple_commit,
     );
+    let group =
+        |group_id: &str, topics: Option<Vec<OffsetFetchRequestTopic>>| OffsetFetchRequestGroup {
+            group_id: group_id.into(),
+            topics,
+            ..Default::default()
+        };
+    let d_log = || {
+        Some(vec![OffsetFetchRequestTopic {
+            name: "d-log".into(),
+            partition_indexes: vec![0, 9],
+            ..Default::default()
+        }])
+    };
+    for (what, require_stable, groups) in [
+        (
+            "three groups at once",
+            false,
+            vec![
+                group("d-g", d_log()),
+                group("d-simple", d_log()),
+                group("d-nogroup", d_log()),
+            ],
+        ),
+        (
+            "every topic of two groups",
+            false,
+            vec![group("d-g", None), group("d-simple", None)],
+        ),
+        ("stable offsets only", true, vec![group("d-g", d_log())]),
+    ] {
+        d.call::<_, OffsetFetchResponse>(
+            &format!("OffsetFetch v8: {what}"),
+            (OFFSET_FETCH.0, 8, OFFSET_FETCH.2),
+            &OffsetFetchRequest {
+                groups,
+                require_stable,
+                ..Default::default()
+            },
+        );
+    }
     for (what, group) in [
         ("OffsetFetch: the group's commit", "d-g"),
         ("OffsetFetch: a simple group", "d-simple"),

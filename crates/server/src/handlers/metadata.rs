@@ -114,7 +114,13 @@ pub async fn handle(
             )
         }
         Some(wanted) => {
+            // Kafka reads the topics asked for as a set: one named twice
+            // is answered once.
+            let mut seen = std::collections::BTreeSet::new();
             for requested in wanted {
+                if !seen.insert((requested.name.clone(), requested.topic_id)) {
+                    continue;
+                }
                 topics.push(
                     lookup(
                         broker,
@@ -126,6 +132,12 @@ pub async fn handle(
                     .await,
                 );
             }
+        }
+    }
+    if include_operations {
+        // Kafka names them for every topic answered, those it refuses too.
+        for topic in &mut topics {
+            topic.topic_authorized_operations = TOPIC_AUTHORIZED_OPERATIONS;
         }
     }
     let image = broker.metadata.image();
