@@ -27,7 +27,9 @@ use tarn_protocol::messages::describe_cluster::*;
 use tarn_protocol::messages::describe_configs::*;
 use tarn_protocol::messages::describe_groups::*;
 use tarn_protocol::messages::describe_log_dirs::*;
+use tarn_protocol::messages::describe_producers::*;
 use tarn_protocol::messages::describe_topic_partitions::*;
+use tarn_protocol::messages::elect_leaders::*;
 use tarn_protocol::messages::fetch::*;
 use tarn_protocol::messages::find_coordinator::*;
 use tarn_protocol::messages::heartbeat::*;
@@ -546,6 +548,99 @@ fn offsets_and_coordinators(d: &mut Diff) {
             ..Default::default()
         },
     );
+}
+
+/// More arguments Kafka refuses on the admin paths of partitions and
+/// records, and what a single node says of its producers and leaders.
+fn partition_admin_edges(d: &mut Diff) {
+    let two_topics = CreatePartitionsRequest {
+        topics: vec![
+            CreatePartitionsTopic {
+                name: "d-new".into(),
+                count: 9,
+                assignments: None,
+            },
+            CreatePartitionsTopic {
+                name: "d-new".into(),
+                count: 9,
+                assignments: None,
+            },
+        ],
+        timeout_ms: 30_000,
+        validate_only: true,
+    };
+    d.call::<_, CreatePartitionsResponse>(
+        "CreatePartitions: the same topic twice",
+        CREATE_PARTITIONS,
+        &two_topics,
+    );
+    d.call::<_, CreatePartitionsResponse>(
+        "CreatePartitions: an invalid topic name",
+        CREATE_PARTITIONS,
+        &create_partitions_request("a/b", 2, true),
+    );
+    d.call::<_, CreatePartitionsResponse>(
+        "CreatePartitions: an internal topic",
+        CREATE_PARTITIONS,
+        &create_partitions_request("__consumer_offsets", 60, true),
+    );
+    let mut twice = delete_records_request("d-log", 0, 15);
+    let again = twice.topics[0].partitions[0].clone();
+    twice.topics[0].partitions.push(again);
+    for (what, request) in [
+        ("a partition twice", twice),
+        ("an offset below -1", delete_records_request("d-log", 0, -5)),
+        (
+            "a topic that does not exist",
+            delete_records_request("d-none", 0, 1),
+        ),
+    ] {
+        d.call::<_, DeleteRecordsResponse>(
+            &format!("DeleteRecords: {what}"),
+            DELETE_RECORDS,
+            &request,
+        );
+    }
+    let elect = |election_type: i8, topic: &str, partitions: Vec<i32>| ElectLeadersRequest {
+        election_type,
+        topic_partitions: Some(vec![ElectLeadersTopicPartitions {
+            topic: topic.into(),
+            partitions,
+        }]),
+        timeout_ms: 30_000,
+    };
+    for (what, request) in [
+        ("preferred, already the leader", elect(0, "d-log", vec![0])),
+        ("unclean, a leader in place", elect(1, "d-log", vec![0])),
+        (
+            "a partition that does not exist",
+            elect(0, "d-log", vec![7]),
+        ),
+        ("an unknown election type", elect(5, "d-log", vec![0])),
+    ] {
+        d.call::<_, ElectLeadersResponse>(
+            &format!("ElectLeaders: {what}"),
+            ELECT_LEADERS,
+            &request,
+        );
+    }
+    for (what, topic, partition) in [
+        ("an idempotent producer's partition", "d-idem", 0),
+        ("a partition with no producers", "d-new", 0),
+        ("a partition that does not exist", "d-idem", 5),
+        ("a topic that does not exist", "d-none", 0),
+    ] {
+        d.call::<_, DescribeProducersResponse>(
+            &format!("DescribeProducers: {what}"),
+            DESCRIBE_PRODUCERS,
+            &DescribeProducersRequest {
+                topics: vec![DescribeProducersTopicRequest {
+                    name: topic.into(),
+                    partition_indexes: vec![partition],
+                }],
+            },
+        );
+    }
 }
 
 /// One IncrementalAlterConfigs resource: `(key, op, value)` each.
@@ -2266,6 +2361,7 @@ fn tarn_answers_as_apache_kafka_does() {
         produce_list_offsets_and_fetch(&mut d);
         delete_records_and_create_partitions(&mut d);
         idempotence(&mut d);
+        partition_admin_edges(&mut d);
         let ids = groups(&mut d);
         group_edges(&mut d);
         group_admin(&mut d, &ids);

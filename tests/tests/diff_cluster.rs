@@ -93,11 +93,9 @@ impl Nodes {
     }
 }
 
-const ELECT_LEADERS: (i16, i16, i16) = (43, 2, 2);
 const ALTER_REASSIGNMENTS: (i16, i16, i16) = (45, 0, 0);
 const LIST_REASSIGNMENTS: (i16, i16, i16) = (46, 0, 0);
 const OFFSET_FOR_LEADER_EPOCH: (i16, i16, i16) = (23, 4, 4);
-const DESCRIBE_PRODUCERS: (i16, i16, i16) = (61, 0, 0);
 
 /// Partition `i` on brokers `replicas[i]`, the first its preferred leader.
 fn assigned(name: &str, replicas: &[&[i32]], configs: &[(&str, &str)]) -> CreatableTopic {

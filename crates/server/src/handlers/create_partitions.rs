@@ -2,7 +2,7 @@
 //! partitions' logs are opened by the replica sync that follows the
 //! commit. Asking for the same or a smaller count is INVALID_PARTITIONS;
 //! `validate_only` checks without committing.
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use tarn_protocol::error;
@@ -36,7 +36,12 @@ pub async fn handle(
         *counts.entry(topic.name.as_str()).or_default() += 1;
     }
     let mut results = Vec::with_capacity(request.topics.len());
+    let mut answered = HashSet::new();
     for topic in &request.topics {
+        // A topic named twice is answered once, as Kafka answers it.
+        if !answered.insert(topic.name.as_str()) {
+            continue;
+        }
         let outcome = if counts[topic.name.as_str()] > 1 {
             Err(TopicError {
                 code: error::INVALID_REQUEST,

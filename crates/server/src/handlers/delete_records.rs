@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use tarn_protocol::error;
 use tarn_protocol::messages::delete_records::{
-    DeleteRecordsPartitionResult, DeleteRecordsRequest, DeleteRecordsResponse,
-    DeleteRecordsTopicResult,
+    DeleteRecordsPartition, DeleteRecordsPartitionResult, DeleteRecordsRequest,
+    DeleteRecordsResponse, DeleteRecordsTopicResult,
 };
 
 use tarn_replication::replica_manager::PartitionError;
@@ -41,9 +41,17 @@ pub async fn handle(
                     .split(',')
                     .any(|p| p == "delete")
             });
-            let partitions = topic
-                .partitions
-                .iter()
+            // Kafka keys the partitions asked for: one given twice is
+            // done once, to the offset given last.
+            let mut last: Vec<&DeleteRecordsPartition> = Vec::new();
+            for p in &topic.partitions {
+                match last.iter_mut().find(|q| q.partition_index == p.partition_index) {
+                    Some(q) => *q = p,
+                    None => last.push(p),
+                }
+            }
+            let partitions = last
+                .into_iter()
                 .map(|p| {
                     let outcome = match (
                         broker.leader_partition(&topic.name, p.partition_index),
