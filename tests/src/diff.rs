@@ -757,6 +757,7 @@ pub const FIND_COORDINATOR: (i16, i16, i16) = (10, 3, 3);
 pub const DESCRIBE_CONFIGS: (i16, i16, i16) = (32, 4, 4);
 pub const DESCRIBE_GROUPS: (i16, i16, i16) = (15, 5, 5);
 pub const ELECT_LEADERS: (i16, i16, i16) = (43, 2, 2);
+pub const OFFSET_FOR_LEADER_EPOCH: (i16, i16, i16) = (23, 4, 4);
 pub const DESCRIBE_PRODUCERS: (i16, i16, i16) = (61, 0, 0);
 pub const DESCRIBE_CLIENT_QUOTAS: (i16, i16, i16) = (48, 1, 1);
 pub const ALTER_CLIENT_QUOTAS: (i16, i16, i16) = (49, 1, 1);
@@ -919,6 +920,46 @@ pub fn produce_request(topic: &str, partition: i32, records: Bytes) -> ProduceRe
                 index: partition,
                 records: Some(records),
             }],
+        }],
+    }
+}
+
+pub fn delete_records_request(topic: &str, partition: i32, offset: i64) -> DeleteRecordsRequest {
+    DeleteRecordsRequest {
+        topics: vec![DeleteRecordsTopic {
+            name: topic.into(),
+            partitions: vec![DeleteRecordsPartition {
+                partition_index: partition,
+                offset,
+            }],
+        }],
+        timeout_ms: 30_000,
+    }
+}
+
+pub fn offset_for_leader_epoch(
+    topic: &str,
+    partition: i32,
+    leader_epoch: i32,
+) -> OffsetForLeaderEpochRequest {
+    OffsetForLeaderEpochRequest {
+        replica_id: -1,
+        topics: vec![OffsetForLeaderTopic {
+            topic: topic.into(),
+            partitions: vec![OffsetForLeaderPartition {
+                partition,
+                current_leader_epoch: -1,
+                leader_epoch,
+            }],
+        }],
+    }
+}
+
+pub fn describe_producers(topic: &str, partition: i32) -> DescribeProducersRequest {
+    DescribeProducersRequest {
+        topics: vec![DescribeProducersTopicRequest {
+            name: topic.into(),
+            partition_indexes: vec![partition],
         }],
     }
 }

@@ -43,6 +43,7 @@ use tarn_protocol::messages::metadata::*;
 use tarn_protocol::messages::offset_commit::*;
 use tarn_protocol::messages::offset_delete::*;
 use tarn_protocol::messages::offset_fetch::*;
+use tarn_protocol::messages::offset_for_leader_epoch::*;
 use tarn_protocol::messages::produce::*;
 use tarn_protocol::messages::sync_group::*;
 use tarn_protocol::record_batch::RecordBatchBuilder;
@@ -641,6 +642,86 @@ fn partition_admin_edges(d: &mut Diff) {
             },
         );
     }
+}
+
+/// A request that names the same partition or resource twice: Kafka
+/// reads most of them as maps (the entry given last counts, and is
+/// answered once) and refuses some.
+fn duplicates(d: &mut Diff) {
+    let mut commit = memberless_commit("d-simple", "d-log", 0, 3);
+    let again = OffsetCommitRequestPartition {
+        committed_offset: 4,
+        ..commit.topics[0].partitions[0].clone()
+    };
+    commit.topics[0].partitions.push(again);
+    d.call::<_, OffsetCommitResponse>("OffsetCommit: a partition twice", OFFSET_COMMIT, &commit);
+    d.call::<_, OffsetFetchResponse>(
+        "OffsetFetch: a partition twice",
+        OFFSET_FETCH,
+        &OffsetFetchRequest {
+            group_id: "d-simple".into(),
+            topics: Some(vec![OffsetFetchRequestTopic {
+                name: "d-log".into(),
+                partition_indexes: vec![0, 0],
+                ..Default::default()
+            }]),
+            ..Default::default()
+        },
+    );
+    let mut fetch = fetch_request("d-log", 0, 15, 1 << 20, 0);
+    let again = fetch.topics[0].partitions[0].clone();
+    fetch.topics[0].partitions.push(again);
+    d.call::<_, FetchResponse>("Fetch: a partition twice", FETCH, &fetch);
+    let mut epochs = offset_for_leader_epoch("d-log", 0, 0);
+    let again = epochs.topics[0].partitions[0].clone();
+    epochs.topics[0].partitions.push(again);
+    d.call::<_, OffsetForLeaderEpochResponse>(
+        "OffsetForLeaderEpoch: a partition twice",
+        OFFSET_FOR_LEADER_EPOCH,
+        &epochs,
+    );
+    let mut producers = describe_producers("d-idem", 0);
+    producers.topics[0].partition_indexes.push(0);
+    d.call::<_, DescribeProducersResponse>(
+        "DescribeProducers: a partition twice",
+        DESCRIBE_PRODUCERS,
+        &producers,
+    );
+    d.call::<_, ElectLeadersResponse>(
+        "ElectLeaders: a partition twice",
+        ELECT_LEADERS,
+        &ElectLeadersRequest {
+            election_type: 0,
+            topic_partitions: Some(vec![ElectLeadersTopicPartitions {
+                topic: "d-log".into(),
+                partitions: vec![0, 0],
+            }]),
+            timeout_ms: 30_000,
+        },
+    );
+    let mut describe = describe_configs_request(2, "d-cfg", Some(&["retention.ms"]), false, false);
+    let again = describe.resources[0].clone();
+    describe.resources.push(again);
+    d.call::<_, DescribeConfigsResponse>(
+        "DescribeConfigs: a resource twice",
+        DESCRIBE_CONFIGS,
+        &describe,
+    );
+    let set = |value: &str| incremental(2, "d-cfg", &[("retention.ms", OP_SET, Some(value))]);
+    d.call::<_, IncrementalAlterConfigsResponse>(
+        "IncrementalAlterConfigs: a resource twice",
+        INCREMENTAL_ALTER_CONFIGS,
+        &IncrementalAlterConfigsRequest {
+            resources: vec![set("100000"), set("200000")],
+            validate_only: true,
+        },
+    );
+    // Not compared: a legacy AlterConfigs naming a resource twice, which
+    // Kafka 4.4 left unanswered for a minute here.
+    let mut list = list_offsets_request("d-log", 0, -1);
+    let again = list.topics[0].clone();
+    list.topics.push(again);
+    d.call::<_, ListOffsetsResponse>("ListOffsets: a topic twice", LIST_OFFSETS, &list);
 }
 
 /// One IncrementalAlterConfigs resource: `(key, op, value)` each.
@@ -1672,19 +1753,6 @@ fn produce_list_offsets_and_fetch(d: &mut Diff) {
     );
 }
 
-fn delete_records_request(topic: &str, partition: i32, offset: i64) -> DeleteRecordsRequest {
-    DeleteRecordsRequest {
-        topics: vec![DeleteRecordsTopic {
-            name: topic.into(),
-            partitions: vec![DeleteRecordsPartition {
-                partition_index: partition,
-                offset,
-            }],
-        }],
-        timeout_ms: 30_000,
-    }
-}
-
 fn create_partitions_request(
     topic: &str,
     count: i32,
@@ -2364,6 +2432,7 @@ fn tarn_answers_as_apache_kafka_does() {
         partition_admin_edges(&mut d);
         let ids = groups(&mut d);
         group_edges(&mut d);
+        duplicates(&mut d);
         group_admin(&mut d, &ids);
         offsets_and_coordinators(&mut d);
         // A quorum of one with a CONTROLLER listener, as Kafka's node is.

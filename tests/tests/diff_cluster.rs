@@ -95,7 +95,6 @@ impl Nodes {
 
 const ALTER_REASSIGNMENTS: (i16, i16, i16) = (45, 0, 0);
 const LIST_REASSIGNMENTS: (i16, i16, i16) = (46, 0, 0);
-const OFFSET_FOR_LEADER_EPOCH: (i16, i16, i16) = (23, 4, 4);
 
 /// Partition `i` on brokers `replicas[i]`, the first its preferred leader.
 fn assigned(name: &str, replicas: &[&[i32]], configs: &[(&str, &str)]) -> CreatableTopic {
@@ -435,46 +434,6 @@ fn wait_follower_high_watermark(n: &mut Nodes, node: usize, topic: &str, expecte
         },
         |response| response.responses[0].partitions[0].high_watermark == expected,
     );
-}
-
-fn offset_for_leader_epoch(
-    topic: &str,
-    partition: i32,
-    leader_epoch: i32,
-) -> OffsetForLeaderEpochRequest {
-    OffsetForLeaderEpochRequest {
-        replica_id: -1,
-        topics: vec![OffsetForLeaderTopic {
-            topic: topic.into(),
-            partitions: vec![OffsetForLeaderPartition {
-                partition,
-                current_leader_epoch: -1,
-                leader_epoch,
-            }],
-        }],
-    }
-}
-
-fn delete_records_request(topic: &str, partition: i32, offset: i64) -> DeleteRecordsRequest {
-    DeleteRecordsRequest {
-        topics: vec![DeleteRecordsTopic {
-            name: topic.into(),
-            partitions: vec![DeleteRecordsPartition {
-                partition_index: partition,
-                offset,
-            }],
-        }],
-        timeout_ms: 30_000,
-    }
-}
-
-fn describe_producers(topic: &str, partition: i32) -> DescribeProducersRequest {
-    DescribeProducersRequest {
-        topics: vec![DescribeProducersTopicRequest {
-            name: topic.into(),
-            partition_indexes: vec![partition],
-        }],
-    }
 }
 
 /// Node 3 of each cluster stops cleanly; nodes 1 and 2 answer for what

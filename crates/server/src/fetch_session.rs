@@ -236,13 +236,15 @@ impl FetchContext {
     }
 }
 
-/// Every partition a request names, in request order.
+/// Every partition a request names, in request order. Kafka reads them
+/// as an ordered map: a partition named twice is fetched once, at the
+/// place it was first named, with what it was named with last.
 pub fn request_params(request: &FetchRequest) -> Vec<FetchPartitionParams> {
-    request
-        .topics
-        .iter()
-        .flat_map(|t| {
-            t.partitions.iter().map(move |p| FetchPartitionParams {
+    let mut params: Vec<FetchPartitionParams> = Vec::new();
+    let mut places: HashMap<PartitionKey, usize> = HashMap::new();
+    for t in &request.topics {
+        for p in &t.partitions {
+            let wanted = FetchPartitionParams {
                 topic: t.topic.clone(),
                 topic_id: t.topic_id,
                 partition: p.partition,
@@ -250,9 +252,17 @@ pub fn request_params(request: &FetchRequest) -> Vec<FetchPartitionParams> {
                 current_leader_epoch: p.current_leader_epoch,
                 last_fetched_epoch: p.last_fetched_epoch,
                 partition_max_bytes: p.partition_max_bytes,
-            })
-        })
-        .collect()
+            };
+            match places.get(&wanted.key()) {
+                Some(&place) => params[place] = wanted,
+                None => {
+                    places.insert(wanted.key(), params.len());
+                    params.push(wanted);
+                }
+            }
+        }
+    }
+    params
 }
 
 fn forgotten(request: &FetchRequest) -> Vec<PartitionKey> {
