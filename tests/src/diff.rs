@@ -964,6 +964,19 @@ pub fn describe_producers(topic: &str, partition: i32) -> DescribeProducersReque
     }
 }
 
+/// ElectLeaders of `partitions` of `topic`: `election_type` 0 preferred,
+/// 1 unclean.
+pub fn elect_leaders(election_type: i8, topic: &str, partitions: Vec<i32>) -> ElectLeadersRequest {
+    ElectLeadersRequest {
+        election_type,
+        topic_partitions: Some(vec![ElectLeadersTopicPartitions {
+            topic: topic.into(),
+            partitions,
+        }]),
+        timeout_ms: 30_000,
+    }
+}
+
 pub fn list_offsets_request(topic: &str, partition: i32, timestamp: i64) -> ListOffsetsRequest {
     ListOffsetsRequest {
         replica_id: -1,

@@ -238,76 +238,6 @@ fn quotas_and_acls(d: &mut Diff) {
             ),
         ),
         (
-            "an unknown key",
-            alter(
-                vec![set(
-                    &[("user", Some("bob"))],
-                    &[("no_such_rate", 1.0, false)],
-                )],
-                false,
-            ),
-        ),
-        (
-            "a key of another entity type",
-            alter(
-                vec![set(
-                    &[("ip", Some("10.0.0.2"))],
-                    &[("producer_byte_rate", 1.0, false)],
-                )],
-                false,
-            ),
-        ),
-        (
-            "a negative rate",
-            alter(
-                vec![set(
-                    &[("user", Some("bob"))],
-                    &[("producer_byte_rate", -5.0, false)],
-                )],
-                false,
-            ),
-        ),
-        (
-            "a byte rate that is no whole number",
-            alter(
-                vec![set(
-                    &[("user", Some("bob"))],
-                    &[("producer_byte_rate", 1.5, false)],
-                )],
-                false,
-            ),
-        ),
-        (
-            "an IP that is no address",
-            alter(
-                vec![set(
-                    &[("ip", Some("not-an-ip"))],
-                    &[("connection_creation_rate", 1.0, false)],
-                )],
-                false,
-            ),
-        ),
-        (
-            "an unknown entity type",
-            alter(
-                vec![set(
-                    &[("group", Some("g"))],
-                    &[("producer_byte_rate", 1.0, false)],
-                )],
-                false,
-            ),
-        ),
-        (
-            "an IP beside a user",
-            alter(
-                vec![set(
-                    &[("user", Some("bob")), ("ip", Some("10.0.0.3"))],
-                    &[("producer_byte_rate", 1.0, false)],
-                )],
-                false,
-            ),
-        ),
-        (
             "an entity type twice",
             alter(
                 vec![set(
@@ -349,6 +279,46 @@ fn quotas_and_acls(d: &mut Diff) {
             &format!("AlterClientQuotas: {what}"),
             ALTER_CLIENT_QUOTAS,
             &request,
+        );
+    }
+    // One entity, one quota each: (entity type, name, key, value).
+    for (what, entity_type, name, key, value) in [
+        ("an unknown key", "user", "bob", "no_such_rate", 1.0),
+        (
+            "a key of another entity type",
+            "ip",
+            "10.0.0.2",
+            "producer_byte_rate",
+            1.0,
+        ),
+        ("a negative rate", "user", "bob", "producer_byte_rate", -5.0),
+        (
+            "a byte rate that is no whole number",
+            "user",
+            "bob",
+            "producer_byte_rate",
+            1.5,
+        ),
+        (
+            "an IP that is no address",
+            "ip",
+            "not-an-ip",
+            "connection_creation_rate",
+            1.0,
+        ),
+        (
+            "an unknown entity type",
+            "group",
+            "g",
+            "producer_byte_rate",
+            1.0,
+        ),
+    ] {
+        let entry = set(&[(entity_type, Some(name))], &[(key, value, false)]);
+        d.call::<_, AlterClientQuotasResponse>(
+            &format!("AlterClientQuotas: {what}"),
+            ALTER_CLIENT_QUOTAS,
+            &alter(vec![entry], false),
         );
     }
     let component = |entity_type: &str, match_type: i8, name: Option<&str>| ComponentData {
@@ -602,22 +572,23 @@ fn partition_admin_edges(d: &mut Diff) {
             &request,
         );
     }
-    let elect = |election_type: i8, topic: &str, partitions: Vec<i32>| ElectLeadersRequest {
-        election_type,
-        topic_partitions: Some(vec![ElectLeadersTopicPartitions {
-            topic: topic.into(),
-            partitions,
-        }]),
-        timeout_ms: 30_000,
-    };
     for (what, request) in [
-        ("preferred, already the leader", elect(0, "d-log", vec![0])),
-        ("unclean, a leader in place", elect(1, "d-log", vec![0])),
+        (
+            "preferred, already the leader",
+            elect_leaders(0, "d-log", vec![0]),
+        ),
+        (
+            "unclean, a leader in place",
+            elect_leaders(1, "d-log", vec![0]),
+        ),
         (
             "a partition that does not exist",
-            elect(0, "d-log", vec![7]),
+            elect_leaders(0, "d-log", vec![7]),
         ),
-        ("an unknown election type", elect(5, "d-log", vec![0])),
+        (
+            "an unknown election type",
+            elect_leaders(5, "d-log", vec![0]),
+        ),
     ] {
         d.call::<_, ElectLeadersResponse>(
             &format!("ElectLeaders: {what}"),
@@ -690,14 +661,7 @@ fn duplicates(d: &mut Diff) {
     d.call::<_, ElectLeadersResponse>(
         "ElectLeaders: a partition twice",
         ELECT_LEADERS,
-        &ElectLeadersRequest {
-            election_type: 0,
-            topic_partitions: Some(vec![ElectLeadersTopicPartitions {
-                topic: "d-log".into(),
-                partitions: vec![0, 0],
-            }]),
-            timeout_ms: 30_000,
-        },
+        &elect_leaders(0, "d-log", vec![0, 0]),
     );
     let mut describe = describe_configs_request(2, "d-cfg", Some(&["retention.ms"]), false, false);
     let again = describe.resources[0].clone();
@@ -840,66 +804,11 @@ fn alter_configs(d: &mut Diff) {
             false,
         ),
         (
-            "SET an unknown key",
-            t(&[("no.such.key", OP_SET, Some("1"))]),
-            false,
-        ),
-        (
-            "SET a value that is no number",
-            t(&[("retention.ms", OP_SET, Some("soon"))]),
-            false,
-        ),
-        (
-            "SET a value below the minimum",
-            t(&[("segment.bytes", OP_SET, Some("1"))]),
-            false,
-        ),
-        (
-            "SET with no value",
-            t(&[("retention.ms", OP_SET, None)]),
-            false,
-        ),
-        (
             "the same key twice",
             t(&[
                 ("retention.ms", OP_SET, Some("6000")),
                 ("retention.ms", OP_DELETE, None),
             ]),
-            false,
-        ),
-        (
-            "an unknown operation",
-            t(&[("retention.ms", 7, Some("6000"))]),
-            false,
-        ),
-        (
-            "APPEND to a key that is no list",
-            t(&[("retention.ms", OP_APPEND, Some("1"))]),
-            false,
-        ),
-        (
-            "SUBTRACT from a key that is no list",
-            t(&[("retention.ms", OP_SUBTRACT, Some("1"))]),
-            false,
-        ),
-        (
-            "APPEND compact to cleanup.policy",
-            t(&[("cleanup.policy", OP_APPEND, Some("compact"))]),
-            false,
-        ),
-        (
-            "APPEND a value cleanup.policy already has",
-            t(&[("cleanup.policy", OP_APPEND, Some("compact"))]),
-            false,
-        ),
-        (
-            "APPEND a value cleanup.policy cannot have",
-            t(&[("cleanup.policy", OP_APPEND, Some("forever"))]),
-            false,
-        ),
-        (
-            "DELETE a key never set",
-            t(&[("max.message.bytes", OP_DELETE, None)]),
             false,
         ),
         (
@@ -948,6 +857,66 @@ fn alter_configs(d: &mut Diff) {
             &incremental_request(resources, validate_only),
         );
     }
+    // One key each: (key, operation, value), in order.
+    for (what, key, op, value) in [
+        ("SET an unknown key", "no.such.key", OP_SET, Some("1")),
+        (
+            "SET a value that is no number",
+            "retention.ms",
+            OP_SET,
+            Some("soon"),
+        ),
+        (
+            "SET a value below the minimum",
+            "segment.bytes",
+            OP_SET,
+            Some("1"),
+        ),
+        ("SET with no value", "retention.ms", OP_SET, None),
+        ("an unknown operation", "retention.ms", 7, Some("6000")),
+        (
+            "APPEND to a key that is no list",
+            "retention.ms",
+            OP_APPEND,
+            Some("1"),
+        ),
+        (
+            "SUBTRACT from a key that is no list",
+            "retention.ms",
+            OP_SUBTRACT,
+            Some("1"),
+        ),
+        (
+            "APPEND compact to cleanup.policy",
+            "cleanup.policy",
+            OP_APPEND,
+            Some("compact"),
+        ),
+        (
+            "APPEND a value cleanup.policy already has",
+            "cleanup.policy",
+            OP_APPEND,
+            Some("compact"),
+        ),
+        (
+            "APPEND a value cleanup.policy cannot have",
+            "cleanup.policy",
+            OP_APPEND,
+            Some("forever"),
+        ),
+        (
+            "DELETE a key never set",
+            "max.message.bytes",
+            OP_DELETE,
+            None,
+        ),
+    ] {
+        d.call::<_, IncrementalAlterConfigsResponse>(
+            &format!("IncrementalAlterConfigs of a topic: {what}"),
+            INCREMENTAL_ALTER_CONFIGS,
+            &incremental_request(t(&[(key, op, value)]), false),
+        );
+    }
     wait_config(d, 2, "d-alter", "cleanup.policy", Some("delete,compact"));
     describe_topic(d, "after SET and APPEND");
     d.call::<_, IncrementalAlterConfigsResponse>(
@@ -964,69 +933,41 @@ fn alter_configs(d: &mut Diff) {
     wait_config(d, 2, "d-alter", "cleanup.policy", Some("compact"));
     describe_topic(d, "after SUBTRACT and DELETE");
 
-    // The broker and the cluster default.
-    for (what, resources) in [
+    // The broker and the cluster default ("").
+    for (what, broker, key, value) in [
         (
             "a dynamic key of this broker",
-            vec![incremental(
-                4,
-                "1",
-                &[("log.retention.ms", OP_SET, Some("7200000"))],
-            )],
+            "1",
+            "log.retention.ms",
+            "7200000",
         ),
-        (
-            "a key that needs a restart",
-            vec![incremental(
-                4,
-                "1",
-                &[("num.partitions", OP_SET, Some("3"))],
-            )],
-        ),
+        ("a key that needs a restart", "1", "num.partitions", "3"),
         (
             "log.retention.hours, not dynamic",
-            vec![incremental(
-                4,
-                "1",
-                &[("log.retention.hours", OP_SET, Some("3"))],
-            )],
+            "1",
+            "log.retention.hours",
+            "3",
         ),
-        (
-            "a broker that does not exist",
-            vec![incremental(
-                4,
-                "7",
-                &[("log.retention.ms", OP_SET, Some("1"))],
-            )],
-        ),
+        ("a broker that does not exist", "7", "log.retention.ms", "1"),
         (
             "a broker name that is no number",
-            vec![incremental(
-                4,
-                "one",
-                &[("log.retention.ms", OP_SET, Some("1"))],
-            )],
+            "one",
+            "log.retention.ms",
+            "1",
         ),
-        (
-            "the cluster default",
-            vec![incremental(
-                4,
-                "",
-                &[("log.segment.bytes", OP_SET, Some("4000000"))],
-            )],
-        ),
+        ("the cluster default", "", "log.segment.bytes", "4000000"),
         (
             "the cluster default, a bad value",
-            vec![incremental(
-                4,
-                "",
-                &[("log.segment.bytes", OP_SET, Some("big"))],
-            )],
+            "",
+            "log.segment.bytes",
+            "big",
         ),
     ] {
+        let resource = incremental(4, broker, &[(key, OP_SET, Some(value))]);
         d.call::<_, IncrementalAlterConfigsResponse>(
             &format!("IncrementalAlterConfigs of the broker: {what}"),
             INCREMENTAL_ALTER_CONFIGS,
-            &incremental_request(resources, false),
+            &incremental_request(vec![resource], false),
         );
     }
     wait_config(d, 4, "1", "log.retention.ms", Some("7200000"));
@@ -1053,64 +994,91 @@ fn alter_configs(d: &mut Diff) {
         resources,
         validate_only,
     };
-    for (what, resources, validate_only) in [
+    // (resource type, name, its whole set of dynamic configs). Kafka 4.4
+    // (with eligible leader replicas, KIP-966) refuses to drop the
+    // cluster-wide min.insync.replicas it writes at start-up, so the set
+    // replacing the cluster default's keeps it.
+    for (what, resource_type, name, key, value, validate_only) in [
         (
             "a topic, validate only",
-            vec![whole(2, "d-alter", &[("retention.ms", Some("9000"))])],
+            2,
+            "d-alter",
+            "retention.ms",
+            Some("9000"),
             true,
         ),
         (
             "a topic's whole set",
-            vec![whole(2, "d-alter", &[("retention.ms", Some("9000"))])],
+            2,
+            "d-alter",
+            "retention.ms",
+            Some("9000"),
             false,
         ),
         (
             "a topic, an unknown key",
-            vec![whole(2, "d-alter", &[("no.such.key", Some("1"))])],
+            2,
+            "d-alter",
+            "no.such.key",
+            Some("1"),
             false,
         ),
         (
             "a topic, a bad value",
-            vec![whole(2, "d-alter", &[("segment.bytes", Some("many"))])],
+            2,
+            "d-alter",
+            "segment.bytes",
+            Some("many"),
             false,
         ),
         (
             "a topic, no value",
-            vec![whole(2, "d-alter", &[("retention.ms", None)])],
+            2,
+            "d-alter",
+            "retention.ms",
+            None,
             false,
         ),
         (
             "a topic that does not exist",
-            vec![whole(2, "d-alter-none", &[("retention.ms", Some("1"))])],
+            2,
+            "d-alter-none",
+            "retention.ms",
+            Some("1"),
             false,
         ),
         (
             "the broker's whole set",
-            vec![whole(
-                4,
-                "1",
-                &[("log.cleaner.delete.retention.ms", Some("1000"))],
-            )],
+            4,
+            "1",
+            "log.cleaner.delete.retention.ms",
+            Some("1000"),
             false,
         ),
         (
             "the broker, a key that needs a restart",
-            vec![whole(4, "1", &[("num.partitions", Some("2"))])],
+            4,
+            "1",
+            "num.partitions",
+            Some("2"),
             false,
         ),
-        // Kafka 4.4 (with eligible leader replicas, KIP-966) refuses to
-        // drop the cluster-wide min.insync.replicas it writes at start-up,
-        // so the set replacing the cluster default's keeps it.
         (
             "the cluster default's whole set",
-            vec![whole(4, "", &[("min.insync.replicas", Some("1"))])],
+            4,
+            "",
+            "min.insync.replicas",
+            Some("1"),
             false,
         ),
     ] {
         d.call::<_, AlterConfigsResponse>(
             &format!("AlterConfigs: {what}"),
             ALTER_CONFIGS,
-            &whole_request(resources, validate_only),
+            &whole_request(
+                vec![whole(resource_type, name, &[(key, value)])],
+                validate_only,
+            ),
         );
     }
     wait_config(d, 2, "d-alter", "cleanup.policy", Some("delete"));

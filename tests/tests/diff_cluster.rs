@@ -523,14 +523,7 @@ fn a_broker_stops(n: &mut Nodes, tarn: &mut Cluster, kafka: &mut [KafkaNode]) {
     d.call::<_, ElectLeadersResponse>(
         "ElectLeaders, preferred, the preferred leader stopped",
         ELECT_LEADERS,
-        &ElectLeadersRequest {
-            election_type: 0,
-            topic_partitions: Some(vec![ElectLeadersTopicPartitions {
-                topic: "c-three".into(),
-                partitions: vec![0, 1, 2],
-            }]),
-            timeout_ms: 30_000,
-        },
+        &elect_leaders(0, "c-three", vec![0, 1, 2]),
     );
     for validate_only in [true, false] {
         let how = if validate_only { ", validate only" } else { "" };
@@ -640,33 +633,25 @@ fn wait_without_node_3(n: &mut Nodes, node: usize, topics: &[&str]) {
 
 fn elections_and_reassignments(n: &mut Nodes) {
     let d = n.at(2);
-    let elect = |election_type: i8, topic: &str, partitions: Vec<i32>| ElectLeadersRequest {
-        election_type,
-        topic_partitions: Some(vec![ElectLeadersTopicPartitions {
-            topic: topic.into(),
-            partitions,
-        }]),
-        timeout_ms: 30_000,
-    };
     d.call::<_, ElectLeadersResponse>(
         "ElectLeaders, preferred, every leader already preferred",
         ELECT_LEADERS,
-        &elect(0, "c-three", vec![0, 1, 2]),
+        &elect_leaders(0, "c-three", vec![0, 1, 2]),
     );
     d.call::<_, ElectLeadersResponse>(
         "ElectLeaders, unclean, every leader alive",
         ELECT_LEADERS,
-        &elect(1, "c-three", vec![0]),
+        &elect_leaders(1, "c-three", vec![0]),
     );
     d.call::<_, ElectLeadersResponse>(
         "ElectLeaders, a partition that does not exist",
         ELECT_LEADERS,
-        &elect(0, "c-three", vec![9]),
+        &elect_leaders(0, "c-three", vec![9]),
     );
     d.call::<_, ElectLeadersResponse>(
         "ElectLeaders, a topic that does not exist",
         ELECT_LEADERS,
-        &elect(0, "c-none", vec![0]),
+        &elect_leaders(0, "c-none", vec![0]),
     );
     let reassign = |topic: &str, partition: i32, replicas: Option<Vec<i32>>| {
         AlterPartitionReassignmentsRequest {
