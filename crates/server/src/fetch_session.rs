@@ -27,7 +27,7 @@
 //! shared fairly); a cached high watermark of -1 means "send this
 //! partition next time", which is how a partition with an error is
 //! re-sent once the error clears.
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -240,6 +240,13 @@ impl FetchContext {
 /// as an ordered map: a partition named twice is fetched once, at the
 /// place it was first named, with what it was named with last.
 pub fn request_params(request: &FetchRequest) -> Vec<FetchPartitionParams> {
+    // The common case, nothing twice, found without copying a name.
+    let mut names = HashSet::new();
+    let twice = request.topics.iter().any(|t| {
+        t.partitions
+            .iter()
+            .any(|p| !names.insert((&t.topic_id, t.topic.as_str(), p.partition)))
+    });
     let mut params: Vec<FetchPartitionParams> = Vec::new();
     let mut places: HashMap<PartitionKey, usize> = HashMap::new();
     for t in &request.topics {
@@ -253,6 +260,10 @@ pub fn request_params(request: &FetchRequest) -> Vec<FetchPartitionParams> {
                 last_fetched_epoch: p.last_fetched_epoch,
                 partition_max_bytes: p.partition_max_bytes,
             };
+            if !twice {
+                params.push(wanted);
+                continue;
+            }
             match places.get(&wanted.key()) {
                 Some(&place) => params[place] = wanted,
                 None => {
@@ -462,6 +473,23 @@ mod tests {
                 .collect(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn a_partition_named_twice_is_fetched_once_where_first_named() {
+        let offsets = |req: &FetchRequest| -> Vec<(String, i32, i64)> {
+            request_params(req)
+                .into_iter()
+                .map(|p| (p.topic, p.partition, p.fetch_offset))
+                .collect()
+        };
+        let once = request(0, -1, &[("a", 0, 5), ("b", 0, 6), ("a", 1, 7)]);
+        assert_eq!(
+            offsets(&once),
+            [("a".into(), 0, 5), ("b".into(), 0, 6), ("a".into(), 1, 7)]
+        );
+        let twice = request(0, -1, &[("a", 0, 5), ("b", 0, 6), ("a", 0, 9)]);
+        assert_eq!(offsets(&twice), [("a".into(), 0, 9), ("b".into(), 0, 6)]);
     }
 
     fn answered(request: &FetchRequest) -> Vec<(FetchPartitionParams, PartitionDataOut)> {

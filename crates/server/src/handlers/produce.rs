@@ -33,7 +33,7 @@
 //! from v8 on the indexes of the refused records (`record_errors`) when
 //! the log validator refused individual records; every refusal is logged
 //! through the broker's rate-limited refusal log.
-use std::collections::BTreeSet;
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -205,16 +205,34 @@ fn has_transactional_records(request: &ProduceRequest) -> bool {
 /// given twice is appended and answered once, with the records given
 /// last. A topic left with no partitions by that goes too.
 fn last_of_each(topic_data: Vec<TopicProduceData>, by_id: bool) -> Vec<TopicProduceData> {
-    let mut seen = BTreeSet::new();
+    // The common case, nothing twice, found without copying a name.
+    let topic_key = |t: &TopicProduceData| -> Vec<u8> {
+        if by_id {
+            t.topic_id.0.to_vec()
+        } else {
+            t.name.as_bytes().to_vec()
+        }
+    };
+    let mut names = HashSet::new();
+    let twice = topic_data.iter().any(|t| {
+        let name: &[u8] = if by_id {
+            &t.topic_id.0
+        } else {
+            t.name.as_bytes()
+        };
+        t.partition_data
+            .iter()
+            .any(|p| !names.insert((name, p.index)))
+    });
+    if !twice {
+        return topic_data;
+    }
+    let mut seen = HashSet::new();
     let mut kept: Vec<TopicProduceData> = topic_data
         .into_iter()
         .rev()
         .filter_map(|mut topic| {
-            let key = if by_id {
-                topic.topic_id.to_string()
-            } else {
-                topic.name.clone()
-            };
+            let key = topic_key(&topic);
             let given = topic.partition_data.len();
             topic.partition_data = topic
                 .partition_data
@@ -241,11 +259,13 @@ fn precheck(
     topic: &str,
     data: &PartitionProduceData,
 ) -> Result<(), PartitionError> {
-    let exists = broker
-        .metadata
-        .image()
-        .topic(topic)
-        .is_some_and(|t| t.partitions.iter().any(|p| p.partition_id == data.index));
+    // A hosted partition exists; others are looked up in the metadata.
+    let exists = broker.replicas.get(topic, data.index).is_some()
+        || broker
+            .metadata
+            .image()
+            .topic(topic)
+            .is_some_and(|t| t.partitions.iter().any(|p| p.partition_id == data.index));
     if !exists {
         return Err(PartitionError::new(
             error::UNKNOWN_TOPIC_OR_PARTITION,
@@ -593,6 +613,11 @@ mod tests {
                 (t.name.clone(), parts)
             })
             .collect();
+        let distinct = vec![
+            topic("a", vec![partition(0, 1), partition(1, 2)]),
+            topic("b", vec![partition(0, 4)]),
+        ];
+        assert_eq!(last_of_each(distinct.clone(), false), distinct);
         assert_eq!(
             shape,
             vec![
