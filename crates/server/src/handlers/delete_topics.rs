@@ -91,17 +91,8 @@ fn checked(
             )),
         }
     }
-    let twice = |all: &[String]| -> BTreeSet<String> {
-        let mut seen = BTreeSet::new();
-        all.iter().filter(|n| !seen.insert(*n)).cloned().collect()
-    };
-    let duplicate_names = twice(&names);
-    let mut seen_ids = BTreeSet::new();
-    let duplicate_ids: BTreeSet<Uuid> = ids
-        .iter()
-        .filter(|id| !seen_ids.insert(**id))
-        .copied()
-        .collect();
+    let duplicate_names = repeated(&names);
+    let duplicate_ids = repeated(&ids);
     for name in &duplicate_names {
         refusals.push(refused(
             Some(name.clone()),
@@ -112,14 +103,15 @@ fn checked(
     for id in &duplicate_ids {
         refusals.push(refused(None, *id, "Duplicate topic id."));
     }
+    let given_ids: BTreeSet<Uuid> = ids.iter().copied().collect();
+    let mut dropped_ids = duplicate_ids;
     let mut kept_names = Vec::new();
-    let mut dropped_ids = duplicate_ids.clone();
     for name in names {
-        if duplicate_names.contains(&name) || kept_names.contains(&name) {
+        if duplicate_names.contains(&name) {
             continue;
         }
         match image.topic(&name).map(|t| t.topic_id) {
-            Some(id) if seen_ids.contains(&id) => {
+            Some(id) if given_ids.contains(&id) => {
                 dropped_ids.insert(id);
                 refusals.push(refused(
                     Some(name),
@@ -130,13 +122,17 @@ fn checked(
             _ => kept_names.push(name),
         }
     }
-    let mut kept_ids = Vec::new();
-    for id in ids {
-        if !dropped_ids.contains(&id) && !kept_ids.contains(&id) {
-            kept_ids.push(id);
-        }
-    }
+    let kept_ids = ids
+        .into_iter()
+        .filter(|id| !dropped_ids.contains(id))
+        .collect();
     (kept_names, kept_ids, refusals)
+}
+
+/// The items of `all` given more than once.
+fn repeated<T: Ord + Clone>(all: &[T]) -> BTreeSet<T> {
+    let mut seen = BTreeSet::new();
+    all.iter().filter(|x| !seen.insert(*x)).cloned().collect()
 }
 
 async fn delete_one(broker: &Broker, name: Option<String>, topic_id: Uuid) -> DeletableTopicResult {
