@@ -32,16 +32,8 @@ pub const SPEC: ApiSpec = ApiSpec {
     flexible_min: 9,
 };
 
-fn topic_response(
-    image: &MetadataImage,
-    topic: &TopicInfo,
-    include_operations: bool,
-) -> MetadataResponseTopic {
+fn topic_response(image: &MetadataImage, topic: &TopicInfo) -> MetadataResponseTopic {
     MetadataResponseTopic {
-        topic_authorized_operations: authorized_operations(
-            include_operations,
-            TOPIC_AUTHORIZED_OPERATIONS,
-        ),
         name: Some(topic.name.clone()),
         topic_id: topic.topic_id,
         is_internal: topic.is_internal(),
@@ -107,11 +99,7 @@ pub async fn handle(
     match wanted {
         None => {
             let image = broker.metadata.image();
-            topics.extend(
-                image
-                    .topics()
-                    .map(|t| topic_response(&image, t, include_operations)),
-            )
+            topics.extend(image.topics().map(|t| topic_response(&image, t)))
         }
         Some(wanted) => {
             // Kafka reads the topics asked for as a set: one named twice
@@ -121,24 +109,14 @@ pub async fn handle(
                 if !seen.insert((requested.name.clone(), requested.topic_id)) {
                     continue;
                 }
-                topics.push(
-                    lookup(
-                        broker,
-                        requested.name,
-                        requested.topic_id,
-                        may_create,
-                        include_operations,
-                    )
-                    .await,
-                );
+                topics.push(lookup(broker, requested.name, requested.topic_id, may_create).await);
             }
         }
     }
-    if include_operations {
-        // Kafka names them for every topic answered, those it refuses too.
-        for topic in &mut topics {
-            topic.topic_authorized_operations = TOPIC_AUTHORIZED_OPERATIONS;
-        }
+    // Kafka names them for every topic answered, those it refuses too.
+    for topic in &mut topics {
+        topic.topic_authorized_operations =
+            authorized_operations(include_operations, TOPIC_AUTHORIZED_OPERATIONS);
     }
     let image = broker.metadata.image();
     MetadataResponse {
@@ -167,7 +145,6 @@ async fn lookup(
     name: Option<String>,
     topic_id: Uuid,
     may_create: bool,
-    include_operations: bool,
 ) -> MetadataResponseTopic {
     // A topic id wins over the name: the Java admin client asks by id with
     // the name left empty, not null.
@@ -176,14 +153,14 @@ async fn lookup(
         _ => {
             let image = broker.metadata.image();
             return match image.topic_by_id(&topic_id) {
-                Some(topic) => topic_response(&image, topic, include_operations),
+                Some(topic) => topic_response(&image, topic),
                 None => topic_error(None, topic_id, error::UNKNOWN_TOPIC_ID),
             };
         }
     };
     let image = broker.metadata.image();
     if let Some(topic) = image.topic(&name) {
-        return topic_response(&image, topic, include_operations);
+        return topic_response(&image, topic);
     }
     drop(image);
     if let Err(e) = validate_topic_name(&name) {
@@ -198,7 +175,7 @@ async fn lookup(
     }
     let image = broker.metadata.image();
     match image.topic(&name) {
-        Some(topic) => topic_response(&image, topic, include_operations),
+        Some(topic) => topic_response(&image, topic),
         None => topic_error(Some(name), Uuid::ZERO, error::LEADER_NOT_AVAILABLE),
     }
 }
