@@ -33,7 +33,7 @@
 //! from v8 on the indexes of the refused records (`record_errors`) when
 //! the log validator refused individual records; every refusal is logged
 //! through the broker's rate-limited refusal log.
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -205,47 +205,36 @@ fn has_transactional_records(request: &ProduceRequest) -> bool {
 /// given twice is appended and answered once, with the records given
 /// last. A topic left with no partitions by that goes too.
 fn last_of_each(topic_data: Vec<TopicProduceData>, by_id: bool) -> Vec<TopicProduceData> {
-    // The common case, nothing twice, found without copying a name.
-    let topic_key = |t: &TopicProduceData| -> Vec<u8> {
-        if by_id {
-            t.topic_id.0.to_vec()
-        } else {
-            t.name.as_bytes().to_vec()
-        }
-    };
-    let mut names = HashSet::new();
-    let twice = topic_data.iter().any(|t| {
+    // Where each partition was named last, keyed without copying names.
+    let mut last = HashMap::new();
+    for (ti, t) in topic_data.iter().enumerate() {
         let name: &[u8] = if by_id {
             &t.topic_id.0
         } else {
             t.name.as_bytes()
         };
-        t.partition_data
-            .iter()
-            .any(|p| !names.insert((name, p.index)))
-    });
-    if !twice {
+        for (pi, p) in t.partition_data.iter().enumerate() {
+            last.insert((name, p.index), (ti, pi));
+        }
+    }
+    let given: usize = topic_data.iter().map(|t| t.partition_data.len()).sum();
+    if last.len() == given {
         return topic_data;
     }
-    let mut seen = HashSet::new();
-    let mut kept: Vec<TopicProduceData> = topic_data
+    let kept: HashSet<(usize, usize)> = last.into_values().collect();
+    topic_data
         .into_iter()
-        .rev()
-        .filter_map(|mut topic| {
-            let key = topic_key(&topic);
-            let given = topic.partition_data.len();
-            topic.partition_data = topic
-                .partition_data
-                .into_iter()
-                .rev()
-                .filter(|p| seen.insert((key.clone(), p.index)))
-                .collect();
-            topic.partition_data.reverse();
-            (given == 0 || !topic.partition_data.is_empty()).then_some(topic)
+        .enumerate()
+        .filter_map(|(ti, mut topic)| {
+            let asked = topic.partition_data.len();
+            let mut pi = 0;
+            topic.partition_data.retain(|_| {
+                pi += 1;
+                kept.contains(&(ti, pi - 1))
+            });
+            (asked == 0 || !topic.partition_data.is_empty()).then_some(topic)
         })
-        .collect();
-    kept.reverse();
-    kept
+        .collect()
 }
 
 /// The checks Kafka makes of a partition before its log is involved, in
