@@ -27,14 +27,14 @@
 //! shared fairly); a cached high watermark of -1 means "send this
 //! partition next time", which is how a partition with an error is
 //! re-sent once the error clears.
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 use rand::Rng;
 
 use tarn_protocol::error;
-use tarn_protocol::messages::fetch::{FetchRequest, PartitionDataOut};
+use tarn_protocol::messages::fetch::{FetchPartition, FetchRequest, FetchTopic, PartitionDataOut};
 use tarn_protocol::Uuid;
 
 pub const INVALID_SESSION_ID: i32 = 0;
@@ -240,18 +240,23 @@ impl FetchContext {
 /// as an ordered map: a partition named twice is fetched once, at the
 /// place it was first named, with what it was named with last.
 pub fn request_params(request: &FetchRequest) -> Vec<FetchPartitionParams> {
-    // The common case, nothing twice, found without copying a name.
-    let mut names = HashSet::new();
-    let twice = request.topics.iter().any(|t| {
-        t.partitions
-            .iter()
-            .any(|p| !names.insert((&t.topic_id, t.topic.as_str(), p.partition)))
-    });
-    let mut params: Vec<FetchPartitionParams> = Vec::new();
-    let mut places: HashMap<PartitionKey, usize> = HashMap::new();
-    for t in &request.topics {
-        for p in &t.partitions {
-            let wanted = FetchPartitionParams {
+    let named: Vec<(&FetchTopic, &FetchPartition)> = request
+        .topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(move |p| (t, p)))
+        .collect();
+    // Where each partition was named last, keyed without copying names.
+    let mut last = HashMap::new();
+    for (i, (t, p)) in named.iter().enumerate() {
+        last.insert((&t.topic_id, t.topic.as_str(), p.partition), i);
+    }
+    // At its first place (the later ones find it taken), what it was
+    // named with last.
+    named
+        .iter()
+        .filter_map(|(t, p)| {
+            let (t, p) = named[last.remove(&(&t.topic_id, t.topic.as_str(), p.partition))?];
+            Some(FetchPartitionParams {
                 topic: t.topic.clone(),
                 topic_id: t.topic_id,
                 partition: p.partition,
@@ -259,21 +264,9 @@ pub fn request_params(request: &FetchRequest) -> Vec<FetchPartitionParams> {
                 current_leader_epoch: p.current_leader_epoch,
                 last_fetched_epoch: p.last_fetched_epoch,
                 partition_max_bytes: p.partition_max_bytes,
-            };
-            if !twice {
-                params.push(wanted);
-                continue;
-            }
-            match places.get(&wanted.key()) {
-                Some(&place) => params[place] = wanted,
-                None => {
-                    places.insert(wanted.key(), params.len());
-                    params.push(wanted);
-                }
-            }
-        }
-    }
-    params
+            })
+        })
+        .collect()
 }
 
 fn forgotten(request: &FetchRequest) -> Vec<PartitionKey> {
@@ -450,8 +443,6 @@ fn try_evict(
 
 #[cfg(test)]
 mod tests {
-    use tarn_protocol::messages::fetch::{FetchPartition, FetchTopic};
-
     use super::*;
 
     fn request(id: i32, epoch: i32, partitions: &[(&str, i32, i64)]) -> FetchRequest {
