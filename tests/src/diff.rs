@@ -214,6 +214,27 @@ compared_as_they_are!(
     DeleteAclsResponse,
 );
 
+/// Responses whose one list each broker orders its own way, compared
+/// sorted by `key`.
+macro_rules! compared_sorted {
+    ($($t:ty: $list:ident by $key:ident),* $(,)?) => {
+        $(impl Normalize for $t {
+            fn normalize(&mut self) {
+                self.$list.sort_by(|a, b| a.$key.cmp(&b.$key));
+            }
+        })*
+    };
+}
+
+// Kafka lists every topic in an order of its own, and groups by the
+// `__consumer_offsets` partition that holds each.
+compared_sorted!(
+    MetadataResponse: topics by name,
+    ListGroupsResponse: groups by group_id,
+    DescribeGroupsResponse: groups by group_id,
+    DeleteGroupsResponse: results by group_id,
+);
+
 // Each broker compresses in its own way (Kafka's zstd frames carry no
 // content size and end with an empty block, Tarn's the other way round):
 // compressed batches are compared by what they hold, re-encoded without
@@ -252,21 +273,6 @@ impl Normalize for FetchResponse {
                 partition.records = Some(Bytes::from(plain));
             }
         }
-    }
-}
-
-impl Normalize for MetadataResponse {
-    fn normalize(&mut self) {
-        // Kafka lists every topic in an order of its own.
-        self.topics.sort_by(|a, b| a.name.cmp(&b.name));
-    }
-}
-
-// Each broker lists groups in an order of its own (Kafka's by the
-// `__consumer_offsets` partition that holds each).
-impl Normalize for ListGroupsResponse {
-    fn normalize(&mut self) {
-        self.groups.sort_by(|a, b| a.group_id.cmp(&b.group_id));
     }
 }
 
@@ -317,18 +323,6 @@ impl Normalize for DescribeClientQuotasResponse {
         if let Some(entries) = self.entries.as_mut() {
             entries.sort_by_key(|e| format!("{:?}", e.entity));
         }
-    }
-}
-
-impl Normalize for DescribeGroupsResponse {
-    fn normalize(&mut self) {
-        self.groups.sort_by(|a, b| a.group_id.cmp(&b.group_id));
-    }
-}
-
-impl Normalize for DeleteGroupsResponse {
-    fn normalize(&mut self) {
-        self.results.sort_by(|a, b| a.group_id.cmp(&b.group_id));
     }
 }
 
