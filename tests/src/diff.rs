@@ -193,7 +193,6 @@ compared_as_they_are!(
     DeleteRecordsResponse,
     CreatePartitionsResponse,
     InitProducerIdResponse,
-    JoinGroupResponse,
     SyncGroupResponse,
     HeartbeatResponse,
     OffsetCommitResponse,
@@ -231,9 +230,27 @@ macro_rules! compared_sorted {
 compared_sorted!(
     MetadataResponse: topics by name,
     ListGroupsResponse: groups by group_id,
-    DescribeGroupsResponse: groups by group_id,
     DeleteGroupsResponse: results by group_id,
 );
+
+// A group's members in an order of each broker's own; the test gives each
+// member metadata of its own, since their ids are generated.
+impl Normalize for JoinGroupResponse {
+    fn normalize(&mut self) {
+        self.members.sort_by(|a, b| a.metadata.cmp(&b.metadata));
+    }
+}
+
+impl Normalize for DescribeGroupsResponse {
+    fn normalize(&mut self) {
+        self.groups.sort_by(|a, b| a.group_id.cmp(&b.group_id));
+        for group in &mut self.groups {
+            group
+                .members
+                .sort_by(|a, b| a.member_metadata.cmp(&b.member_metadata));
+        }
+    }
+}
 
 // Each broker compresses in its own way (Kafka's zstd frames carry no
 // content size and end with an empty block, Tarn's the other way round):
@@ -563,6 +580,13 @@ pub fn skip_value(text: &str) -> &str {
     ""
 }
 
+/// Requests sent by [`Diff::send_pending`], each answer read on a thread
+/// of its own (Tarn's, then Kafka's).
+pub struct Pending<Resp> {
+    scenario: String,
+    answers: [std::thread::JoinHandle<Result<Resp, String>>; 2],
+}
+
 /// Which broker a [`Diff::call_each`] request is for.
 pub const TARN: usize = 0;
 pub const KAFKA: usize = 1;
@@ -700,6 +724,86 @@ impl Diff {
         let kafka: Resp = until_ready(&mut self.kafka, api, request, &error);
         self.compare(scenario, &tarn, &kafka);
         (tarn, kafka)
+    }
+
+    /// Sends each broker its request (`make(TARN)`, `make(KAFKA)`) on a
+    /// connection of its own and returns without the answers, for a
+    /// request a broker answers only once something else happens (a
+    /// JoinGroup once its rebalance completes, a follower's SyncGroup once
+    /// the leader's arrives); [`Diff::finish`] compares them.
+    pub fn send_pending<Req: Encode, Resp: Decode + Send + 'static>(
+        &mut self,
+        scenario: &str,
+        (api_key, version, flexible_min): (i16, i16, i16),
+        make: impl Fn(usize) -> Req,
+    ) -> Pending<Resp> {
+        let answers = [TARN, KAFKA].map(|b| {
+            let bootstrap = [&self.tarn, &self.kafka][b].bootstrap().to_owned();
+            let mut client = Client::connect(&bootstrap)
+                .unwrap_or_else(|e| panic!("{scenario}: connect to {bootstrap}: {e:#}"));
+            client
+                .send_only(
+                    api_key,
+                    tarn_protocol::codec::Version::new(version, flexible_min),
+                    &make(b),
+                )
+                .unwrap_or_else(|e| panic!("{scenario}: send to {bootstrap}: {e:#}"));
+            std::thread::spawn(move || {
+                client
+                    .receive(api_key, version, flexible_min)
+                    .map_err(|e| format!("{e:#}"))
+            })
+        });
+        Pending {
+            scenario: scenario.to_owned(),
+            answers,
+        }
+    }
+
+    /// Waits for the answers of [`Diff::send_pending`] and compares them.
+    pub fn finish<Resp: Debug + Normalize + Clone>(
+        &mut self,
+        pending: Pending<Resp>,
+    ) -> (Resp, Resp) {
+        let scenario = pending.scenario;
+        let [tarn, kafka] = pending.answers.map(|answer| {
+            answer
+                .join()
+                .unwrap_or_else(|_| panic!("{scenario}: the reading thread panicked"))
+                .unwrap_or_else(|e| panic!("{scenario}: {e}"))
+        });
+        self.compare(&scenario, &tarn, &kafka);
+        (tarn, kafka)
+    }
+
+    /// Waits until both brokers describe `group` in `state` (a request on
+    /// another connection may still be on its way when its sender returns).
+    pub fn wait_group_state(&mut self, group: &str, state: &str) {
+        let request = DescribeGroupsRequest {
+            groups: vec![group.into()],
+            include_authorized_operations: false,
+        };
+        for client in [&mut self.tarn, &mut self.kafka] {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+            loop {
+                let response: DescribeGroupsResponse = client
+                    .call(
+                        DESCRIBE_GROUPS.0,
+                        DESCRIBE_GROUPS.1,
+                        DESCRIBE_GROUPS.2,
+                        &request,
+                    )
+                    .expect("DescribeGroups");
+                if response.groups.iter().all(|g| g.group_state == state) {
+                    break;
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "{group} not {state} within 30 s: {response:?}"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
     }
 
     pub fn compare<T: Debug + Normalize + Clone>(&mut self, scenario: &str, tarn: &T, kafka: &T) {

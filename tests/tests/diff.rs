@@ -1993,6 +1993,238 @@ fn group_edges(d: &mut Diff) {
     );
 }
 
+/// A subscription (v0) of d-r's members to d-log, each told apart by its
+/// user data, since member ids are generated.
+fn subscription(user_data: u8) -> Bytes {
+    let mut bytes = vec![0, 0, 0, 0, 0, 1, 0, 5];
+    bytes.extend_from_slice(b"d-log");
+    bytes.extend_from_slice(&[0, 0, 0, 1, user_data]);
+    Bytes::from(bytes)
+}
+
+/// An assignment (v0) of d-log's `partitions`.
+fn assignment(partitions: &[i32]) -> Bytes {
+    let mut bytes = vec![0, 0, 0, 0, 0, 1, 0, 5];
+    bytes.extend_from_slice(b"d-log");
+    bytes.extend_from_slice(&(partitions.len() as i32).to_be_bytes());
+    for partition in partitions {
+        bytes.extend_from_slice(&partition.to_be_bytes());
+    }
+    bytes.extend_from_slice(&(-1i32).to_be_bytes());
+    Bytes::from(bytes)
+}
+
+/// A rebalance of group d-r from start to end, on each broker: a second
+/// member joins a stable group, the first is told REBALANCE_IN_PROGRESS
+/// until it rejoins, the follower's SyncGroup waits for the leader's, and
+/// the follower leaves. Between the steps, what each API answers in each
+/// state (PreparingRebalance, CompletingRebalance, Stable).
+fn rebalances(d: &mut Diff) {
+    let join = |member_id: &str, user_data: u8| {
+        let mut request = join_request("d-r", member_id, "consumer");
+        request.protocols[0].metadata = subscription(user_data);
+        request
+    };
+    let heartbeat = |member: &[String; 2], generation: &[i32; 2], b: usize| HeartbeatRequest {
+        group_id: "d-r".into(),
+        generation_id: generation[b],
+        member_id: member[b].clone(),
+        group_instance_id: None,
+    };
+    let commit = |member: &[String; 2], generation: &[i32; 2], b: usize| OffsetCommitRequest {
+        group_id: "d-r".into(),
+        generation_id_or_member_epoch: generation[b],
+        member_id: member[b].clone(),
+        topics: vec![OffsetCommitRequestTopic {
+            name: "d-log".into(),
+            partitions: vec![OffsetCommitRequestPartition {
+                partition_index: 0,
+                committed_offset: 1,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let sync = |member: &[String; 2],
+                generation: &[i32; 2],
+                assignments: &[(&[String; 2], &[i32])],
+                b: usize| SyncGroupRequest {
+        group_id: "d-r".into(),
+        generation_id: generation[b],
+        member_id: member[b].clone(),
+        group_instance_id: None,
+        protocol_type: Some("consumer".into()),
+        protocol_name: Some("range".into()),
+        assignments: assignments
+            .iter()
+            .map(|(to, partitions)| SyncGroupRequestAssignment {
+                member_id: to[b].clone(),
+                assignment: assignment(partitions),
+            })
+            .collect(),
+    };
+    let describe = DescribeGroupsRequest {
+        groups: vec!["d-r".into()],
+        include_authorized_operations: false,
+    };
+    d.find_coordinator("d-r", 0);
+
+    let (tarn, kafka) = d.call::<_, JoinGroupResponse>(
+        "JoinGroup: d-r's first member without an id",
+        JOIN_GROUP,
+        &join("", b'a'),
+    );
+    let a = [tarn.member_id, kafka.member_id];
+    let (tarn, kafka) = d.call_each::<_, JoinGroupResponse>(
+        "JoinGroup: d-r's first member with its id",
+        JOIN_GROUP,
+        |b| join(&a[b], b'a'),
+    );
+    let first = [tarn.generation_id, kafka.generation_id];
+    d.call_each::<_, SyncGroupResponse>("SyncGroup: d-r's only member", SYNC_GROUP, |b| {
+        sync(&a, &first, &[(&a, &[0])], b)
+    });
+    let mut other_protocol = join("", b'c');
+    other_protocol.protocols[0].name = "roundrobin".into();
+    d.call::<_, JoinGroupResponse>(
+        "JoinGroup: a member with only a protocol the group does not use",
+        JOIN_GROUP,
+        &other_protocol,
+    );
+
+    // A second member: its join waits until the first rejoins.
+    let (tarn, kafka) = d.call::<_, JoinGroupResponse>(
+        "JoinGroup: a second member of a stable group, without an id",
+        JOIN_GROUP,
+        &join("", b'b'),
+    );
+    let b_ids = [tarn.member_id, kafka.member_id];
+    let second_join = d.send_pending::<_, JoinGroupResponse>(
+        "JoinGroup: the second member, answered once the rebalance completes",
+        JOIN_GROUP,
+        |b| join(&b_ids[b], b'b'),
+    );
+    d.wait_group_state("d-r", "PreparingRebalance");
+    d.call::<_, DescribeGroupsResponse>(
+        "DescribeGroups: a group preparing a rebalance",
+        DESCRIBE_GROUPS,
+        &describe,
+    );
+    d.call_each::<_, HeartbeatResponse>(
+        "Heartbeat: while the group prepares a rebalance",
+        HEARTBEAT,
+        |b| heartbeat(&a, &first, b),
+    );
+    d.call_each::<_, OffsetCommitResponse>(
+        "OffsetCommit: while the group prepares a rebalance",
+        OFFSET_COMMIT,
+        |b| commit(&a, &first, b),
+    );
+    d.call_each::<_, SyncGroupResponse>(
+        "SyncGroup: while the group prepares a rebalance",
+        SYNC_GROUP,
+        |b| sync(&a, &first, &[(&a, &[0])], b),
+    );
+    let (tarn, kafka) = d.call_each::<_, JoinGroupResponse>(
+        "JoinGroup: the first member rejoins, completing the rebalance",
+        JOIN_GROUP,
+        |b| join(&a[b], b'a'),
+    );
+    let second = [tarn.generation_id, kafka.generation_id];
+    d.finish(second_join);
+
+    // CompletingRebalance: the leader has not sent the assignment yet.
+    d.call::<_, DescribeGroupsResponse>(
+        "DescribeGroups: a group awaiting its assignment",
+        DESCRIBE_GROUPS,
+        &describe,
+    );
+    d.call_each::<_, HeartbeatResponse>(
+        "Heartbeat: while the group awaits its assignment",
+        HEARTBEAT,
+        |b| heartbeat(&b_ids, &second, b),
+    );
+    d.call_each::<_, OffsetCommitResponse>(
+        "OffsetCommit: while the group awaits its assignment",
+        OFFSET_COMMIT,
+        |b| commit(&a, &second, b),
+    );
+    d.call_each::<_, SyncGroupResponse>(
+        "SyncGroup: a follower naming another protocol",
+        SYNC_GROUP,
+        |b| SyncGroupRequest {
+            protocol_name: Some("roundrobin".into()),
+            ..sync(&b_ids, &second, &[], b)
+        },
+    );
+    d.call_each::<_, SyncGroupResponse>(
+        "SyncGroup: a follower naming another protocol type",
+        SYNC_GROUP,
+        |b| SyncGroupRequest {
+            protocol_type: Some("connect".into()),
+            ..sync(&b_ids, &second, &[], b)
+        },
+    );
+    let follower_sync = d.send_pending::<_, SyncGroupResponse>(
+        "SyncGroup: a follower, answered with what the leader assigned it",
+        SYNC_GROUP,
+        |b| sync(&b_ids, &second, &[], b),
+    );
+    // Usually before the leader's assignment: the answer is the same
+    // either way.
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    d.call_each::<_, SyncGroupResponse>(
+        "SyncGroup: the leader's assignment for both members",
+        SYNC_GROUP,
+        |b| sync(&a, &second, &[(&a, &[0]), (&b_ids, &[])], b),
+    );
+    d.finish(follower_sync);
+
+    // Stable with two members, until the follower leaves.
+    d.call::<_, DescribeGroupsResponse>(
+        "DescribeGroups: a stable group of two members",
+        DESCRIBE_GROUPS,
+        &describe,
+    );
+    d.call_each::<_, OffsetCommitResponse>(
+        "OffsetCommit: a follower of a stable group",
+        OFFSET_COMMIT,
+        |b| commit(&b_ids, &second, b),
+    );
+    d.call_each::<_, LeaveGroupResponse>("LeaveGroup: the follower leaves", LEAVE_GROUP, |b| {
+        LeaveGroupRequest {
+            group_id: "d-r".into(),
+            members: vec![MemberIdentity {
+                member_id: b_ids[b].clone(),
+                group_instance_id: None,
+                reason: None,
+            }],
+            ..Default::default()
+        }
+    });
+    d.call_each::<_, HeartbeatResponse>("Heartbeat: after a member left", HEARTBEAT, |b| {
+        heartbeat(&a, &second, b)
+    });
+    d.call_each::<_, HeartbeatResponse>("Heartbeat: the member that left", HEARTBEAT, |b| {
+        heartbeat(&b_ids, &second, b)
+    });
+    let (tarn, kafka) = d.call_each::<_, JoinGroupResponse>(
+        "JoinGroup: the first member rejoins alone",
+        JOIN_GROUP,
+        |b| join(&a[b], b'a'),
+    );
+    let third = [tarn.generation_id, kafka.generation_id];
+    d.call_each::<_, SyncGroupResponse>("SyncGroup: the member left alone", SYNC_GROUP, |b| {
+        sync(&a, &third, &[(&a, &[0])], b)
+    });
+    d.call::<_, DescribeGroupsResponse>(
+        "DescribeGroups: the group after the follower left",
+        DESCRIBE_GROUPS,
+        &describe,
+    );
+}
+
 /// The group APIs' error paths; returns the member ids d-g's member got
 /// from each broker (`TARN`, `KAFKA`).
 fn groups(d: &mut Diff) -> [String; 2] {
@@ -2400,6 +2632,7 @@ fn tarn_answers_as_apache_kafka_does() {
         partition_admin_edges(&mut d);
         let ids = groups(&mut d);
         group_edges(&mut d);
+        rebalances(&mut d);
         duplicates(&mut d);
         group_admin(&mut d, &ids);
         offsets_and_coordinators(&mut d);

@@ -101,9 +101,8 @@ impl Client {
         flexible_min: i16,
         request: &Req,
     ) -> Result<Resp> {
-        let v = Version::new(version, flexible_min);
-        let mut r = self.send(api_key, v, request)?;
-        Ok(Resp::decode(&mut r, v)?)
+        self.send_only(api_key, Version::new(version, flexible_min), request)?;
+        self.receive(api_key, version, flexible_min)
     }
 
     /// Sends `request` and returns the response body after its header, for
@@ -111,6 +110,29 @@ impl Client {
     /// ApiVersions fallback) or not at all.
     pub fn send<Req: Encode>(&mut self, api_key: i16, v: Version, request: &Req) -> Result<Reader> {
         self.send_only(api_key, v, request)?;
+        self.read_response(api_key, v)
+    }
+
+    /// Reads the response to the request [`Client::send_only`] sent last,
+    /// for a request whose answer waits on something else (a JoinGroup
+    /// answered once its rebalance completes).
+    pub fn receive<Resp: Decode>(
+        &mut self,
+        api_key: i16,
+        version: i16,
+        flexible_min: i16,
+    ) -> Result<Resp> {
+        let v = Version::new(version, flexible_min);
+        let mut r = self.read_response(api_key, v)?;
+        Ok(Resp::decode(&mut r, v)?)
+    }
+
+    /// The address this client connected to.
+    pub fn bootstrap(&self) -> &str {
+        &self.bootstrap
+    }
+
+    fn read_response(&mut self, api_key: i16, v: Version) -> Result<Reader> {
         let mut r = read_frame(&mut self.stream, &self.bootstrap)?;
         let correlation_id = decode_response_header(&mut r, api_key, v.flexible)?;
         if correlation_id != self.correlation_id {

@@ -1730,11 +1730,9 @@ impl<S: GroupStore> GroupCoordinator<S> {
                     } else {
                         Bytes::new()
                     },
-                    assignment: if stable {
-                        m.assignment.clone()
-                    } else {
-                        Bytes::new()
-                    },
+                    // In every state, as Kafka: the last one synced until
+                    // a rebalance replaces it.
+                    assignment: m.assignment.clone(),
                 })
                 .collect(),
         })

@@ -255,6 +255,24 @@ fn a_second_member_rebalances_the_group() {
 }
 
 #[test]
+fn describe_shows_the_last_synced_assignment_while_a_rebalance_runs() {
+    let h = Harness::new();
+    let (a, _) = h.stable_single("g", "a");
+    let b = h.member_id("g", "b");
+    let _b_join = h.gc.join(join("g", &b, &["range"]));
+    assert_eq!(h.state("g"), GroupState::PreparingRebalance);
+    let summary = h.gc.describe("g").unwrap();
+    let described = |id: &str| {
+        let member = summary.members.iter().find(|m| m.member_id == id).unwrap();
+        (member.metadata.clone(), member.assignment.clone())
+    };
+    // Metadata only for a Stable group; the assignment until replaced.
+    assert_eq!(described(&a), (Bytes::new(), Bytes::from_static(b"a")));
+    assert_eq!(described(&b), (Bytes::new(), Bytes::new()));
+    assert!(summary.protocol.is_empty());
+}
+
+#[test]
 fn a_member_that_stops_heartbeating_is_expired_and_its_partitions_move() {
     let h = Harness::new();
     let (a, b, generation) = h.stable_pair("g");

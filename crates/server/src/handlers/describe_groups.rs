@@ -1,8 +1,8 @@
 //! DescribeGroups: state, protocol and members of groups. An unknown
 //! group is described as Dead with no error before v6 and, from v6
 //! (KIP-1043), as Dead with GROUP_ID_NOT_FOUND and a message, as Kafka
-//! does; members' metadata and assignments are only shown for a Stable
-//! group.
+//! does; members' metadata is only shown for a Stable group, their last
+//! synced assignments in every state.
 use std::sync::Arc;
 
 use tarn_protocol::error;
