@@ -1993,6 +1993,94 @@ fn group_edges(d: &mut Diff) {
     );
 }
 
+/// Topics named by id where the request allows it: OffsetCommit and
+/// OffsetFetch v10, Metadata v12. Each broker's own id for d-log; ids are
+/// masked in the answers, so only whether a topic was found is compared.
+fn topic_ids(d: &mut Diff) {
+    let ids = d.topic_ids("d-log");
+    let unknown = Uuid([9; 16]);
+    d.find_coordinator("d-ids", 0);
+    let commit = |id: Uuid, partition: i32| {
+        let mut request = memberless_commit("d-ids", "", partition, 3);
+        request.topics[0].topic_id = id;
+        request
+    };
+    const OFFSET_COMMIT_V10: (i16, i16, i16) = (OFFSET_COMMIT.0, 10, OFFSET_COMMIT.2);
+    const OFFSET_FETCH_V10: (i16, i16, i16) = (OFFSET_FETCH.0, 10, OFFSET_FETCH.2);
+    d.call_each::<_, OffsetCommitResponse>(
+        "OffsetCommit v10: a topic by id",
+        OFFSET_COMMIT_V10,
+        |b| commit(ids[b], 0),
+    );
+    d.call_each::<_, OffsetCommitResponse>(
+        "OffsetCommit v10: a partition that does not exist, by id",
+        OFFSET_COMMIT_V10,
+        |b| commit(ids[b], 9),
+    );
+    d.call::<_, OffsetCommitResponse>(
+        "OffsetCommit v10: a topic id neither broker knows",
+        OFFSET_COMMIT_V10,
+        &commit(unknown, 0),
+    );
+    d.call::<_, OffsetCommitResponse>(
+        "OffsetCommit v10: the zero topic id",
+        OFFSET_COMMIT_V10,
+        &commit(Uuid::default(), 0),
+    );
+    let fetch = |topics: Option<Vec<(Uuid, Vec<i32>)>>| OffsetFetchRequest {
+        groups: vec![OffsetFetchRequestGroup {
+            group_id: "d-ids".into(),
+            topics: topics.map(|topics| {
+                topics
+                    .into_iter()
+                    .map(|(topic_id, partition_indexes)| OffsetFetchRequestTopic {
+                        topic_id,
+                        partition_indexes,
+                        ..Default::default()
+                    })
+                    .collect()
+            }),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    d.call_each::<_, OffsetFetchResponse>(
+        "OffsetFetch v10: a topic by id",
+        OFFSET_FETCH_V10,
+        |b| fetch(Some(vec![(ids[b], vec![0, 1, 9])])),
+    );
+    d.call::<_, OffsetFetchResponse>(
+        "OffsetFetch v10: a topic id neither broker knows",
+        OFFSET_FETCH_V10,
+        &fetch(Some(vec![(unknown, vec![0])])),
+    );
+    d.call::<_, OffsetFetchResponse>(
+        "OffsetFetch v10: every topic of the group",
+        OFFSET_FETCH_V10,
+        &fetch(None),
+    );
+    let by_id = |ids: Vec<Uuid>| MetadataRequest {
+        topics: Some(
+            ids.into_iter()
+                .map(|topic_id| MetadataRequestTopic {
+                    topic_id,
+                    name: None,
+                })
+                .collect(),
+        ),
+        allow_auto_topic_creation: false,
+        ..Default::default()
+    };
+    d.call_each::<_, MetadataResponse>("Metadata: a topic by id", METADATA, |b| {
+        by_id(vec![ids[b]])
+    });
+    d.call::<_, MetadataResponse>(
+        "Metadata: a topic id neither broker knows",
+        METADATA,
+        &by_id(vec![unknown]),
+    );
+}
+
 /// A subscription (v0) of d-r's members to d-log, each told apart by its
 /// user data, since member ids are generated.
 fn subscription(user_data: u8) -> Bytes {
@@ -2633,6 +2721,7 @@ fn tarn_answers_as_apache_kafka_does() {
         let ids = groups(&mut d);
         group_edges(&mut d);
         rebalances(&mut d);
+        topic_ids(&mut d);
         duplicates(&mut d);
         group_admin(&mut d, &ids);
         offsets_and_coordinators(&mut d);
