@@ -91,6 +91,24 @@ def test_kafka_configs_alters_describes_and_deletes_topic_configs(broker):
     assert out.returncode != 0, out
 
 
+def test_kafka_configs_sets_and_unsets_a_broker_logger(broker):
+    # KIP-412 log levels: Tarn's loggers are its crates and `root`.
+    loggers = ["--entity-type", "broker-loggers", "--entity-name", "1"]
+    out = kafka_tool("kafka-configs", *on(broker), "--describe", *loggers).stdout
+    assert "root=" in out and "tarn_server=" in out, out
+    kafka_tool("kafka-configs", *on(broker), "--alter", *loggers,
+               "--add-config", "tarn_storage=DEBUG")
+    out = kafka_tool("kafka-configs", *on(broker), "--describe", *loggers).stdout
+    assert "tarn_storage=DEBUG" in out, out
+    kafka_tool("kafka-configs", *on(broker), "--alter", *loggers,
+               "--delete-config", "tarn_storage")
+    out = kafka_tool("kafka-configs", *on(broker), "--describe", *loggers).stdout
+    assert "tarn_storage=DEBUG" not in out and "tarn_storage=" in out, out
+    out = kafka_tool("kafka-configs", *on(broker), "--alter", *loggers,
+                     "--add-config", "kafka.server.ReplicaManager=DEBUG", check=False)
+    assert out.returncode != 0 and "Invalid broker logger" in out.stdout + out.stderr, out
+
+
 def test_console_producer_and_consumer_with_keys(broker):
     broker.create_topic("console", 1)
     lines = "k1:one\nk2:two\nk1:three\n"

@@ -73,6 +73,35 @@ fn three_nodes_form_in_any_order_and_every_broker_takes_admin_requests() {
             });
             assert_eq!(view.leaders, cluster.view(1).expect("view").leaders);
         }
+        // A broker logger is answered by the broker it names, which
+        // forwards the request's other resources to the controller.
+        let broker = (1..=3).find(|id| *id != controller).expect("a broker");
+        let answers = alter_logger_and_topic(&cluster, broker, "made-on-2");
+        assert!(answers.iter().all(|code| *code == 0), "{answers:?}");
+        assert_eq!(
+            logger_level(&cluster, broker, "tarn_storage"),
+            "FATAL",
+            "set on node {broker}"
+        );
+        assert_ne!(
+            logger_level(&cluster, controller, "tarn_storage"),
+            "FATAL",
+            "the controller's own levels stay"
+        );
+        let out = cli::run(&[
+            "configs",
+            "--bootstrap-server",
+            &cluster.address(broker),
+            "--describe",
+            "--entity-type",
+            "topics",
+            "--entity-name",
+            "made-on-2",
+        ]);
+        assert!(
+            out.status.success() && out.stdout.contains("retention.ms=120000"),
+            "{out}"
+        );
         let out = cli::run(&[
             "configs",
             "--bootstrap-server",
@@ -102,6 +131,57 @@ fn three_nodes_form_in_any_order_and_every_broker_takes_admin_requests() {
             .leaders
             .contains_key("made-on-2"));
     });
+}
+
+/// IncrementalAlterConfigs sent to node `id`: its own logger
+/// `tarn_storage` set to FATAL, and `topic`'s retention.ms to 120000;
+/// returns the two error codes.
+fn alter_logger_and_topic(cluster: &Cluster, id: i32, topic: &str) -> Vec<i16> {
+    use tarn_protocol::messages::incremental_alter_configs::*;
+    let resource =
+        |resource_type: i8, name: &str, key: &str, value: &str| IncrementalAlterConfigsResource {
+            resource_type,
+            resource_name: name.into(),
+            configs: vec![IncrementalAlterableConfig {
+                name: key.into(),
+                config_operation: OP_SET,
+                value: Some(value.into()),
+            }],
+        };
+    let request = IncrementalAlterConfigsRequest {
+        resources: vec![
+            resource(8, &id.to_string(), "tarn_storage", "FATAL"),
+            resource(2, topic, "retention.ms", "120000"),
+        ],
+        validate_only: false,
+    };
+    let mut client = Client::connect(&cluster.address(id)).expect("connect");
+    let response: IncrementalAlterConfigsResponse = client
+        .call(44, 1, 1, &request)
+        .expect("IncrementalAlterConfigs");
+    assert_eq!(response.responses.len(), 2, "{response:?}");
+    response.responses.iter().map(|r| r.error_code).collect()
+}
+
+/// The level node `id` describes for its logger `logger`.
+fn logger_level(cluster: &Cluster, id: i32, logger: &str) -> String {
+    use tarn_protocol::messages::describe_configs::*;
+    let request = DescribeConfigsRequest {
+        resources: vec![DescribeConfigsResource {
+            resource_type: 8,
+            resource_name: id.to_string(),
+            configuration_keys: Some(vec![logger.into()]),
+        }],
+        include_synonyms: false,
+        include_documentation: false,
+    };
+    let mut client = Client::connect(&cluster.address(id)).expect("connect");
+    let response: DescribeConfigsResponse =
+        client.call(32, 4, 4, &request).expect("DescribeConfigs");
+    let config = response.results[0].configs.first();
+    config
+        .and_then(|c| c.value.clone())
+        .unwrap_or_else(|| panic!("node {id} has no logger {logger}: {response:?}"))
 }
 
 #[test]

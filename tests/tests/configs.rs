@@ -24,7 +24,13 @@ use tarn_protocol::error;
 use tarn_protocol::messages::alter_configs::{
     AlterConfigsRequest, AlterConfigsResource, AlterableConfig,
 };
+use tarn_protocol::messages::describe_configs::{
+    DescribeConfigsRequest, DescribeConfigsResource, DescribeConfigsResponse,
+};
 use tarn_protocol::messages::incremental_alter_configs::*;
+use tarn_protocol::messages::join_group::{
+    JoinGroupRequest, JoinGroupRequestProtocol, JoinGroupResponse,
+};
 
 /// The node id `tarn serve` runs as by default.
 const NODE_ID: i32 = 1;
@@ -810,5 +816,144 @@ fn deleted_topic_files_go_after_the_delay_and_the_name_is_free_at_once() {
             "left-over -delete directory survived a restart"
         );
         assert_eq!(kafka::watermarks(broker.bootstrap(), "gone"), [(0, 0, 2)]);
+    });
+}
+
+/// The loggers of broker `NODE_ID` with their levels (DescribeConfigs of a
+/// BROKER_LOGGER resource).
+fn loggers(broker: &TarnBroker) -> HashMap<String, String> {
+    let request = DescribeConfigsRequest {
+        resources: vec![DescribeConfigsResource {
+            resource_type: 8,
+            resource_name: NODE_ID.to_string(),
+            configuration_keys: None,
+        }],
+        include_synonyms: false,
+        include_documentation: false,
+    };
+    let mut client = Client::connect(broker.bootstrap()).expect("connect");
+    let response: DescribeConfigsResponse =
+        client.call(32, 4, 4, &request).expect("DescribeConfigs");
+    let result = response.results.into_iter().next().expect("one result");
+    assert_eq!(result.error_code, error::NONE, "{result:?}");
+    result
+        .configs
+        .into_iter()
+        .map(|c| {
+            assert_eq!(c.config_source, 6, "DYNAMIC_BROKER_LOGGER_CONFIG: {c:?}");
+            (c.name, c.value.expect("a level"))
+        })
+        .collect()
+}
+
+/// A JoinGroup without a member id, which the coordinator answers
+/// MEMBER_ID_REQUIRED and logs at DEBUG under `tarn_coordinator`.
+fn join_without_id(broker: &TarnBroker, group: &str) {
+    let mut client = Client::connect(broker.bootstrap()).expect("connect");
+    let request = JoinGroupRequest {
+        group_id: group.into(),
+        session_timeout_ms: 10_000,
+        rebalance_timeout_ms: 10_000,
+        member_id: String::new(),
+        group_instance_id: None,
+        protocol_type: "consumer".into(),
+        protocols: vec![JoinGroupRequestProtocol {
+            name: "range".into(),
+            metadata: bytes::Bytes::from_static(&[0, 0, 0, 0, 0, 0, 0, 0, 0, 0]),
+        }],
+        reason: None,
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let response: JoinGroupResponse = client.call(11, 9, 6, &request).expect("JoinGroup");
+        if response.error_code == error::MEMBER_ID_REQUIRED {
+            return;
+        }
+        // The coordinator may still be loading its partition.
+        assert!(
+            Instant::now() < deadline && response.error_code != error::NONE,
+            "JoinGroup of {group}: {response:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn broker_logger_levels_change_what_the_running_broker_logs() {
+    run_with_timeout(TEST_TIMEOUT, || {
+        let broker = TarnBroker::start();
+        let before = loggers(&broker);
+        for logger in ["root", "tarn_server", "tarn_coordinator", "openraft"] {
+            assert!(before.contains_key(logger), "{logger} in {before:?}");
+        }
+        let name = NODE_ID.to_string();
+        let set = |level: &str| {
+            incremental(
+                &broker,
+                8,
+                &name,
+                &[("tarn_coordinator", 0, Some(level))],
+                false,
+            )
+        };
+        let logged = |group: &str| {
+            broker
+                .logs()
+                .lines()
+                .any(|line| line.contains("DEBUG") && line.contains(&format!("group={group}")))
+        };
+
+        assert_eq!(set("DEBUG").error_code, error::NONE);
+        assert_eq!(loggers(&broker)["tarn_coordinator"], "DEBUG");
+        join_without_id(&broker, "logged-at-debug");
+        assert!(logged("logged-at-debug"), "{}", broker.logs());
+
+        assert_eq!(set("ERROR").error_code, error::NONE);
+        join_without_id(&broker, "logged-at-error");
+        assert!(!logged("logged-at-error"), "{}", broker.logs());
+
+        // A refused change changes nothing; a validate-only one neither.
+        assert_eq!(set("LOUD").error_code, error::INVALID_CONFIG);
+        let validated = incremental(
+            &broker,
+            8,
+            &name,
+            &[("tarn_coordinator", 0, Some("TRACE"))],
+            true,
+        );
+        assert_eq!(validated.error_code, error::NONE);
+        assert_eq!(loggers(&broker)["tarn_coordinator"], "ERROR");
+
+        // Unset, the logger takes root's level again.
+        let unset = incremental(&broker, 8, &name, &[("tarn_coordinator", 1, None)], false);
+        assert_eq!(unset.error_code, error::NONE);
+        let after = loggers(&broker);
+        assert_eq!(after["tarn_coordinator"], after["root"]);
+
+        // The same through `tarn configs`, as through kafka-configs.sh.
+        let entity = ["--entity-type", "broker-loggers", "--entity-name", "1"];
+        let out = configs_cli(
+            &broker,
+            &[
+                &entity[..],
+                &["--alter", "--add-config", "tarn_storage=WARN"],
+            ]
+            .concat(),
+        );
+        assert!(out.status.success(), "{out}");
+        let out = configs_cli(&broker, &[&entity[..], &["--describe"]].concat());
+        assert!(
+            out.status.success() && out.stdout.contains("tarn_storage=WARN"),
+            "{out}"
+        );
+        let out = configs_cli(
+            &broker,
+            &[&entity[..], &["--alter", "--add-config", "kafka.log=WARN"]].concat(),
+        );
+        assert!(
+            !out.status.success() && out.stderr.contains("Invalid broker logger(s): kafka.log"),
+            "{out}"
+        );
+        broker.assert_no_panic();
     });
 }

@@ -759,6 +759,107 @@ fn wait_config(d: &mut Diff, resource_type: i8, name: &str, key: &str, value: Op
 /// Every path of IncrementalAlterConfigs and AlterConfigs and their
 /// errors, on a topic, the broker and the cluster default, each change
 /// described back (with synonyms) once both brokers apply it.
+/// Broker loggers (resource type 8, KIP-412): the loggers differ (Kafka's
+/// are Java classes, Tarn's its modules), so what is compared is `root`,
+/// which both have, and every refusal.
+fn broker_loggers(d: &mut Diff) {
+    const LOGGER: i8 = 8;
+    for (what, name) in [
+        ("an empty broker id", ""),
+        ("another broker's id", "2"),
+        ("a broker id that is no number", "one"),
+    ] {
+        d.call::<_, DescribeConfigsResponse>(
+            &format!("DescribeConfigs of the broker loggers: {what}"),
+            DESCRIBE_CONFIGS,
+            &describe_configs_request(LOGGER, name, None, false, false),
+        );
+    }
+    let alter = |name: &str, ops: &[(&str, i8, Option<&str>)], validate_only| {
+        IncrementalAlterConfigsRequest {
+            resources: vec![incremental(LOGGER, name, ops)],
+            validate_only,
+        }
+    };
+    let describe_root = |d: &mut Diff, when: &str| {
+        d.call::<_, DescribeConfigsResponse>(
+            &format!("DescribeConfigs of the root logger {when}"),
+            DESCRIBE_CONFIGS,
+            &describe_configs_request(LOGGER, "1", Some(&["root"]), true, true),
+        );
+    };
+    for (what, request) in [
+        (
+            "SET root to INFO",
+            alter("1", &[("root", 0, Some("INFO"))], false),
+        ),
+        (
+            "SET root to WARN, validate only",
+            alter("1", &[("root", 0, Some("WARN"))], true),
+        ),
+    ] {
+        d.call::<_, IncrementalAlterConfigsResponse>(
+            &format!("IncrementalAlterConfigs of the broker loggers: {what}"),
+            INCREMENTAL_ALTER_CONFIGS,
+            &request,
+        );
+    }
+    describe_root(d, "after SET and a validate-only SET");
+    for (what, request) in [
+        (
+            "another broker's id",
+            alter("2", &[("root", 0, Some("INFO"))], false),
+        ),
+        (
+            "an empty broker id",
+            alter("", &[("root", 0, Some("INFO"))], false),
+        ),
+        (
+            "a level in lower case",
+            alter("1", &[("root", 0, Some("debug"))], false),
+        ),
+        (
+            "a level that does not exist",
+            alter("1", &[("root", 0, Some("LOUD"))], false),
+        ),
+        (
+            "a logger that does not exist",
+            alter("1", &[("no.such.logger", 0, Some("INFO"))], false),
+        ),
+        ("a null level", alter("1", &[("root", 0, None)], false)),
+        ("DELETE root", alter("1", &[("root", 1, None)], false)),
+        (
+            "DELETE a logger that does not exist",
+            alter("1", &[("no.such.logger", 1, None)], false),
+        ),
+        ("APPEND", alter("1", &[("root", 2, Some("INFO"))], false)),
+        ("SUBTRACT", alter("1", &[("root", 3, Some("INFO"))], false)),
+        (
+            "a valid SET beside a refused one",
+            alter(
+                "1",
+                &[("root", 0, Some("WARN")), ("root", 2, Some("INFO"))],
+                false,
+            ),
+        ),
+    ] {
+        d.call::<_, IncrementalAlterConfigsResponse>(
+            &format!("IncrementalAlterConfigs of the broker loggers: {what}"),
+            INCREMENTAL_ALTER_CONFIGS,
+            &request,
+        );
+    }
+    describe_root(d, "after refused changes");
+    d.call::<_, AlterConfigsResponse>(
+        "AlterConfigs of the broker loggers",
+        ALTER_CONFIGS,
+        &AlterConfigsRequest {
+            resources: vec![whole(LOGGER, "1", &[("root", Some("INFO"))])],
+            validate_only: false,
+        },
+    );
+}
+
 fn alter_configs(d: &mut Diff) {
     d.call::<_, CreateTopicsResponse>(
         "setup: topic d-alter",
@@ -2713,6 +2814,7 @@ fn tarn_answers_as_apache_kafka_does() {
         produce_errors(&mut d);
         describe_configs(&mut d);
         alter_configs(&mut d);
+        broker_loggers(&mut d);
         quotas_and_acls(&mut d);
         produce_list_offsets_and_fetch(&mut d);
         delete_records_and_create_partitions(&mut d);

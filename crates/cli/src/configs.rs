@@ -12,7 +12,9 @@ use std::collections::BTreeMap;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
-use tarn_metadata::dynamic_config::{ConfigSource, RESOURCE_BROKER, RESOURCE_TOPIC};
+use tarn_metadata::dynamic_config::{
+    ConfigSource, RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_TOPIC,
+};
 use tarn_protocol::error;
 use tarn_protocol::messages::describe_configs::{
     DescribeConfigsRequest, DescribeConfigsResource, DescribeConfigsResourceResult,
@@ -30,6 +32,7 @@ use tarn_cli::client::Client;
 /// kafka-configs.sh's entity type names.
 const TOPICS: &str = "topics";
 const BROKERS: &str = "brokers";
+const BROKER_LOGGERS: &str = "broker-loggers";
 
 #[derive(Args)]
 pub struct ConfigsArgs {
@@ -45,10 +48,10 @@ pub struct ConfigsArgs {
     /// List all configs (not only the dynamic ones) with --describe.
     #[arg(long, requires = "describe")]
     all: bool,
-    /// topics or brokers.
+    /// topics, brokers or broker-loggers.
     #[arg(long, value_name = "TYPE")]
     entity_type: Option<String>,
-    /// The topic name or broker id.
+    /// The topic name or broker id (also of broker-loggers).
     #[arg(long, value_name = "NAME")]
     entity_name: Option<String>,
     /// The cluster-wide default of broker configs.
@@ -79,10 +82,10 @@ struct Entity {
 
 impl Entity {
     fn resource_type(&self) -> i8 {
-        if self.kind == TOPICS {
-            RESOURCE_TOPIC
-        } else {
-            RESOURCE_BROKER
+        match self.kind {
+            TOPICS => RESOURCE_TOPIC,
+            BROKER_LOGGERS => RESOURCE_BROKER_LOGGER,
+            _ => RESOURCE_BROKER,
         }
     }
 
@@ -90,6 +93,7 @@ impl Entity {
     fn own_source(&self, name: &str) -> ConfigSource {
         match (self.kind, name) {
             (TOPICS, _) => ConfigSource::DynamicTopic,
+            (BROKER_LOGGERS, _) => ConfigSource::DynamicBrokerLogger,
             (_, "") => ConfigSource::DynamicDefaultBroker,
             _ => ConfigSource::DynamicBroker,
         }
@@ -127,8 +131,12 @@ fn entity(args: &ConfigsArgs) -> Result<Entity> {
     let kind = match args.entity_type.as_deref() {
         Some(TOPICS) => TOPICS,
         Some(BROKERS) => BROKERS,
+        Some(BROKER_LOGGERS) => BROKER_LOGGERS,
         Some(other) => {
-            bail!("Invalid entity type {other}, the entity type must be one of {TOPICS}, {BROKERS}")
+            bail!(
+                "Invalid entity type {other}, the entity type must be one of {TOPICS}, {BROKERS}, \
+                 {BROKER_LOGGERS}"
+            )
         }
         None => bail!("--entity-type must be specified"),
     };
@@ -144,10 +152,12 @@ fn entity(args: &ConfigsArgs) -> Result<Entity> {
             name: Some(String::new()),
         });
     }
-    if kind == BROKERS {
+    if kind != TOPICS {
         if let Some(name) = &args.entity_name {
             if name.parse::<i32>().is_err() {
-                bail!("The entity name for {BROKERS} must be a valid integer broker id, found: {name}");
+                bail!(
+                    "The entity name for {kind} must be a valid integer broker id, found: {name}"
+                );
             }
         }
     }
@@ -362,11 +372,23 @@ fn alter(client: &mut Client, entity: &Entity, args: &ConfigsArgs) -> Result<()>
     if added.is_empty() && deleted.is_empty() {
         bail!("At least one of --add-config or --delete-config must be specified with --alter");
     }
-    // As kafka-configs.sh does: deleting a key the entity does not set is
-    // an operator error, reported before anything is sent.
+    // As kafka-configs.sh does: deleting a key the entity does not set,
+    // or naming a logger the broker does not list, is an operator error,
+    // reported before anything is sent.
     let own = entity.own_source(&name).id();
     let current = describe_one(client, entity, &name, None)
         .with_context(|| format!("read the configs of {} '{name}'", entity.kind))?;
+    if entity.kind == BROKER_LOGGERS {
+        let invalid: Vec<&str> = deleted
+            .iter()
+            .chain(added.iter().map(|(k, _)| k))
+            .filter(|k| !current.iter().any(|e| e.name == **k))
+            .map(String::as_str)
+            .collect();
+        if !invalid.is_empty() {
+            bail!("Invalid broker logger(s): {}", invalid.join(","));
+        }
+    }
     let invalid: Vec<&str> = deleted
         .iter()
         .filter(|k| {
@@ -431,8 +453,15 @@ fn read_back(
             .map(|e| (e.name.clone(), e))
             .collect();
     let mut problems = Vec::new();
-    for (key, _) in added {
+    // A logger unset takes the level of the one covering it: listed with
+    // the same source as before, so only a set level is checked.
+    let logger = entity.kind == BROKER_LOGGERS;
+    for (key, value) in added {
         match configs.get(key) {
+            Some(e) if logger && e.value.as_deref() != Some(value) => problems.push(format!(
+                "{key} reads back as {}",
+                e.value.as_deref().unwrap_or("null")
+            )),
             Some(e) if e.config_source == own => println!(
                 "  {key}={} ({})",
                 e.value.as_deref().unwrap_or("null"),
@@ -448,7 +477,7 @@ fn read_back(
     }
     for key in deleted {
         match configs.get(key) {
-            Some(e) if e.config_source == own => problems.push(format!(
+            Some(e) if e.config_source == own && !logger => problems.push(format!(
                 "{key} is still set to {}",
                 e.value.as_deref().unwrap_or("null")
             )),

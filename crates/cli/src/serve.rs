@@ -194,23 +194,36 @@ fn log_filter(given: Option<&str>) -> String {
 }
 
 pub fn run(args: ServeArgs) -> Result<()> {
-    let filter = match &args.log_level {
-        Some(level) => tracing_subscriber::EnvFilter::try_new(log_filter(Some(level)))
-            .with_context(|| format!("--log-level {level}"))?,
+    use tracing_subscriber::prelude::*;
+    let (directives, given) = match &args.log_level {
+        Some(level) => (log_filter(Some(level)), format!("--log-level {level}")),
         None => {
             let variable = tracing_subscriber::EnvFilter::DEFAULT_ENV;
             let from_env = std::env::var(variable).ok();
-            tracing_subscriber::EnvFilter::try_new(log_filter(from_env.as_deref()))
-                .with_context(|| format!("the {variable} variable"))?
+            (
+                log_filter(from_env.as_deref()),
+                format!("the {variable} variable"),
+            )
         }
     };
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+    let filter = tracing_subscriber::EnvFilter::try_new(&directives).context(given)?;
+    // Replaceable, so that log levels change while the broker runs
+    // (IncrementalAlterConfigs of a broker logger: see log_levels).
+    let (filter, reload) = tracing_subscriber::reload::Layer::new(filter);
+    let logs = tracing_subscriber::registry().with(filter);
+    let layer = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
     match args.log_format {
-        LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
-        LogFormat::Json => logs.json().with_current_span(false).init(),
+        LogFormat::Text => logs
+            .with(layer.with_ansi(std::io::stderr().is_terminal()))
+            .init(),
+        LogFormat::Json => logs.with(layer.json().with_current_span(false)).init(),
     }
+    tarn_server::log_levels::install(&directives, move |directives| {
+        let filter =
+            tracing_subscriber::EnvFilter::try_new(directives).map_err(|e| e.to_string())?;
+        reload.reload(filter).map_err(|e| e.to_string())
+    })
+    .map_err(anyhow::Error::msg)?;
     let (config, cluster) = load_config(&args)?;
     cluster
         .check_servable()

@@ -33,6 +33,9 @@ use crate::{MetadataImage, MetadataRecord, TopicInfo};
 /// Kafka's ConfigResource.Type ids this broker answers for.
 pub const RESOURCE_TOPIC: i8 = 2;
 pub const RESOURCE_BROKER: i8 = 4;
+/// A broker's log levels (KIP-412), named by its node id; not kept in the
+/// metadata (see `tarn_server::log_levels`).
+pub const RESOURCE_BROKER_LOGGER: i8 = 8;
 /// The most config entries one resource of an alter request may carry
 /// (Kafka's MAX_RECORDS_PER_USER_OP).
 pub const ALTER_ENTRIES_MAX: usize = 10_000;
@@ -45,6 +48,8 @@ pub enum ConfigSource {
     DynamicDefaultBroker,
     StaticBroker,
     Default,
+    /// A broker logger's level (see `tarn_server::log_levels`).
+    DynamicBrokerLogger,
 }
 
 impl ConfigSource {
@@ -55,6 +60,7 @@ impl ConfigSource {
             ConfigSource::DynamicDefaultBroker => 3,
             ConfigSource::StaticBroker => 4,
             ConfigSource::Default => 5,
+            ConfigSource::DynamicBrokerLogger => 6,
         }
     }
 
@@ -66,6 +72,7 @@ impl ConfigSource {
             ConfigSource::DynamicDefaultBroker => "DYNAMIC_DEFAULT_BROKER_CONFIG",
             ConfigSource::StaticBroker => "STATIC_BROKER_CONFIG",
             ConfigSource::Default => "DEFAULT_CONFIG",
+            ConfigSource::DynamicBrokerLogger => "DYNAMIC_BROKER_LOGGER_CONFIG",
         }
     }
 

@@ -15,6 +15,7 @@ pub mod group;
 pub mod group_lag_source;
 pub mod handlers;
 pub mod http;
+pub mod log_levels;
 pub mod metrics;
 mod observer;
 pub mod refusals;

@@ -1,6 +1,7 @@
 //! DescribeConfigs: every key of a topic or of this broker with its
 //! effective value, its source and (on request) its synonyms; an empty
-//! broker name describes the cluster-wide dynamic defaults.
+//! broker name describes the cluster-wide dynamic defaults; a broker
+//! logger resource lists this process's log levels (`log_levels`).
 use std::sync::Arc;
 
 use tarn_protocol::error;
@@ -8,10 +9,11 @@ use tarn_protocol::messages::describe_configs::{
     DescribeConfigsRequest, DescribeConfigsResponse, DescribeConfigsResult,
 };
 
-use tarn_metadata::dynamic_config::{resolve, Purpose};
+use tarn_metadata::dynamic_config::{resolve, Purpose, RESOURCE_BROKER_LOGGER};
 
 use super::{ApiSpec, RequestContext};
 use crate::broker::Broker;
+use crate::log_levels;
 
 pub const KEY: i16 = 32;
 pub const SPEC: ApiSpec = ApiSpec {
@@ -40,6 +42,20 @@ pub async fn handle(
                 resource_name: resource.resource_name.clone(),
                 configs: Vec::new(),
             };
+            if resource.resource_type == RESOURCE_BROKER_LOGGER {
+                let keys = resource
+                    .configuration_keys
+                    .as_deref()
+                    .filter(|k| !k.is_empty());
+                match log_levels::describe(&resource.resource_name, broker.node_id, keys) {
+                    Ok(configs) => result.configs = configs,
+                    Err(e) => {
+                        result.error_code = e.code;
+                        result.error_message = e.message;
+                    }
+                }
+                return result;
+            }
             match resolve(
                 &image,
                 broker.node_id,

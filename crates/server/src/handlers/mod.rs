@@ -399,7 +399,14 @@ async fn dispatch_at(
             version: api_version,
         });
     }
-    if FORWARDED.contains(&api_key) && !broker.is_active_controller() {
+    if FORWARDED.contains(&api_key)
+        && !broker.is_active_controller()
+        && !(api_key == incremental_alter_configs::KEY
+            && incremental_alter_configs::names_broker_loggers(
+                &frame,
+                Version::new(api_version, spec.flexible_min),
+            ))
+    {
         if let Some(answer) = crate::controller::forward(broker, &frame).await {
             return match answer {
                 Ok(response) => Ok(Some(ResponseParts::bytes(Bytes::from(response)))),
