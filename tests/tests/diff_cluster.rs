@@ -707,6 +707,70 @@ fn elections_and_reassignments(n: &mut Nodes) {
             topics: None,
         },
     );
+    let mut twice = reassign("c-three", 1, Some(vec![2, 3, 1]));
+    let again = twice.topics[0].partitions[0].clone();
+    twice.topics[0].partitions.push(again);
+    d.call::<_, AlterPartitionReassignmentsResponse>(
+        "AlterPartitionReassignments: a partition named twice",
+        ALTER_REASSIGNMENTS,
+        &twice,
+    );
+    let mut twice = reassign("c-three", 1, Some(vec![2, 3, 1]));
+    let again = twice.topics[0].clone();
+    twice.topics.push(again);
+    d.call::<_, AlterPartitionReassignmentsResponse>(
+        "AlterPartitionReassignments: a topic named twice",
+        ALTER_REASSIGNMENTS,
+        &twice,
+    );
+
+    // Reassignments carried out: a replica dropped, then one added.
+    d.call::<_, CreateTopicsResponse>(
+        "setup: topic c-move on brokers 1, 2 and 3",
+        CREATE_TOPICS,
+        &create(vec![assigned("c-move", &[&[1, 2, 3]], &[])], false),
+    );
+    wait_led(n, 2, "c-move", 1);
+    for (what, replicas) in [
+        ("a replica dropped", vec![2, 1]),
+        ("a replica added", vec![3, 2, 1]),
+    ] {
+        let d = n.at(2);
+        d.call::<_, AlterPartitionReassignmentsResponse>(
+            &format!("AlterPartitionReassignments: {what}"),
+            ALTER_REASSIGNMENTS,
+            &reassign("c-move", 0, Some(replicas.clone())),
+        );
+        let done = format!("c-move not on {replicas:?} with each replica in sync");
+        wait_until(
+            n,
+            2,
+            &done,
+            |client| metadata_of(client, "c-move"),
+            |response| {
+                response.topics.iter().all(|t| {
+                    t.partitions
+                        .iter()
+                        .all(|p| p.replica_nodes == replicas && p.isr_nodes.len() == replicas.len())
+                })
+            },
+        );
+        let d = n.at(2);
+        d.call::<_, MetadataResponse>(
+            &format!("Metadata: c-move after {what}"),
+            METADATA,
+            &metadata_request(&["c-move"], false),
+        );
+        d.call::<_, ListPartitionReassignmentsResponse>(
+            &format!("ListPartitionReassignments: after {what}"),
+            LIST_REASSIGNMENTS,
+            &ListPartitionReassignmentsRequest {
+                timeout_ms: 30_000,
+                topics: None,
+            },
+        );
+    }
+    let d = n.at(2);
     let partitions = |assignments: Option<Vec<Vec<i32>>>, count: i32| CreatePartitionsRequest {
         topics: vec![CreatePartitionsTopic {
             name: "c-three".into(),

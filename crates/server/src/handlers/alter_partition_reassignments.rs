@@ -11,7 +11,7 @@ use std::sync::Arc;
 use tarn_protocol::error;
 use tarn_protocol::messages::reassignments::{
     AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse,
-    ReassignablePartitionResponse, ReassignableTopicResponse,
+    ReassignablePartitionResponse, ReassignableTopic, ReassignableTopicResponse,
 };
 
 use tarn_metadata::elections::ElectionError;
@@ -63,7 +63,7 @@ pub async fn handle(
                 allow_replication_factor_change: allow,
                 error_code: failed.code,
                 error_message: Some(failed.message.clone()),
-                responses: by_topic(&asked, vec![Err(failed); asked.len()]),
+                responses: by_topic(&request.topics, vec![Err(failed); asked.len()]),
             };
         }
     };
@@ -76,33 +76,38 @@ pub async fn handle(
         allow_replication_factor_change: allow,
         error_code: error::NONE,
         error_message: None,
-        responses: by_topic(&asked, answers),
+        responses: by_topic(&request.topics, answers),
     }
 }
 
-/// The answers grouped by topic, topics in the order they first appear.
+/// The answers in the request's shape: one entry per topic entry of the
+/// request (a topic named twice is answered twice, as Kafka does), each
+/// with its partitions' answers in order.
 fn by_topic(
-    asked: &[Reassignment],
+    topics: &[ReassignableTopic],
     answers: Vec<Result<(), ElectionError>>,
 ) -> Vec<ReassignableTopicResponse> {
-    let mut topics: Vec<ReassignableTopicResponse> = Vec::new();
-    for (request, answer) in asked.iter().zip(answers) {
-        let (error_code, error_message) = match answer {
-            Ok(()) => (error::NONE, None),
-            Err(e) => (e.code, Some(e.message)),
-        };
-        let partition = ReassignablePartitionResponse {
-            partition_index: request.partition_id,
-            error_code,
-            error_message,
-        };
-        match topics.iter_mut().find(|t| t.name == request.topic) {
-            Some(topic) => topic.partitions.push(partition),
-            None => topics.push(ReassignableTopicResponse {
-                name: request.topic.clone(),
-                partitions: vec![partition],
-            }),
-        }
-    }
+    let mut answers = answers.into_iter();
     topics
+        .iter()
+        .map(|topic| ReassignableTopicResponse {
+            name: topic.name.clone(),
+            partitions: topic
+                .partitions
+                .iter()
+                .zip(answers.by_ref())
+                .map(|(partition, answer)| {
+                    let (error_code, error_message) = match answer {
+                        Ok(()) => (error::NONE, None),
+                        Err(e) => (e.code, Some(e.message)),
+                    };
+                    ReassignablePartitionResponse {
+                        partition_index: partition.partition_index,
+                        error_code,
+                        error_message,
+                    }
+                })
+                .collect(),
+        })
+        .collect()
 }
