@@ -671,9 +671,12 @@ impl Partition {
         read: impl FnOnce(&Log) -> Result<T, StorageError>,
     ) -> Result<(T, LogOffsets), PartitionError> {
         let check = self
-            .with_log(|log| Ok(log.verification_for(offset)?))
+            .with_log(|log| {
+                log.verification_for(offset)
+                    .map_err(|e| self.read_failed(e))
+            })
             .and_then(|verifier| match verifier {
-                Some(verifier) => Ok(verifier.run()?),
+                Some(verifier) => verifier.run().map_err(|e| self.read_failed(e)),
                 None => Ok(()),
             });
         let result = check.and_then(|()| {
@@ -692,13 +695,26 @@ impl Partition {
                         ),
                     ));
                 }
-                Ok((read(log)?, offsets))
+                Ok((read(log).map_err(|e| self.read_failed(e))?, offsets))
             })
         });
-        // Not reported: what fails a read is mostly a batch that fails its
-        // CRC, damage to the data rather than a failing disk (Kafka too
-        // tells a corrupt record from an I/O failure of its directory).
+        // Reported by `read_failed` only when the device failed.
         self.note_storage_as(&self.reads_failing, "reading", result, false)
+    }
+
+    /// A read's storage error as the client's answer. A failing device
+    /// (see `StorageError::is_device_failure`) is also reported to the
+    /// broker's [`StorageFailures`], as a failed write is: Kafka takes a
+    /// log directory offline on an I/O error of any read or write in it,
+    /// so a broker in a cluster stops and its partitions move. Damaged
+    /// bytes (a batch that fails its CRC) are not: Kafka too tells a
+    /// corrupt record from an I/O failure of its directory.
+    pub fn read_failed(&self, e: StorageError) -> PartitionError {
+        if e.is_device_failure() {
+            self.storage_failures
+                .report(|| format!("reading {}-{}: {e}", self.topic, self.index));
+        }
+        e.into()
     }
 
     pub fn with_log_ref<T>(&self, f: impl FnOnce(&Log) -> T) -> Result<T, PartitionError> {
@@ -2007,6 +2023,41 @@ mod tests {
             builder = builder.record(1_000 + i as i64, None, Some(b"v"));
         }
         builder.build()
+    }
+
+    #[test]
+    fn a_read_that_meets_a_failing_device_is_reported_as_a_storage_failure() {
+        let fs = Arc::new(tarn_storage::sim::SimFileSystem::new(7));
+        let env = LogEnv::new(
+            fs.clone(),
+            8,
+            Arc::new(tarn_storage::file::ManualClock::new(0)),
+        );
+        let replicas = ReplicaManager::new(Path::new("/data"), 1, env, group_commit());
+        let image = apply(&Arc::new(MetadataImage::default()), &topic("t", 3, 1));
+        replicas
+            .sync(&image, &BrokerConfig::default(), true)
+            .unwrap();
+        let p = replicas.get("t", 0).unwrap();
+        p.append(&batch(3)).unwrap().completion.defer_to_barrier();
+        let failures = replicas.storage_failures().subscribe();
+        let read = |p: &Partition| p.read(0, 1 << 20, true, ReadLimit::LogEnd);
+        read(&p).unwrap();
+        assert!(
+            failures.borrow().is_none(),
+            "a read that works reports nothing"
+        );
+
+        let segment = Path::new("/data/t-0/00000000000000000000.log");
+        assert!(fs.fail_reads(segment, 1));
+        let refused = read(&p).unwrap_err();
+        assert_eq!(refused.code, error::KAFKA_STORAGE_ERROR);
+        let reported = failures.borrow().clone().expect("reported");
+        assert!(reported.starts_with("reading t-0"), "{reported}");
+        // The device works again; what the broker does about the failure
+        // (a cluster broker stops) is not the partition's to decide.
+        assert_eq!(read(&p).unwrap().1.high_watermark, 3);
+        replicas.shutdown().unwrap();
     }
 
     #[test]

@@ -55,6 +55,21 @@ impl StorageError {
             detail: detail.into(),
         }
     }
+
+    /// Whether the device failed (EIO and its kin), as opposed to bytes
+    /// that do not make sense, a file that went away (a segment deleted
+    /// while it was being read) or a process limit: what makes Kafka take
+    /// a log directory offline, and a broker in a cluster stop.
+    pub fn is_device_failure(&self) -> bool {
+        match self {
+            StorageError::Io { source, .. } => matches!(
+                source.raw_os_error(),
+                Some(libc::EIO | libc::ENXIO | libc::ENODEV | libc::EUCLEAN)
+            ),
+            StorageError::Offline { .. } => true,
+            _ => false,
+        }
+    }
 }
 
 /// One refused record: its index in the batch and why.
@@ -114,4 +129,24 @@ pub enum AppendError {
     OffsetsOutOfOrder(String),
     #[error(transparent)]
     Storage(#[from] StorageError),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_failing_device_is_a_device_failure() {
+        let io = |e: io::Error| StorageError::io("read segment", e);
+        assert!(io(io::Error::from_raw_os_error(libc::EIO)).is_device_failure());
+        assert!(io(io::Error::from_raw_os_error(libc::EUCLEAN)).is_device_failure());
+        for not in [
+            io(io::Error::from_raw_os_error(libc::ENOENT)),
+            io(io::Error::from_raw_os_error(libc::EMFILE)),
+            io(io::Error::new(io::ErrorKind::UnexpectedEof, "short")),
+            StorageError::corrupt("00.log", "CRC mismatch"),
+        ] {
+            assert!(!not.is_device_failure(), "{not}");
+        }
+    }
 }

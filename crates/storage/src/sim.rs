@@ -15,6 +15,8 @@
 //! after a failed writeback, in the worst case: its dirty pages were
 //! dropped, so reads still see the written bytes but every later fsync
 //! reports success while persisting nothing new.
+//! [`SimFileSystem::fail_reads`] makes the next reads of a file fail with
+//! EIO, as a failing device does.
 
 use std::collections::{BTreeSet, HashMap};
 use std::io;
@@ -35,6 +37,8 @@ struct Contents {
     writeback_hints: Vec<(u64, u64)>,
     /// How many of the next fsyncs fail.
     failing_syncs: u32,
+    /// How many of the next reads fail, with EIO.
+    failing_reads: u32,
     /// An fsync failed: later ones "succeed" without persisting anything.
     writeback_lost: bool,
     /// fsyncs asked for, failed or not, for tests.
@@ -67,7 +71,11 @@ fn check(halted: &AtomicBool) -> io::Result<()> {
 impl FileHandle for SimHandle {
     fn read_exact_at(&self, buf: &mut [u8], position: u64) -> io::Result<()> {
         self.check()?;
-        let contents = self.0 .0.lock();
+        let mut contents = self.0 .0.lock();
+        if contents.failing_reads > 0 {
+            contents.failing_reads -= 1;
+            return Err(io::Error::from_raw_os_error(libc::EIO));
+        }
         let start = position as usize;
         let end = start + buf.len();
         if end > contents.written.len() {
@@ -165,6 +173,20 @@ impl SimFileSystem {
             true
         } else {
             false
+        }
+    }
+
+    /// The next `count` reads of the file at `path`, through any handle,
+    /// fail with EIO (a failing device). Returns false when there is no
+    /// file at `path`.
+    pub fn fail_reads(&self, path: &Path, count: u32) -> bool {
+        let state = self.0.lock();
+        match state.files.get(path) {
+            Some(inode) => {
+                inode.0.lock().failing_reads = count;
+                true
+            }
+            None => false,
         }
     }
 

@@ -132,7 +132,8 @@ fn lookup(
             EARLIEST_PENDING_UPLOAD_TIMESTAMP if version >= 11 => Ok(NOTHING_TIERED),
             LATEST_TIMESTAMP => Ok((-1, latest, epoch)),
             MAX_TIMESTAMP if version >= 7 => {
-                let (ts, offset, batch_epoch) = log.max_timestamp()?;
+                let (ts, offset, batch_epoch) =
+                    log.max_timestamp().map_err(|e| partition.read_failed(e))?;
                 Ok((ts, if ts < 0 { -1 } else { offset }, batch_epoch))
             }
             ts if ts < 0 => Err(PartitionError::new(
@@ -142,7 +143,7 @@ fn lookup(
             ts => match log.offset_for_timestamp(ts) {
                 Ok(Some((offset, found_ts, batch_epoch))) => Ok((found_ts, offset, batch_epoch)),
                 Ok(None) => Ok((-1, -1, -1)),
-                Err(e) => Err(PartitionError::from(e)),
+                Err(e) => Err(partition.read_failed(e)),
             },
         })??;
     Ok(ListOffsetsPartitionResponse {
