@@ -101,6 +101,9 @@ pub struct Log {
     pub(crate) env: LogEnv,
     pub(crate) dir: PathBuf,
     pub(crate) config: LogConfig,
+    /// A hash of `dir` as the log was opened, which each segment's
+    /// `segment.jitter.ms` draw starts from (see `active_roll_ms`).
+    jitter_seed: u64,
     /// Boxed: a B-tree leaf holds 11 slots, so an idle partition with one
     /// segment would otherwise pay for eleven.
     pub(crate) segments: BTreeMap<i64, Box<LogSegment>>,
@@ -200,6 +203,12 @@ impl Log {
         let mut log = Log {
             env: env.clone(),
             dir: dir.to_path_buf(),
+            jitter_seed: {
+                use std::hash::{Hash, Hasher};
+                let mut hasher = std::hash::DefaultHasher::new();
+                dir.hash(&mut hasher);
+                hasher.finish()
+            },
             config,
             segments,
             log_start_offset,
@@ -661,14 +670,14 @@ impl Log {
 
     /// How old the active segment may grow before it rolls
     /// ([`LogConfig::roll_ms`]): its jitter draw hashes this log's
-    /// directory and the segment's base offset.
+    /// directory (hashed once, at open) and the segment's base offset.
     pub(crate) fn active_roll_ms(&self) -> i64 {
         use std::hash::{Hash, Hasher};
         if self.config.segment_jitter_ms <= 0 {
             return self.config.max_segment_ms();
         }
         let mut hasher = std::hash::DefaultHasher::new();
-        self.dir.hash(&mut hasher);
+        self.jitter_seed.hash(&mut hasher);
         self.active_segment().base_offset().hash(&mut hasher);
         self.config.roll_ms(hasher.finish())
     }
