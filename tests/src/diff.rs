@@ -245,9 +245,12 @@ impl Normalize for DescribeGroupsResponse {
     fn normalize(&mut self) {
         self.groups.sort_by(|a, b| a.group_id.cmp(&b.group_id));
         for group in &mut self.groups {
-            group
-                .members
-                .sort_by(|a, b| a.member_metadata.cmp(&b.member_metadata));
+            // Metadata is described only in a Stable group: the last
+            // synced assignment tells members apart in the other states.
+            group.members.sort_by(|a, b| {
+                (&a.member_metadata, &a.member_assignment)
+                    .cmp(&(&b.member_metadata, &b.member_assignment))
+            });
         }
     }
 }
