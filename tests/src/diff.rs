@@ -261,6 +261,9 @@ impl Normalize for DescribeGroupsResponse {
 // compression (same header fields, new length and CRC).
 impl Normalize for FetchResponse {
     fn normalize(&mut self) {
+        // A fetch session's id is drawn at random; whether there is one
+        // (not 0) is compared.
+        self.session_id = self.session_id.signum();
         use tarn_protocol::record_batch::{recompress_batch, BatchIter, Compression};
         for partition in self
             .responses

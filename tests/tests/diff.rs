@@ -2094,6 +2094,134 @@ fn group_edges(d: &mut Diff) {
     );
 }
 
+/// Fetch sessions (KIP-227), as the Java consumer uses them: a session
+/// made by a full fetch, incremental fetches that name only what changed,
+/// a partition forgotten, wrong epochs and ids, and the session closed.
+/// Each broker's own session id goes back to it.
+fn fetch_sessions(d: &mut Diff) {
+    d.setup_topic("d-fs", 2);
+    d.call::<_, ProduceResponse>(
+        "setup: 3 records into d-fs-0",
+        PRODUCE,
+        &produce_request("d-fs", 0, batch(3, 1_000)),
+    );
+    let fetch =
+        |session_id: i32, session_epoch: i32, partitions: &[(i32, i64)], forgotten: &[i32]| {
+            FetchRequest {
+                max_wait_ms: 0,
+                min_bytes: 0,
+                max_bytes: 1 << 20,
+                session_id,
+                session_epoch,
+                topics: if partitions.is_empty() {
+                    Vec::new()
+                } else {
+                    vec![FetchTopic {
+                        topic: "d-fs".into(),
+                        partitions: partitions
+                            .iter()
+                            .map(|(partition, fetch_offset)| FetchPartition {
+                                partition: *partition,
+                                fetch_offset: *fetch_offset,
+                                partition_max_bytes: 1 << 20,
+                                ..Default::default()
+                            })
+                            .collect(),
+                        ..Default::default()
+                    }]
+                },
+                forgotten_topics_data: if forgotten.is_empty() {
+                    Vec::new()
+                } else {
+                    vec![ForgottenTopic {
+                        topic: "d-fs".into(),
+                        partitions: forgotten.to_vec(),
+                        ..Default::default()
+                    }]
+                },
+                ..Default::default()
+            }
+        };
+    let (tarn, kafka) = d.call::<_, FetchResponse>(
+        "Fetch: a full fetch that opens a session",
+        FETCH,
+        &fetch(0, 0, &[(0, 0), (1, 0)], &[]),
+    );
+    let ids = [tarn.session_id, kafka.session_id];
+    assert_ne!(ids[KAFKA], 0, "Kafka opened no fetch session: {kafka:?}");
+    for (what, epoch, partitions) in [
+        ("an incremental fetch with nothing new", 1, &[][..]),
+        (
+            "an incremental fetch that moves partition 0 on",
+            2,
+            &[(0, 3)][..],
+        ),
+    ] {
+        d.call_each::<_, FetchResponse>(&format!("Fetch: {what}"), FETCH, |b| {
+            fetch(ids[b], epoch, partitions, &[])
+        });
+    }
+    d.call::<_, ProduceResponse>(
+        "setup: 2 records into d-fs-1",
+        PRODUCE,
+        &produce_request("d-fs", 1, batch(2, 2_000)),
+    );
+    d.call_each::<_, FetchResponse>(
+        "Fetch: an incremental fetch after records arrived",
+        FETCH,
+        |b| fetch(ids[b], 3, &[], &[]),
+    );
+    for (what, epoch) in [
+        ("an epoch the session is not at", 9),
+        ("an epoch it was at before", 2),
+    ] {
+        d.call_each::<_, FetchResponse>(&format!("Fetch: {what}"), FETCH, |b| {
+            fetch(ids[b], epoch, &[], &[])
+        });
+    }
+    d.call::<_, FetchResponse>(
+        "Fetch: a session id neither broker gave",
+        FETCH,
+        &fetch(0x7eed_beef, 1, &[], &[]),
+    );
+    d.call_each::<_, FetchResponse>(
+        "Fetch: an incremental fetch that forgets partition 1",
+        FETCH,
+        |b| fetch(ids[b], 4, &[], &[1]),
+    );
+    d.call_each::<_, FetchResponse>(
+        "Fetch: an incremental fetch that adds partition 1 back",
+        FETCH,
+        |b| fetch(ids[b], 5, &[(1, 0)], &[]),
+    );
+    d.call_each::<_, FetchResponse>("Fetch: the session closed by its final epoch", FETCH, |b| {
+        fetch(ids[b], -1, &[(0, 0)], &[])
+    });
+    d.call_each::<_, FetchResponse>("Fetch: the closed session", FETCH, |b| {
+        fetch(ids[b], 6, &[], &[])
+    });
+    d.call::<_, FetchResponse>(
+        "Fetch: a full fetch that asks for no session",
+        FETCH,
+        &fetch(0, -1, &[(0, 0)], &[]),
+    );
+    let (tarn, kafka) = d.call::<_, FetchResponse>(
+        "Fetch: another session",
+        FETCH,
+        &fetch(0, 0, &[(0, 0)], &[]),
+    );
+    let ids = [tarn.session_id, kafka.session_id];
+    assert_ne!(ids[KAFKA], 0, "Kafka opened no fetch session: {kafka:?}");
+    d.call_each::<_, FetchResponse>(
+        "Fetch: epoch 0 with the session's id, which starts it over",
+        FETCH,
+        |b| fetch(ids[b], 0, &[(1, 0)], &[]),
+    );
+    d.call_each::<_, FetchResponse>("Fetch: the session started over, incremental", FETCH, |b| {
+        fetch(ids[b], 1, &[], &[])
+    });
+}
+
 /// Topics named by id where the request allows it: OffsetCommit and
 /// OffsetFetch v10, Metadata v12. Each broker's own id for d-log; ids are
 /// masked in the answers, so only whether a topic was found is compared.
@@ -2824,6 +2952,7 @@ fn tarn_answers_as_apache_kafka_does() {
         group_edges(&mut d);
         rebalances(&mut d);
         topic_ids(&mut d);
+        fetch_sessions(&mut d);
         duplicates(&mut d);
         group_admin(&mut d, &ids);
         offsets_and_coordinators(&mut d);
