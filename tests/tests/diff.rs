@@ -2222,6 +2222,67 @@ fn fetch_sessions(d: &mut Diff) {
     });
 }
 
+/// The oldest versions Kafka 4 still serves, which older clients send
+/// (Metadata v0, whose empty list means every topic; Produce v3; Fetch
+/// v4), and a consumer's fetch that names a leader epoch the partition
+/// is not at, or a last fetched epoch it never had.
+fn versions_and_epochs(d: &mut Diff) {
+    let every_topic_v0 = MetadataRequest {
+        topics: Some(Vec::new()),
+        ..Default::default()
+    };
+    d.call::<_, MetadataResponse>(
+        "Metadata v0: an empty list, which means every topic",
+        (METADATA.0, 0, METADATA.2),
+        &every_topic_v0,
+    );
+    for (what, topics) in [
+        ("no list, which means every topic", None),
+        ("an empty list, which means none", Some(Vec::new())),
+    ] {
+        d.call::<_, MetadataResponse>(
+            &format!("Metadata v1: {what}"),
+            (METADATA.0, 1, METADATA.2),
+            &MetadataRequest {
+                topics,
+                ..Default::default()
+            },
+        );
+    }
+    d.call::<_, MetadataResponse>(
+        "Metadata v4: d-fs, no auto-creation",
+        (METADATA.0, 4, METADATA.2),
+        &metadata_request(&["d-fs", "d-fs-missing"], false),
+    );
+    d.call::<_, ProduceResponse>(
+        "Produce v3: a batch",
+        (PRODUCE.0, 3, PRODUCE.2),
+        &produce_request("d-fs", 0, batch(2, 3_000)),
+    );
+    for version in [4, 8, 11] {
+        d.call::<_, FetchResponse>(
+            &format!("Fetch v{version}: d-fs-0 from the start"),
+            (FETCH.0, version, FETCH.2),
+            &fetch_request("d-fs", 0, 0, 1 << 20, 0),
+        );
+    }
+    let epochs = |current_leader_epoch: i32, fetch_offset: i64, last_fetched_epoch: i32| {
+        let mut request = fetch_request("d-fs", 0, fetch_offset, 1 << 20, 0);
+        let partition = &mut request.topics[0].partitions[0];
+        partition.current_leader_epoch = current_leader_epoch;
+        partition.last_fetched_epoch = last_fetched_epoch;
+        request
+    };
+    for (what, request) in [
+        ("the partition's leader epoch", epochs(0, 0, -1)),
+        ("a leader epoch above the partition's", epochs(5, 0, -1)),
+        ("a last fetched epoch the log never had", epochs(0, 3, 4)),
+        ("a last fetched epoch past the log's end", epochs(0, 9, 0)),
+    ] {
+        d.call::<_, FetchResponse>(&format!("Fetch: {what}"), FETCH, &request);
+    }
+}
+
 /// Topics named by id where the request allows it: OffsetCommit and
 /// OffsetFetch v10, Metadata v12. Each broker's own id for d-log; ids are
 /// masked in the answers, so only whether a topic was found is compared.
@@ -2953,6 +3014,7 @@ fn tarn_answers_as_apache_kafka_does() {
         rebalances(&mut d);
         topic_ids(&mut d);
         fetch_sessions(&mut d);
+        versions_and_epochs(&mut d);
         duplicates(&mut d);
         group_admin(&mut d, &ids);
         offsets_and_coordinators(&mut d);

@@ -374,6 +374,46 @@ impl Partition {
         }
     }
 
+    /// Checks a consumer's last fetched epoch (Fetch v12+, the
+    /// Java consumer's truncation detection, KIP-320) as Kafka does before
+    /// reading: an epoch this log cannot place is OFFSET_OUT_OF_RANGE, and
+    /// one that ends here before `fetch_offset` (or a newer one than this
+    /// log has below it) is a divergence, answered with where it ends and
+    /// no records. `None`: read on.
+    pub fn consumer_divergence(
+        &self,
+        fetch_offset: i64,
+        last_fetched_epoch: i32,
+    ) -> Result<Option<FollowerRead>, PartitionError> {
+        if last_fetched_epoch < 0 {
+            return Ok(None);
+        }
+        // A follower serving consumers (KIP-392) answers from its own log.
+        let current = self.leader_epoch();
+        let leads = self.role() == crate::replica_manager::Role::Leader;
+        let (epoch, end_offset) = self.with_log_ref(|log| match leads {
+            true => log.end_offset_for_epoch_as_leader(last_fetched_epoch, current),
+            false => log.end_offset_for_epoch(last_fetched_epoch),
+        })?;
+        if epoch < 0 || end_offset < 0 {
+            return Err(PartitionError::new(
+                error::OFFSET_OUT_OF_RANGE,
+                format!(
+                    "{}-{} has no record of leader epoch {last_fetched_epoch}",
+                    self.topic, self.index
+                ),
+            ));
+        }
+        if end_offset < fetch_offset || epoch < last_fetched_epoch {
+            return Ok(Some(FollowerRead::Diverging {
+                epoch,
+                end_offset,
+                offsets: self.offsets()?,
+            }));
+        }
+        Ok(None)
+    }
+
     /// Leader: a follower's fetch without its read (which the caller makes
     /// as it sends): the divergence (`Err`, a [`FollowerRead::Diverging`])
     /// or, once the follower's position is recorded, what that asks.

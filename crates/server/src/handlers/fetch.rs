@@ -31,7 +31,9 @@
 //! watermark and may bring the follower back into the ISR (an
 //! AlterPartition to the controller, sent without holding up the answer).
 //! A follower whose last fetched epoch diverges from this log is told
-//! where (`diverging_epoch`) and truncates before fetching on.
+//! where (`diverging_epoch`) and truncates before fetching on; so is a
+//! consumer (the Java consumer's truncation detection, KIP-320), which
+//! is told OFFSET_OUT_OF_RANGE for an epoch this log cannot place.
 //!
 //! Limits follow Kafka (KIP-74): each partition returns at most
 //! `partition_max_bytes` and the response at most `max_bytes`, except that
@@ -484,6 +486,11 @@ fn read_all(
                     Ok(read)
                 }
                 None => {
+                    if let Some(diverging) =
+                        partition.consumer_divergence(p.fetch_offset, p.last_fetched_epoch)?
+                    {
+                        return Ok(Read::Here(diverging));
+                    }
                     if partition.role() == tarn_replication::replica_manager::Role::Leader {
                         if let Some(replica) =
                             preferred_read_replica(broker, &image, &partition, client_rack)
