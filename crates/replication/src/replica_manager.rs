@@ -1561,7 +1561,7 @@ fn in_parallel<T: Sync, R: Send>(
 
 #[cfg(test)]
 mod tests {
-    use crate::roles::IsrChangeAnswer;
+    use crate::roles::{FollowerRead, IsrChangeAnswer};
     use tarn_metadata::MetadataRecord;
 
     use super::*;
@@ -2026,6 +2026,44 @@ mod tests {
     }
 
     #[test]
+    fn a_consumers_last_fetched_epoch_is_checked_as_kafka_checks_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = BrokerConfig::default();
+        let replicas = ReplicaManager::new(dir.path(), 1, LogEnv::os(8), group_commit());
+        let topic = MetadataRecord::Topic {
+            name: "e".into(),
+            topic_id: [4; 16],
+        };
+        let image = apply(
+            &Arc::new(MetadataImage::default()),
+            &[topic, on_two(4, 0, 1, 0)],
+        );
+        replicas.sync(&image, &config, true).unwrap();
+        let p = replicas.get("e", 0).unwrap();
+        p.append(&batch(3)).unwrap().completion.defer_to_barrier();
+        let image = apply(&image, &[on_two(4, 0, 1, 2)]);
+        replicas.sync(&image, &config, true).unwrap();
+        p.append(&batch(2)).unwrap().completion.defer_to_barrier();
+        // Epoch 0 wrote offsets 0-2, epoch 2 offsets 3-4.
+        let check = |fetch_offset, epoch| match p.consumer_divergence(fetch_offset, epoch) {
+            Ok(None) => Ok(None),
+            Ok(Some(FollowerRead::Diverging {
+                epoch, end_offset, ..
+            })) => Ok(Some((epoch, end_offset))),
+            Ok(Some(other)) => panic!("{other:?}"),
+            Err(e) => Err(e.code),
+        };
+        assert_eq!(check(3, -1), Ok(None), "no epoch given");
+        assert_eq!(check(3, 0), Ok(None));
+        assert_eq!(check(5, 2), Ok(None));
+        assert_eq!(check(4, 0), Ok(Some((0, 3))), "epoch 0 ends before 4");
+        assert_eq!(check(3, 1), Ok(Some((0, 3))), "epoch 1 never wrote here");
+        assert_eq!(check(6, 2), Ok(Some((2, 5))), "past the log end");
+        assert_eq!(check(0, 7), Err(error::OFFSET_OUT_OF_RANGE));
+        replicas.shutdown().unwrap();
+    }
+
+    #[test]
     fn a_read_that_meets_a_failing_device_is_reported_as_a_storage_failure() {
         let fs = Arc::new(tarn_storage::sim::SimFileSystem::new(7));
         let env = LogEnv::new(
@@ -2108,7 +2146,7 @@ mod tests {
         // A follower whose last fetched epoch this log lacks past its
         // offset is told where its log diverges.
         match p.follower_fetch(2, -1, 5, 0, 1 << 20, now).unwrap().0 {
-            crate::roles::FollowerRead::Diverging {
+            FollowerRead::Diverging {
                 epoch, end_offset, ..
             } => {
                 assert_eq!((epoch, end_offset), (0, 3))
