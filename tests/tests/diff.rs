@@ -2283,6 +2283,155 @@ fn versions_and_epochs(d: &mut Diff) {
     }
 }
 
+/// Older versions of the APIs clients still send (each the oldest or a
+/// middle one Kafka 4 serves): configs, offsets, coordinators, topics, and
+/// a whole member's life in a group at the versions a client of the 2.x
+/// era speaks (JoinGroup v2, SyncGroup v1, Heartbeat v1, OffsetCommit v3,
+/// OffsetFetch v3, LeaveGroup v1).
+fn older_versions(d: &mut Diff) {
+    for version in [1, 2, 3] {
+        d.call::<_, DescribeConfigsResponse>(
+            &format!("DescribeConfigs v{version}: named keys of a topic"),
+            (DESCRIBE_CONFIGS.0, version, DESCRIBE_CONFIGS.2),
+            &describe_configs_request(
+                2,
+                "d-cfg",
+                Some(&["cleanup.policy", "retention.ms"]),
+                true,
+                true,
+            ),
+        );
+    }
+    for version in [1, 2, 4, 6] {
+        for (what, timestamp) in [("earliest", -2), ("latest", -1), ("by timestamp", 2_500)] {
+            d.call::<_, ListOffsetsResponse>(
+                &format!("ListOffsets v{version}: {what}"),
+                (LIST_OFFSETS.0, version, LIST_OFFSETS.2),
+                &list_offsets_request("d-log", 0, timestamp),
+            );
+        }
+    }
+    for version in [0, 1, 2] {
+        d.call::<_, FindCoordinatorResponse>(
+            &format!("FindCoordinator v{version}: a group"),
+            (FIND_COORDINATOR.0, version, FIND_COORDINATOR.2),
+            &FindCoordinatorRequest {
+                key: "d-old".into(),
+                ..Default::default()
+            },
+        );
+    }
+    for version in [2, 3, 4] {
+        d.call::<_, CreateTopicsResponse>(
+            &format!("CreateTopics v{version}: validate only"),
+            (CREATE_TOPICS.0, version, CREATE_TOPICS.2),
+            &create(vec![topic("d-old-topic", 2, 1, &[])], true),
+        );
+    }
+    d.call::<_, DeleteTopicsResponse>(
+        "DeleteTopics v1: a topic that does not exist",
+        (DELETE_TOPICS.0, 1, DELETE_TOPICS.2),
+        &DeleteTopicsRequest {
+            topic_names: vec!["d-old-none".into()],
+            timeout_ms: 30_000,
+            ..Default::default()
+        },
+    );
+    for version in [7, 9] {
+        d.call::<_, MetadataResponse>(
+            &format!("Metadata v{version}: d-log"),
+            (METADATA.0, version, METADATA.2),
+            &metadata_request(&["d-log"], false),
+        );
+    }
+
+    // A member of group d-old at the versions of a 2.x client: no member
+    // id needed to join (KIP-394 came with JoinGroup v4).
+    d.find_coordinator("d-old", 0);
+    let (tarn, kafka) = d.call::<_, JoinGroupResponse>(
+        "JoinGroup v2: a new member, joined at once",
+        (JOIN_GROUP.0, 2, JOIN_GROUP.2),
+        &join_request("d-old", "", "consumer"),
+    );
+    let member = [tarn.member_id, kafka.member_id];
+    let generation = [tarn.generation_id, kafka.generation_id];
+    d.call_each::<_, SyncGroupResponse>(
+        "SyncGroup v1: the leader",
+        (SYNC_GROUP.0, 1, SYNC_GROUP.2),
+        |b| SyncGroupRequest {
+            group_id: "d-old".into(),
+            generation_id: generation[b],
+            member_id: member[b].clone(),
+            assignments: vec![SyncGroupRequestAssignment {
+                member_id: member[b].clone(),
+                assignment: Bytes::from_static(&[0, 0, 0, 0, 0, 0, 0, 0]),
+            }],
+            ..Default::default()
+        },
+    );
+    d.call_each::<_, HeartbeatResponse>(
+        "Heartbeat v1: the member",
+        (HEARTBEAT.0, 1, HEARTBEAT.2),
+        |b| HeartbeatRequest {
+            group_id: "d-old".into(),
+            generation_id: generation[b],
+            member_id: member[b].clone(),
+            group_instance_id: None,
+        },
+    );
+    d.call_each::<_, OffsetCommitResponse>(
+        "OffsetCommit v3: the member's commit",
+        (OFFSET_COMMIT.0, 3, OFFSET_COMMIT.2),
+        |b| {
+            let mut request = memberless_commit("d-old", "d-log", 0, 7);
+            request.generation_id_or_member_epoch = generation[b];
+            request.member_id = member[b].clone();
+            request
+        },
+    );
+    d.call::<_, OffsetFetchResponse>(
+        "OffsetFetch v3: the member's commit, and every topic",
+        (OFFSET_FETCH.0, 3, OFFSET_FETCH.2),
+        &OffsetFetchRequest {
+            group_id: "d-old".into(),
+            topics: None,
+            ..Default::default()
+        },
+    );
+    d.call::<_, OffsetFetchResponse>(
+        "OffsetFetch v1: the member's commit",
+        (OFFSET_FETCH.0, 1, OFFSET_FETCH.2),
+        &OffsetFetchRequest {
+            group_id: "d-old".into(),
+            topics: Some(vec![OffsetFetchRequestTopic {
+                name: "d-log".into(),
+                partition_indexes: vec![0],
+                ..Default::default()
+            }]),
+            ..Default::default()
+        },
+    );
+    d.call_each::<_, LeaveGroupResponse>(
+        "LeaveGroup v1: the member",
+        (LEAVE_GROUP.0, 1, LEAVE_GROUP.2),
+        |b| LeaveGroupRequest {
+            group_id: "d-old".into(),
+            member_id: member[b].clone(),
+            ..Default::default()
+        },
+    );
+    d.call_each::<_, HeartbeatResponse>(
+        "Heartbeat v1: after leaving",
+        (HEARTBEAT.0, 1, HEARTBEAT.2),
+        |b| HeartbeatRequest {
+            group_id: "d-old".into(),
+            generation_id: generation[b],
+            member_id: member[b].clone(),
+            group_instance_id: None,
+        },
+    );
+}
+
 /// Topics named by id where the request allows it: OffsetCommit and
 /// OffsetFetch v10, Metadata v12. Each broker's own id for d-log; ids are
 /// masked in the answers, so only whether a topic was found is compared.
@@ -3015,6 +3164,7 @@ fn tarn_answers_as_apache_kafka_does() {
         topic_ids(&mut d);
         fetch_sessions(&mut d);
         versions_and_epochs(&mut d);
+        older_versions(&mut d);
         duplicates(&mut d);
         group_admin(&mut d, &ids);
         offsets_and_coordinators(&mut d);

@@ -50,7 +50,10 @@ use crate::log_validator::{validate_client_batch, ValidationConfig};
 use crate::producer_state::{
     parse_snapshot_name, snapshot_path, ProducerStateError, ProducerStateManager, SequenceCheck,
 };
-use crate::segment::{first_record_at_or_after, LogSegment, SegmentVerifier, DELETED_SUFFIX};
+use crate::segment::{
+    first_record_at_or_after, first_record_at_or_after_from, LogSegment, SegmentVerifier,
+    DELETED_SUFFIX,
+};
 
 mod follower;
 
@@ -808,30 +811,38 @@ impl Log {
         self.log_end_offset
     }
 
-    /// Kafka's ListOffsets by timestamp: the first batch whose max timestamp
-    /// is >= `timestamp`, answered as (offset, timestamp, leader epoch). For
-    /// uncompressed CreateTime batches the offset and timestamp are those of
-    /// the first record with timestamp >= `timestamp` (records are decoded);
-    /// for compressed or LogAppendTime batches they are the batch's base
-    /// offset and max timestamp. `None` when no batch qualifies.
+    /// Kafka's ListOffsets by timestamp: the first record at or after the
+    /// log start whose timestamp is >= `timestamp`, answered as (offset,
+    /// timestamp, leader epoch of its batch); records are decoded
+    /// (decompressed if need be), and every record of a LogAppendTime
+    /// batch has the batch's timestamp. `None` when no record qualifies:
+    /// one below the log start does not, as in Kafka.
     pub fn offset_for_timestamp(
         &self,
         timestamp: i64,
     ) -> Result<Option<(i64, i64, i32)>, StorageError> {
+        let start = self.log_start_offset;
         for segment in self.segments.values() {
-            if segment.max_timestamp().0 < timestamp {
+            if segment.max_timestamp().0 < timestamp || segment.next_offset() <= start {
                 continue;
             }
-            let Some((position, header)) = segment.find_batch_by_timestamp(timestamp)? else {
-                continue;
-            };
-            let batch = segment.read_bytes(position, header.total_size() as u64)?;
-            let (offset, record_timestamp) = first_record_at_or_after(&batch, &header, timestamp);
-            return Ok(Some((
-                offset.max(self.log_start_offset),
-                record_timestamp,
-                header.partition_leader_epoch,
-            )));
+            let mut position = 0;
+            while let Some((at, header)) =
+                segment.find_batch_by_timestamp_from(timestamp, start, position)?
+            {
+                let batch = segment.read_bytes(at, header.total_size() as u64)?;
+                if let Some((offset, record_timestamp)) =
+                    first_record_at_or_after_from(&batch, &header, timestamp, start)
+                {
+                    return Ok(Some((
+                        offset,
+                        record_timestamp,
+                        header.partition_leader_epoch,
+                    )));
+                }
+                // Only a batch across the log start gets here.
+                position = at + header.total_size() as u64;
+            }
         }
         Ok(None)
     }
@@ -1858,6 +1869,43 @@ mod tests {
             log.offset_for_timestamp(13_001).unwrap(),
             Some((40, 13_001, 2))
         );
+    }
+
+    /// A record below the log start is not an answer, even where the
+    /// log start falls inside its batch; the search goes on past it.
+    #[test]
+    fn offset_for_timestamp_answers_nothing_below_the_log_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), small_config(), true).unwrap();
+        // Batch i holds records with timestamps 1000*i, 1000*i+1, 1000*i+2.
+        for i in 0..20 {
+            let batch = build_batch_for_tests(0, 3, 1_000 * i);
+            log.append(&batch, 0).unwrap();
+        }
+        assert!(log.segment_base_offsets().len() > 1);
+        // Inside batch 10 (offsets 30-32).
+        log.delete_records_before(31).unwrap();
+        assert_eq!(log.offset_for_timestamp(-5).unwrap(), Some((31, 10_001, 0)));
+        assert_eq!(
+            log.offset_for_timestamp(500).unwrap(),
+            Some((31, 10_001, 0))
+        );
+        assert_eq!(
+            log.offset_for_timestamp(10_001).unwrap(),
+            Some((31, 10_001, 0))
+        );
+        assert_eq!(
+            log.offset_for_timestamp(10_002).unwrap(),
+            Some((32, 10_002, 0))
+        );
+        assert_eq!(
+            log.offset_for_timestamp(10_003).unwrap(),
+            Some((33, 11_000, 0))
+        );
+        // Everything from the log start on is older than this.
+        log.delete_records_before(60).unwrap();
+        assert_eq!(log.offset_for_timestamp(19_000).unwrap(), None);
+        log.close().unwrap();
     }
 
     #[test]

@@ -964,11 +964,28 @@ impl LogSegment {
         &self,
         timestamp: i64,
     ) -> Result<Option<(u64, RecordBatchHeader)>, StorageError> {
-        let start = match self.state.time_index.lookup_before(timestamp) {
-            Some(entry) => self.state.offset_index.lookup(entry.offset).position,
+        self.find_batch_by_timestamp_from(timestamp, i64::MIN, 0)
+    }
+
+    /// [`LogSegment::find_batch_by_timestamp`] among the batches that hold
+    /// an offset at or after `min_offset`, from `position` on (the time
+    /// index may start the search later).
+    pub fn find_batch_by_timestamp_from(
+        &self,
+        timestamp: i64,
+        min_offset: i64,
+        position: u64,
+    ) -> Result<Option<(u64, RecordBatchHeader)>, StorageError> {
+        let indexed = match self.state.time_index.lookup_before(timestamp) {
+            Some(entry) => {
+                let offset = entry.offset.max(min_offset);
+                u64::from(self.state.offset_index.lookup(offset).position)
+            }
             None => 0,
         };
-        self.find_from(u64::from(start), |h| h.max_timestamp >= timestamp)
+        self.find_from(position.max(indexed), |h| {
+            h.max_timestamp >= timestamp && h.last_offset() >= min_offset
+        })
     }
 
     /// Visits every batch header at or after offset `from_offset`.
@@ -1094,7 +1111,21 @@ pub fn first_record_at_or_after(
     header: &RecordBatchHeader,
     timestamp: i64,
 ) -> (i64, i64) {
-    let fallback = (header.base_offset, header.max_timestamp);
+    first_record_at_or_after_from(batch, header, timestamp, i64::MIN)
+        .unwrap_or((header.base_offset, header.max_timestamp))
+}
+
+/// [`first_record_at_or_after`] among the records at or after offset
+/// `min_offset` (the log start, which may fall inside the batch); `None`
+/// when none of those qualifies. Every record of a LogAppendTime batch
+/// has the batch's timestamp.
+pub fn first_record_at_or_after_from(
+    batch: &[u8],
+    header: &RecordBatchHeader,
+    timestamp: i64,
+    min_offset: i64,
+) -> Option<(i64, i64)> {
+    let fallback = Some((header.base_offset.max(min_offset), header.max_timestamp));
     if header.timestamp_type() == TimestampType::LogAppendTime {
         return fallback;
     }
@@ -1118,16 +1149,14 @@ pub fn first_record_at_or_after(
             return fallback;
         };
         let record_timestamp = header.base_timestamp.saturating_add(record.timestamp_delta);
-        if record_timestamp >= timestamp {
-            return (
-                header
-                    .base_offset
-                    .saturating_add(i64::from(record.offset_delta)),
-                record_timestamp,
-            );
+        let offset = header
+            .base_offset
+            .saturating_add(i64::from(record.offset_delta));
+        if record_timestamp >= timestamp && offset >= min_offset {
+            return Some((offset, record_timestamp));
         }
     }
-    fallback
+    None
 }
 
 #[cfg(test)]
