@@ -2432,6 +2432,57 @@ fn older_versions(d: &mut Diff) {
     );
 }
 
+/// Commits whose details Kafka checks: metadata longer than
+/// `offset.metadata.max.bytes` (4096), a negative offset, a null
+/// metadata, a leader epoch; read back by OffsetFetch. And a fetch that
+/// waits for `min_bytes` it never gets.
+fn commit_details(d: &mut Diff) {
+    d.find_coordinator("d-commit", 0);
+    let long = "m".repeat(4097);
+    let commit = |offset: i64, metadata: Option<&str>, epoch: i32| {
+        let mut request = memberless_commit("d-commit", "d-log", 0, offset);
+        let partition = &mut request.topics[0].partitions[0];
+        partition.committed_metadata = metadata.map(str::to_owned);
+        partition.committed_leader_epoch = epoch;
+        request
+    };
+    let fetch_back = OffsetFetchRequest {
+        group_id: "d-commit".into(),
+        topics: Some(vec![OffsetFetchRequestTopic {
+            name: "d-log".into(),
+            partition_indexes: vec![0],
+            ..Default::default()
+        }]),
+        ..Default::default()
+    };
+    for (what, request) in [
+        ("metadata of 4096 bytes", commit(3, Some(&long[..4096]), -1)),
+        ("metadata of 4097 bytes", commit(4, Some(&long), -1)),
+        ("a negative offset", commit(-5, Some("neg"), -1)),
+        ("a null metadata", commit(6, None, -1)),
+        ("a leader epoch", commit(7, Some("e"), 0)),
+    ] {
+        d.call::<_, OffsetCommitResponse>(
+            &format!("OffsetCommit: {what}"),
+            OFFSET_COMMIT,
+            &request,
+        );
+        d.call::<_, OffsetFetchResponse>(
+            &format!("OffsetFetch: after a commit of {what}"),
+            OFFSET_FETCH,
+            &fetch_back,
+        );
+    }
+    let mut waiting = fetch_request("d-log", 0, 0, 1 << 20, 0);
+    waiting.min_bytes = 1 << 20;
+    waiting.max_wait_ms = 200;
+    d.call::<_, FetchResponse>(
+        "Fetch: min_bytes not reached within max_wait_ms",
+        FETCH,
+        &waiting,
+    );
+}
+
 /// Topics named by id where the request allows it: OffsetCommit and
 /// OffsetFetch v10, Metadata v12. Each broker's own id for d-log; ids are
 /// masked in the answers, so only whether a topic was found is compared.
@@ -3165,6 +3216,7 @@ fn tarn_answers_as_apache_kafka_does() {
         fetch_sessions(&mut d);
         versions_and_epochs(&mut d);
         older_versions(&mut d);
+        commit_details(&mut d);
         duplicates(&mut d);
         group_admin(&mut d, &ids);
         offsets_and_coordinators(&mut d);
