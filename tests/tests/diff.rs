@@ -3209,17 +3209,19 @@ fn tarn_answers_as_apache_kafka_does() {
         delete_records_and_create_partitions(&mut d);
         idempotence(&mut d);
         partition_admin_edges(&mut d);
+        // d-g's member, which group_admin describes, lives for its session
+        // timeout (10 s) without heartbeats: the groups after it wait.
         let ids = groups(&mut d);
         group_edges(&mut d);
+        duplicates(&mut d);
+        group_admin(&mut d, &ids);
+        offsets_and_coordinators(&mut d);
         rebalances(&mut d);
         topic_ids(&mut d);
         fetch_sessions(&mut d);
         versions_and_epochs(&mut d);
         older_versions(&mut d);
         commit_details(&mut d);
-        duplicates(&mut d);
-        group_admin(&mut d, &ids);
-        offsets_and_coordinators(&mut d);
         // A quorum of one with a CONTROLLER listener, as Kafka's node is.
         let (port, controller) = (free_port(), free_port());
         let quorum_of_one = BrokerOptions {
