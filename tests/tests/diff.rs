@@ -2683,22 +2683,29 @@ fn rebalances(d: &mut Diff) {
         JOIN_GROUP,
         |b| join(&b_ids[b], b'b'),
     );
+    // What the group's description, a member's heartbeat and a member's
+    // commit get in a state of the rebalance.
+    let probe = |d: &mut Diff,
+                 when: &str,
+                 beating: &[String; 2],
+                 committing: &[String; 2],
+                 generation: &[i32; 2]| {
+        d.call::<_, DescribeGroupsResponse>(
+            &format!("DescribeGroups: {when}"),
+            DESCRIBE_GROUPS,
+            &describe,
+        );
+        d.call_each::<_, HeartbeatResponse>(&format!("Heartbeat: {when}"), HEARTBEAT, |b| {
+            heartbeat(beating, generation, b)
+        });
+        d.call_each::<_, OffsetCommitResponse>(
+            &format!("OffsetCommit: {when}"),
+            OFFSET_COMMIT,
+            |b| commit(committing, generation, b),
+        );
+    };
     d.wait_group_state("d-r", "PreparingRebalance");
-    d.call::<_, DescribeGroupsResponse>(
-        "DescribeGroups: a group preparing a rebalance",
-        DESCRIBE_GROUPS,
-        &describe,
-    );
-    d.call_each::<_, HeartbeatResponse>(
-        "Heartbeat: while the group prepares a rebalance",
-        HEARTBEAT,
-        |b| heartbeat(&a, &first, b),
-    );
-    d.call_each::<_, OffsetCommitResponse>(
-        "OffsetCommit: while the group prepares a rebalance",
-        OFFSET_COMMIT,
-        |b| commit(&a, &first, b),
-    );
+    probe(d, "while the group prepares a rebalance", &a, &a, &first);
     d.call_each::<_, SyncGroupResponse>(
         "SyncGroup: while the group prepares a rebalance",
         SYNC_GROUP,
@@ -2713,20 +2720,12 @@ fn rebalances(d: &mut Diff) {
     d.finish(second_join);
 
     // CompletingRebalance: the leader has not sent the assignment yet.
-    d.call::<_, DescribeGroupsResponse>(
-        "DescribeGroups: a group awaiting its assignment",
-        DESCRIBE_GROUPS,
-        &describe,
-    );
-    d.call_each::<_, HeartbeatResponse>(
-        "Heartbeat: while the group awaits its assignment",
-        HEARTBEAT,
-        |b| heartbeat(&b_ids, &second, b),
-    );
-    d.call_each::<_, OffsetCommitResponse>(
-        "OffsetCommit: while the group awaits its assignment",
-        OFFSET_COMMIT,
-        |b| commit(&a, &second, b),
+    probe(
+        d,
+        "while the group awaits its assignment",
+        &b_ids,
+        &a,
+        &second,
     );
     d.call_each::<_, SyncGroupResponse>(
         "SyncGroup: a follower naming another protocol",
@@ -2760,16 +2759,7 @@ fn rebalances(d: &mut Diff) {
     d.finish(follower_sync);
 
     // Stable with two members, until the follower leaves.
-    d.call::<_, DescribeGroupsResponse>(
-        "DescribeGroups: a stable group of two members",
-        DESCRIBE_GROUPS,
-        &describe,
-    );
-    d.call_each::<_, OffsetCommitResponse>(
-        "OffsetCommit: a follower of a stable group",
-        OFFSET_COMMIT,
-        |b| commit(&b_ids, &second, b),
-    );
+    probe(d, "a stable group of two members", &a, &b_ids, &second);
     d.call_each::<_, LeaveGroupResponse>("LeaveGroup: the follower leaves", LEAVE_GROUP, |b| {
         LeaveGroupRequest {
             group_id: "d-r".into(),
