@@ -486,17 +486,19 @@ fn read_all(
                     Ok(read)
                 }
                 None => {
-                    if let Some(diverging) =
-                        partition.consumer_divergence(p.fetch_offset, p.last_fetched_epoch)?
-                    {
-                        return Ok(Read::Here(diverging));
-                    }
+                    // As Kafka: a consumer sent elsewhere first, then its
+                    // last fetched epoch checked here.
                     if partition.role() == tarn_replication::replica_manager::Role::Leader {
                         if let Some(replica) =
                             preferred_read_replica(broker, &image, &partition, client_rack)
                         {
                             return Ok(Read::Elsewhere(replica, partition.offsets()?));
                         }
+                    }
+                    if let Some(diverging) =
+                        partition.consumer_divergence(p.fetch_offset, p.last_fetched_epoch)?
+                    {
+                        return Ok(Read::Here(diverging));
                     }
                     partition
                         .read_region(p.fetch_offset, limit, total == 0, ReadLimit::HighWatermark)
