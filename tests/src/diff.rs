@@ -632,8 +632,52 @@ impl Diff {
         })
     }
 
-    /// Waits until both brokers lead every partition of `name`.
+    /// Waits until both brokers lead every partition of `name`: their
+    /// Metadata names a leader, and ListOffsets, which only the leader's
+    /// replica manager answers, works (Kafka's metadata cache can name the
+    /// leader a moment before its replica manager takes the partition on).
     pub fn wait_served(&mut self, name: &str, partitions: i32) {
+        self.wait_named_leaders(name, partitions);
+        let request = ListOffsetsRequest {
+            replica_id: -1,
+            topics: vec![ListOffsetsTopic {
+                name: name.into(),
+                partitions: (0..partitions)
+                    .map(|partition_index| ListOffsetsPartition {
+                        partition_index,
+                        timestamp: -1,
+                        ..Default::default()
+                    })
+                    .collect(),
+            }],
+            ..Default::default()
+        };
+        for client in [&mut self.tarn, &mut self.kafka] {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+            loop {
+                let response: ListOffsetsResponse = client
+                    .call(LIST_OFFSETS.0, LIST_OFFSETS.1, LIST_OFFSETS.2, &request)
+                    .expect("ListOffsets");
+                let led = response
+                    .topics
+                    .iter()
+                    .flat_map(|t| &t.partitions)
+                    .all(|p| p.error_code == 0);
+                if led {
+                    break;
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "{name} was not led within 30 s: {response:?}"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+        }
+    }
+
+    /// Waits until both brokers' Metadata names a leader for every
+    /// partition of `name`.
+    fn wait_named_leaders(&mut self, name: &str, partitions: i32) {
         for client in [&mut self.tarn, &mut self.kafka] {
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
             loop {
