@@ -551,21 +551,34 @@ pub fn resolve(
                 Purpose::Describe => ("Broker", format!("{node_id} or empty string,")),
                 Purpose::Alter => ("Node", format!("{node_id},")),
             };
-            match name.parse::<i32>() {
-                Ok(id) if id == node_id => Ok(Resource::Broker(id)),
-                Ok(_) => refuse(
-                    error::INVALID_REQUEST,
-                    format!("Unexpected broker id, expected {expected} but received {name}"),
-                ),
-                Err(_) => refuse(
-                    error::INVALID_REQUEST,
-                    format!("{what} id must be an integer, but it is: {name}"),
-                ),
-            }
+            check_node_id(name, node_id, what, &expected).map(|()| Resource::Broker(node_id))
         }
         other => refuse(
             error::INVALID_REQUEST,
             format!("Unsupported resource type: {other}"),
+        ),
+    }
+}
+
+/// Checks that a resource names this broker, `node_id`, with Kafka's
+/// INVALID_REQUEST messages: "`what` id must be an integer" for a name
+/// that is not one, "expected `expected` but received" for another id
+/// (the two differ between Kafka's describe and alter paths).
+pub fn check_node_id(
+    name: &str,
+    node_id: i32,
+    what: &str,
+    expected: &str,
+) -> Result<(), AdminError> {
+    match name.parse::<i32>() {
+        Ok(id) if id == node_id => Ok(()),
+        Ok(_) => refuse(
+            error::INVALID_REQUEST,
+            format!("Unexpected broker id, expected {expected} but received {name}"),
+        ),
+        Err(_) => refuse(
+            error::INVALID_REQUEST,
+            format!("{what} id must be an integer, but it is: {name}"),
         ),
     }
 }

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::sync::{LazyLock, OnceLock};
 
 use parking_lot::Mutex;
-use tarn_metadata::dynamic_config::{AdminError, ConfigSource};
+use tarn_metadata::dynamic_config::{check_node_id, AdminError, ConfigSource};
 use tarn_protocol::error;
 use tarn_protocol::messages::describe_configs::DescribeConfigsResourceResult;
 use tarn_protocol::messages::incremental_alter_configs::{
@@ -111,19 +111,7 @@ pub fn describe(
     if name.is_empty() {
         return Err(invalid_request("Broker id must not be empty".into()));
     }
-    match name.parse::<i32>() {
-        Ok(id) if id == node_id => {}
-        Ok(_) => {
-            return Err(invalid_request(format!(
-                "Unexpected broker id, expected {node_id} but received {name}"
-            )))
-        }
-        Err(_) => {
-            return Err(invalid_request(format!(
-                "Broker id must be an integer, but it is: {name}"
-            )))
-        }
-    }
+    check_node_id(name, node_id, "Broker", &node_id.to_string())?;
     Ok(log_levels()
         .loggers()
         .into_iter()
@@ -165,19 +153,7 @@ pub fn alter(
             nulls.join(", ")
         )));
     }
-    match name.parse::<i32>() {
-        Ok(id) if id == node_id => {}
-        Ok(_) => {
-            return Err(invalid_request(format!(
-                "Unexpected broker id, expected {node_id}, but received {name}"
-            )))
-        }
-        Err(_) => {
-            return Err(invalid_request(format!(
-                "Node id must be an integer, but it is: {name}"
-            )))
-        }
-    }
+    check_node_id(name, node_id, "Node", &format!("{node_id},"))?;
     let levels = log_levels();
     let mut changes = Vec::with_capacity(configs.len());
     for config in configs {
@@ -264,19 +240,14 @@ impl LogLevels {
     /// carries.
     pub fn exists(&self, name: &str) -> bool {
         let state = self.state.lock();
+        let under = |krate: &str| {
+            name.strip_prefix(krate)
+                .and_then(|rest| rest.strip_prefix("::"))
+                .is_some_and(|path| path.split("::").all(is_identifier))
+        };
         name == ROOT
             || state.levels.contains_key(name)
-            || CRATES.iter().any(|c| {
-                name == *c
-                    || name.strip_prefix(c).is_some_and(|rest| {
-                        rest.strip_prefix("::").is_some_and(|path| {
-                            !path.is_empty()
-                                && path
-                                    .split("::")
-                                    .all(|part| !part.is_empty() && is_identifier(part))
-                        })
-                    })
-            })
+            || CRATES.iter().any(|krate| name == *krate || under(krate))
     }
 
     /// Sets each logger given a level (one of [`LEVELS`]) and takes away
@@ -391,8 +362,9 @@ fn filter_level(level: &str) -> &'static str {
     }
 }
 
+/// A module path's part: not empty, letters, digits and underscores.
 fn is_identifier(part: &str) -> bool {
-    part.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    !part.is_empty() && part.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 #[cfg(test)]
