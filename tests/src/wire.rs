@@ -3,9 +3,13 @@
 
 use bytes::Bytes;
 use tarn_cli::client::Client;
+use tarn_protocol::messages::describe_configs::{
+    DescribeConfigsRequest, DescribeConfigsResource, DescribeConfigsResponse,
+};
 use tarn_protocol::messages::fetch::{
     FetchPartition, FetchRequest, FetchResponse, FetchTopic, PartitionData,
 };
+use tarn_protocol::messages::join_group::{JoinGroupRequest, JoinGroupRequestProtocol};
 use tarn_protocol::messages::produce::{
     PartitionProduceData, PartitionProduceResponse, ProduceRequest, ProduceResponse,
     TopicProduceData,
@@ -105,4 +109,50 @@ pub fn fetch_in_rack(
     };
     let response: FetchResponse = client.call(1, 12, 12, &request).expect("fetch");
     response.responses[0].partitions[0].clone()
+}
+
+/// A JoinGroup of the consumer protocol `protocol_type` to `group` with
+/// one protocol, "range", and a 10 s session and rebalance timeout.
+pub fn join_request(group: &str, member_id: &str, protocol_type: &str) -> JoinGroupRequest {
+    JoinGroupRequest {
+        group_id: group.into(),
+        session_timeout_ms: 10_000,
+        rebalance_timeout_ms: 10_000,
+        member_id: member_id.into(),
+        group_instance_id: None,
+        protocol_type: protocol_type.into(),
+        protocols: vec![JoinGroupRequestProtocol {
+            name: "range".into(),
+            metadata: Bytes::from_static(&[0, 1, 0, 0, 0, 0, 0, 0, 0, 0]),
+        }],
+        reason: None,
+    }
+}
+
+/// The loggers broker `node_id` at `bootstrap` describes (DescribeConfigs
+/// of its BROKER_LOGGER resource), with their levels; each must come from
+/// DYNAMIC_BROKER_LOGGER_CONFIG.
+pub fn broker_loggers(bootstrap: &str, node_id: i32) -> std::collections::HashMap<String, String> {
+    let request = DescribeConfigsRequest {
+        resources: vec![DescribeConfigsResource {
+            resource_type: 8,
+            resource_name: node_id.to_string(),
+            configuration_keys: None,
+        }],
+        include_synonyms: false,
+        include_documentation: false,
+    };
+    let mut client = Client::connect(bootstrap).expect("connect");
+    let response: DescribeConfigsResponse =
+        client.call(32, 4, 4, &request).expect("DescribeConfigs");
+    let result = response.results.into_iter().next().expect("one result");
+    assert_eq!(result.error_code, 0, "{result:?}");
+    result
+        .configs
+        .into_iter()
+        .map(|c| {
+            assert_eq!(c.config_source, 6, "DYNAMIC_BROKER_LOGGER_CONFIG: {c:?}");
+            (c.name, c.value.expect("a level"))
+        })
+        .collect()
 }

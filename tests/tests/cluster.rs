@@ -165,23 +165,10 @@ fn alter_logger_and_topic(cluster: &Cluster, id: i32, topic: &str) -> Vec<i16> {
 
 /// The level node `id` describes for its logger `logger`.
 fn logger_level(cluster: &Cluster, id: i32, logger: &str) -> String {
-    use tarn_protocol::messages::describe_configs::*;
-    let request = DescribeConfigsRequest {
-        resources: vec![DescribeConfigsResource {
-            resource_type: 8,
-            resource_name: id.to_string(),
-            configuration_keys: Some(vec![logger.into()]),
-        }],
-        include_synonyms: false,
-        include_documentation: false,
-    };
-    let mut client = Client::connect(&cluster.address(id)).expect("connect");
-    let response: DescribeConfigsResponse =
-        client.call(32, 4, 4, &request).expect("DescribeConfigs");
-    let config = response.results[0].configs.first();
-    config
-        .and_then(|c| c.value.clone())
-        .unwrap_or_else(|| panic!("node {id} has no logger {logger}: {response:?}"))
+    let mut loggers = wire::broker_loggers(&cluster.address(id), id);
+    loggers
+        .remove(logger)
+        .unwrap_or_else(|| panic!("node {id} has no logger {logger}: {loggers:?}"))
 }
 
 #[test]

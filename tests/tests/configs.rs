@@ -19,18 +19,13 @@ use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use tarn_cli::client::Client;
 use tarn_e2e::kafka::{self, Outgoing, Record, TestProducer};
-use tarn_e2e::{cli, run_with_timeout, BrokerOptions, TarnBroker, TEST_TIMEOUT};
+use tarn_e2e::{cli, run_with_timeout, wire, BrokerOptions, TarnBroker, TEST_TIMEOUT};
 use tarn_protocol::error;
 use tarn_protocol::messages::alter_configs::{
     AlterConfigsRequest, AlterConfigsResource, AlterableConfig,
 };
-use tarn_protocol::messages::describe_configs::{
-    DescribeConfigsRequest, DescribeConfigsResource, DescribeConfigsResponse,
-};
 use tarn_protocol::messages::incremental_alter_configs::*;
-use tarn_protocol::messages::join_group::{
-    JoinGroupRequest, JoinGroupRequestProtocol, JoinGroupResponse,
-};
+use tarn_protocol::messages::join_group::JoinGroupResponse;
 
 /// The node id `tarn serve` runs as by default.
 const NODE_ID: i32 = 1;
@@ -819,50 +814,16 @@ fn deleted_topic_files_go_after_the_delay_and_the_name_is_free_at_once() {
     });
 }
 
-/// The loggers of broker `NODE_ID` with their levels (DescribeConfigs of a
-/// BROKER_LOGGER resource).
+/// The loggers of broker `NODE_ID` with their levels.
 fn loggers(broker: &TarnBroker) -> HashMap<String, String> {
-    let request = DescribeConfigsRequest {
-        resources: vec![DescribeConfigsResource {
-            resource_type: 8,
-            resource_name: NODE_ID.to_string(),
-            configuration_keys: None,
-        }],
-        include_synonyms: false,
-        include_documentation: false,
-    };
-    let mut client = Client::connect(broker.bootstrap()).expect("connect");
-    let response: DescribeConfigsResponse =
-        client.call(32, 4, 4, &request).expect("DescribeConfigs");
-    let result = response.results.into_iter().next().expect("one result");
-    assert_eq!(result.error_code, error::NONE, "{result:?}");
-    result
-        .configs
-        .into_iter()
-        .map(|c| {
-            assert_eq!(c.config_source, 6, "DYNAMIC_BROKER_LOGGER_CONFIG: {c:?}");
-            (c.name, c.value.expect("a level"))
-        })
-        .collect()
+    wire::broker_loggers(broker.bootstrap(), NODE_ID)
 }
 
 /// A JoinGroup without a member id, which the coordinator answers
 /// MEMBER_ID_REQUIRED and logs at DEBUG under `tarn_coordinator`.
 fn join_without_id(broker: &TarnBroker, group: &str) {
     let mut client = Client::connect(broker.bootstrap()).expect("connect");
-    let request = JoinGroupRequest {
-        group_id: group.into(),
-        session_timeout_ms: 10_000,
-        rebalance_timeout_ms: 10_000,
-        member_id: String::new(),
-        group_instance_id: None,
-        protocol_type: "consumer".into(),
-        protocols: vec![JoinGroupRequestProtocol {
-            name: "range".into(),
-            metadata: bytes::Bytes::from_static(&[0, 0, 0, 0, 0, 0, 0, 0, 0, 0]),
-        }],
-        reason: None,
-    };
+    let request = wire::join_request(group, "", "consumer");
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let response: JoinGroupResponse = client.call(11, 9, 6, &request).expect("JoinGroup");

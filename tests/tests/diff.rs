@@ -13,6 +13,7 @@ use bytes::Bytes;
 use tarn_cli::client::Client;
 use tarn_e2e::cluster::free_port;
 use tarn_e2e::diff::*;
+use tarn_e2e::wire::join_request;
 use tarn_e2e::{run_with_timeout, BrokerOptions, TarnBroker};
 use tarn_protocol::codec::Uuid;
 use tarn_protocol::messages::acls::*;
@@ -1975,22 +1976,6 @@ fn idempotence(d: &mut Diff) {
     );
 }
 
-fn join_request(group: &str, member_id: &str, protocol_type: &str) -> JoinGroupRequest {
-    JoinGroupRequest {
-        group_id: group.into(),
-        session_timeout_ms: 10_000,
-        rebalance_timeout_ms: 10_000,
-        member_id: member_id.into(),
-        group_instance_id: None,
-        protocol_type: protocol_type.into(),
-        protocols: vec![JoinGroupRequestProtocol {
-            name: "range".into(),
-            metadata: Bytes::from_static(&[0, 1, 0, 0, 0, 0, 0, 0, 0, 0]),
-        }],
-        reason: None,
-    }
-}
-
 /// JoinGroup's refusals, and a static member (KIP-345) replaced by a new
 /// instance of itself, which fences the old one.
 fn group_edges(d: &mut Diff) {
@@ -2369,15 +2354,16 @@ fn older_versions(d: &mut Diff) {
             ..Default::default()
         },
     );
+    let heartbeat = |b: usize| HeartbeatRequest {
+        group_id: "d-old".into(),
+        generation_id: generation[b],
+        member_id: member[b].clone(),
+        group_instance_id: None,
+    };
     d.call_each::<_, HeartbeatResponse>(
         "Heartbeat v1: the member",
         (HEARTBEAT.0, 1, HEARTBEAT.2),
-        |b| HeartbeatRequest {
-            group_id: "d-old".into(),
-            generation_id: generation[b],
-            member_id: member[b].clone(),
-            group_instance_id: None,
-        },
+        heartbeat,
     );
     d.call_each::<_, OffsetCommitResponse>(
         "OffsetCommit v3: the member's commit",
@@ -2423,12 +2409,7 @@ fn older_versions(d: &mut Diff) {
     d.call_each::<_, HeartbeatResponse>(
         "Heartbeat v1: after leaving",
         (HEARTBEAT.0, 1, HEARTBEAT.2),
-        |b| HeartbeatRequest {
-            group_id: "d-old".into(),
-            generation_id: generation[b],
-            member_id: member[b].clone(),
-            group_instance_id: None,
-        },
+        heartbeat,
     );
 }
 

@@ -19,6 +19,7 @@ use tarn_cli::client::Client;
 use tarn_e2e::cluster::Cluster;
 use tarn_e2e::diff::*;
 use tarn_e2e::run_with_timeout;
+use tarn_e2e::wire::join_request;
 use tarn_protocol::messages::create_partitions::*;
 use tarn_protocol::messages::create_topics::*;
 use tarn_protocol::messages::delete_records::*;
@@ -942,19 +943,7 @@ fn groups_off_their_coordinator(n: &mut Nodes, tarn: &Cluster, kafka: &[KafkaNod
     d.call::<_, JoinGroupResponse>(
         "JoinGroup on a broker that does not coordinate the group",
         JOIN_GROUP,
-        &JoinGroupRequest {
-            group_id: group.into(),
-            session_timeout_ms: 10_000,
-            rebalance_timeout_ms: 10_000,
-            member_id: String::new(),
-            group_instance_id: None,
-            protocol_type: "consumer".into(),
-            protocols: vec![JoinGroupRequestProtocol {
-                name: "range".into(),
-                metadata: bytes::Bytes::from_static(&[0, 1, 0, 0, 0, 0, 0, 0, 0, 0]),
-            }],
-            reason: None,
-        },
+        &join_request(group, "", "consumer"),
     );
     d.call::<_, SyncGroupResponse>(
         "SyncGroup on a broker that does not coordinate the group",
