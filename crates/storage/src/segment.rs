@@ -555,6 +555,8 @@ impl LogSegment {
                 self.state.base_offset
             );
         }
+        self.log
+            .reserve_for(parts.iter().map(|p| p.len() as u64).sum());
         self.log.append_vectored(parts)?;
         if self.log.size() - self.writeback_mark >= WRITEBACK_CHUNK_BYTES {
             self.writeback_mark = self.log.start_writeback(self.writeback_mark);
@@ -660,6 +662,7 @@ impl LogSegment {
     /// Called when a newer segment takes over appends: records the final max
     /// timestamp (as Kafka does) and writes the index files.
     pub fn on_become_inactive(&mut self) -> Result<(), StorageError> {
+        self.log.release_reserved();
         self.state.append_final_time_entry();
         self.ensure_index_files()?;
         self.state.offset_index.persist()?;
