@@ -13,6 +13,8 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
 
@@ -858,6 +860,94 @@ fn wait_quorum(
 /// join it. It forms a quorum of one that keeps its lead (nobody else
 /// acknowledges it), serves the brokers the metadata log and their
 /// heartbeats, and comes back from a SIGKILL with the metadata intact.
+/// Eligible leader replicas (KIP-966): a replica that left an ISR below
+/// `min.insync.replicas` may lead once the ISR is empty, after a clean
+/// stop; after an unclean one (SIGKILL) it may have lost records, so it
+/// leaves the ELR and does not lead, and the replica that stopped cleanly
+/// does. No acknowledged record is lost on the way. One dedicated
+/// controller keeps the quorum while both replicas (brokers 2 and 3) are
+/// down; broker 4, which holds no replica, tells what the cluster decided.
+#[test]
+fn a_cleanly_stopped_eligible_replica_leads_an_emptied_isr_and_an_uncleanly_stopped_one_does_not() {
+    run_with_timeout(TEST_LIMIT, || {
+        let mut cluster = Cluster::start_separated(
+            1,
+            3,
+            &[1, 2, 3, 4],
+            &[
+                ("broker.session.timeout.ms", "3000"),
+                ("broker.heartbeat.interval.ms", "500"),
+            ],
+        );
+        cluster.wait_until_formed(FORMED);
+        let admin: AdminClient<DefaultClientContext> =
+            tarn_e2e::kafka::base_config(&cluster.address(4))
+                .create()
+                .expect("an admin client");
+        let replicas = [&[2, 3][..]];
+        let topic = NewTopic::new("elr", 1, TopicReplication::Variable(&replicas))
+            .set("min.insync.replicas", "2");
+        let results = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime")
+            .block_on(admin.create_topics(
+                [&topic],
+                &AdminOptions::new().request_timeout(Some(Duration::from_secs(30))),
+            ))
+            .expect("create topics");
+        assert!(results.iter().all(|r| r.is_ok()), "{results:?}");
+        cluster.wait_for(4, FORMED, "elr led by 2 with both in sync", |v| {
+            v.leaders.get("elr").is_some_and(|l| l[0] == 2) && v.isr["elr"][0].len() == 2
+        });
+        let mut producer = TestProducer::new(&cluster.address(4), &[("acks", "all")]);
+        let records: Vec<Outgoing> = (0..50)
+            .map(|i| Record::kv(&format!("k{i}"), &format!("v{i}")).into())
+            .collect();
+        producer.produce_all("elr", &records);
+        drop(producer);
+
+        // Both stop cleanly, the follower first: the ISR empties into the ELR.
+        cluster.stop(3);
+        cluster.stop(2);
+        cluster.wait_for(4, FORMED, "elr leaderless", |v| {
+            v.leaders["elr"][0] == -1 && v.isr["elr"][0].is_empty()
+        });
+        // The follower comes back from its clean stop: it holds every
+        // committed record, so it leads, with an ISR of itself. (Its high
+        // watermark, below min ISR, stays where its last fetch left it, so
+        // what a consumer sees from it is not checked here.)
+        cluster.start_again(3);
+        cluster.wait_for(4, FORMED, "the eligible follower leads alone", |v| {
+            v.leaders["elr"][0] == 3 && v.isr["elr"][0] == [3]
+        });
+
+        // It dies (SIGKILL) and comes back: an unclean stop takes it out of
+        // the ELR, so once its new registration is unfenced it still does
+        // not lead.
+        cluster.kill(3);
+        cluster.wait_for(4, FORMED, "the dead broker fenced", |v| {
+            !v.brokers.contains_key(&3) && v.leaders["elr"][0] == -1
+        });
+        cluster.start_again(3);
+        let (view, _) = cluster.wait_for(4, FORMED, "the restarted broker unfenced", |v| {
+            v.brokers.contains_key(&3)
+        });
+        assert_eq!(view.leaders["elr"][0], -1, "{view:?}");
+        // The replica that stopped cleanly is still eligible, and leads;
+        // the other catches up and rejoins.
+        cluster.start_again(2);
+        cluster.wait_for(
+            4,
+            FORMED,
+            "the cleanly stopped replica leads, both in sync",
+            |v| v.leaders["elr"][0] == 2 && v.isr["elr"][0].len() == 2,
+        );
+        let consumed = consume_all(&cluster.address(4), "elr", 50, FORMED);
+        assert_eq!(consumed.len(), 50, "every record, once");
+    });
+}
+
 #[test]
 fn one_dedicated_controller_serves_brokers_and_survives_its_restart() {
     run_with_timeout(TEST_LIMIT, || {

@@ -26,6 +26,7 @@ use tarn_protocol::messages::delete_records::*;
 use tarn_protocol::messages::describe_cluster::*;
 use tarn_protocol::messages::describe_configs::*;
 use tarn_protocol::messages::describe_producers::*;
+use tarn_protocol::messages::describe_topic_partitions::*;
 use tarn_protocol::messages::elect_leaders::*;
 use tarn_protocol::messages::fetch::*;
 use tarn_protocol::messages::find_coordinator::*;
@@ -45,22 +46,7 @@ use tarn_protocol::messages::sync_group::*;
 use tarn_protocol::record_batch::RecordBatchBuilder;
 
 /// Scenarios whose answers differ on purpose, each with the reason.
-const KNOWN: &[(&str, &str)] = &[
-    (
-        "Metadata from node 1: a partition whose only replica stopped",
-        ELR,
-    ),
-    (
-        "Metadata from node 2: a partition whose only replica stopped",
-        ELR,
-    ),
-];
-
-/// Why a partition whose last in-sync replica is fenced answers otherwise.
-const ELR: &str = "Kafka 4.4 runs with eligible leader replicas (KIP-966): the ISR of a \
-    partition whose last in-sync replica is fenced becomes empty and that replica moves to \
-    the ELR. Tarn has no ELR and keeps it as the ISR, as Kafka without ELR does; the \
-    leader (none), its epoch, the replicas and the offline replicas agree.";
+const KNOWN: &[(&str, &str)] = &[];
 
 /// Fields that differ between two clusters beyond [`MASKED`]: in KRaft a
 /// broker names a random live broker as the "controller" in Metadata and
@@ -464,6 +450,13 @@ fn a_broker_stops(n: &mut Nodes, tarn: &mut Cluster, kafka: &mut [KafkaNode]) {
             METADATA,
             &metadata_request(&["c-alone"], false),
         );
+        d.call::<_, DescribeTopicPartitionsResponse>(
+            &format!(
+                "DescribeTopicPartitions from node {node} once node 3 stopped: eligible leader replicas"
+            ),
+            DESCRIBE_TOPIC_PARTITIONS,
+            &describe_partitions(&["c-alone", "c-isr3", "c-strict", "c-three"]),
+        );
         d.call::<_, DescribeClusterResponse>(
             &format!("DescribeCluster from node {node} once node 3 stopped"),
             DESCRIBE_CLUSTER,
@@ -521,6 +514,57 @@ fn a_broker_stops(n: &mut Nodes, tarn: &mut Cluster, kafka: &mut [KafkaNode]) {
         PRODUCE_V12,
         &one,
     );
+    // A change of min.insync.replicas empties the topic's eligible leader
+    // replicas (Kafka's ClearElrRecord).
+    d.call::<_, IncrementalAlterConfigsResponse>(
+        "IncrementalAlterConfigs: min.insync.replicas of a topic with eligible leader replicas",
+        INCREMENTAL_ALTER_CONFIGS,
+        &IncrementalAlterConfigsRequest {
+            resources: vec![IncrementalAlterConfigsResource {
+                resource_type: 2,
+                resource_name: "c-isr3".into(),
+                configs: vec![IncrementalAlterableConfig {
+                    name: "min.insync.replicas".into(),
+                    config_operation: 0,
+                    value: Some("2".into()),
+                }],
+            }],
+            validate_only: false,
+        },
+    );
+    for node in [1, 2] {
+        wait_until(
+            n,
+            node,
+            "c-isr3 keeps eligible leader replicas",
+            |client| {
+                let (key, version, flexible) = DESCRIBE_TOPIC_PARTITIONS;
+                client
+                    .call::<_, DescribeTopicPartitionsResponse>(
+                        key,
+                        version,
+                        flexible,
+                        &describe_partitions(&["c-isr3"]),
+                    )
+                    .expect("DescribeTopicPartitions")
+            },
+            |response| {
+                response.topics.iter().all(|t| {
+                    t.partitions.iter().all(|p| {
+                        p.eligible_leader_replicas
+                            .as_ref()
+                            .is_some_and(|e| e.is_empty())
+                    })
+                })
+            },
+        );
+        n.at(node).call::<_, DescribeTopicPartitionsResponse>(
+            &format!("DescribeTopicPartitions from node {node} after min.insync.replicas changed"),
+            DESCRIBE_TOPIC_PARTITIONS,
+            &describe_partitions(&["c-isr3", "c-strict"]),
+        );
+    }
+    let d = n.at(1);
     d.call::<_, ElectLeadersResponse>(
         "ElectLeaders, preferred, the preferred leader stopped",
         ELECT_LEADERS,
@@ -565,6 +609,19 @@ fn a_broker_stops(n: &mut Nodes, tarn: &mut Cluster, kafka: &mut [KafkaNode]) {
             validate_only: true,
         },
     );
+}
+
+fn describe_partitions(names: &[&str]) -> DescribeTopicPartitionsRequest {
+    DescribeTopicPartitionsRequest {
+        topics: names
+            .iter()
+            .map(|n| TopicRequest {
+                name: (*n).to_owned(),
+            })
+            .collect(),
+        response_partition_limit: 2000,
+        cursor: NullableCursor(None),
+    }
 }
 
 /// Waits until node `node` of both clusters knows a leader for every

@@ -36,6 +36,26 @@ pub struct BrokerRegistration {
     pub caught_up: bool,
     /// The cluster the broker's data directory was formatted for, if any.
     pub cluster_id: Option<String>,
+    /// The broker epoch its previous process had when it shut down
+    /// cleanly (read from its clean-shutdown marker), -1 when it did not
+    /// (Kafka's `PreviousBrokerEpoch`, KIP-966).
+    #[serde(default = "no_epoch")]
+    pub previous_broker_epoch: i64,
+}
+
+fn no_epoch() -> i64 {
+    -1
+}
+
+/// Whether the broker registering with `request` stopped cleanly last
+/// time: the epoch its clean-shutdown marker names is the one it is
+/// registered with. A broker the image does not know counts as unclean,
+/// as in Kafka (it is in no ISR then).
+pub fn stopped_cleanly(image: &MetadataImage, request: &BrokerRegistration) -> bool {
+    image
+        .brokers
+        .get(&request.broker_id)
+        .is_some_and(|known| known.broker_epoch == request.previous_broker_epoch)
 }
 
 /// A refusal of a registration or heartbeat.
@@ -243,6 +263,7 @@ mod tests {
             rack: Some("a".into()),
             caught_up,
             cluster_id: Some("c".into()),
+            previous_broker_epoch: -1,
         }
     }
 

@@ -709,6 +709,17 @@ fn plan(
             .filter(|k| !normalised.contains_key(*k))
             .map(|k| record(k, None)),
     );
+    let min_isr_changes = records.iter().any(|r| {
+        matches!(r, MetadataRecord::TopicConfig { name, .. } | MetadataRecord::BrokerConfig { name, .. }
+            if name == crate::elections::MIN_INSYNC_REPLICAS)
+    });
+    if min_isr_changes {
+        let only = match resource {
+            Resource::Topic(topic) => Some(topic.topic_id),
+            Resource::Broker(_) | Resource::ClusterDefault => None,
+        };
+        records.extend(crate::elections::clear_elr(view.image, only));
+    }
     Ok(records)
 }
 

@@ -3,28 +3,42 @@
 //! records that carry a change out, committed by the active controller.
 //!
 //! The rules (Kafka's `ReplicationControlManager` and
-//! `PartitionChangeBuilder`, with eligible leader replicas disabled):
+//! `PartitionChangeBuilder` with eligible leader replicas, KIP-966, on as
+//! in Kafka 4 clusters):
 //!
 //! - A leader is a replica that is in the ISR and on a registered,
 //!   unfenced broker. An election keeps a current leader that still
 //!   qualifies, else takes the first qualifying replica in replica order.
-//! - A fenced broker leaves every ISR it is in and leads nothing. The last
-//!   member of an ISR stays in it, so the partition keeps no leader (-1)
-//!   until that broker returns and leads it again without losing records;
-//!   an empty ISR never happens. When the topic allows unclean elections
+//! - A fenced broker leaves every ISR it is in and leads nothing; the ISR
+//!   may become empty. While the ISR is below the topic's effective
+//!   `min.insync.replicas` (at most its replication factor), the replicas
+//!   that leave it are eligible leader replicas (ELR): the high watermark
+//!   does not move below min ISR, so they hold every committed record. At
+//!   or above min ISR the ELR is empty.
+//! - With the ISR empty, an unfenced ELR member may lead, and the ISR
+//!   becomes just it. An emptied ISR remembers the leader it had (the
+//!   last known leader); with ISR and ELR both empty that broker may lead
+//!   again, with an ISR of itself. When the topic allows unclean elections
 //!   (`unclean.leader.election.enable`), any unfenced replica may lead
 //!   instead, and the ISR becomes just that replica.
-//! - An unfenced broker leads the leaderless partitions whose ISR holds it
-//!   (or, unclean elections allowed, of which it is any replica).
+//! - A broker that registers after an unclean stop (its clean-shutdown
+//!   marker does not name its registration) leaves every ISR and ELR: it
+//!   may have lost records.
+//! - An unfenced broker leads the leaderless partitions whose ISR, ELR or
+//!   last known leader holds it (or, unclean elections allowed, of which
+//!   it is any replica).
 //! - A leader's AlterPartition may change its ISR only from the leader and
 //!   partition epochs the controller has now; the leader stays in the ISR.
+//! - A change of `min.insync.replicas` empties the ELR and last known
+//!   leader of the partitions it applies to (Kafka's `ClearElrRecord`).
 //! - A leader change bumps the leader epoch; any change bumps the
 //!   partition epoch (`PartitionInfo::apply_change`). An ISR change alone
 //!   keeps the leader epoch, as Kafka's metadata versions since 3.6 do.
 //!
 //! Invariants kept, for every partition of an image built from these
-//! records: the ISR is never empty, a leader other than -1 is in the ISR
-//! and is not fenced, and neither epoch ever decreases.
+//! records: a leader other than -1 is in the ISR and is not fenced, an
+//! empty ISR has no leader, the ELR shares no member with the ISR, and
+//! neither epoch ever decreases.
 
 use std::collections::BTreeMap;
 
@@ -92,6 +106,8 @@ pub(crate) struct Change {
     pub(crate) replicas: Option<Vec<i32>>,
     pub(crate) adding_replicas: Option<Vec<i32>>,
     pub(crate) removing_replicas: Option<Vec<i32>>,
+    pub(crate) elr: Option<Vec<i32>>,
+    pub(crate) last_known_elr: Option<Vec<i32>>,
 }
 
 impl Change {
@@ -101,6 +117,8 @@ impl Change {
             && self.replicas.is_none()
             && self.adding_replicas.is_none()
             && self.removing_replicas.is_none()
+            && self.elr.is_none()
+            && self.last_known_elr.is_none()
     }
 
     pub(crate) fn fields(&self) -> ChangeFields<'_> {
@@ -110,6 +128,8 @@ impl Change {
             replicas: self.replicas.as_deref(),
             adding_replicas: self.adding_replicas.as_deref(),
             removing_replicas: self.removing_replicas.as_deref(),
+            elr: self.elr.as_deref(),
+            last_known_elr: self.last_known_elr.as_deref(),
         }
     }
 
@@ -122,45 +142,212 @@ impl Change {
             replicas: self.replicas,
             adding_replicas: self.adding_replicas,
             removing_replicas: self.removing_replicas,
+            elr: self.elr,
+            last_known_elr: self.last_known_elr,
+        }
+    }
+}
+
+/// What a change knows of eligible leader replicas (KIP-966): the
+/// topic's effective `min.insync.replicas`, and a broker whose previous
+/// process stopped uncleanly, which leaves every ISR and ELR.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ElrRules {
+    pub(crate) min_isr: usize,
+    pub(crate) unclean_shutdown: Option<i32>,
+}
+
+impl ElrRules {
+    pub(crate) fn of(config: &BrokerConfig, topic: &TopicInfo) -> ElrRules {
+        ElrRules {
+            min_isr: effective_min_isr(config, topic),
+            unclean_shutdown: None,
+        }
+    }
+}
+
+/// Kafka's effective `min.insync.replicas` of a topic as its controller
+/// counts it: the topic's value (else the broker default), at most the
+/// replication factor of its first partition.
+pub fn effective_min_isr(config: &BrokerConfig, topic: &TopicInfo) -> usize {
+    // Checked to be a positive integer when set; Kafka's default, 1, for
+    // a value that is not (none is).
+    let configured = config
+        .topic_value(&topic.configs, MIN_INSYNC_REPLICAS)
+        .parse::<usize>()
+        .unwrap_or(1);
+    let replication = topic.partitions.first().map_or(1, |p| p.replicas.len());
+    configured.min(replication)
+}
+
+/// The topic config (and broker default) eligible leader replicas count
+/// the ISR against.
+pub const MIN_INSYNC_REPLICAS: &str = "min.insync.replicas";
+
+/// Kafka's `maybePopulateTargetElr`: while the ISR is below min ISR, the
+/// replicas that leave it (with those already eligible) are eligible
+/// leader replicas, but for one whose process stopped uncleanly, which
+/// may have lost records; at or above min ISR there are none.
+fn target_elr(p: &PartitionInfo, target_isr: &[i32], rules: ElrRules) -> Vec<i32> {
+    if target_isr.len() >= rules.min_isr {
+        return Vec::new();
+    }
+    let mut elr: Vec<i32> = Vec::new();
+    for r in p.elr.iter().chain(p.isr.iter()).copied() {
+        if !elr.contains(&r)
+            && !target_isr.contains(&r)
+            && rules.unclean_shutdown != Some(r)
+            && p.replicas.contains(&r)
+        {
+            elr.push(r);
+        }
+    }
+    // Kafka collects them in a hash set of broker ids, which lists small
+    // ids in ascending order.
+    elr.sort_unstable();
+    elr
+}
+
+/// Kafka's `maybeUpdateRecordElr` and `maybeUpdateLastKnownLeader` (with
+/// the last known leader kept, as Kafka 4's controller does): records
+/// `elr` when it differs; an emptied ISR remembers the leader it had, and
+/// a partition that gets or keeps a leader forgets it. An unclean
+/// election (the change sets the ISR to its new leader alone) clears the
+/// ELR.
+fn finish_elr(p: &PartitionInfo, change: &mut Change, mut elr: Vec<i32>, unclean: bool) {
+    if unclean {
+        elr.clear();
+    }
+    if elr != p.elr {
+        change.elr = Some(elr);
+    }
+    let emptied = change.isr.as_ref().is_some_and(|isr| isr.is_empty());
+    if emptied {
+        if p.last_known_elr != [p.leader] {
+            change.last_known_elr = Some(vec![p.leader]);
+        }
+    } else {
+        let has_leader = match change.leader {
+            Some(leader) => leader >= 0,
+            None => p.has_leader(),
+        };
+        if has_leader && !p.last_known_elr.is_empty() {
+            change.last_known_elr = Some(Vec::new());
         }
     }
 }
 
 /// The change that gives `partition` the ISR `target_isr` and a leader
-/// that qualifies under it, `None` when nothing changes. `eligible` says
-/// which brokers may lead (unfenced ones, as the change will leave them).
-/// An empty target ISR leaves the ISR as it is (the last member stays).
+/// that qualifies under it, `None` when nothing changes (Kafka's
+/// `PartitionChangeBuilder` with eligible leader replicas, KIP-966).
+/// `eligible` says which brokers may lead (unfenced ones, as the change
+/// will leave them).
+///
+/// A leader is kept while it is in the ISR and eligible, else the first
+/// replica that is goes; with the ISR empty, the first eligible leader
+/// replica, whose ISR is then itself. With neither, the leader the
+/// partition had when its ISR emptied leads again once eligible (what
+/// Kafka 4 calls electing the last known leader: it may have lost records
+/// an unclean stop took from it); then, where the topic allows unclean
+/// elections, any eligible replica, with an ISR of itself.
 fn plan_change(
     partition: &PartitionInfo,
     target_isr: Vec<i32>,
     election: Election,
     eligible: impl Fn(i32) -> bool,
+    rules: ElrRules,
 ) -> Option<Change> {
-    let qualifies = |r: i32| target_isr.contains(&r) && eligible(r);
+    let mut target_isr = target_isr;
+    let mut elr = target_elr(partition, &target_isr, rules);
+    let valid = |r: i32, isr: &[i32], elr: &[i32]| {
+        (isr.contains(&r) || (isr.is_empty() && elr.contains(&r))) && eligible(r)
+    };
+    let last_known = match partition.last_known_elr.as_slice() {
+        [leader] if target_isr.is_empty() && elr.is_empty() && eligible(*leader) => Some(*leader),
+        _ => None,
+    };
+    let (leader, unclean) = if partition.has_leader() && valid(partition.leader, &target_isr, &elr)
+    {
+        (partition.leader, false)
+    } else if let Some(r) = partition
+        .replicas
+        .iter()
+        .copied()
+        .find(|r| valid(*r, &target_isr, &elr))
+    {
+        (r, false)
+    } else if let Some(r) = last_known {
+        (r, true)
+    } else if election == Election::Unclean {
+        match partition.replicas.iter().copied().find(|r| eligible(*r)) {
+            Some(r) => (r, true),
+            None => (NO_LEADER, false),
+        }
+    } else {
+        (NO_LEADER, false)
+    };
     let mut change = Change::default();
-    if !(partition.has_leader() && qualifies(partition.leader)) {
-        let clean = partition.replicas.iter().copied().find(|r| qualifies(*r));
-        let unclean = match (clean, election) {
-            (None, Election::Unclean) => partition.replicas.iter().copied().find(|r| eligible(*r)),
-            _ => None,
-        };
-        let leader = clean.or(unclean).unwrap_or(NO_LEADER);
-        if leader != partition.leader {
-            change.leader = Some(leader);
-            if unclean.is_some() {
-                tracing::warn!(
-                    partition = partition.partition_id,
-                    leader,
-                    "unclean leader election: records only the ISR had may be lost"
-                );
-                change.isr = Some(vec![leader]);
-            }
+    if leader != partition.leader {
+        change.leader = Some(leader);
+        if elr.contains(&leader) {
+            target_isr = vec![leader];
+            elr.retain(|r| *r != leader);
+        } else if unclean {
+            tracing::warn!(
+                partition = partition.partition_id,
+                leader,
+                "unclean leader election: records only the ISR had may be lost"
+            );
+            change.isr = Some(vec![leader]);
         }
     }
-    if change.isr.is_none() && !target_isr.is_empty() && target_isr != partition.isr {
+    let unclean = change.isr.is_some();
+    if change.isr.is_none() && target_isr != partition.isr {
         change.isr = Some(target_isr);
     }
+    finish_elr(partition, &mut change, elr, unclean);
+    let change = elr_within_replicas(partition, change);
     (!change.is_empty()).then_some(change)
+}
+
+/// Keeps a change's eligible leader replicas and last known leader (its
+/// own, or the partition's) among the replicas the change leaves: a
+/// replica a reassignment removes deletes its log, and one added back
+/// later starts empty, so it must never be elected from a stale ELR.
+pub(crate) fn elr_within_replicas(p: &PartitionInfo, mut change: Change) -> Change {
+    let replicas = change
+        .replicas
+        .clone()
+        .unwrap_or_else(|| p.replicas.clone());
+    let keep = |members: &[i32]| -> Vec<i32> {
+        members
+            .iter()
+            .copied()
+            .filter(|r| replicas.contains(r))
+            .collect()
+    };
+    let elr = keep(change.elr.as_deref().unwrap_or(&p.elr));
+    if elr != change.elr.as_deref().unwrap_or(&p.elr) {
+        change.elr = Some(elr);
+    }
+    let last_known = change
+        .last_known_elr
+        .as_deref()
+        .unwrap_or(&p.last_known_elr);
+    if keep(last_known) != last_known {
+        change.last_known_elr = Some(keep(last_known));
+    }
+    change
+}
+
+/// Gives a change planned without regard to eligible leader replicas
+/// (a preferred leader, a leader's new ISR, a reassignment's end) the
+/// ELR fields its ISR implies.
+pub(crate) fn with_elr(p: &PartitionInfo, mut change: Change, rules: ElrRules) -> Change {
+    let isr = change.isr.clone().unwrap_or_else(|| p.isr.clone());
+    let elr = target_elr(p, &isr, rules);
+    finish_elr(p, &mut change, elr, false);
+    elr_within_replicas(p, change)
 }
 
 fn election_for(config: &BrokerConfig, topic: &TopicInfo) -> Election {
@@ -189,7 +376,8 @@ pub fn changes_for_fenced_broker(
                 continue;
             }
             let target: Vec<i32> = p.isr.iter().copied().filter(|r| *r != broker_id).collect();
-            if let Some(change) = plan_change(p, target, election, eligible) {
+            let rules = ElrRules::of(config, topic);
+            if let Some(change) = plan_change(p, target, election, eligible, rules) {
                 records.push(change.record(topic.topic_id, p.partition_id));
             }
         }
@@ -213,12 +401,69 @@ pub fn changes_for_unfenced_broker(
             if p.has_leader() || !p.replicas.contains(&broker_id) {
                 continue;
             }
-            if let Some(change) = plan_change(p, p.isr.clone(), election, eligible) {
+            let rules = ElrRules::of(config, topic);
+            if let Some(change) = plan_change(p, p.isr.clone(), election, eligible, rules) {
                 records.push(change.record(topic.topic_id, p.partition_id));
             }
         }
     }
     records
+}
+
+/// The partition changes that follow from `broker_id` registering after
+/// its previous process stopped uncleanly (it left no clean-shutdown
+/// marker naming its registration): it may have lost records it had
+/// acknowledged, so it leaves every ISR and every ELR it is in (Kafka's
+/// `handleBrokerUncleanShutdown`), and leads nothing it was elected to
+/// from them. `image` holds its new (fenced) registration.
+pub fn changes_for_unclean_shutdown(
+    image: &MetadataImage,
+    config: &BrokerConfig,
+    broker_id: i32,
+) -> Vec<MetadataRecord> {
+    let eligible = |r: i32| r != broker_id && is_unfenced(image, r);
+    let mut records = Vec::new();
+    for topic in image.topics() {
+        let election = election_for(config, topic);
+        for p in &topic.partitions {
+            if !p.isr.contains(&broker_id) && !p.elr.contains(&broker_id) {
+                continue;
+            }
+            let target: Vec<i32> = p.isr.iter().copied().filter(|r| *r != broker_id).collect();
+            let rules = ElrRules {
+                unclean_shutdown: Some(broker_id),
+                ..ElrRules::of(config, topic)
+            };
+            if let Some(change) = plan_change(p, target, election, eligible, rules) {
+                records.push(change.record(topic.topic_id, p.partition_id));
+            }
+        }
+    }
+    records
+}
+
+/// The changes that empty the ELR and last known leader of every
+/// partition of the topic `only` (every topic when `None`) that has
+/// either: a change of `min.insync.replicas` invalidates them, as Kafka's
+/// `ClearElrRecord` does.
+pub fn clear_elr(image: &MetadataImage, only: Option<Uuid>) -> Vec<MetadataRecord> {
+    image
+        .topics()
+        .filter(|t| only.is_none_or(|id| t.topic_id == id))
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .filter(|p| !p.elr.is_empty() || !p.last_known_elr.is_empty())
+                .map(|p| {
+                    Change {
+                        elr: Some(Vec::new()),
+                        last_known_elr: Some(Vec::new()),
+                        ..Change::default()
+                    }
+                    .record(t.topic_id, p.partition_id)
+                })
+        })
+        .collect()
 }
 
 /// The partitions `broker_id` leads in `image`.
@@ -287,6 +532,7 @@ pub struct AlterPartition {
 /// lost records, back into the ISR).
 pub fn alter_partition(
     image: &MetadataImage,
+    config: &BrokerConfig,
     request: &AlterPartition,
 ) -> Result<(Vec<MetadataRecord>, PartitionState), ElectionError> {
     let AlterPartition {
@@ -366,6 +612,7 @@ pub fn alter_partition(
         isr: Some(request.new_isr.clone()),
         ..Change::default()
     });
+    let change = with_elr(p, change, ElrRules::of(config, topic));
     let mut after = p.clone();
     after.apply_change(&change.fields());
     Ok((
@@ -497,6 +744,7 @@ pub struct ElectionOutcome {
 /// the whole request.
 pub fn elect_leaders(
     image: &MetadataImage,
+    config: &BrokerConfig,
     election: ElectionType,
     partitions: Option<&[(String, i32)]>,
 ) -> Result<ElectionOutcome, ElectionError> {
@@ -517,7 +765,7 @@ pub fn elect_leaders(
     };
     let outcome = match election {
         ElectionType::Preferred => elect_preferred(image, named),
-        ElectionType::Unclean => elect_unclean(image, named),
+        ElectionType::Unclean => elect_unclean(image, config, named),
     };
     if outcome.records.len() > ELECTIONS_PER_REQUEST_MAX {
         return refuse(
@@ -541,7 +789,7 @@ pub fn elect_leaders(
 /// leads when it is in the ISR and unfenced; ELECTION_NOT_NEEDED when it
 /// leads already, PREFERRED_LEADER_NOT_AVAILABLE otherwise.
 pub fn elect_preferred(image: &MetadataImage, partitions: &[(String, i32)]) -> ElectionOutcome {
-    elect_each(image, partitions, |image, p| {
+    elect_each(image, partitions, |image, _, p| {
         let preferred = p.preferred_leader().unwrap_or(NO_LEADER);
         if p.leader == preferred {
             return Err(error::ELECTION_NOT_NEEDED);
@@ -561,14 +809,23 @@ pub fn elect_preferred(image: &MetadataImage, partitions: &[(String, i32)]) -> E
 /// only: an unfenced ISR member leads, else any unfenced replica with an
 /// ISR of itself; ELECTION_NOT_NEEDED when the partition has a leader,
 /// ELIGIBLE_LEADERS_NOT_AVAILABLE when no replica is unfenced.
-pub fn elect_unclean(image: &MetadataImage, partitions: &[(String, i32)]) -> ElectionOutcome {
-    elect_each(image, partitions, |image, p| {
+pub fn elect_unclean(
+    image: &MetadataImage,
+    config: &BrokerConfig,
+    partitions: &[(String, i32)],
+) -> ElectionOutcome {
+    elect_each(image, partitions, |image, topic, p| {
         if p.has_leader() {
             return Err(error::ELECTION_NOT_NEEDED);
         }
-        plan_change(p, p.isr.clone(), Election::Unclean, |r| {
-            is_unfenced(image, r)
-        })
+        let rules = ElrRules::of(config, topic);
+        plan_change(
+            p,
+            p.isr.clone(),
+            Election::Unclean,
+            |r| is_unfenced(image, r),
+            rules,
+        )
         .filter(|c| c.leader.is_some())
         .ok_or(error::ELIGIBLE_LEADERS_NOT_AVAILABLE)
     })
@@ -592,7 +849,7 @@ fn election_message(code: ErrorCode) -> Option<&'static str> {
 fn elect_each(
     image: &MetadataImage,
     partitions: &[(String, i32)],
-    elect: impl Fn(&MetadataImage, &PartitionInfo) -> Result<Change, ErrorCode>,
+    elect: impl Fn(&MetadataImage, &TopicInfo, &PartitionInfo) -> Result<Change, ErrorCode>,
 ) -> ElectionOutcome {
     let mut working = image.clone();
     let mut outcome = ElectionOutcome::default();
@@ -605,9 +862,9 @@ fn elect_each(
         };
         let found = working
             .topic(topic)
-            .map(|t| (t.topic_id, partition_in(t, *partition_id).cloned()));
-        let (topic_id, p) = match found {
-            Some((topic_id, Some(p))) => (topic_id, p),
+            .map(|t| (t.clone(), partition_in(t, *partition_id).cloned()));
+        let (info, p) = match found {
+            Some((info, Some(p))) => (info, p),
             Some((_, None)) => {
                 let message = format!("No such partition as {topic}-{partition_id}");
                 outcome
@@ -625,9 +882,9 @@ fn elect_each(
         };
         // The topic is not borrowed here, so applying the change copies it
         // at most once per topic.
-        match elect(&working, &p) {
+        match elect(&working, &info, &p) {
             Ok(change) => {
-                let record = change.record(topic_id, *partition_id);
+                let record = change.record(info.topic_id, *partition_id);
                 working.apply(&record);
                 outcome.records.push(record);
                 outcome.results.push(answer(error::NONE, None));
@@ -714,7 +971,7 @@ pub fn elect_unclean_where_enabled(
                 .map(|p| (t.name.clone(), p.partition_id))
         })
         .collect();
-    let mut outcome = elect_unclean(image, &leaderless);
+    let mut outcome = elect_unclean(image, config, &leaderless);
     outcome.records.truncate(ELECTIONS_PER_REQUEST_MAX);
     outcome.records
 }
@@ -810,6 +1067,8 @@ mod tests {
                 partition_epoch: 0,
                 adding_replicas: Vec::new(),
                 removing_replicas: Vec::new(),
+                elr: Vec::new(),
+                last_known_elr: Vec::new(),
             });
         }
         image
@@ -842,10 +1101,18 @@ mod tests {
         for t in image.topics() {
             for p in &t.partitions {
                 assert!(
-                    !p.isr.is_empty(),
-                    "{}-{}: empty ISR",
+                    !p.isr.is_empty() || !p.has_leader(),
+                    "{}-{}: led with an empty ISR",
                     t.name,
                     p.partition_id
+                );
+                assert!(
+                    p.elr.iter().all(|r| !p.isr.contains(r)),
+                    "{}-{}: ELR {:?} shares a member with ISR {:?}",
+                    t.name,
+                    p.partition_id,
+                    p.elr,
+                    p.isr
                 );
                 if p.has_leader() {
                     assert!(
@@ -898,6 +1165,8 @@ mod tests {
                 replicas: None,
                 adding_replicas: None,
                 removing_replicas: None,
+                elr: None,
+                last_known_elr: None,
             }]
         );
         let after = applied(&before, &records);
@@ -923,12 +1192,163 @@ mod tests {
     }
 
     #[test]
-    fn the_last_isr_member_stays_in_it_and_the_partition_goes_leaderless() {
+    fn the_last_isr_member_becomes_eligible_and_the_partition_goes_leaderless() {
         let before = image(2, &[], &[(&[1, 2], &[1], 1), (&[2, 1], &[2, 1], 2)]);
         let after = applied(&before, &crate::brokers::fence(&before, &defaults(), 1, 5));
-        assert_eq!(state(&after, 0), (NO_LEADER, 1, 1, vec![1]));
+        assert_eq!(state(&after, 0), (NO_LEADER, 1, 1, vec![]));
+        assert_eq!(elr(&after, 0), (vec![1], vec![1]));
+        // At min ISR (1) a partition keeps no ELR.
         assert_eq!(state(&after, 1), (2, 0, 1, vec![2]));
+        assert_eq!(elr(&after, 1), (vec![], vec![]));
         assert_eq!(led_by(&after, 1), 0);
+    }
+
+    /// (ELR, last known leader) of t-`partition`.
+    fn elr(image: &MetadataImage, partition: i32) -> (Vec<i32>, Vec<i32>) {
+        let p = image.partition(&Uuid(T), partition).expect("a partition");
+        (p.elr.clone(), p.last_known_elr.clone())
+    }
+
+    fn min_isr(n: &str) -> BrokerConfig {
+        BrokerConfig::with_overrides([(MIN_INSYNC_REPLICAS, n)]).unwrap()
+    }
+
+    #[test]
+    fn replicas_leaving_an_isr_below_min_isr_are_eligible_and_one_leads_it_again() {
+        let config = min_isr("2");
+        let before = image(3, &[], &[(&[1, 2, 3], &[1, 2, 3], 1)]);
+        let after = applied(&before, &crate::brokers::fence(&before, &config, 3, 5));
+        assert_eq!(state(&after, 0), (1, 0, 1, vec![1, 2]));
+        assert_eq!(elr(&after, 0), (vec![], vec![]));
+        let after = applied(&after, &crate::brokers::fence(&after, &config, 2, 5));
+        assert_eq!(state(&after, 0), (1, 0, 2, vec![1]));
+        assert_eq!(elr(&after, 0), (vec![2], vec![]));
+        let after = applied(&after, &crate::brokers::fence(&after, &config, 1, 5));
+        assert_eq!(state(&after, 0), (NO_LEADER, 1, 3, vec![]));
+        assert_eq!(elr(&after, 0), (vec![1, 2], vec![1]));
+        // Broker 2 comes back from a clean stop: it holds every committed
+        // record, so it leads, with an ISR of itself.
+        let after = applied(&after, &crate::brokers::unfence(&after, &config, 2, 5));
+        assert_eq!(state(&after, 0), (2, 2, 4, vec![2]));
+        assert_eq!(elr(&after, 0), (vec![1], vec![]));
+        // Its ISR reaching min ISR empties the ELR.
+        let after = applied(&after, &crate::brokers::unfence(&after, &config, 1, 5));
+        let request = AlterPartition {
+            broker_id: 2,
+            ..alter(2, 4, &[2, 1])
+        };
+        let (records, _) = alter_partition(&after, &config, &request).unwrap();
+        let after = applied(&after, &records);
+        assert_eq!(state(&after, 0), (2, 2, 5, vec![2, 1]));
+        assert_eq!(elr(&after, 0), (vec![], vec![]));
+    }
+
+    #[test]
+    fn a_leader_shrinking_its_isr_below_min_isr_makes_the_others_eligible() {
+        let config = min_isr("3");
+        let before = image(3, &[], &[(&[1, 2, 3], &[1, 2, 3], 1)]);
+        let (records, state_after) = alter_partition(&before, &config, &alter(0, 0, &[1])).unwrap();
+        let after = applied(&before, &records);
+        assert_eq!(state_after.isr, vec![1]);
+        assert_eq!(elr(&after, 0), (vec![2, 3], vec![]));
+        // min.insync.replicas at most the replication factor: 5 counts as 3.
+        let (records, _) = alter_partition(&before, &min_isr("5"), &alter(0, 0, &[1, 2])).unwrap();
+        assert_eq!(elr(&applied(&before, &records), 0), (vec![3], vec![]));
+    }
+
+    #[test]
+    fn an_unclean_stop_leaves_the_elr_and_the_last_known_leader_leads_when_nothing_else_can() {
+        let config = min_isr("2");
+        let mut working = image(2, &[], &[(&[1, 2], &[1, 2], 1)]);
+        for broker in [2, 1] {
+            working = applied(
+                &working,
+                &crate::brokers::fence(&working, &config, broker, 5),
+            );
+        }
+        assert_eq!(state(&working, 0), (NO_LEADER, 1, 2, vec![]));
+        assert_eq!(elr(&working, 0), (vec![1, 2], vec![1]));
+        // Broker 2 registers after an unclean stop: it leaves the ELR, and
+        // coming back it may not lead.
+        let records = changes_for_unclean_shutdown(&working, &config, 2);
+        working = applied(&working, &records);
+        assert_eq!(elr(&working, 0), (vec![1], vec![1]));
+        working = applied(&working, &crate::brokers::unfence(&working, &config, 2, 5));
+        assert_eq!(state(&working, 0), (NO_LEADER, 1, 3, vec![]));
+        // Broker 1 too: ISR and ELR are empty, and broker 1, the last
+        // leader, leads again once unfenced, with an ISR of itself.
+        working = applied(
+            &working,
+            &changes_for_unclean_shutdown(&working, &config, 1),
+        );
+        assert_eq!(elr(&working, 0), (vec![], vec![1]));
+        working = applied(&working, &crate::brokers::unfence(&working, &config, 1, 5));
+        assert_eq!(state(&working, 0), (1, 2, 5, vec![1]));
+        assert_eq!(elr(&working, 0), (vec![], vec![]));
+    }
+
+    #[test]
+    fn a_replica_a_change_removes_leaves_the_elr_and_the_last_known_leader() {
+        let config = min_isr("3");
+        let before = image(3, &[], &[(&[1, 2, 3], &[1, 2, 3], 1)]);
+        let (records, _) = alter_partition(&before, &config, &alter(0, 0, &[1])).unwrap();
+        let p = applied(&before, &records)
+            .partition(&Uuid(T), 0)
+            .unwrap()
+            .clone();
+        assert_eq!(p.elr, [2, 3]);
+        let moved = elr_within_replicas(
+            &p,
+            Change {
+                replicas: Some(vec![1, 2]),
+                ..Change::default()
+            },
+        );
+        assert_eq!(moved.elr, Some(vec![2]));
+        assert_eq!(moved.last_known_elr, None);
+        let p = PartitionInfo {
+            last_known_elr: vec![3],
+            ..p
+        };
+        let moved = elr_within_replicas(
+            &p,
+            Change {
+                replicas: Some(vec![1, 2]),
+                ..Change::default()
+            },
+        );
+        assert_eq!(moved.last_known_elr, Some(vec![]));
+        // Replicas unchanged: nothing to drop.
+        assert!(elr_within_replicas(&p, Change::default()).is_empty());
+    }
+
+    #[test]
+    fn an_unclean_stop_takes_a_broker_out_of_every_isr_it_is_still_in() {
+        let before = image(
+            3,
+            &[],
+            &[(&[1, 2, 3], &[1, 2, 3], 1), (&[2, 3], &[2, 3], 2)],
+        );
+        let after = applied(
+            &before,
+            &changes_for_unclean_shutdown(&before, &defaults(), 2),
+        );
+        assert_eq!(state(&after, 0), (1, 0, 1, vec![1, 3]));
+        assert_eq!(state(&after, 1), (3, 1, 1, vec![3]));
+        assert!(changes_for_unclean_shutdown(&before, &defaults(), 4).is_empty());
+    }
+
+    #[test]
+    fn a_change_of_min_isr_clears_the_elr_of_the_topics_it_applies_to() {
+        let config = min_isr("2");
+        let before = image(2, &[], &[(&[1, 2], &[1, 2], 1)]);
+        let after = applied(&before, &crate::brokers::fence(&before, &config, 2, 5));
+        assert_eq!(elr(&after, 0), (vec![2], vec![]));
+        assert!(clear_elr(&after, Some(Uuid([9; 16]))).is_empty());
+        let cleared = applied(&after, &clear_elr(&after, Some(Uuid(T))));
+        assert_eq!(elr(&cleared, 0), (vec![], vec![]));
+        assert_eq!(clear_elr(&after, None), clear_elr(&after, Some(Uuid(T))));
+        assert!(clear_elr(&cleared, None).is_empty());
     }
 
     #[test]
@@ -954,7 +1374,7 @@ mod tests {
             &before,
             &crate::brokers::fence(&before, &unclean_by_default(), 1, 5),
         );
-        assert_eq!(state(&after, 0), (NO_LEADER, 1, 1, vec![1]));
+        assert_eq!(state(&after, 0), (NO_LEADER, 1, 1, vec![]));
     }
 
     #[test]
@@ -1014,7 +1434,8 @@ mod tests {
     #[test]
     fn alter_partition_shrinks_and_expands_the_isr_bumping_the_partition_epoch_only() {
         let before = image(3, &[], &[(&[1, 2, 3], &[1, 2, 3], 1)]);
-        let (records, state_after) = alter_partition(&before, &alter(0, 0, &[1, 3])).unwrap();
+        let (records, state_after) =
+            alter_partition(&before, &defaults(), &alter(0, 0, &[1, 3])).unwrap();
         let shrunk = applied(&before, &records);
         assert_eq!(state(&shrunk, 0), (1, 0, 1, vec![1, 3]));
         assert_eq!(
@@ -1026,11 +1447,12 @@ mod tests {
                 isr: vec![1, 3]
             }
         );
-        let (records, _) = alter_partition(&shrunk, &alter(0, 1, &[1, 3, 2])).unwrap();
+        let (records, _) = alter_partition(&shrunk, &defaults(), &alter(0, 1, &[1, 3, 2])).unwrap();
         let expanded = applied(&shrunk, &records);
         assert_eq!(state(&expanded, 0), (1, 0, 2, vec![1, 3, 2]));
         // The same ISR again: the current state, nothing to commit.
-        let (records, same) = alter_partition(&expanded, &alter(0, 2, &[1, 3, 2])).unwrap();
+        let (records, same) =
+            alter_partition(&expanded, &defaults(), &alter(0, 2, &[1, 3, 2])).unwrap();
         assert!(records.is_empty());
         assert_eq!(same.partition_epoch, 2);
     }
@@ -1047,8 +1469,14 @@ mod tests {
             replicas: None,
             adding_replicas: None,
             removing_replicas: None,
+            elr: None,
+            last_known_elr: None,
         });
-        let code = |request: AlterPartition| alter_partition(&before, &request).unwrap_err().code;
+        let code = |request: AlterPartition| {
+            alter_partition(&before, &defaults(), &request)
+                .unwrap_err()
+                .code
+        };
         assert_eq!(
             code(AlterPartition {
                 broker_epoch: 4,
@@ -1088,14 +1516,14 @@ mod tests {
         assert_eq!(code(alter(1, 1, &[1, 4])), error::INVALID_REQUEST);
         // Broker 3 is a replica but fenced.
         assert_eq!(code(alter(1, 1, &[1, 2, 3])), error::INELIGIBLE_REPLICA);
-        let message = alter_partition(&before, &alter(1, 1, &[1, 2, 3]))
+        let message = alter_partition(&before, &defaults(), &alter(1, 1, &[1, 2, 3]))
             .unwrap_err()
             .message;
         assert_eq!(
             message,
             "t-0: the new ISR [1, 2, 3] names broker 3, which is fenced"
         );
-        assert!(alter_partition(&before, &alter(1, 1, &[1])).is_ok());
+        assert!(alter_partition(&before, &defaults(), &alter(1, 1, &[1])).is_ok());
     }
 
     #[test]
@@ -1106,7 +1534,7 @@ mod tests {
             new_isr_epochs: epochs.to_vec(),
             ..alter(0, 0, &[1, 3, 2])
         };
-        let refused = alter_partition(&before, &with_epochs(&[-1, 5, 4])).unwrap_err();
+        let refused = alter_partition(&before, &defaults(), &with_epochs(&[-1, 5, 4])).unwrap_err();
         assert_eq!(refused.code, error::INELIGIBLE_REPLICA);
         assert_eq!(
             refused.message,
@@ -1114,7 +1542,8 @@ mod tests {
         );
         // A current epoch passes, and so does an unknown one (-1 or none).
         for epochs in [&[-1, 5, 5][..], &[-1, -1, -1], &[-1]] {
-            let (records, after) = alter_partition(&before, &with_epochs(epochs)).unwrap();
+            let (records, after) =
+                alter_partition(&before, &defaults(), &with_epochs(epochs)).unwrap();
             assert_eq!(records.len(), 1);
             assert_eq!(after.isr, vec![1, 3, 2]);
         }
@@ -1123,7 +1552,7 @@ mod tests {
     #[test]
     fn alter_partition_refuses_an_unregistered_member() {
         let before = image(1, &[], &[(&[1, 7], &[1], 1)]);
-        let refused = alter_partition(&before, &alter(0, 0, &[1, 7])).unwrap_err();
+        let refused = alter_partition(&before, &defaults(), &alter(0, 0, &[1, 7])).unwrap_err();
         assert_eq!(refused.code, error::INELIGIBLE_REPLICA);
     }
 
@@ -1200,9 +1629,15 @@ mod tests {
     #[test]
     fn electing_every_partition_leaves_out_those_that_need_none() {
         let before = image(2, &[], &[(&[1, 2], &[1, 2], 2), (&[1, 2], &[1, 2], 1)]);
-        let outcome = elect_leaders(&before, ElectionType::Preferred, None).unwrap();
+        let outcome = elect_leaders(&before, &defaults(), ElectionType::Preferred, None).unwrap();
         assert_eq!(codes(&outcome), [(0, error::NONE)]);
-        let outcome = elect_leaders(&before, ElectionType::Preferred, Some(&named(&[1]))).unwrap();
+        let outcome = elect_leaders(
+            &before,
+            &defaults(),
+            ElectionType::Preferred,
+            Some(&named(&[1])),
+        )
+        .unwrap();
         assert_eq!(codes(&outcome), [(1, error::ELECTION_NOT_NEEDED)]);
     }
 
@@ -1218,8 +1653,13 @@ mod tests {
                 (&[2, 3], &[3], NO_LEADER), // ISR member 3 is unfenced
             ],
         );
-        let outcome =
-            elect_leaders(&before, ElectionType::Unclean, Some(&named(&[0, 1, 2, 3]))).unwrap();
+        let outcome = elect_leaders(
+            &before,
+            &defaults(),
+            ElectionType::Unclean,
+            Some(&named(&[0, 1, 2, 3])),
+        )
+        .unwrap();
         assert_eq!(
             codes(&outcome),
             [
@@ -1240,7 +1680,8 @@ mod tests {
         let many: Vec<(&[i32], &[i32], i32)> =
             vec![(&[1, 2], &[1, 2], 2); ELECTIONS_PER_REQUEST_MAX + 1];
         let before = image(2, &[], &many);
-        let refused = elect_leaders(&before, ElectionType::Preferred, None).unwrap_err();
+        let refused =
+            elect_leaders(&before, &defaults(), ElectionType::Preferred, None).unwrap_err();
         assert_eq!(refused.code, error::INVALID_REQUEST);
     }
 

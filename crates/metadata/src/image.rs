@@ -57,6 +57,8 @@ pub struct ChangeFields<'a> {
     pub replicas: Option<&'a [i32]>,
     pub adding_replicas: Option<&'a [i32]>,
     pub removing_replicas: Option<&'a [i32]>,
+    pub elr: Option<&'a [i32]>,
+    pub last_known_elr: Option<&'a [i32]>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -75,6 +77,14 @@ pub struct PartitionInfo {
     /// those it will remove, both among `replicas`. Empty when none is.
     pub adding_replicas: Vec<i32>,
     pub removing_replicas: Vec<i32>,
+    /// Eligible leader replicas (KIP-966): replicas that left the ISR
+    /// while it was below `min.insync.replicas`, so hold every committed
+    /// record; one may lead once the ISR is empty.
+    pub elr: Vec<i32>,
+    /// The leader the partition had when its ISR emptied (Kafka keeps it
+    /// in the same field as the last known ELR); it may lead again once
+    /// neither ISR nor ELR has a member.
+    pub last_known_elr: Vec<i32>,
 }
 
 impl PartitionInfo {
@@ -89,6 +99,8 @@ impl PartitionInfo {
             replicas,
             adding_replicas,
             removing_replicas,
+            elr,
+            last_known_elr,
         } = *change;
         if let Some(leader) = leader {
             self.leader = leader;
@@ -105,6 +117,12 @@ impl PartitionInfo {
         }
         if let Some(removing) = removing_replicas {
             self.removing_replicas = removing.to_vec();
+        }
+        if let Some(elr) = elr {
+            self.elr = elr.to_vec();
+        }
+        if let Some(last_known_elr) = last_known_elr {
+            self.last_known_elr = last_known_elr.to_vec();
         }
         self.partition_epoch += 1;
     }
@@ -262,6 +280,8 @@ impl MetadataImage {
                     partition_epoch: p.partition_epoch,
                     adding_replicas: p.adding_replicas.clone(),
                     removing_replicas: p.removing_replicas.clone(),
+                    elr: p.elr.clone(),
+                    last_known_elr: p.last_known_elr.clone(),
                 });
             }
         }
@@ -406,6 +426,8 @@ impl MetadataImage {
                 partition_epoch,
                 adding_replicas,
                 removing_replicas,
+                elr,
+                last_known_elr,
             } => {
                 if let Some(topic) = self.topics_by_id.get_mut(&Uuid(*topic_id)) {
                     let topic = Arc::make_mut(topic);
@@ -418,6 +440,8 @@ impl MetadataImage {
                         partition_epoch: *partition_epoch,
                         adding_replicas: adding_replicas.clone(),
                         removing_replicas: removing_replicas.clone(),
+                        elr: elr.clone(),
+                        last_known_elr: last_known_elr.clone(),
                     };
                     match topic
                         .partitions
@@ -436,6 +460,8 @@ impl MetadataImage {
                 replicas,
                 adding_replicas,
                 removing_replicas,
+                elr,
+                last_known_elr,
             } => self.apply_partition_change(
                 Uuid(*topic_id),
                 *partition_id,
@@ -445,6 +471,8 @@ impl MetadataImage {
                     replicas: replicas.as_deref(),
                     adding_replicas: adding_replicas.as_deref(),
                     removing_replicas: removing_replicas.as_deref(),
+                    elr: elr.as_deref(),
+                    last_known_elr: last_known_elr.as_deref(),
                 },
             ),
             MetadataRecord::TopicConfig {
@@ -552,6 +580,8 @@ mod tests {
                 partition_epoch: 6,
                 adding_replicas: Vec::new(),
                 removing_replicas: Vec::new(),
+                elr: Vec::new(),
+                last_known_elr: Vec::new(),
             },
             MetadataRecord::ProducerIds {
                 broker_id: 2,
@@ -602,6 +632,8 @@ mod tests {
                 partition_epoch: 0,
                 adding_replicas: Vec::new(),
                 removing_replicas: Vec::new(),
+                elr: Vec::new(),
+                last_known_elr: Vec::new(),
             });
         }
         image.apply(&MetadataRecord::TopicConfig {
@@ -636,6 +668,8 @@ mod tests {
             partition_epoch: 7,
             adding_replicas: Vec::new(),
             removing_replicas: Vec::new(),
+            elr: Vec::new(),
+            last_known_elr: Vec::new(),
         });
         let before = image.clone();
         let change = |leader, isr: Option<Vec<i32>>| MetadataRecord::PartitionChange {
@@ -646,6 +680,8 @@ mod tests {
             replicas: None,
             adding_replicas: None,
             removing_replicas: None,
+            elr: None,
+            last_known_elr: None,
         };
         // An ISR change alone keeps the leader epoch.
         image.apply(&change(None, Some(vec![1])));
@@ -672,6 +708,8 @@ mod tests {
             replicas: None,
             adding_replicas: None,
             removing_replicas: None,
+            elr: None,
+            last_known_elr: None,
         });
         assert_eq!(image, unchanged);
         // Snapshots keep the epochs.

@@ -541,13 +541,16 @@ mod tests {
             partition_epoch: 2,
             adding_replicas: Vec::new(),
             removing_replicas: Vec::new(),
+            elr: Vec::new(),
+            last_known_elr: Vec::new(),
         }])
         .unwrap();
         let body = String::from_utf8(body).unwrap();
         assert!(body.contains(r#""v":2"#), "{body}");
         assert!(body.contains(r#""partition_epoch":2"#), "{body}");
-        // A build that reads Partition only up to version 0 refuses it.
-        assert_eq!(MetadataRecord::max_version("Partition"), Some(2));
+        // Version 3 is written only for a partition with eligible leader
+        // replicas or a last known leader.
+        assert_eq!(MetadataRecord::max_version("Partition"), Some(3));
     }
 
     #[test]
@@ -591,6 +594,8 @@ mod tests {
                 partition_epoch: 3,
                 adding_replicas: Vec::new(),
                 removing_replicas: Vec::new(),
+                elr: Vec::new(),
+                last_known_elr: Vec::new(),
             },
             MetadataRecord::PartitionChange {
                 topic_id: id,
@@ -600,6 +605,8 @@ mod tests {
                 replicas: None,
                 adding_replicas: None,
                 removing_replicas: None,
+                elr: None,
+                last_known_elr: None,
             },
             MetadataRecord::TopicConfig {
                 topic_id: id,

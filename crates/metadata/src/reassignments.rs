@@ -189,12 +189,16 @@ fn start(image: &MetadataImage, p: &PartitionInfo, target: &[i32]) -> Option<Cha
     if let Some(done) = completion(image, &moving, &p.isr) {
         return Some(done);
     }
-    Some(Change {
-        replicas: Some(replicas),
-        adding_replicas: Some(adding),
-        removing_replicas: Some(removing),
-        ..Change::default()
-    })
+    // A new target may drop replicas an earlier reassignment was adding.
+    Some(crate::elections::elr_within_replicas(
+        p,
+        Change {
+            replicas: Some(replicas),
+            adding_replicas: Some(adding),
+            removing_replicas: Some(removing),
+            ..Change::default()
+        },
+    ))
 }
 
 /// The change that completes `p`'s reassignment once its ISR is `isr`
@@ -222,6 +226,7 @@ pub(crate) fn completion(image: &MetadataImage, p: &PartitionInfo, isr: &[i32]) 
             replicas: Some(replicas),
             adding_replicas: Some(Vec::new()),
             removing_replicas: Some(Vec::new()),
+            ..Change::default()
         },
     ))
 }
@@ -241,7 +246,7 @@ fn fence_removed_replicas(p: &PartitionInfo, mut change: Change) -> Change {
     if removes && change.leader.is_none() {
         change.leader = Some(p.leader);
     }
-    change
+    crate::elections::elr_within_replicas(p, change)
 }
 
 /// The leader of a partition whose replicas become `replicas` and ISR
@@ -296,6 +301,7 @@ fn cancel(image: &MetadataImage, p: &PartitionInfo) -> Result<Change, ElectionEr
             replicas: Some(original),
             adding_replicas: Some(Vec::new()),
             removing_replicas: Some(Vec::new()),
+            ..Change::default()
         },
     ))
 }
@@ -385,6 +391,8 @@ mod tests {
             partition_epoch: 5,
             adding_replicas: Vec::new(),
             removing_replicas: Vec::new(),
+            elr: Vec::new(),
+            last_known_elr: Vec::new(),
         });
         image
     }
@@ -419,7 +427,8 @@ mod tests {
             new_isr: new_isr.to_vec(),
             new_isr_epochs: Vec::new(),
         };
-        let (records, state) = alter_partition(image, &request).unwrap();
+        let (records, state) =
+            alter_partition(image, &tarn_config::BrokerConfig::default(), &request).unwrap();
         for r in &records {
             image.apply(r);
         }

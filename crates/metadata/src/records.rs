@@ -75,7 +75,9 @@ pub enum MetadataRecord {
     /// checks; an older build would drop it and so accept stale requests.
     /// Version 2 added the replicas a reassignment is adding and removing
     /// (both among `replicas`), which an older build would take for
-    /// settled members.
+    /// settled members. Version 3 (written only when either is set) added
+    /// the eligible leader replicas and the last known leader (KIP-966),
+    /// without which an older build would elect no leader from them.
     Partition {
         topic_id: [u8; 16],
         partition_id: i32,
@@ -89,13 +91,19 @@ pub enum MetadataRecord {
         adding_replicas: Vec<i32>,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         removing_replicas: Vec<i32>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        elr: Vec<i32>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        last_known_elr: Vec<i32>,
     },
     /// A change to an existing partition (Kafka's PartitionChangeRecord):
     /// each `Some` field replaces the partition's value. Applying it bumps
     /// the partition epoch; a `leader` given (even the same one) also bumps
     /// the leader epoch. An ISR-only change keeps the leader epoch.
     /// Version 1 added a reassignment's adding and removing replicas
-    /// (`Some(vec![])` when it completes or is cancelled).
+    /// (`Some(vec![])` when it completes or is cancelled). Version 2
+    /// (written only when either is set) added the eligible leader
+    /// replicas and the last known leader, as `Partition` version 3.
     PartitionChange {
         topic_id: [u8; 16],
         partition_id: i32,
@@ -109,6 +117,10 @@ pub enum MetadataRecord {
         adding_replicas: Option<Vec<i32>>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         removing_replicas: Option<Vec<i32>>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        elr: Option<Vec<i32>>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        last_known_elr: Option<Vec<i32>>,
     },
     /// A topic config set (`value` Some) or removed (None).
     TopicConfig {
@@ -148,8 +160,29 @@ impl MetadataRecord {
         // Exhaustive, so a new record type is given its version here (and
         // its name in `max_version`).
         match self {
-            MetadataRecord::Partition { .. } => 2,
-            MetadataRecord::RegisterBroker { .. } | MetadataRecord::PartitionChange { .. } => 1,
+            MetadataRecord::Partition {
+                elr,
+                last_known_elr,
+                ..
+            } => {
+                if elr.is_empty() && last_known_elr.is_empty() {
+                    2
+                } else {
+                    3
+                }
+            }
+            MetadataRecord::PartitionChange {
+                elr,
+                last_known_elr,
+                ..
+            } => {
+                if elr.is_none() && last_known_elr.is_none() {
+                    1
+                } else {
+                    2
+                }
+            }
+            MetadataRecord::RegisterBroker { .. } => 1,
             MetadataRecord::FenceBroker { .. }
             | MetadataRecord::UnfenceBroker { .. }
             | MetadataRecord::UnregisterBroker { .. }
@@ -168,8 +201,9 @@ impl MetadataRecord {
     /// not know.
     pub fn max_version(kind: &str) -> Option<u16> {
         match kind {
-            "Partition" => Some(2),
-            "RegisterBroker" | "PartitionChange" => Some(1),
+            "Partition" => Some(3),
+            "PartitionChange" => Some(2),
+            "RegisterBroker" => Some(1),
             "ClusterIdentity" | "FenceBroker" | "UnfenceBroker" | "UnregisterBroker" | "Topic"
             | "TopicConfig" | "RemoveTopic" | "BrokerConfig" | "ProducerIds" | "ClientQuota" => {
                 Some(0)

@@ -103,6 +103,8 @@ impl NewPartition {
             partition_epoch: 0,
             adding_replicas: Vec::new(),
             removing_replicas: Vec::new(),
+            elr: Vec::new(),
+            last_known_elr: Vec::new(),
         }
     }
 }

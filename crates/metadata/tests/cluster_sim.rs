@@ -139,14 +139,26 @@ fn plan(action: Action, image: &MetadataImage, config: &BrokerConfig) -> Vec<Met
         Action::Unfence(r) => {
             let fenced = brokers_with(true);
             match pick(fenced.len(), r) {
+                // Every other time the broker comes back from an unclean
+                // stop: it leaves the ISRs and ELRs it was in first.
+                Some(i) if r & (1 << 31) != 0 => {
+                    let mut records =
+                        elections::changes_for_unclean_shutdown(image, config, fenced[i].0);
+                    let mut after = image.clone();
+                    for record in &records {
+                        after.apply(record);
+                    }
+                    records.extend(brokers::unfence(&after, config, fenced[i].0, fenced[i].1));
+                    records
+                }
                 Some(i) => brokers::unfence(image, config, fenced[i].0, fenced[i].1),
                 None => Vec::new(),
             }
         }
         Action::AddPartitions(r) => add_partitions(image, r),
-        Action::AlterIsr(r) => alter_isr(image, r),
+        Action::AlterIsr(r) => alter_isr(image, config, r),
         Action::PreferredElections => {
-            elections::elect_leaders(image, ElectionType::Preferred, None)
+            elections::elect_leaders(image, config, ElectionType::Preferred, None)
                 .map(|outcome| outcome.records)
                 .unwrap_or_default()
         }
@@ -187,6 +199,8 @@ fn add_partitions(image: &MetadataImage, r: u64) -> Vec<MetadataRecord> {
             partition_epoch: 0,
             adding_replicas: Vec::new(),
             removing_replicas: Vec::new(),
+            elr: Vec::new(),
+            last_known_elr: Vec::new(),
         });
     }
     records
@@ -194,7 +208,7 @@ fn add_partitions(image: &MetadataImage, r: u64) -> Vec<MetadataRecord> {
 
 /// A leader's AlterPartition for a random led partition: the leader and
 /// the unfenced replicas that the random bits pick.
-fn alter_isr(image: &MetadataImage, r: u64) -> Vec<MetadataRecord> {
+fn alter_isr(image: &MetadataImage, config: &BrokerConfig, r: u64) -> Vec<MetadataRecord> {
     let led: Vec<(&tarn_metadata::TopicInfo, &tarn_metadata::PartitionInfo)> = image
         .topics()
         .flat_map(|t| t.partitions.iter().map(move |p| (&**t, p)))
@@ -229,7 +243,7 @@ fn alter_isr(image: &MetadataImage, r: u64) -> Vec<MetadataRecord> {
             .collect(),
         new_isr,
     };
-    match elections::alter_partition(image, &request) {
+    match elections::alter_partition(image, config, &request) {
         Ok((records, _)) => records,
         Err(e) => panic!("a leader's AlterPartition from the current state was refused: {e:?}"),
     }
@@ -272,7 +286,13 @@ impl Sim {
             planned_acked: 0,
             planned_commits: 0,
             epochs: BTreeMap::new(),
-            config: BrokerConfig::default(),
+            // Odd seeds count ISRs against a min ISR of 2, so that
+            // fencing fills eligible leader replicas (KIP-966).
+            config: BrokerConfig::with_overrides([(
+                "min.insync.replicas",
+                if seed % 2 == 1 { "2" } else { "1" },
+            )])
+            .expect("a valid min.insync.replicas"),
         }
     }
 
@@ -420,7 +440,16 @@ impl Sim {
                         "seed {}: {step}: node {id}: {}-{}",
                         self.seed, t.name, p.partition_id
                     );
-                    assert!(!p.isr.is_empty(), "{at}: empty ISR");
+                    assert!(
+                        !p.isr.is_empty() || !p.has_leader(),
+                        "{at}: led with an empty ISR"
+                    );
+                    assert!(
+                        p.elr.iter().all(|r| !p.isr.contains(r)),
+                        "{at}: ELR {:?} shares a member with ISR {:?}",
+                        p.elr,
+                        p.isr
+                    );
                     if p.has_leader() {
                         assert!(
                             p.isr.contains(&p.leader),

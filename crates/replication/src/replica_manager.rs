@@ -1594,6 +1594,8 @@ mod tests {
                 partition_epoch: 0,
                 adding_replicas: Vec::new(),
                 removing_replicas: Vec::new(),
+                elr: Vec::new(),
+                last_known_elr: Vec::new(),
             });
         }
         records
@@ -1613,6 +1615,8 @@ mod tests {
             partition_epoch: leader_epoch,
             adding_replicas: Vec::new(),
             removing_replicas: Vec::new(),
+            elr: Vec::new(),
+            last_known_elr: Vec::new(),
         }
     }
 
@@ -1749,6 +1753,8 @@ mod tests {
             partition_epoch,
             adding_replicas: Vec::new(),
             removing_replicas: Vec::new(),
+            elr: Vec::new(),
+            last_known_elr: Vec::new(),
         };
         let topic = MetadataRecord::Topic {
             name: "expanding".into(),
@@ -2113,6 +2119,8 @@ mod tests {
             partition_epoch,
             adding_replicas: Vec::new(),
             removing_replicas: Vec::new(),
+            elr: Vec::new(),
+            last_known_elr: Vec::new(),
         };
         let strict = MetadataRecord::TopicConfig {
             topic_id: [9; 16],
@@ -2249,6 +2257,8 @@ mod tests {
             replicas: Some(replicas.to_vec()),
             adding_replicas: Some(Vec::new()),
             removing_replicas: Some(Vec::new()),
+            elr: None,
+            last_known_elr: None,
         };
         let image = apply(&image, &[moved(0, &[2, 3]), moved(1, &[1, 2, 3])]);
         let topics = [tarn_protocol::Uuid([1; 16])];

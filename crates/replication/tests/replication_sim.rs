@@ -46,7 +46,7 @@ use std::sync::Arc;
 
 use tarn_config::BrokerConfig;
 use tarn_metadata::brokers;
-use tarn_metadata::elections::{alter_partition, AlterPartition};
+use tarn_metadata::elections::{self, alter_partition, AlterPartition};
 use tarn_metadata::reassignments::{alter_reassignment, Reassignment};
 use tarn_metadata::topics::{create_topic_records, NewTopic};
 use tarn_metadata::{MetadataImage, MetadataRecord};
@@ -692,7 +692,7 @@ impl Sim {
                 new_isr: change.new_isr.clone(),
                 new_isr_epochs: change.broker_epochs.clone(),
             };
-            match alter_partition(&image, &request) {
+            match alter_partition(&image, &self.config, &request) {
                 Ok((records, _)) => {
                     self.note(format!(
                         "isr of p{p} -> {:?} (asked by {id})",
@@ -1013,6 +1013,17 @@ impl Sim {
     fn restart(&mut self, id: i32) {
         self.note(format!("restart {id}"));
         self.register(id, true);
+        // Every restart here follows a crash: an unclean stop, which takes
+        // the broker out of every ISR and ELR it is in (KIP-966).
+        let image = self.image();
+        let records = elections::changes_for_unclean_shutdown(&image, &self.config, id);
+        if !records.is_empty() {
+            self.note(format!(
+                "{id} stopped uncleanly: out of {} ISRs and ELRs",
+                records.len()
+            ));
+            self.commit(records);
+        }
         self.start(id);
         self.maybe_unfence(id);
     }

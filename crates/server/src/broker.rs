@@ -128,6 +128,11 @@ pub struct Broker {
     /// This broker's epoch from its registration with the controller; -1
     /// until registered (and always on a single node).
     broker_epoch: std::sync::atomic::AtomicI64,
+    /// The broker epoch the clean-shutdown marker named at start-up: the
+    /// previous process's, when it stopped cleanly; -1 when it did not
+    /// (or an older build wrote the marker). Sent in the registration, so
+    /// that the controller tells a clean restart from an unclean one.
+    pub(crate) previous_broker_epoch: i64,
     /// ISR changes of partitions led here, waiting for the controller.
     pub(crate) isr_changes: crate::replica_fetcher::IsrChangeQueue,
     /// Throttled replication sent as a leader and fetched as a follower
@@ -311,6 +316,11 @@ impl Broker {
         let data_dir = options.data_dir.clone();
         let marker = data_dir.join(CLEAN_SHUTDOWN_FILE);
         let clean_shutdown = env.len(&marker)?.is_some();
+        let previous_broker_epoch = if clean_shutdown {
+            marker_epoch(&env.read_optional(&marker)?.unwrap_or_default())
+        } else {
+            -1
+        };
         let removed = tarn_storage::remove_dirs_marked_for_deletion(&env, &data_dir)?;
         if removed > 0 {
             tracing::info!(removed, "removed partition directories left for deletion");
@@ -377,6 +387,7 @@ impl Broker {
             log_manager: Mutex::new(Some(log_manager)),
             producer_ids: Mutex::new((0, 0)),
             broker_epoch: std::sync::atomic::AtomicI64::new(-1),
+            previous_broker_epoch,
             isr_changes: crate::replica_fetcher::IsrChangeQueue::default(),
             leader_quota: Default::default(),
             follower_quota: Default::default(),
@@ -537,11 +548,25 @@ impl Broker {
         }
         self.group_commit.stop();
         self.replicas.shutdown()?;
-        // Not fsynced: losing it only costs a recovery at the next start.
+        // Not fsynced: losing it only costs a recovery at the next start
+        // (and counts the stop as unclean). It names the broker epoch, so
+        // that the controller can tell this stop was clean (KIP-966).
         let marker = self.data_dir.join(CLEAN_SHUTDOWN_FILE);
-        self.replicas.env().write_without_sync(&marker, b"")?;
+        let epoch = self.broker_epoch().to_string();
+        self.replicas
+            .env()
+            .write_without_sync(&marker, epoch.as_bytes())?;
         Ok(())
     }
+}
+
+/// The broker epoch a clean-shutdown marker names; -1 for one that names
+/// none (an older build's empty marker) or something unreadable.
+fn marker_epoch(contents: &[u8]) -> i64 {
+    std::str::from_utf8(contents)
+        .ok()
+        .and_then(|text| text.trim().parse::<i64>().ok())
+        .unwrap_or(-1)
 }
 
 /// Brings the hosted logs in line with each published entry: only the
@@ -642,5 +667,20 @@ impl MetadataListener for GroupsOnDeletion {
             broker.groups.on_topic_deleted(topic);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_clean_shutdown_marker_names_the_epoch_or_none() {
+        assert_eq!(marker_epoch(b"17"), 17);
+        assert_eq!(marker_epoch(b" 4\n"), 4);
+        // An older build's empty marker, or anything unreadable: unclean.
+        assert_eq!(marker_epoch(b""), -1);
+        assert_eq!(marker_epoch(b"x"), -1);
+        assert_eq!(marker_epoch(&[0xff, 0xfe]), -1);
     }
 }

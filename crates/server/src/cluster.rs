@@ -463,6 +463,7 @@ pub async fn start(
             rack: cluster.rack,
             caught_up: false,
             cluster_id: formatted,
+            previous_broker_epoch: broker.previous_broker_epoch,
         };
         tasks.extend(crate::replica_fetcher::start(
             broker.clone(),

@@ -611,7 +611,29 @@ fn register(
     let broker_epoch = broker
         .commit_metadata(|image| {
             Ok(match brokers::register(image, &registration) {
-                Ok((records, epoch)) => (records, Ok(epoch)),
+                Ok((mut records, epoch)) => {
+                    // A new registration of a broker whose previous process
+                    // stopped uncleanly takes it out of every ISR and ELR in
+                    // the same entry (KIP-966).
+                    if !records.is_empty() && !brokers::stopped_cleanly(image, &registration) {
+                        let mut after = image.clone();
+                        for record in &records {
+                            after.apply(record);
+                        }
+                        let config = effective(broker, &after);
+                        let removed =
+                            elections::changes_for_unclean_shutdown(&after, &config, broker_id);
+                        if !removed.is_empty() {
+                            tracing::info!(
+                                broker_id,
+                                partitions = removed.len(),
+                                "broker stopped uncleanly: it leaves the ISR and ELR of its partitions"
+                            );
+                        }
+                        records.extend(removed);
+                    }
+                    (records, Ok(epoch))
+                }
                 Err(e) => (vec![], Err(ControllerRefusal::new(e.code, e.message))),
             })
         })
@@ -719,10 +741,12 @@ fn alter_partition(
 ) -> Result<ControllerReply, ControllerRefusal> {
     let state = broker
         .commit_metadata(|image| {
-            Ok(match elections::alter_partition(image, request) {
-                Ok((records, state)) => (records, Ok(state)),
-                Err(e) => (vec![], Err(ControllerRefusal::new(e.code, e.message))),
-            })
+            Ok(
+                match elections::alter_partition(image, &effective(broker, image), request) {
+                    Ok((records, state)) => (records, Ok(state)),
+                    Err(e) => (vec![], Err(ControllerRefusal::new(e.code, e.message))),
+                },
+            )
         })
         .map_err(ControllerRefusal::from_broker)??;
     Ok(ControllerReply::PartitionState {
@@ -746,6 +770,7 @@ fn alter_partitions(
         .commit_metadata(|image| {
             let mut records = Vec::new();
             let mut refusals = Vec::with_capacity(updates.len());
+            let config = effective(broker, image);
             for u in updates {
                 let request = AlterPartition {
                     broker_id,
@@ -757,7 +782,7 @@ fn alter_partitions(
                     new_isr: u.new_isr.clone(),
                     new_isr_epochs: u.new_isr_epochs.clone(),
                 };
-                match elections::alter_partition(image, &request) {
+                match elections::alter_partition(image, &config, &request) {
                     Ok((changes, _)) => {
                         records.extend(changes);
                         refusals.push(None);
@@ -1299,6 +1324,8 @@ mod tests {
                         partition_epoch: 0,
                         adding_replicas: Vec::new(),
                         removing_replicas: Vec::new(),
+                        elr: Vec::new(),
+                        last_known_elr: Vec::new(),
                     },
                 ];
                 Ok((records, ()))
@@ -1417,7 +1444,8 @@ mod tests {
         );
         assert_eq!(state(&broker, &topic_id), (1, 0, 1, vec![1]));
         // The leader, now the last ISR member, leaves the partition
-        // leaderless in the same commit that fences it.
+        // leaderless in the same commit that fences it: the ISR empties
+        // into the eligible leader replicas.
         let reply = run(&broker, heartbeat(&broker, 1, true)).unwrap();
         assert_eq!(
             reply,
@@ -1426,7 +1454,14 @@ mod tests {
                 may_shut_down: true
             }
         );
-        assert_eq!(state(&broker, &topic_id), (-1, 1, 2, vec![1]));
+        assert_eq!(state(&broker, &topic_id), (-1, 1, 2, vec![]));
+        let p = broker
+            .metadata
+            .image()
+            .partition(&topic_id, 0)
+            .unwrap()
+            .clone();
+        assert_eq!((p.elr, p.last_known_elr), (vec![1], vec![1]));
         assert!(broker.metadata.image().brokers[&1].fenced);
         // Back, caught up: unfenced, and it leads again.
         let reply = run(&broker, heartbeat(&broker, 1, false)).unwrap();
@@ -1456,6 +1491,8 @@ mod tests {
                         replicas: Some(vec![2, 1]),
                         adding_replicas: None,
                         removing_replicas: None,
+                        elr: None,
+                        last_known_elr: None,
                     }],
                     (),
                 ))

@@ -3,11 +3,14 @@
 //! client's describeFeatures and kafka-features.sh show.
 //!
 //! The one feature is `metadata.version`, fixed at 3.3-IV3 (level 7), the
-//! oldest level Kafka 4 runs at: Tarn implements no feature gated behind a
-//! later level (KIP-848 groups, KIP-890 transactions, ELR), so it reports
-//! none of `group.version`, `transaction.version` or
-//! `eligible.leader.replicas.version`, and no record ever changes the
-//! level, so the finalized epoch is 0.
+//! oldest level Kafka 4 runs at: Tarn implements no client-facing feature
+//! gated behind a later level (KIP-848 groups, KIP-890 transactions), so
+//! it reports none of `group.version` or `transaction.version`, and no
+//! record ever changes the level, so the finalized epoch is 0. Eligible
+//! leader replicas (KIP-966) are always on in a cluster's controller, as
+//! in new Kafka 4 clusters, but `eligible.leader.replicas.version` is not
+//! reported: Kafka's level 1 requires metadata.version 4.0-IV1, and no
+//! client acts on it (DescribeTopicPartitions carries the ELR either way).
 //!
 //! From v5 a client may name the cluster and node it believes it reached;
 //! as in Kafka, naming only one of them is INVALID_REQUEST, and naming

@@ -105,14 +105,17 @@ fn describe(
         .unwrap_or_default()
         .iter()
         .map(|p| DescribeTopicPartitionsResponsePartition {
-            error_code: partition_error(p),
+            // Kafka 4 sets no partition error here: a partition without a
+            // leader says so by leader -1 and its offline replicas (and,
+            // with eligible leader replicas, by who may lead it next).
+            error_code: error::NONE,
             partition_index: p.partition_id,
             leader_id: p.leader,
             leader_epoch: p.leader_epoch,
             replica_nodes: p.replicas.clone(),
             isr_nodes: p.isr.clone(),
-            eligible_leader_replicas: Some(vec![]),
-            last_known_elr: Some(vec![]),
+            eligible_leader_replicas: Some(p.elr.clone()),
+            last_known_elr: Some(p.last_known_elr.clone()),
             offline_replicas: image.offline_replicas(&p.replicas),
         })
         .collect();
@@ -161,16 +164,6 @@ fn refuse_all(
             })
             .collect(),
         ..Default::default()
-    }
-}
-
-/// A partition without a leader is answered LEADER_NOT_AVAILABLE (leader
-/// -1), as Kafka answers an offline partition, so clients wait and retry.
-fn partition_error(p: &tarn_metadata::PartitionInfo) -> i16 {
-    if p.has_leader() {
-        error::NONE
-    } else {
-        error::LEADER_NOT_AVAILABLE
     }
 }
 

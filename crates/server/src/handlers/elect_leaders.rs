@@ -63,10 +63,13 @@ fn elect(
     named: Option<&[(String, i32)]>,
 ) -> Result<Vec<PartitionElection>, ElectionError> {
     let outcome = broker.commit_metadata(|image| -> Result<_, BrokerError> {
-        Ok(match elections::elect_leaders(image, election, named) {
-            Ok(outcome) => (outcome.records, Ok(outcome.results)),
-            Err(e) => (Vec::new(), Err(e)),
-        })
+        let config = broker.config_view(image).effective();
+        Ok(
+            match elections::elect_leaders(image, &config, election, named) {
+                Ok(outcome) => (outcome.records, Ok(outcome.results)),
+                Err(e) => (Vec::new(), Err(e)),
+            },
+        )
     });
     match outcome {
         Ok(Ok(results)) => {
@@ -193,6 +196,8 @@ mod tests {
                         partition_epoch: 0,
                         adding_replicas: Vec::new(),
                         removing_replicas: Vec::new(),
+                        elr: Vec::new(),
+                        last_known_elr: Vec::new(),
                     },
                 ];
                 Ok((records, ()))
