@@ -371,12 +371,12 @@ pub fn changes_for_fenced_broker(
     let mut records = Vec::new();
     for topic in after.topics() {
         let election = election_for(config, topic);
+        let rules = ElrRules::of(config, topic);
         for p in &topic.partitions {
             if p.leader != broker_id && !p.isr.contains(&broker_id) {
                 continue;
             }
             let target: Vec<i32> = p.isr.iter().copied().filter(|r| *r != broker_id).collect();
-            let rules = ElrRules::of(config, topic);
             if let Some(change) = plan_change(p, target, election, eligible, rules) {
                 records.push(change.record(topic.topic_id, p.partition_id));
             }
@@ -397,11 +397,11 @@ pub fn changes_for_unfenced_broker(
     let mut records = Vec::new();
     for topic in after.topics() {
         let election = election_for(config, topic);
+        let rules = ElrRules::of(config, topic);
         for p in &topic.partitions {
             if p.has_leader() || !p.replicas.contains(&broker_id) {
                 continue;
             }
-            let rules = ElrRules::of(config, topic);
             if let Some(change) = plan_change(p, p.isr.clone(), election, eligible, rules) {
                 records.push(change.record(topic.topic_id, p.partition_id));
             }
@@ -425,15 +425,15 @@ pub fn changes_for_unclean_shutdown(
     let mut records = Vec::new();
     for topic in image.topics() {
         let election = election_for(config, topic);
+        let rules = ElrRules {
+            unclean_shutdown: Some(broker_id),
+            ..ElrRules::of(config, topic)
+        };
         for p in &topic.partitions {
             if !p.isr.contains(&broker_id) && !p.elr.contains(&broker_id) {
                 continue;
             }
             let target: Vec<i32> = p.isr.iter().copied().filter(|r| *r != broker_id).collect();
-            let rules = ElrRules {
-                unclean_shutdown: Some(broker_id),
-                ..ElrRules::of(config, topic)
-            };
             if let Some(change) = plan_change(p, target, election, eligible, rules) {
                 records.push(change.record(topic.topic_id, p.partition_id));
             }
