@@ -12,7 +12,8 @@ use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use rdkafka::client::ClientContext;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::{ClientContext, DefaultClientContext};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
@@ -122,6 +123,34 @@ pub fn base_config(bootstrap: &str) -> ClientConfig {
         .set("client.id", "tarn-e2e")
         .set("broker.address.family", "v4");
     config
+}
+
+/// Creates `topic` through the Admin API with one partition per entry
+/// of `assignment` (each partition's replicas, in preference order) and
+/// `configs`, and asserts that it was created.
+pub fn create_assigned(
+    bootstrap: &str,
+    topic: &str,
+    assignment: &[&[i32]],
+    configs: &[(&str, &str)],
+) {
+    let admin: AdminClient<DefaultClientContext> =
+        base_config(bootstrap).create().expect("an admin client");
+    let partitions = i32::try_from(assignment.len()).expect("a partition count");
+    let mut new = NewTopic::new(topic, partitions, TopicReplication::Variable(assignment));
+    for (key, value) in configs {
+        new = new.set(key, value);
+    }
+    let results = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime")
+        .block_on(admin.create_topics(
+            [&new],
+            &AdminOptions::new().request_timeout(Some(Duration::from_secs(30))),
+        ))
+        .expect("create topics");
+    assert!(results.iter().all(|r| r.is_ok()), "{results:?}");
 }
 
 /// A librdkafka producer that remembers every delivery report.

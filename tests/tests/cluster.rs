@@ -13,8 +13,6 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
 
@@ -22,7 +20,8 @@ use tarn_cli::client::Client;
 use tarn_e2e::cluster::{Cluster, Own};
 use tarn_e2e::disk::SmallDisk;
 use tarn_e2e::kafka::{
-    assert_keys_count_up, consume_all, consume_from, consumer, Outgoing, Record, TestProducer,
+    assert_keys_count_up, consume_all, consume_from, consumer, create_assigned, Outgoing, Record,
+    TestProducer,
 };
 use tarn_e2e::{cli, run_with_timeout, wire};
 use tarn_protocol::messages::fetch::{FetchPartition, FetchRequest, FetchResponse, FetchTopic};
@@ -880,23 +879,12 @@ fn a_cleanly_stopped_eligible_replica_leads_an_emptied_isr_and_an_uncleanly_stop
             ],
         );
         cluster.wait_until_formed(FORMED);
-        let admin: AdminClient<DefaultClientContext> =
-            tarn_e2e::kafka::base_config(&cluster.address(4))
-                .create()
-                .expect("an admin client");
-        let replicas = [&[2, 3][..]];
-        let topic = NewTopic::new("elr", 1, TopicReplication::Variable(&replicas))
-            .set("min.insync.replicas", "2");
-        let results = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("a runtime")
-            .block_on(admin.create_topics(
-                [&topic],
-                &AdminOptions::new().request_timeout(Some(Duration::from_secs(30))),
-            ))
-            .expect("create topics");
-        assert!(results.iter().all(|r| r.is_ok()), "{results:?}");
+        create_assigned(
+            &cluster.address(4),
+            "elr",
+            &[&[2, 3]],
+            &[("min.insync.replicas", "2")],
+        );
         cluster.wait_for(4, FORMED, "elr led by 2 with both in sync", |v| {
             v.leaders.get("elr").is_some_and(|l| l[0] == 2) && v.isr["elr"][0].len() == 2
         });

@@ -474,9 +474,6 @@ fn a_replica_moved_off_a_stopped_broker_is_dropped_when_it_returns() {
 /// replication simulation's re-creation test covers that path.)
 #[test]
 fn a_topic_made_again_while_a_replica_was_away_keeps_none_of_the_old_records() {
-    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-    use rdkafka::client::DefaultClientContext;
-
     run_with_timeout(TEST_LIMIT, || {
         let (mut cluster, controller, bootstrap, gone) = with_a_follower_to_lose("again", "old");
         cluster.kill(gone);
@@ -499,22 +496,7 @@ fn a_topic_made_again_while_a_replica_was_away_keeps_none_of_the_old_records() {
         });
         // Made again on the same three brokers, the one that is down
         // included (as an explicit assignment may name a fenced broker).
-        let admin: AdminClient<DefaultClientContext> = tarn_e2e::kafka::base_config(&live)
-            .create()
-            .expect("an admin client");
-        let assignment: Vec<i32> = (1..=3).collect();
-        let replicas = [assignment.as_slice()];
-        let topic = NewTopic::new("again", 1, TopicReplication::Variable(&replicas));
-        let results = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("a runtime")
-            .block_on(admin.create_topics(
-                [&topic],
-                &AdminOptions::new().request_timeout(Some(Duration::from_secs(30))),
-            ))
-            .expect("create topics");
-        assert!(results.iter().all(|r| r.is_ok()), "{results:?}");
+        tarn_e2e::kafka::create_assigned(&live, "again", &[&[1, 2, 3]], &[]);
         cluster.wait_for(controller, SETTLED, "the new topic led", |v| {
             v.leaders.get("again").is_some_and(|l| l[0] > 0)
         });

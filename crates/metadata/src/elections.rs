@@ -358,31 +358,55 @@ fn election_for(config: &BrokerConfig, topic: &TopicInfo) -> Election {
     }
 }
 
-/// The partition changes that follow from `broker_id` being fenced in
-/// `after` (the image with the broker already fenced): it leaves every
-/// ISR it shares with others and leads nothing. Empty when it already
-/// leads nothing and is the last member of every ISR it is in.
-pub fn changes_for_fenced_broker(
-    after: &MetadataImage,
+/// The changes that give each partition `affected` picks the ISR
+/// `target` makes of its own and a leader among the brokers `eligible`
+/// allows, under its topic's election rules.
+fn plan_each(
+    image: &MetadataImage,
     config: &BrokerConfig,
-    broker_id: i32,
+    unclean_shutdown: Option<i32>,
+    affected: impl Fn(&PartitionInfo) -> bool,
+    target: impl Fn(&PartitionInfo) -> Vec<i32>,
+    eligible: impl Fn(i32) -> bool + Copy,
 ) -> Vec<MetadataRecord> {
-    let eligible = |r: i32| r != broker_id && is_unfenced(after, r);
     let mut records = Vec::new();
-    for topic in after.topics() {
+    for topic in image.topics() {
         let election = election_for(config, topic);
-        let rules = ElrRules::of(config, topic);
-        for p in &topic.partitions {
-            if p.leader != broker_id && !p.isr.contains(&broker_id) {
-                continue;
-            }
-            let target: Vec<i32> = p.isr.iter().copied().filter(|r| *r != broker_id).collect();
-            if let Some(change) = plan_change(p, target, election, eligible, rules) {
+        let rules = ElrRules {
+            unclean_shutdown,
+            ..ElrRules::of(config, topic)
+        };
+        for p in topic.partitions.iter().filter(|p| affected(p)) {
+            if let Some(change) = plan_change(p, target(p), election, eligible, rules) {
                 records.push(change.record(topic.topic_id, p.partition_id));
             }
         }
     }
     records
+}
+
+/// The ISR of `p` without `broker_id`.
+fn isr_without(p: &PartitionInfo, broker_id: i32) -> Vec<i32> {
+    p.isr.iter().copied().filter(|r| *r != broker_id).collect()
+}
+
+/// The partition changes that follow from `broker_id` being fenced in
+/// `after` (the image with the broker already fenced): it leaves every
+/// ISR it is in and leads nothing. Empty when it is in no ISR and leads
+/// nothing.
+pub fn changes_for_fenced_broker(
+    after: &MetadataImage,
+    config: &BrokerConfig,
+    broker_id: i32,
+) -> Vec<MetadataRecord> {
+    plan_each(
+        after,
+        config,
+        None,
+        |p| p.leader == broker_id || p.isr.contains(&broker_id),
+        |p| isr_without(p, broker_id),
+        |r| r != broker_id && is_unfenced(after, r),
+    )
 }
 
 /// The elections that follow from `broker_id` being unfenced in `after`
@@ -393,21 +417,14 @@ pub fn changes_for_unfenced_broker(
     config: &BrokerConfig,
     broker_id: i32,
 ) -> Vec<MetadataRecord> {
-    let eligible = |r: i32| is_unfenced(after, r);
-    let mut records = Vec::new();
-    for topic in after.topics() {
-        let election = election_for(config, topic);
-        let rules = ElrRules::of(config, topic);
-        for p in &topic.partitions {
-            if p.has_leader() || !p.replicas.contains(&broker_id) {
-                continue;
-            }
-            if let Some(change) = plan_change(p, p.isr.clone(), election, eligible, rules) {
-                records.push(change.record(topic.topic_id, p.partition_id));
-            }
-        }
-    }
-    records
+    plan_each(
+        after,
+        config,
+        None,
+        |p| !p.has_leader() && p.replicas.contains(&broker_id),
+        |p| p.isr.clone(),
+        |r| is_unfenced(after, r),
+    )
 }
 
 /// The partition changes that follow from `broker_id` registering after
@@ -421,25 +438,14 @@ pub fn changes_for_unclean_shutdown(
     config: &BrokerConfig,
     broker_id: i32,
 ) -> Vec<MetadataRecord> {
-    let eligible = |r: i32| r != broker_id && is_unfenced(image, r);
-    let mut records = Vec::new();
-    for topic in image.topics() {
-        let election = election_for(config, topic);
-        let rules = ElrRules {
-            unclean_shutdown: Some(broker_id),
-            ..ElrRules::of(config, topic)
-        };
-        for p in &topic.partitions {
-            if !p.isr.contains(&broker_id) && !p.elr.contains(&broker_id) {
-                continue;
-            }
-            let target: Vec<i32> = p.isr.iter().copied().filter(|r| *r != broker_id).collect();
-            if let Some(change) = plan_change(p, target, election, eligible, rules) {
-                records.push(change.record(topic.topic_id, p.partition_id));
-            }
-        }
-    }
-    records
+    plan_each(
+        image,
+        config,
+        Some(broker_id),
+        |p| p.isr.contains(&broker_id) || p.elr.contains(&broker_id),
+        |p| isr_without(p, broker_id),
+        |r| r != broker_id && is_unfenced(image, r),
+    )
 }
 
 /// The changes that empty the ELR and last known leader of every
