@@ -652,70 +652,77 @@ impl Diff {
             }],
             ..Default::default()
         };
-        for client in [&mut self.tarn, &mut self.kafka] {
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-            loop {
-                let response: ListOffsetsResponse = client
-                    .call(LIST_OFFSETS.0, LIST_OFFSETS.1, LIST_OFFSETS.2, &request)
-                    .expect("ListOffsets");
-                let led = response
+        self.wait_each(
+            &format!("{name} was not led within 30 s"),
+            POLL,
+            |client| {
+                client
+                    .call::<_, ListOffsetsResponse>(
+                        LIST_OFFSETS.0,
+                        LIST_OFFSETS.1,
+                        LIST_OFFSETS.2,
+                        &request,
+                    )
+                    .expect("ListOffsets")
+            },
+            |response| {
+                response
                     .topics
                     .iter()
                     .flat_map(|t| &t.partitions)
-                    .all(|p| p.error_code == 0);
-                if led {
-                    break;
-                }
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "{name} was not led within 30 s: {response:?}"
-                );
-                std::thread::sleep(std::time::Duration::from_millis(50));
-            }
-        }
+                    .all(|p| p.error_code == 0)
+            },
+        );
     }
 
     /// Waits until both brokers' Metadata names a leader for every
     /// partition of `name`.
     fn wait_named_leaders(&mut self, name: &str, partitions: i32) {
-        for client in [&mut self.tarn, &mut self.kafka] {
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-            loop {
-                let response = metadata_of(client, name);
-                let ready = response.topics.iter().all(|t| {
+        self.wait_each(
+            &format!("{name} was not served within 30 s"),
+            POLL,
+            |client| metadata_of(client, name),
+            |response| {
+                response.topics.iter().all(|t| {
                     t.error_code == 0
                         && t.partitions.len() == partitions as usize
                         && t.partitions
                             .iter()
                             .all(|p| p.error_code == 0 && p.leader_id >= 0)
-                });
-                if ready {
-                    break;
-                }
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "{name} was not served within 30 s: {response:?}"
-                );
-                std::thread::sleep(std::time::Duration::from_millis(50));
-            }
-        }
+                })
+            },
+        );
     }
 
     /// Waits until neither broker knows topic `name` (Kafka's broker
     /// learns of a deletion a moment after its controller answers).
     pub fn wait_gone(&mut self, name: &str) {
+        self.wait_each(
+            &format!("{name} was still known after 30 s"),
+            POLL,
+            |client| metadata_of(client, name),
+            |response| response.topics.iter().all(|t| t.error_code != 0),
+        );
+    }
+
+    /// Asks each broker with `ask`, every `every`, until `ready` holds of
+    /// its answer; panics with `what` and the last answer after 30 s.
+    fn wait_each<R: Debug>(
+        &mut self,
+        what: &str,
+        every: std::time::Duration,
+        mut ask: impl FnMut(&mut Client) -> R,
+        ready: impl Fn(&R) -> bool,
+    ) {
         for client in [&mut self.tarn, &mut self.kafka] {
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
             loop {
-                let response = metadata_of(client, name);
-                if response.topics.iter().all(|t| t.error_code != 0) {
+                let response = ask(client);
+                if ready(&response) {
                     break;
                 }
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "{name} was still known after 30 s: {response:?}"
-                );
-                std::thread::sleep(std::time::Duration::from_millis(50));
+                assert!(std::time::Instant::now() < deadline, "{what}: {response:?}");
+                std::thread::sleep(every);
             }
         }
     }
@@ -833,27 +840,21 @@ impl Diff {
             groups: vec![group.into()],
             include_authorized_operations: false,
         };
-        for client in [&mut self.tarn, &mut self.kafka] {
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-            loop {
-                let response: DescribeGroupsResponse = client
-                    .call(
+        self.wait_each(
+            &format!("{group} not {state} within 30 s"),
+            std::time::Duration::from_millis(20),
+            |client| {
+                client
+                    .call::<_, DescribeGroupsResponse>(
                         DESCRIBE_GROUPS.0,
                         DESCRIBE_GROUPS.1,
                         DESCRIBE_GROUPS.2,
                         &request,
                     )
-                    .expect("DescribeGroups");
-                if response.groups.iter().all(|g| g.group_state == state) {
-                    break;
-                }
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "{group} not {state} within 30 s: {response:?}"
-                );
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-        }
+                    .expect("DescribeGroups")
+            },
+            |response| response.groups.iter().all(|g| g.group_state == state),
+        );
     }
 
     pub fn compare<T: Debug + Normalize + Clone>(&mut self, scenario: &str, tarn: &T, kafka: &T) {
@@ -1015,6 +1016,31 @@ pub fn create(topics: Vec<CreatableTopic>, validate_only: bool) -> CreateTopicsR
 }
 
 /// `client`'s broker's Metadata for topic `name` (no auto-creation).
+/// How often a wait asks both brokers again.
+const POLL: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// A DescribeTopicPartitions request for `names`, at most `limit`
+/// partitions, from `cursor` (topic, partition) when given.
+pub fn describe_partitions(
+    names: &[&str],
+    limit: i32,
+    cursor: Option<(&str, i32)>,
+) -> DescribeTopicPartitionsRequest {
+    DescribeTopicPartitionsRequest {
+        topics: names
+            .iter()
+            .map(|n| TopicRequest {
+                name: (*n).to_owned(),
+            })
+            .collect(),
+        response_partition_limit: limit,
+        cursor: NullableCursor(cursor.map(|(topic_name, partition_index)| Cursor {
+            topic_name: topic_name.to_owned(),
+            partition_index,
+        })),
+    }
+}
+
 pub fn metadata_of(client: &mut Client, name: &str) -> MetadataResponse {
     client
         .call(

@@ -1225,45 +1225,34 @@ fn topic_admin(d: &mut Diff) {
     for (name, partitions) in [("d-del", 3), ("d-del2", 1), ("d-del3", 1)] {
         d.wait_served(name, partitions);
     }
-    let describe =
-        |names: &[&str], limit: i32, cursor: Option<(&str, i32)>| DescribeTopicPartitionsRequest {
-            topics: names
-                .iter()
-                .map(|n| TopicRequest {
-                    name: (*n).to_owned(),
-                })
-                .collect(),
-            response_partition_limit: limit,
-            cursor: NullableCursor(cursor.map(|(topic_name, partition_index)| Cursor {
-                topic_name: topic_name.to_owned(),
-                partition_index,
-            })),
-        };
     for (what, request) in [
-        ("two topics", describe(&["d-del", "d-del2"], 2000, None)),
+        (
+            "two topics",
+            describe_partitions(&["d-del", "d-del2"], 2000, None),
+        ),
         (
             "a page of two partitions",
-            describe(&["d-del", "d-del2"], 2, None),
+            describe_partitions(&["d-del", "d-del2"], 2, None),
         ),
         (
             "the page after it",
-            describe(&["d-del", "d-del2"], 2, Some(("d-del", 2))),
+            describe_partitions(&["d-del", "d-del2"], 2, Some(("d-del", 2))),
         ),
         (
             "a cursor on a topic not asked for",
-            describe(&["d-del2"], 2000, Some(("d-del", 0))),
+            describe_partitions(&["d-del2"], 2000, Some(("d-del", 0))),
         ),
         (
             "a cursor past the topic's partitions",
-            describe(&["d-del", "d-del2"], 2000, Some(("d-del", 7))),
+            describe_partitions(&["d-del", "d-del2"], 2000, Some(("d-del", 7))),
         ),
         (
             "a topic that does not exist",
-            describe(&["d-none"], 2000, None),
+            describe_partitions(&["d-none"], 2000, None),
         ),
         (
             "a topic name that is not valid",
-            describe(&["a/b"], 2000, None),
+            describe_partitions(&["a/b"], 2000, None),
         ),
     ] {
         d.call::<_, DescribeTopicPartitionsResponse>(

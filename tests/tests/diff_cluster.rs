@@ -455,7 +455,7 @@ fn a_broker_stops(n: &mut Nodes, tarn: &mut Cluster, kafka: &mut [KafkaNode]) {
                 "DescribeTopicPartitions from node {node} once node 3 stopped: eligible leader replicas"
             ),
             DESCRIBE_TOPIC_PARTITIONS,
-            &describe_partitions(&["c-alone", "c-isr3", "c-strict", "c-three"]),
+            &describe_partitions(&["c-alone", "c-isr3", "c-strict", "c-three"], 2000, None),
         );
         d.call::<_, DescribeClusterResponse>(
             &format!("DescribeCluster from node {node} once node 3 stopped"),
@@ -544,7 +544,7 @@ fn a_broker_stops(n: &mut Nodes, tarn: &mut Cluster, kafka: &mut [KafkaNode]) {
                         key,
                         version,
                         flexible,
-                        &describe_partitions(&["c-isr3"]),
+                        &describe_partitions(&["c-isr3"], 2000, None),
                     )
                     .expect("DescribeTopicPartitions")
             },
@@ -561,7 +561,7 @@ fn a_broker_stops(n: &mut Nodes, tarn: &mut Cluster, kafka: &mut [KafkaNode]) {
         n.at(node).call::<_, DescribeTopicPartitionsResponse>(
             &format!("DescribeTopicPartitions from node {node} after min.insync.replicas changed"),
             DESCRIBE_TOPIC_PARTITIONS,
-            &describe_partitions(&["c-isr3", "c-strict"]),
+            &describe_partitions(&["c-isr3", "c-strict"], 2000, None),
         );
     }
     let d = n.at(1);
@@ -609,19 +609,6 @@ fn a_broker_stops(n: &mut Nodes, tarn: &mut Cluster, kafka: &mut [KafkaNode]) {
             validate_only: true,
         },
     );
-}
-
-fn describe_partitions(names: &[&str]) -> DescribeTopicPartitionsRequest {
-    DescribeTopicPartitionsRequest {
-        topics: names
-            .iter()
-            .map(|n| TopicRequest {
-                name: (*n).to_owned(),
-            })
-            .collect(),
-        response_partition_limit: 2000,
-        cursor: NullableCursor(None),
-    }
 }
 
 /// Waits until node `node` of both clusters knows a leader for every
