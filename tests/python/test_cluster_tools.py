@@ -40,7 +40,7 @@ import subprocess
 from conftest import TarnBroker, tarn_bin, wait_until
 from tarn_clients import Rec, assert_matches, ck_consume, ck_produce
 from test_cluster import TarnCluster, free_port, view_or_none, wait_for
-from test_kafka_tools import describe_rows, kafka_tool
+from test_kafka_tools import assert_tarn_topics_says_what_kafka_topics_says, describe_rows, kafka_tool
 
 # A reassignment of a few hundred small records; a slow machine's JVMs.
 SETTLED_TIMEOUT_S = 90
@@ -342,6 +342,9 @@ def test_kafka_reassign_partitions_lists_and_cancels_a_reassignment_in_progress(
         ], out
 
         header, rows, out = describe(live, topic, *cc)
+        for report in ([], ["--under-replicated-partitions"]):
+            assert_tarn_topics_says_what_kafka_topics_says(
+                live, [*cc, "--describe", "--topic", topic, *report], ["describe", "--topic", topic, *report])
         row = rows[0]
         assert ids(row["Replicas"]) == [paused_id, other, old], out
         assert ids(row["Adding Replicas"]) == [paused_id, other], out
@@ -378,6 +381,49 @@ def test_kafka_reassign_partitions_lists_and_cancels_a_reassignment_in_progress(
                      f"but replica set is {old} rather than {paused_id},{other}."], out
     assert "Clearing broker-level throttles on brokers 1,2,3" in out, out
     assert f"Clearing topic-level throttles on topic {topic}" in out, out
+
+
+def test_tarn_topics_describes_a_stopped_broker_as_kafka_topics_does(cluster_with):
+    """A broker stops (not the active controller): its partitions' leaders,
+    ISRs and eligible leader replicas (KIP-966) as kafka-topics.sh prints
+    them and as `tarn topics` does, line for line, with each report
+    filter: a partition it alone held is unavailable and keeps it as
+    eligible, one whose ISR fell below min.insync.replicas is listed
+    under min ISR, one left at it at min ISR."""
+    cluster = cluster_with()
+    controller = cluster.wait_formed()
+    gone = next(i for i in sorted(cluster.nodes) if i != controller)
+    up = [i for i in sorted(cluster.nodes) if i != gone]
+    bootstrap = ",".join(cluster.addresses[i] for i in up)
+    everyone = ":".join(str(i) for i in [gone, *up])
+    for name, assignment, configs in [
+        ("sd-alone", str(gone), []),
+        ("sd-strict", everyone, ["--config", "min.insync.replicas=3"]),
+        ("sd-two", everyone, ["--config", "min.insync.replicas=2"]),
+        ("sd-spread", f"{gone}:{up[0]},{up[0]}:{up[1]}", []),
+    ]:
+        kafka_tool("kafka-topics", "--bootstrap-server", bootstrap, "--create", "--topic", name,
+                   "--replica-assignment", assignment, *configs)
+    for name in ["sd-alone", "sd-strict", "sd-two", "sd-spread"]:
+        wait_metadata(bootstrap, name, lambda m: all(leader >= 0 and sorted(isr) == sorted(replicas)
+                                                     for leader, replicas, isr in m.values()),
+                      f"every replica of {name} in sync")
+    cluster.nodes[gone].stop()
+    for name in ["sd-strict", "sd-two", "sd-spread"]:
+        wait_metadata(bootstrap, name, lambda m: all(gone not in isr and leader != gone
+                                                     for leader, _, isr in m.values()),
+                      f"broker {gone} out of {name}'s ISRs")
+    reports = [[], ["--under-replicated-partitions"], ["--unavailable-partitions"],
+               ["--under-min-isr-partitions"], ["--at-min-isr-partitions"]]
+    for report in reports:
+        assert_tarn_topics_says_what_kafka_topics_says(
+            bootstrap, ["--describe", "--topic", "sd-.*", *report], ["describe", "--topic", "sd-.*", *report])
+    _, rows, out = describe(bootstrap, "sd-alone")
+    assert (rows[0]["Leader"], rows[0]["Isr"], rows[0]["Elr"]) == ("none", "", str(gone)), out
+    _, rows, out = describe(bootstrap, "sd-strict")
+    assert rows[0]["Elr"] == str(gone), out
+    cluster.nodes[gone].start()
+    cluster.wait_formed()
 
 
 def test_kafka_leader_election_follows_a_reordered_preferred_replica(cluster_with, tmp_path):

@@ -14,9 +14,10 @@ import socket
 import subprocess
 from pathlib import Path
 
+import confluent_kafka
 import pytest
 
-from conftest import REPO, wait_until
+from conftest import REPO, tarn_bin, wait_until
 from tarn_clients import Rec, assert_matches, ck_consume, ck_produce, sample_records
 
 KAFKA_SH = REPO / "scripts" / "kafka.sh"
@@ -74,6 +75,74 @@ def test_kafka_topics_creates_lists_describes_alters_and_deletes(broker):
     kafka_tool("kafka-topics", *on(broker), "--delete", "--topic", "kt")
     wait_until(lambda: "kt" not in kafka_tool("kafka-topics", *on(broker), "--list").stdout.split(),
                30, "kt to be gone")
+
+
+def by_topic(stdout):
+    """kafka-topics output lines in topic-name order: Kafka prints each
+    topic's lines together but the topics in its hash map's order, Tarn by
+    name. The sort is stable, so each topic keeps its own lines' order."""
+    def name(line):
+        field = line.split("\t")[1 if line.startswith("\t") else 0]
+        return field.split(": ", 1)[1] if field.startswith("Topic: ") else line
+    return sorted(stdout.splitlines(), key=name)
+
+
+def assert_tarn_topics_says_what_kafka_topics_says(bootstrap, kafka_args, tarn_args):
+    """`tarn topics` and kafka-topics.sh against the same broker print the
+    same lines (topics in name order), and both succeed or both fail."""
+    kafka = kafka_tool("kafka-topics", "--bootstrap-server", bootstrap, *kafka_args, check=False)
+    tarn = subprocess.run([str(tarn_bin()), "topics", *tarn_args, "--bootstrap-server", bootstrap],
+                          capture_output=True, text=True, timeout=TOOL_TIMEOUT_S)
+    assert (tarn.returncode == 0) == (kafka.returncode == 0), (kafka_args, kafka, tarn)
+    if kafka.returncode == 0:
+        assert tarn.stdout.splitlines() == by_topic(kafka.stdout), \
+            f"{kafka_args}\nkafka-topics:\n{kafka.stdout}\ntarn topics:\n{tarn.stdout}"
+    return kafka
+
+
+def test_tarn_topics_lists_and_describes_as_kafka_topics_does(broker):
+    """Each of kafka-topics.sh's list and describe forms, and `tarn topics`
+    with the same flags, against one broker: topic lines with the configs
+    set away from their defaults, partition lines with "Elr" and
+    "LastKnownElr", the report filters, topic expressions and
+    --exclude-internal (a group's commit creates __consumer_offsets)."""
+    kafka_tool("kafka-topics", *on(broker), "--create", "--topic", "td-three", "--partitions", "3",
+               "--replication-factor", "1")
+    kafka_tool("kafka-topics", *on(broker), "--create", "--topic", "td-set", "--partitions", "1",
+               "--replication-factor", "1", "--config", "retention.ms=3600000",
+               "--config", "cleanup.policy=compact")
+    kafka_tool("kafka-topics", *on(broker), "--create", "--topic", "other.topic", "--partitions", "2",
+               "--replication-factor", "1", "--config", "min.insync.replicas=2")
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "td-group",
+                                         "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[confluent_kafka.TopicPartition("td-three", 0, 0)], asynchronous=False)
+    finally:
+        consumer.close()
+    wait_until(lambda: "__consumer_offsets" in kafka_tool("kafka-topics", *on(broker), "--list").stdout.split(),
+               30, "__consumer_offsets to exist")
+    forms = [
+        ["--list"],
+        ["--list", "--exclude-internal"],
+        ["--list", "--topic", "td-.*"],
+        ["--list", "--topic", "td-set, other.topic"],
+        ["--describe", "--exclude-internal"],
+        ["--describe", "--topic", "td-three"],
+        ["--describe", "--topic", "td-.*"],
+        ["--describe", "--topic", "other.topic"],
+        ["--describe", "--topics-with-overrides", "--exclude-internal"],
+        ["--describe", "--under-min-isr-partitions", "--exclude-internal"],
+        ["--describe", "--at-min-isr-partitions", "--exclude-internal"],
+        ["--describe", "--under-replicated-partitions"],
+        ["--describe", "--unavailable-partitions"],
+        ["--describe", "--topic", "no-such-topic", "--if-exists"],
+    ]
+    for form in forms:
+        tarn_form = [form[0].removeprefix("--"), *form[1:]]
+        assert_tarn_topics_says_what_kafka_topics_says(broker.bootstrap, form, tarn_form)
+    out = assert_tarn_topics_says_what_kafka_topics_says(
+        broker.bootstrap, ["--describe", "--topic", "no-such-topic"], ["describe", "--topic", "no-such-topic"])
+    assert "Topic 'no-such-topic' does not exist as expected" in out.stdout, out
 
 
 def test_kafka_configs_alters_describes_and_deletes_topic_configs(broker):

@@ -1,8 +1,12 @@
 //! `tarn topics`: create, list, describe, alter (add partitions) and
 //! delete topics over the Kafka protocol, with kafka-topics.sh's flags.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
+
+use tarn_cli::client::Client;
 
 use tarn_protocol::error;
 use tarn_protocol::messages::create_partitions::{
@@ -14,6 +18,15 @@ use tarn_protocol::messages::create_topics::{
 use tarn_protocol::messages::delete_topics::{
     DeleteTopicState, DeleteTopicsRequest, DeleteTopicsResponse,
 };
+use tarn_protocol::messages::describe_cluster::{DescribeClusterRequest, DescribeClusterResponse};
+use tarn_protocol::messages::describe_configs::{
+    DescribeConfigsRequest, DescribeConfigsResource, DescribeConfigsResourceResult,
+    DescribeConfigsResponse,
+};
+use tarn_protocol::messages::describe_topic_partitions::{
+    DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse,
+    DescribeTopicPartitionsResponsePartition, NullableCursor, TopicRequest,
+};
 use tarn_protocol::messages::metadata::{MetadataRequest, MetadataRequestTopic, MetadataResponse};
 use tarn_server::error_names::error_name;
 
@@ -22,7 +35,7 @@ pub enum TopicsCommand {
     /// Create a topic.
     Create(CreateArgs),
     /// List topic names, one per line.
-    List(Common),
+    List(ListArgs),
     /// Show partitions, leaders, replicas and configs of topics.
     Describe(DescribeArgs),
     /// Add partitions to a topic (partitions can only be added).
@@ -70,12 +83,34 @@ pub struct CreateArgs {
 }
 
 #[derive(Args)]
+pub struct ListArgs {
+    #[command(flatten)]
+    common: Common,
+    #[command(flatten)]
+    filter: TopicFilter,
+}
+
+/// Which topics a list or describe covers, as kafka-topics.sh chooses them.
+#[derive(Args)]
+pub struct TopicFilter {
+    /// Only topics whose whole name matches this regular expression
+    /// (commas separate alternatives, as in kafka-topics.sh); default: all.
+    #[arg(long)]
+    topic: Option<String>,
+    /// Leave out internal topics (__consumer_offsets and the like).
+    #[arg(long)]
+    exclude_internal: bool,
+}
+
+#[derive(Args)]
 pub struct DescribeArgs {
     #[command(flatten)]
     common: Common,
-    /// Only this topic (default: all).
+    #[command(flatten)]
+    filter: TopicFilter,
+    /// Succeed with nothing printed when no topic matches --topic.
     #[arg(long)]
-    topic: Option<String>,
+    if_exists: bool,
     /// Only partitions whose ISR is smaller than their replicas (the
     /// topic lines are left out, as kafka-topics.sh does).
     #[arg(long)]
@@ -84,6 +119,18 @@ pub struct DescribeArgs {
     /// broker.
     #[arg(long)]
     unavailable_partitions: bool,
+    /// Only partitions whose ISR is smaller than the topic's
+    /// min.insync.replicas (or that have no leader).
+    #[arg(long)]
+    under_min_isr_partitions: bool,
+    /// Only partitions whose ISR is exactly the topic's
+    /// min.insync.replicas.
+    #[arg(long)]
+    at_min_isr_partitions: bool,
+    /// Only the topic lines of topics with a config set away from its
+    /// default.
+    #[arg(long)]
+    topics_with_overrides: bool,
 }
 
 #[derive(Args)]
@@ -166,61 +213,219 @@ fn fetch_metadata(bootstrap: &str, topic: Option<&str>) -> Result<MetadataRespon
     crate::cluster::connect_bootstrap(bootstrap)?.call(3, 12, 9, &request)
 }
 
-fn list(args: Common) -> Result<()> {
-    let response = fetch_metadata(&args.bootstrap_server, None)?;
-    let mut names: Vec<String> = response.topics.into_iter().filter_map(|t| t.name).collect();
+/// Kafka's internal topic names (its `Topic.isInternal`).
+const INTERNAL_TOPICS: [&str; 3] = [
+    "__consumer_offsets",
+    "__transaction_state",
+    "__share_group_state",
+];
+
+/// The topics `filter` covers, sorted by name, as kafka-topics.sh's
+/// getTopics picks them: a topic whose whole name matches the expression
+/// (commas and spaces in it rewritten as Kafka's TopicFilter does), less
+/// internal ones when they are excluded.
+fn matching_topics(bootstrap: &str, filter: &TopicFilter) -> Result<Vec<String>> {
+    let pattern = filter
+        .topic
+        .as_deref()
+        .map(|raw| {
+            let expression = raw
+                .trim()
+                .replace(',', "|")
+                .replace(' ', "")
+                .trim_start_matches(['"', '\''])
+                .trim_end_matches(['"', '\''])
+                .to_owned();
+            regex::Regex::new(&format!("^(?:{expression})$"))
+                .with_context(|| format!("{expression} is an invalid regex."))
+        })
+        .transpose()?;
+    let response = fetch_metadata(bootstrap, None)?;
+    let mut names: Vec<String> = response
+        .topics
+        .into_iter()
+        .filter_map(|t| t.name)
+        .filter(|name| !(filter.exclude_internal && INTERNAL_TOPICS.contains(&name.as_str())))
+        .filter(|name| pattern.as_ref().is_none_or(|p| p.is_match(name)))
+        .collect();
     names.sort();
-    for name in names {
-        println!("{name}");
-    }
+    Ok(names)
+}
+
+fn list(args: ListArgs) -> Result<()> {
+    let names = matching_topics(&args.common.bootstrap_server, &args.filter)?;
+    // kafka-topics.sh prints the names joined by newlines, so an empty
+    // list is one empty line.
+    println!("{}", names.join("\n"));
     Ok(())
 }
 
-fn describe(args: DescribeArgs) -> Result<()> {
-    let response = fetch_metadata(&args.common.bootstrap_server, args.topic.as_deref())?;
-    // Kafka's tool asks for reassignments in progress too, to show the
-    // replicas being added and removed.
-    let reassigning = crate::reassign::ongoing(&args.common.bootstrap_server, None)?;
-    let live: std::collections::BTreeSet<i32> =
-        response.brokers.iter().map(|b| b.node_id).collect();
-    let mut topics = response.topics;
-    topics.sort_by(|a, b| a.name.cmp(&b.name));
-    for topic in topics {
-        let name = topic.name.unwrap_or_default();
-        if topic.error_code != error::NONE {
-            bail!(
-                "Error while executing topic command : {} ({}) for topic '{name}'",
-                error_name(topic.error_code),
-                topic.error_code
-            );
+/// What DescribeTopicPartitions says of one topic.
+struct TopicState {
+    id: tarn_protocol::Uuid,
+    partitions: Vec<DescribeTopicPartitionsResponsePartition>,
+}
+
+/// Every partition of `names`, through DescribeTopicPartitions (as
+/// Kafka's Admin client describes topics), following its cursor across
+/// responses of at most 2,000 partitions.
+fn describe_partitions(
+    client: &mut Client,
+    names: &[String],
+) -> Result<BTreeMap<String, TopicState>> {
+    let mut topics: BTreeMap<String, TopicState> = BTreeMap::new();
+    let mut cursor = None;
+    loop {
+        let request = DescribeTopicPartitionsRequest {
+            topics: names
+                .iter()
+                .map(|name| TopicRequest { name: name.clone() })
+                .collect(),
+            response_partition_limit: 2000,
+            cursor: NullableCursor(cursor.take()),
+        };
+        let response: DescribeTopicPartitionsResponse = client.call(75, 0, 0, &request)?;
+        for topic in response.topics {
+            let name = topic.name.unwrap_or_default();
+            if topic.error_code != error::NONE {
+                bail!(
+                    "Error while executing topic command : {} ({}) for topic '{name}'",
+                    error_name(topic.error_code),
+                    topic.error_code
+                );
+            }
+            let state = topics.entry(name).or_insert(TopicState {
+                id: topic.topic_id,
+                partitions: Vec::new(),
+            });
+            state.partitions.extend(topic.partitions);
         }
+        match response.next_cursor.0 {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    for state in topics.values_mut() {
+        state.partitions.sort_by_key(|p| p.partition_index);
+    }
+    Ok(topics)
+}
+
+/// A topic's configs as DescribeConfigs lists them, in the broker's order.
+fn topic_configs(client: &mut Client, name: &str) -> Result<Vec<DescribeConfigsResourceResult>> {
+    let request = DescribeConfigsRequest {
+        resources: vec![DescribeConfigsResource {
+            resource_type: 2,
+            resource_name: name.to_owned(),
+            configuration_keys: None,
+        }],
+        include_synonyms: false,
+        include_documentation: false,
+    };
+    let response: DescribeConfigsResponse = client.call(32, 4, 4, &request)?;
+    let result = response
+        .results
+        .into_iter()
+        .next()
+        .context("broker returned no result for the topic's configs")?;
+    check(result.error_code, result.error_message.as_deref())?;
+    Ok(result.configs)
+}
+
+/// The brokers DescribeCluster lists: those kafka-topics.sh counts live.
+fn live_brokers(client: &mut Client) -> Result<BTreeSet<i32>> {
+    let request = DescribeClusterRequest {
+        include_cluster_authorized_operations: false,
+        endpoint_type: 1,
+        include_fenced_brokers: false,
+    };
+    let response: DescribeClusterResponse = client.call(60, 1, 0, &request)?;
+    check(response.error_code, response.error_message.as_deref())?;
+    Ok(response.brokers.iter().map(|b| b.broker_id).collect())
+}
+
+/// The config source DescribeConfigs gives a value nobody set.
+const DEFAULT_CONFIG: i8 = 5;
+
+/// Prints what kafka-topics.sh --describe prints, line for line: per
+/// topic a line with its partition count, replication factor and the
+/// configs set away from their defaults, then a line per partition with
+/// its leader ("none" without one), replicas, ISR, the replicas being
+/// added and removed by a reassignment, and its eligible leader replicas
+/// (KIP-966). The report flags choose partitions as Kafka's do.
+fn describe(args: DescribeArgs) -> Result<()> {
+    let bootstrap = &args.common.bootstrap_server;
+    let names = matching_topics(bootstrap, &args.filter)?;
+    if names.is_empty() {
+        match &args.filter.topic {
+            Some(topic) if !topic.is_empty() && !args.if_exists => {
+                bail!("Error while executing topic command : Topic '{topic}' does not exist as expected")
+            }
+            _ => return Ok(()),
+        }
+    }
+    let mut client = crate::cluster::connect_bootstrap(bootstrap)?;
+    let topics = describe_partitions(&mut client, &names)?;
+    let live = live_brokers(&mut client)?;
+    let reassigning = crate::reassign::ongoing(bootstrap, None)?;
+    let reporting = args.under_replicated_partitions
+        || args.unavailable_partitions
+        || args.under_min_isr_partitions
+        || args.at_min_isr_partitions;
+    let join = |v: &[i32]| v.iter().map(i32::to_string).collect::<Vec<_>>().join(",");
+    for (name, topic) in &topics {
+        let configs = topic_configs(&mut client, name)?;
+        let min_isr = configs
+            .iter()
+            .find(|c| c.name == "min.insync.replicas")
+            .and_then(|c| c.value.as_deref())
+            .and_then(|v| v.parse::<usize>().ok())
+            .context("the topic's configs hold no min.insync.replicas")?;
+        let overrides: Vec<String> = configs
+            .iter()
+            .filter(|c| c.config_source != DEFAULT_CONFIG)
+            .map(|c| format!("{}={}", c.name, c.value.as_deref().unwrap_or("null")))
+            .collect();
         // A partition under reassignment counts its replicas without the
         // ones being added, as kafka-topics.sh counts them.
-        let factor = |p: &tarn_protocol::messages::metadata::MetadataResponsePartition| {
-            let adding = reassigning
-                .get(&(name.clone(), p.partition_index))
-                .map_or(0, |(_, adding, _)| adding.len());
-            p.replica_nodes.len() - adding
+        let moving = |p: &DescribeTopicPartitionsResponsePartition| {
+            reassigning.get(&(name.clone(), p.partition_index))
         };
-        let replication = topic.partitions.first().map_or(0, factor);
-        let filtered = args.under_replicated_partitions || args.unavailable_partitions;
-        if !filtered {
+        let factor = |p: &DescribeTopicPartitionsResponsePartition| {
+            p.replica_nodes.len() - moving(p).map_or(0, |(_, adding, _)| adding.len())
+        };
+        if !reporting && (!args.topics_with_overrides || !overrides.is_empty()) {
+            let id = if topic.id == tarn_protocol::Uuid::ZERO {
+                String::new()
+            } else {
+                format!("\tTopicId: {}", topic.id)
+            };
             println!(
-                "Topic: {name}\tTopicId: {}\tPartitionCount: {}\tReplicationFactor: {replication}",
-                topic.topic_id,
-                topic.partitions.len()
+                "Topic: {name}{id}\tPartitionCount: {}\tReplicationFactor: {}\tConfigs: {}",
+                topic.partitions.len(),
+                topic.partitions.first().map_or(0, factor),
+                overrides.join(",")
             );
         }
+        if args.topics_with_overrides {
+            continue;
+        }
         for p in &topic.partitions {
-            let under_replicated = p.isr_nodes.len() < factor(p);
-            let unavailable = p.leader_id < 0 || !live.contains(&p.leader_id);
-            if (args.under_replicated_partitions && !under_replicated)
-                || (args.unavailable_partitions && !unavailable)
-            {
+            let led = p.leader_id >= 0;
+            let chosen = !reporting
+                || (args.under_replicated_partitions && p.isr_nodes.len() < factor(p))
+                || (args.unavailable_partitions && (!led || !live.contains(&p.leader_id)))
+                || (args.under_min_isr_partitions && (!led || p.isr_nodes.len() < min_isr))
+                || (args.at_min_isr_partitions && p.isr_nodes.len() == min_isr);
+            if !chosen {
                 continue;
             }
-            let join = |v: &[i32]| v.iter().map(i32::to_string).collect::<Vec<_>>().join(",");
-            let moving = match reassigning.get(&(name.clone(), p.partition_index)) {
+            let leader = if led {
+                p.leader_id.to_string()
+            } else {
+                "none".to_owned()
+            };
+            let reassignment = match moving(p) {
                 Some((_, adding, removing)) => format!(
                     "\tAdding Replicas: {}\tRemoving Replicas: {}",
                     join(adding),
@@ -228,13 +433,14 @@ fn describe(args: DescribeArgs) -> Result<()> {
                 ),
                 None => String::new(),
             };
+            let eligible = |v: &Option<Vec<i32>>| v.as_deref().map_or("N/A".to_owned(), join);
             println!(
-                "\tTopic: {name}\tPartition: {}\tLeader: {}\tLeaderEpoch: {}\tReplicas: {}\tIsr: {}{moving}",
+                "\tTopic: {name}\tPartition: {}\tLeader: {leader}\tReplicas: {}\tIsr: {}{reassignment}\tElr: {}\tLastKnownElr: {}",
                 p.partition_index,
-                p.leader_id,
-                p.leader_epoch,
                 join(&p.replica_nodes),
-                join(&p.isr_nodes)
+                join(&p.isr_nodes),
+                eligible(&p.eligible_leader_replicas),
+                eligible(&p.last_known_elr)
             );
         }
     }
