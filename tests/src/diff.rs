@@ -361,6 +361,9 @@ pub struct KafkaNode {
     killed_on_drop: bool,
     /// Stopped already ([`KafkaNode::stop`]): nothing left to do on drop.
     stopped: bool,
+    /// What `scripts/kafka.sh start` was given besides the directory and
+    /// port, for [`KafkaNode::start_again`].
+    env: Vec<(&'static str, String)>,
 }
 
 impl KafkaNode {
@@ -373,26 +376,82 @@ impl KafkaNode {
             .expect("create a scratch dir");
         let port = free_port_pair();
         let extra: Vec<String> = properties.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        let out = Command::new(kafka_sh())
-            .arg("start")
-            .arg(dir.path())
-            .arg(port.to_string())
-            .env("KAFKA_EXTRA_PROPERTIES", extra.join("\n"))
-            .output()
-            .expect("run scripts/kafka.sh start");
+        let mut node = KafkaNode {
+            dir,
+            bootstrap: format!("127.0.0.1:{port}"),
+            controller: format!("127.0.0.1:{}", port + 1),
+            killed_on_drop: false,
+            stopped: true,
+            env: vec![("KAFKA_EXTRA_PROPERTIES", extra.join("\n"))],
+        };
+        let out = node.run_start();
         assert!(
             out.status.success(),
             "scripts/kafka.sh start failed:\n{}\n{}",
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
-        KafkaNode {
-            dir,
-            bootstrap: format!("127.0.0.1:{port}"),
-            controller: format!("127.0.0.1:{}", port + 1),
-            killed_on_drop: false,
-            stopped: false,
+        node
+    }
+
+    /// `scripts/kafka.sh start` on this node's directory and port: formats
+    /// the directory the first time, then starts on what is in it.
+    fn run_start(&mut self) -> std::process::Output {
+        let port = self
+            .bootstrap
+            .rsplit_once(':')
+            .and_then(|(_, port)| port.parse::<u16>().ok())
+            .expect("a node's port");
+        let out = Command::new(kafka_sh())
+            .arg("start")
+            .arg(self.dir.path())
+            .arg(port.to_string())
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .output()
+            .expect("run scripts/kafka.sh start");
+        // Even a failed start may have left a process behind: drop stops it.
+        self.stopped = false;
+        out
+    }
+
+    /// Starts a node stopped or killed before on its data directory, with
+    /// the settings it first had; waits until Kafka says it started.
+    pub fn start_again(&mut self) {
+        assert!(self.stopped, "Kafka in {:?} still runs", self.dir.path());
+        let out = self.run_start();
+        assert!(
+            out.status.success(),
+            "scripts/kafka.sh start (again) failed:\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// SIGKILL, as a crash ends a node: no controlled shutdown, no clean
+    /// shutdown marker; waits until the process is gone.
+    pub fn kill(&mut self) {
+        let pid_file = self.dir.path().join("kafka.pid");
+        let pid = std::fs::read_to_string(&pid_file).expect("read kafka.pid");
+        let pid = pid.trim();
+        let status = Command::new("kill")
+            .arg("-KILL")
+            .arg(pid)
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -KILL {pid}: {status}");
+        let proc_dir = PathBuf::from(format!("/proc/{pid}"));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        // The java process is not our child (kafka.sh started it), so
+        // its exit shows as its /proc entry going away.
+        while proc_dir.exists() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "Kafka pid {pid} still there 30 s after SIGKILL"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
         }
+        std::fs::remove_file(&pid_file).expect("remove kafka.pid");
+        self.stopped = true;
     }
 
     /// `n` nodes forming one KRaft quorum (each a broker and a controller,
@@ -432,22 +491,19 @@ impl KafkaNode {
                         .prefix("kafka-diff-cluster-")
                         .tempdir()
                         .expect("create a scratch dir");
-                    let out = Command::new(kafka_sh())
-                        .arg("start")
-                        .arg(dir.path())
-                        .arg(port.to_string())
-                        .env("KAFKA_NODE_ID", (i + 1).to_string())
-                        .env("KAFKA_VOTERS", &voters)
-                        .env("KAFKA_CLUSTER_ID", "TarnDiffCluster0000001")
-                        .output()
-                        .expect("run scripts/kafka.sh start");
-                    let node = KafkaNode {
+                    let mut node = KafkaNode {
                         dir,
                         bootstrap: format!("127.0.0.1:{port}"),
                         controller: format!("127.0.0.1:{}", port + 1),
                         killed_on_drop: true,
-                        stopped: false,
+                        stopped: true,
+                        env: vec![
+                            ("KAFKA_NODE_ID", (i + 1).to_string()),
+                            ("KAFKA_VOTERS", voters),
+                            ("KAFKA_CLUSTER_ID", "TarnDiffCluster0000001".to_owned()),
+                        ],
                     };
+                    let out = node.run_start();
                     (node, out)
                 })
             })

@@ -9,7 +9,9 @@
 //! follower, broker configs on each broker, group requests away from the
 //! group's coordinator; then node 3 of each cluster stops and the other
 //! two answer for what is left (leadership moved, ISRs shrunk, replicas
-//! offline, leader epochs, a partition with no replica left). Topics are
+//! offline, leader epochs, a partition with no replica left), and node 3
+//! comes back twice, once after that clean stop and once after a SIGKILL
+//! (eligible leader replicas, KIP-966, at work both ways). Topics are
 //! created with explicit replica assignments, so that both clusters place
 //! and lead every partition alike.
 
@@ -77,6 +79,22 @@ impl Nodes {
             self.current = node;
         }
         &mut self.d
+    }
+}
+
+impl Nodes {
+    /// New connections to node `node` of both clusters (after it started
+    /// again).
+    fn reconnect(&mut self, node: usize, tarn: &Cluster, kafka: &[KafkaNode]) {
+        let clients = (
+            Client::connect(&tarn.address(node as i32)).expect("connect to Tarn"),
+            Client::connect(&kafka[node - 1].bootstrap).expect("connect to Kafka"),
+        );
+        if node == self.current {
+            (self.d.tarn, self.d.kafka) = clients;
+        } else {
+            self.slots[node - 1] = Some(clients);
+        }
     }
 }
 
@@ -609,6 +627,85 @@ fn a_broker_stops(n: &mut Nodes, tarn: &mut Cluster, kafka: &mut [KafkaNode]) {
             validate_only: true,
         },
     );
+}
+
+/// The topics whose replicas include node 3 when it comes back.
+const ON_NODE_3: [&str; 5] = ["c-alone", "c-isr3", "c-on-3", "c-strict", "c-three"];
+
+/// Node 3 of each cluster starts again after its clean stop, is SIGKILLed
+/// once it is back in every ISR, and starts again: what a returning
+/// replica gets from eligible leader replicas (KIP-966), cleanly and
+/// uncleanly stopped. A clean stop leaves it eligible, so it leads the
+/// partition it alone held again; a kill takes it out of every ISR and
+/// eligible set when it registers again.
+fn node_3_returns(n: &mut Nodes, tarn: &mut Cluster, kafka: &mut [KafkaNode]) {
+    tarn.start_again(3);
+    kafka[2].start_again();
+    n.reconnect(3, tarn, kafka);
+    compare_with_node_3_back(n, "after a clean stop");
+    tarn.kill(3);
+    kafka[2].kill();
+    for node in [1, 2] {
+        wait_without_node_3(n, node, &["c-three", "c-strict", "c-isr3", "c-on-3"]);
+        wait_leaderless(n, node, "c-alone");
+        n.at(node).call::<_, DescribeTopicPartitionsResponse>(
+            &format!("DescribeTopicPartitions from node {node} once node 3 was killed"),
+            DESCRIBE_TOPIC_PARTITIONS,
+            &describe_partitions(&ON_NODE_3, 2000, None),
+        );
+    }
+    tarn.start_again(3);
+    kafka[2].start_again();
+    n.reconnect(3, tarn, kafka);
+    compare_with_node_3_back(n, "after it was killed");
+}
+
+/// Waits until every node of both clusters lists node 3 again, in every
+/// ISR of [`ON_NODE_3`] with every partition led, then compares what each
+/// node says of them.
+fn compare_with_node_3_back(n: &mut Nodes, how: &str) {
+    for node in 1..=NODES {
+        wait_until(
+            n,
+            node,
+            &format!("node 3 not back in every ISR {how}"),
+            |client| -> MetadataResponse {
+                client
+                    .call(
+                        METADATA.0,
+                        METADATA.1,
+                        METADATA.2,
+                        &metadata_request(&ON_NODE_3, false),
+                    )
+                    .expect("Metadata")
+            },
+            |response| {
+                response.brokers.len() == NODES
+                    && response.topics.iter().all(|t| {
+                        t.partitions.iter().all(|p| {
+                            let mut isr = p.isr_nodes.clone();
+                            let mut replicas = p.replica_nodes.clone();
+                            isr.sort_unstable();
+                            replicas.sort_unstable();
+                            p.leader_id >= 0 && isr == replicas
+                        })
+                    })
+            },
+        );
+    }
+    for node in 1..=NODES {
+        let d = n.at(node);
+        d.call::<_, MetadataResponse>(
+            &format!("Metadata from node {node}: node 3 back {how}"),
+            METADATA,
+            &metadata_request(&ON_NODE_3, false),
+        );
+        d.call::<_, DescribeTopicPartitionsResponse>(
+            &format!("DescribeTopicPartitions from node {node}: node 3 back {how}"),
+            DESCRIBE_TOPIC_PARTITIONS,
+            &describe_partitions(&ON_NODE_3, 2000, None),
+        );
+    }
 }
 
 /// Waits until node `node` of both clusters knows a leader for every
@@ -1155,6 +1252,7 @@ fn a_tarn_cluster_answers_as_an_apache_kafka_cluster_does() {
         broker_configs(&mut n);
         groups_off_their_coordinator(&mut n, &tarn, &kafka);
         a_broker_stops(&mut n, &mut tarn, &mut kafka);
+        node_3_returns(&mut n, &mut tarn, &mut kafka);
         let d = &n.d;
         eprintln!(
             "compared {} scenarios with an Apache Kafka cluster",

@@ -208,7 +208,9 @@ impl ReplicaSet {
     /// follower that stopped fetching (dead, say) must not be taken back
     /// on the position it last had, as Kafka expands the ISR only for the
     /// replica that fetched. `None` when it does not qualify or a change is
-    /// already pending.
+    /// already pending. Members are listed by id, as Kafka's leader lists
+    /// them (its ISR is a hash set, which iterates broker ids in order), so
+    /// that both show the same ISR.
     pub fn expansion(
         &self,
         fetching: i32,
@@ -235,12 +237,14 @@ impl ReplicaSet {
         }
         let mut isr = self.isr.clone();
         isr.extend(joining);
+        isr.sort_unstable();
         Some(isr)
     }
 
     /// The ISR to ask for when members have not caught up for more than
-    /// `lag_max_ms`: the others (the leader always stays). `None` when all
-    /// keep up or a change is already pending.
+    /// `lag_max_ms`: the others (the leader always stays), by id as in
+    /// [`ReplicaSet::expansion`]. `None` when all keep up or a change is
+    /// already pending.
     pub fn shrink(&self, now_ms: i64, lag_max_ms: i64) -> Option<Vec<i32>> {
         if self.pending_isr.is_some() {
             return None;
@@ -255,7 +259,9 @@ impl ReplicaSet {
         if !self.isr.iter().any(lagging) {
             return None;
         }
-        Some(self.isr.iter().copied().filter(|r| !lagging(r)).collect())
+        let mut isr: Vec<i32> = self.isr.iter().copied().filter(|r| !lagging(r)).collect();
+        isr.sort_unstable();
+        Some(isr)
     }
 
     /// The broker epoch each member of `isr` last fetched with, in its
@@ -351,5 +357,18 @@ mod tests {
         assert_eq!(set.follower(3).unwrap().last_caught_up_ms, 25_000);
         assert_eq!(set.shrink(31_001, 30_000), None);
         assert_eq!(set.shrink(55_001, 30_000), Some(vec![1]));
+    }
+
+    /// Whatever order the ISR came in, the ISR a leader asks for lists its
+    /// members by id, as Kafka's leader does.
+    #[test]
+    fn isr_changes_list_members_by_id() {
+        let mut set = ReplicaSet::new(3, &[3, 1, 2], &[3, 2], 0, 0);
+        set.record_fetch(1, -1, 10, 10, 1);
+        set.record_fetch(2, -1, 10, 10, 1);
+        assert_eq!(set.expansion(1, 10, 0), Some(vec![1, 2, 3]));
+        let mut set = ReplicaSet::new(3, &[3, 1, 2], &[3, 2, 1], 0, 0);
+        set.record_fetch(2, -1, 10, 10, 40_000);
+        assert_eq!(set.shrink(40_000, 30_000), Some(vec![2, 3]));
     }
 }
