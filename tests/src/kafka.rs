@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::{ClientContext, DefaultClientContext};
-use rdkafka::config::ClientConfig;
+use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
@@ -93,9 +93,19 @@ pub struct Consumed {
 #[derive(Default)]
 pub struct DeliveryCollector {
     results: Mutex<HashMap<usize, Result<Delivered, String>>>,
+    /// Prints librdkafka's log (to stderr) rather than dropping it.
+    verbose: bool,
 }
 
-impl ClientContext for DeliveryCollector {}
+impl ClientContext for DeliveryCollector {
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
+        // librdkafka logs from its own threads, which the test harness
+        // does not capture: say nothing unless asked to.
+        if self.verbose {
+            eprintln!("producer {level:?} {fac}: {log_message}");
+        }
+    }
+}
 
 impl ProducerContext for DeliveryCollector {
     type DeliveryOpaque = usize;
@@ -170,8 +180,20 @@ impl TestProducer {
         for (key, value) in extra {
             config.set(*key, *value);
         }
+        // Its librdkafka log, when `TARN_PRODUCER_DEBUG` names debug
+        // contexts (`eos,topic`, say), to diagnose a producer that stalls.
+        let debug = std::env::var("TARN_PRODUCER_DEBUG").ok();
+        if let Some(contexts) = &debug {
+            config
+                .set("debug", contexts)
+                .set_log_level(RDKafkaLogLevel::Debug);
+        }
+        let context = DeliveryCollector {
+            verbose: debug.is_some(),
+            ..DeliveryCollector::default()
+        };
         let producer = config
-            .create_with_context(DeliveryCollector::default())
+            .create_with_context(context)
             .expect("create producer");
         TestProducer { producer, sent: 0 }
     }

@@ -174,6 +174,10 @@ struct Anomalies {
     skipped: usize,
     failed_but_read: usize,
     producer_fatal: usize,
+    /// Sends that failed: the message timeout outlasts every fault, so a
+    /// partition that takes no acknowledged write for that long after
+    /// the faults healed is unavailable for no reason.
+    failed_sends: usize,
     /// Partitions whose final committed offset is below one the
     /// coordinator acknowledged.
     commits_lost: usize,
@@ -326,6 +330,7 @@ fn run_seed(seed: u64, rounds: usize, brokers: usize, quorum: Quorum) {
             "  healed and formed {:?} after the fault began",
             started.elapsed()
         );
+        print_partitions(&cluster);
         thread::sleep(Duration::from_millis(1_000 + rng.below(2_000)));
     }
     stop_producing.store(true, Ordering::SeqCst);
@@ -415,6 +420,7 @@ fn run_seed(seed: u64, rounds: usize, brokers: usize, quorum: Quorum) {
         group_behind,
         members_stuck,
         producer_fatal: usize::from(history.fatal.is_some()),
+        failed_sends: history.failed.len(),
         backwards: reads.backwards,
         skipped: reads.skipped,
         divergent_reads: reads.changed,
@@ -524,6 +530,24 @@ fn run_seed(seed: u64, rounds: usize, brokers: usize, quorum: Quorum) {
         Anomalies::default(),
         "seed {seed} ({rounds} rounds, {brokers} brokers) found anomalies; rerun with TARN_FAULT_SEEDS={seed} TARN_FAULT_ROUNDS={rounds}"
     );
+}
+
+/// Each partition's leader and ISR as a running broker sees them, for a
+/// run's log (a partition left unwritable shows here first).
+fn print_partitions(cluster: &Cluster) {
+    let Some(id) = cluster.running().first().copied() else {
+        return;
+    };
+    match cluster.view(id) {
+        Ok(view) => {
+            let leaders = view.leaders.get(TOPIC).cloned().unwrap_or_default();
+            let isrs = view.isr.get(TOPIC).cloned().unwrap_or_default();
+            for (partition, (leader, isr)) in leaders.iter().zip(&isrs).enumerate() {
+                println!("  partition {partition}: leader {leader}, isr {isr:?} (seen by {id})");
+            }
+        }
+        Err(e) => println!("  partitions: broker {id} could not say: {e}"),
+    }
 }
 
 /// Fisher-Yates, from the seed.
