@@ -145,6 +145,75 @@ def test_tarn_topics_lists_and_describes_as_kafka_topics_does(broker):
     assert "Topic 'no-such-topic' does not exist as expected" in out.stdout, out
 
 
+def test_tarn_groups_and_configs_say_what_kafka_tools_say(broker):
+    """`tarn groups` against kafka-consumer-groups.sh (the group list, and
+    the offsets table of an empty group and of one with a live member that
+    owns two partitions) and `tarn
+    configs` against kafka-configs.sh (a topic's, all topics', a broker's
+    and the cluster default's configs), the same broker answering both:
+    the same standard output, and both succeed or both fail. (Of a group
+    that does not exist kafka-consumer-groups.sh prints an exception and
+    exits 0; `tarn groups` says so and exits 1, as a failed command should.)"""
+    kafka_tool("kafka-topics", *on(broker), "--create", "--topic", "gc-two", "--partitions", "2",
+               "--replication-factor", "1", "--config", "retention.ms=3600000")
+    ck_produce(broker.bootstrap, "gc-two", sample_records(6, "gc"))
+    committer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "gc-empty",
+                                          "enable.auto.commit": False})
+    try:
+        committer.commit(offsets=[confluent_kafka.TopicPartition("gc-two", 1, 1)], asynchronous=False)
+    finally:
+        committer.close()
+    member = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "gc-live",
+                                       "client.id": "gc-member", "auto.offset.reset": "earliest",
+                                       "enable.auto.commit": False})
+    try:
+        member.subscribe(["gc-two"])
+        read = []
+
+        def consumed():
+            message = member.poll(0.5)
+            if message is not None and message.error() is None:
+                read.append(message)
+            return len(read) >= 2 and len(member.assignment()) == 2
+        wait_until(consumed, 60, "the live member to own both partitions and read")
+        member.commit(message=read[0], asynchronous=False)
+        for tool, kafka_args, tarn_args in [
+            ("kafka-consumer-groups", ["--list"], ["groups", "--list"]),
+            ("kafka-consumer-groups", ["--describe", "--group", "gc-empty"],
+             ["groups", "--describe", "--group", "gc-empty"]),
+            ("kafka-consumer-groups", ["--describe", "--group", "gc-live"],
+             ["groups", "--describe", "--group", "gc-live"]),
+            ("kafka-configs", ["--describe", "--entity-type", "topics", "--entity-name", "gc-two"],
+             ["configs", "--describe", "--entity-type", "topics", "--entity-name", "gc-two"]),
+            ("kafka-configs", ["--describe", "--entity-type", "topics"],
+             ["configs", "--describe", "--entity-type", "topics"]),
+            ("kafka-configs", ["--describe", "--entity-type", "brokers", "--entity-name", "1", "--all"],
+             ["configs", "--describe", "--entity-type", "brokers", "--entity-name", "1", "--all"]),
+            ("kafka-configs", ["--describe", "--entity-type", "brokers", "--entity-default"],
+             ["configs", "--describe", "--entity-type", "brokers", "--entity-default"]),
+        ]:
+            kafka = kafka_tool(tool, *on(broker), *kafka_args, check=False)
+            tarn = subprocess.run([str(tarn_bin()), *tarn_args, *on(broker)], capture_output=True, text=True,
+                                  timeout=TOOL_TIMEOUT_S)
+            assert (tarn.returncode == 0) == (kafka.returncode == 0), (kafka_args, kafka, tarn)
+            if kafka.returncode == 0:
+                assert entity_blocks(tarn.stdout) == entity_blocks(kafka.stdout), \
+                    f"{kafka_args}\n{tool}:\n{kafka.stdout}\ntarn:\n{tarn.stdout}"
+    finally:
+        member.close()
+
+
+def entity_blocks(stdout):
+    """kafka-configs output as its per-entity blocks, sorted: for every
+    topic Kafka prints them in its hash set's order, Tarn by name."""
+    blocks = []
+    for line in stdout.splitlines():
+        if line.startswith("Dynamic configs for") or line.startswith("All configs for") or not blocks:
+            blocks.append([])
+        blocks[-1].append(line)
+    return sorted(blocks)
+
+
 def test_kafka_configs_alters_describes_and_deletes_topic_configs(broker):
     broker.create_topic("kc", 1)
     topic = ["--entity-type", "topics", "--entity-name", "kc"]

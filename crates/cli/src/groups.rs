@@ -270,14 +270,19 @@ fn describe(bootstrap: &str, groups: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// kafka-consumer-groups.sh's narrowest group, topic, consumer id and host
+/// columns.
+const MIN_COLUMN: usize = 15;
+
+/// The offsets table as kafka-consumer-groups.sh 4.4 prints it: the group,
+/// topic, consumer id and host columns as wide as their longest value,
+/// and at least [`MIN_COLUMN`].
 fn print_rows(group: &str, rows: &[Row]) {
-    let width = |f: &dyn Fn(&Row) -> usize, header: &str| {
-        rows.iter().map(f).max().unwrap_or(0).max(header.len())
-    };
-    let group_w = group.len().max("GROUP".len());
-    let topic_w = width(&|r| r.topic.len(), "TOPIC");
-    let consumer_w = width(&|r| r.consumer_id.len(), "CONSUMER-ID");
-    let host_w = width(&|r| r.host.len(), "HOST");
+    let width = |f: &dyn Fn(&Row) -> usize| rows.iter().map(f).fold(MIN_COLUMN, usize::max);
+    let group_w = group.len().max(MIN_COLUMN);
+    let topic_w = width(&|r| r.topic.len());
+    let consumer_w = width(&|r| r.consumer_id.len());
+    let host_w = width(&|r| r.host.len());
     println!();
     println!(
         "{:group_w$} {:topic_w$} {:10} {:15} {:15} {:15} {:consumer_w$} {:host_w$} CLIENT-ID",
