@@ -669,16 +669,7 @@ fn compare_with_node_3_back(n: &mut Nodes, how: &str) {
             n,
             node,
             &format!("node 3 not back in every ISR {how}"),
-            |client| -> MetadataResponse {
-                client
-                    .call(
-                        METADATA.0,
-                        METADATA.1,
-                        METADATA.2,
-                        &metadata_request(&ON_NODE_3, false),
-                    )
-                    .expect("Metadata")
-            },
+            |client| metadata_of_topics(client, &ON_NODE_3),
             |response| {
                 response.brokers.len() == NODES
                     && response.topics.iter().all(|t| {
@@ -745,6 +736,18 @@ fn wait_leaderless(n: &mut Nodes, node: usize, name: &str) {
     );
 }
 
+/// Metadata of `topics` (none created by the asking).
+fn metadata_of_topics(client: &mut Client, topics: &[&str]) -> MetadataResponse {
+    client
+        .call(
+            METADATA.0,
+            METADATA.1,
+            METADATA.2,
+            &metadata_request(topics, false),
+        )
+        .expect("Metadata")
+}
+
 /// Waits until node `node` of both clusters lists two brokers and no
 /// partition of `topics` led by node 3 or with it in sync.
 fn wait_without_node_3(n: &mut Nodes, node: usize, topics: &[&str]) {
@@ -752,16 +755,7 @@ fn wait_without_node_3(n: &mut Nodes, node: usize, topics: &[&str]) {
         n,
         node,
         "node 3 still listed",
-        |client| -> MetadataResponse {
-            client
-                .call(
-                    METADATA.0,
-                    METADATA.1,
-                    METADATA.2,
-                    &metadata_request(topics, false),
-                )
-                .expect("Metadata")
-        },
+        |client| metadata_of_topics(client, topics),
         |response| {
             response.brokers.len() == 2
                 && response.topics.iter().all(|t| {

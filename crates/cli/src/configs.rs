@@ -18,7 +18,7 @@ use tarn_metadata::dynamic_config::{
 use tarn_protocol::error;
 use tarn_protocol::messages::describe_configs::{
     DescribeConfigsRequest, DescribeConfigsResource, DescribeConfigsResourceResult,
-    DescribeConfigsResponse,
+    DescribeConfigsResponse, DescribeConfigsResult,
 };
 use tarn_protocol::messages::incremental_alter_configs::{
     IncrementalAlterConfigsRequest, IncrementalAlterConfigsResource,
@@ -220,27 +220,39 @@ pub fn parse_add_config(text: &str) -> Result<Vec<(String, String)>> {
     Ok(pairs)
 }
 
+/// DescribeConfigs of one resource (`keys`: `None` for every key), as the
+/// broker answered: its error code is the caller's to check.
+pub(crate) fn described(
+    client: &mut Client,
+    resource_type: i8,
+    name: &str,
+    keys: Option<Vec<String>>,
+    include_synonyms: bool,
+) -> Result<DescribeConfigsResult> {
+    let request = DescribeConfigsRequest {
+        resources: vec![DescribeConfigsResource {
+            resource_type,
+            resource_name: name.to_owned(),
+            configuration_keys: keys,
+        }],
+        include_synonyms,
+        include_documentation: false,
+    };
+    let response: DescribeConfigsResponse = client.call(32, 4, 4, &request)?;
+    response
+        .results
+        .into_iter()
+        .next()
+        .context("broker returned no result for the resource")
+}
+
 fn describe_one(
     client: &mut Client,
     entity: &Entity,
     name: &str,
     keys: Option<Vec<String>>,
 ) -> Result<Vec<DescribeConfigsResourceResult>> {
-    let request = DescribeConfigsRequest {
-        resources: vec![DescribeConfigsResource {
-            resource_type: entity.resource_type(),
-            resource_name: name.to_owned(),
-            configuration_keys: keys,
-        }],
-        include_synonyms: true,
-        include_documentation: false,
-    };
-    let response: DescribeConfigsResponse = client.call(32, 4, 4, &request)?;
-    let result = response
-        .results
-        .into_iter()
-        .next()
-        .context("broker returned no result for the resource")?;
+    let result = described(client, entity.resource_type(), name, keys, true)?;
     if result.error_code != error::NONE {
         bail!(
             "{}",

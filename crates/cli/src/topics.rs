@@ -8,6 +8,7 @@ use clap::{Args, Subcommand};
 
 use tarn_cli::client::Client;
 
+use tarn_metadata::dynamic_config::RESOURCE_TOPIC;
 use tarn_protocol::error;
 use tarn_protocol::messages::create_partitions::{
     CreatePartitionsRequest, CreatePartitionsResponse, CreatePartitionsTopic,
@@ -19,10 +20,7 @@ use tarn_protocol::messages::delete_topics::{
     DeleteTopicState, DeleteTopicsRequest, DeleteTopicsResponse,
 };
 use tarn_protocol::messages::describe_cluster::{DescribeClusterRequest, DescribeClusterResponse};
-use tarn_protocol::messages::describe_configs::{
-    DescribeConfigsRequest, DescribeConfigsResource, DescribeConfigsResourceResult,
-    DescribeConfigsResponse,
-};
+use tarn_protocol::messages::describe_configs::DescribeConfigsResourceResult;
 use tarn_protocol::messages::describe_topic_partitions::{
     DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse,
     DescribeTopicPartitionsResponsePartition, NullableCursor, TopicRequest,
@@ -313,21 +311,7 @@ fn describe_partitions(
 
 /// A topic's configs as DescribeConfigs lists them, in the broker's order.
 fn topic_configs(client: &mut Client, name: &str) -> Result<Vec<DescribeConfigsResourceResult>> {
-    let request = DescribeConfigsRequest {
-        resources: vec![DescribeConfigsResource {
-            resource_type: 2,
-            resource_name: name.to_owned(),
-            configuration_keys: None,
-        }],
-        include_synonyms: false,
-        include_documentation: false,
-    };
-    let response: DescribeConfigsResponse = client.call(32, 4, 4, &request)?;
-    let result = response
-        .results
-        .into_iter()
-        .next()
-        .context("broker returned no result for the topic's configs")?;
+    let result = crate::configs::described(client, RESOURCE_TOPIC, name, None, false)?;
     check(result.error_code, result.error_message.as_deref())?;
     Ok(result.configs)
 }
