@@ -128,6 +128,9 @@ PROPS
         "$self" tool kafka-storage format -t "$cluster_id" -c "$dir/server.properties" >"$dir/format.log"
     fi
     local heap=${KAFKA_HEAP:-1g}
+    # Emptied here, before the start: the started process's own redirect
+    # may come after the wait below has read the last start's "started".
+    : >"$dir/server.log"
     (
         cd "$dir"
         "$self" java "-Xms$heap" "-Xmx$heap" -XX:+UseG1GC -Dkafka.log.level=INFO \
