@@ -87,17 +87,37 @@ def by_topic(stdout):
     return sorted(stdout.splitlines(), key=name)
 
 
-def assert_tarn_topics_says_what_kafka_topics_says(bootstrap, kafka_args, tarn_args):
-    """`tarn topics` and kafka-topics.sh against the same broker print the
-    same lines (topics in name order), and both succeed or both fail."""
-    kafka = kafka_tool("kafka-topics", "--bootstrap-server", bootstrap, *kafka_args, check=False)
-    tarn = subprocess.run([str(tarn_bin()), "topics", *tarn_args, "--bootstrap-server", bootstrap],
+def assert_tarn_says_what_kafka_says(bootstrap, tool, kafka_args, tarn_args, tarn_view, kafka_view):
+    """`tarn TARN_ARGS` and Kafka's `tool` with `kafka_args` against the
+    same broker: both succeed or both fail, and when they succeed their
+    standard output, seen through `tarn_view` and `kafka_view` (which put
+    what Kafka prints in hash order into Tarn's order), is the same."""
+    kafka = kafka_tool(tool, "--bootstrap-server", bootstrap, *kafka_args, check=False)
+    tarn = subprocess.run([str(tarn_bin()), *tarn_args, "--bootstrap-server", bootstrap],
                           capture_output=True, text=True, timeout=TOOL_TIMEOUT_S)
     assert (tarn.returncode == 0) == (kafka.returncode == 0), (kafka_args, kafka, tarn)
     if kafka.returncode == 0:
-        assert tarn.stdout.splitlines() == by_topic(kafka.stdout), \
-            f"{kafka_args}\nkafka-topics:\n{kafka.stdout}\ntarn topics:\n{tarn.stdout}"
+        assert tarn_view(tarn.stdout) == kafka_view(kafka.stdout), \
+            f"{kafka_args}\n{tool}:\n{kafka.stdout}\ntarn:\n{tarn.stdout}"
     return kafka
+
+
+def assert_tarn_topics_says_what_kafka_topics_says(bootstrap, kafka_args, tarn_args):
+    """`tarn topics` and kafka-topics.sh: the same lines, topics in name
+    order."""
+    return assert_tarn_says_what_kafka_says(bootstrap, "kafka-topics", kafka_args, ["topics", *tarn_args],
+                                            str.splitlines, by_topic)
+
+
+def commit_offset(bootstrap, group, topic, partition, offset):
+    """Commits `offset` for `group` without joining it (as a consumer that
+    assigns itself partitions does)."""
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                                         "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[confluent_kafka.TopicPartition(topic, partition, offset)], asynchronous=False)
+    finally:
+        consumer.close()
 
 
 def test_tarn_topics_lists_and_describes_as_kafka_topics_does(broker):
@@ -113,12 +133,7 @@ def test_tarn_topics_lists_and_describes_as_kafka_topics_does(broker):
                "--config", "cleanup.policy=compact")
     kafka_tool("kafka-topics", *on(broker), "--create", "--topic", "other.topic", "--partitions", "2",
                "--replication-factor", "1", "--config", "min.insync.replicas=2")
-    consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "td-group",
-                                         "enable.auto.commit": False})
-    try:
-        consumer.commit(offsets=[confluent_kafka.TopicPartition("td-three", 0, 0)], asynchronous=False)
-    finally:
-        consumer.close()
+    commit_offset(broker.bootstrap, "td-group", "td-three", 0, 0)
     wait_until(lambda: "__consumer_offsets" in kafka_tool("kafka-topics", *on(broker), "--list").stdout.split(),
                30, "__consumer_offsets to exist")
     forms = [
@@ -157,12 +172,7 @@ def test_tarn_groups_and_configs_say_what_kafka_tools_say(broker):
     kafka_tool("kafka-topics", *on(broker), "--create", "--topic", "gc-two", "--partitions", "2",
                "--replication-factor", "1", "--config", "retention.ms=3600000")
     ck_produce(broker.bootstrap, "gc-two", sample_records(6, "gc"))
-    committer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "gc-empty",
-                                          "enable.auto.commit": False})
-    try:
-        committer.commit(offsets=[confluent_kafka.TopicPartition("gc-two", 1, 1)], asynchronous=False)
-    finally:
-        committer.close()
+    commit_offset(broker.bootstrap, "gc-empty", "gc-two", 1, 1)
     member = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "gc-live",
                                        "client.id": "gc-member", "auto.offset.reset": "earliest",
                                        "enable.auto.commit": False})
@@ -192,13 +202,8 @@ def test_tarn_groups_and_configs_say_what_kafka_tools_say(broker):
             ("kafka-configs", ["--describe", "--entity-type", "brokers", "--entity-default"],
              ["configs", "--describe", "--entity-type", "brokers", "--entity-default"]),
         ]:
-            kafka = kafka_tool(tool, *on(broker), *kafka_args, check=False)
-            tarn = subprocess.run([str(tarn_bin()), *tarn_args, *on(broker)], capture_output=True, text=True,
-                                  timeout=TOOL_TIMEOUT_S)
-            assert (tarn.returncode == 0) == (kafka.returncode == 0), (kafka_args, kafka, tarn)
-            if kafka.returncode == 0:
-                assert entity_blocks(tarn.stdout) == entity_blocks(kafka.stdout), \
-                    f"{kafka_args}\n{tool}:\n{kafka.stdout}\ntarn:\n{tarn.stdout}"
+            assert_tarn_says_what_kafka_says(broker.bootstrap, tool, kafka_args, tarn_args,
+                                             entity_blocks, entity_blocks)
     finally:
         member.close()
 
