@@ -161,51 +161,101 @@ def test_tarn_topics_lists_and_describes_as_kafka_topics_does(broker):
 
 
 def test_tarn_groups_and_configs_say_what_kafka_tools_say(broker):
-    """`tarn groups` against kafka-consumer-groups.sh (the group list, and
-    the offsets table of an empty group and of one with a live member that
-    owns two partitions) and `tarn
-    configs` against kafka-configs.sh (a topic's, all topics', a broker's
-    and the cluster default's configs), the same broker answering both:
-    the same standard output, and both succeed or both fail. (Of a group
-    that does not exist kafka-consumer-groups.sh prints an exception and
-    exits 0; `tarn groups` says so and exits 1, as a failed command should.)"""
+    """`tarn groups` against kafka-consumer-groups.sh (the group list, with
+    and without state and type columns and filters; the offsets, members
+    and state views of an empty group, of one whose live member owns two
+    partitions and committed an offset with its leader epoch, and of one
+    with a static and a dynamic member over two topics, plain and
+    verbose) and `tarn configs` against kafka-configs.sh (a topic's, all
+    topics', a broker's and the cluster default's configs), the same
+    broker answering both: the same standard output, and both succeed or
+    both fail. (Of a group that does not exist kafka-consumer-groups.sh
+    prints an exception and exits 0; `tarn groups` says so and exits 1, as
+    a failed command should.)"""
     kafka_tool("kafka-topics", *on(broker), "--create", "--topic", "gc-two", "--partitions", "2",
                "--replication-factor", "1", "--config", "retention.ms=3600000")
+    kafka_tool("kafka-topics", *on(broker), "--create", "--topic", "gc-one", "--partitions", "1",
+               "--replication-factor", "1")
     ck_produce(broker.bootstrap, "gc-two", sample_records(6, "gc"))
     commit_offset(broker.bootstrap, "gc-empty", "gc-two", 1, 1)
-    member = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "gc-live",
-                                       "client.id": "gc-member", "auto.offset.reset": "earliest",
-                                       "enable.auto.commit": False})
+
+    def member(group, client_id, **extra):
+        return confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+                                         "client.id": client_id, "auto.offset.reset": "earliest",
+                                         "enable.auto.commit": False, **extra})
+    live = member("gc-live", "gc-member")
+    pair = [member("gc-pair", "gc-static", **{"group.instance.id": "gc-static-a"}),
+            member("gc-pair", "gc-dynamic")]
     try:
-        member.subscribe(["gc-two"])
+        live.subscribe(["gc-two"])
+        for m in pair:
+            m.subscribe(["gc-two", "gc-one"])
         read = []
 
-        def consumed():
-            message = member.poll(0.5)
+        def settled():
+            message = live.poll(0.2)
             if message is not None and message.error() is None:
                 read.append(message)
-            return len(read) >= 2 and len(member.assignment()) == 2
-        wait_until(consumed, 60, "the live member to own both partitions and read")
-        member.commit(message=read[0], asynchronous=False)
-        for tool, kafka_args, tarn_args in [
-            ("kafka-consumer-groups", ["--list"], ["groups", "--list"]),
-            ("kafka-consumer-groups", ["--describe", "--group", "gc-empty"],
-             ["groups", "--describe", "--group", "gc-empty"]),
-            ("kafka-consumer-groups", ["--describe", "--group", "gc-live"],
-             ["groups", "--describe", "--group", "gc-live"]),
+            owned = [len(m.assignment()) for m in pair]
+            for m in pair:
+                m.poll(0.1)
+            return (len(read) >= 2 and len(live.assignment()) == 2 and sum(owned) == 3
+                    and min(owned) > 0)
+        wait_until(settled, 60, "the live member to own both partitions and read, and the pair to share three")
+        live.commit(message=read[0], asynchronous=False)
+        groups = ["kafka-consumer-groups"]
+        for tool, kafka_args, tarn_args, view in [
+            (*groups, ["--list"], ["groups", "--list"], sorted_lines),
+            (*groups, ["--list", "--state"], ["groups", "--list", "--state"], header_and_sorted_lines),
+            (*groups, ["--list", "--state", "stable,EMPTY", "--type"],
+             ["groups", "--list", "--state", "stable,EMPTY", "--type"], header_and_sorted_lines),
+            (*groups, ["--list", "--state", "Empty"], ["groups", "--list", "--state", "Empty"],
+             header_and_sorted_lines),
+            (*groups, ["--list", "--type", "consumer"], ["groups", "--list", "--type", "consumer"],
+             header_and_sorted_lines),
+            (*groups, ["--list", "--state", "Unheard"], ["groups", "--list", "--state", "Unheard"],
+             header_and_sorted_lines),
+            (*groups, ["--describe", "--group", "gc-empty"], ["groups", "--describe", "--group", "gc-empty"],
+             entity_blocks),
+            (*groups, ["--describe", "--all-groups"], ["groups", "--describe", "--all-groups"], entity_blocks),
+            (*groups, ["--describe", "--all-groups", "--verbose"],
+             ["groups", "--describe", "--all-groups", "--verbose"], entity_blocks),
+            (*groups, ["--describe", "--all-groups", "--members"],
+             ["groups", "--describe", "--all-groups", "--members"], entity_blocks),
+            (*groups, ["--describe", "--all-groups", "--members", "--verbose"],
+             ["groups", "--describe", "--all-groups", "--members", "--verbose"], entity_blocks),
+            (*groups, ["--describe", "--all-groups", "--state"],
+             ["groups", "--describe", "--all-groups", "--state"], entity_blocks),
+            (*groups, ["--describe", "--group", "gc-pair", "--group", "gc-live", "--state", "--verbose"],
+             ["groups", "--describe", "--group", "gc-pair", "--group", "gc-live", "--state", "--verbose"],
+             entity_blocks),
+            (*groups, ["--describe", "--group", "gc-live", "--members", "--state"],
+             ["groups", "--describe", "--group", "gc-live", "--members", "--state"], entity_blocks),
             ("kafka-configs", ["--describe", "--entity-type", "topics", "--entity-name", "gc-two"],
-             ["configs", "--describe", "--entity-type", "topics", "--entity-name", "gc-two"]),
+             ["configs", "--describe", "--entity-type", "topics", "--entity-name", "gc-two"], entity_blocks),
             ("kafka-configs", ["--describe", "--entity-type", "topics"],
-             ["configs", "--describe", "--entity-type", "topics"]),
+             ["configs", "--describe", "--entity-type", "topics"], entity_blocks),
             ("kafka-configs", ["--describe", "--entity-type", "brokers", "--entity-name", "1", "--all"],
-             ["configs", "--describe", "--entity-type", "brokers", "--entity-name", "1", "--all"]),
+             ["configs", "--describe", "--entity-type", "brokers", "--entity-name", "1", "--all"],
+             entity_blocks),
             ("kafka-configs", ["--describe", "--entity-type", "brokers", "--entity-default"],
-             ["configs", "--describe", "--entity-type", "brokers", "--entity-default"]),
+             ["configs", "--describe", "--entity-type", "brokers", "--entity-default"], entity_blocks),
         ]:
-            assert_tarn_says_what_kafka_says(broker.bootstrap, tool, kafka_args, tarn_args,
-                                             entity_blocks, entity_blocks)
+            assert_tarn_says_what_kafka_says(broker.bootstrap, tool, kafka_args, tarn_args, view, view)
     finally:
-        member.close()
+        for m in [live, *pair]:
+            m.close()
+
+
+def sorted_lines(stdout):
+    """Lines in name order: Kafka lists groups in the order of its maps."""
+    return sorted(stdout.splitlines())
+
+
+def header_and_sorted_lines(stdout):
+    """A table's header, then its rows in name order."""
+    lines = stdout.splitlines()
+    return lines[:1] + sorted(lines[1:])
 
 
 def entity_blocks(stdout):

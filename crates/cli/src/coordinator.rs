@@ -83,6 +83,23 @@ impl CoordinatorError {
 /// A connection to the broker that coordinates `group`, sending
 /// `client_id`.
 pub fn find_coordinator(bootstrap: &str, group: &str, client_id: &str) -> Result<Client> {
+    Ok(find_coordinator_node(bootstrap, group, client_id)?.0)
+}
+
+/// The broker that coordinates a group, as FindCoordinator names it.
+#[derive(Debug, Clone)]
+pub struct Coordinator {
+    pub node_id: i32,
+    pub host: String,
+    pub port: i32,
+}
+
+/// [`find_coordinator`], and which broker it is.
+pub fn find_coordinator_node(
+    bootstrap: &str,
+    group: &str,
+    client_id: &str,
+) -> Result<(Client, Coordinator)> {
     let request = FindCoordinatorRequest {
         key: group.to_owned(),
         key_type: KEY_TYPE_GROUP,
@@ -96,7 +113,14 @@ pub fn find_coordinator(bootstrap: &str, group: &str, client_id: &str) -> Result
             CoordinatorError::new("find the coordinator", group, response.error_code).into(),
         );
     }
-    Ok(Client::connect(&format!("{}:{}", response.host, response.port))?.with_client_id(client_id))
+    let client =
+        Client::connect(&format!("{}:{}", response.host, response.port))?.with_client_id(client_id);
+    let node = Coordinator {
+        node_id: response.node_id,
+        host: response.host,
+        port: response.port,
+    };
+    Ok((client, node))
 }
 
 /// The group's committed offsets: of `partitions`, or of every partition
@@ -107,6 +131,27 @@ pub fn committed_offsets(
     group: &str,
     partitions: Option<&[TopicPartition]>,
 ) -> Result<BTreeMap<TopicPartition, i64>> {
+    let committed = committed_positions(client, group, partitions)?;
+    Ok(committed
+        .into_iter()
+        .map(|(tp, position)| (tp, position.offset))
+        .collect())
+}
+
+/// A committed offset and the leader epoch its committer last saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommittedPosition {
+    pub offset: i64,
+    /// `None` when the commit carried none.
+    pub leader_epoch: Option<i32>,
+}
+
+/// [`committed_offsets`] with the leader epochs the commits carried.
+pub fn committed_positions(
+    client: &mut Client,
+    group: &str,
+    partitions: Option<&[TopicPartition]>,
+) -> Result<BTreeMap<TopicPartition, CommittedPosition>> {
     let topics = partitions.map(|partitions| {
         let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
         for (topic, partition) in partitions {
@@ -139,7 +184,12 @@ pub fn committed_offsets(
                 return Err(CoordinatorError::new(action, group, p.error_code).into());
             }
             if p.committed_offset >= 0 {
-                out.insert((topic.name.clone(), p.partition_index), p.committed_offset);
+                let position = CommittedPosition {
+                    offset: p.committed_offset,
+                    leader_epoch: (p.committed_leader_epoch >= 0)
+                        .then_some(p.committed_leader_epoch),
+                };
+                out.insert((topic.name.clone(), p.partition_index), position);
             }
         }
     }

@@ -14,14 +14,15 @@ use tarn_protocol::messages::delete_groups::{DeleteGroupsRequest, DeleteGroupsRe
 use tarn_protocol::messages::describe_groups::{
     DescribeGroupsRequest, DescribeGroupsResponse, DescribedGroup,
 };
-use tarn_protocol::messages::list_groups::{ListGroupsRequest, ListGroupsResponse};
+use tarn_protocol::messages::list_groups::{ListGroupsRequest, ListGroupsResponse, ListedGroup};
 use tarn_protocol::messages::list_offsets::{EARLIEST_TIMESTAMP, LATEST_TIMESTAMP};
 
 use tarn_cli::client::Client;
 
 use crate::cluster::{list_offsets, metadata, TopicPartition};
 use crate::coordinator::{
-    commit_offsets, committed_offsets, error_text, find_coordinator, Committer,
+    commit_offsets, committed_offsets, committed_positions, error_text, find_coordinator,
+    find_coordinator_node, Committer, Coordinator,
 };
 
 /// The `client.id` these requests carry.
@@ -85,15 +86,57 @@ pub struct GroupsArgs {
     /// Only show the new offsets.
     #[arg(long)]
     dry_run: bool,
+    /// With --describe: each partition's committed offset, log end offset
+    /// and lag (the default).
+    #[arg(long, conflicts_with = "state")]
+    offsets: bool,
+    /// With --describe: the group's members and the partitions each owns.
+    #[arg(long, conflicts_with_all = ["state", "offsets"])]
+    members: bool,
+    /// With --describe: the group's coordinator, assignment strategy,
+    /// state and number of members. With --list: only groups in these
+    /// states (comma-separated, any case; every state when none is
+    /// given), with a STATE column.
+    #[arg(long, num_args = 0..=1, default_missing_value = "", value_name = "STATES")]
+    state: Option<String>,
+    /// With --list: only groups of these types (classic, consumer;
+    /// comma-separated), with a TYPE column.
+    #[arg(long = "type", num_args = 0..=1, default_missing_value = "", value_name = "TYPES")]
+    group_type: Option<String>,
+    /// With --describe: more columns (the committed leader epoch; each
+    /// member's assignment; the group's epochs).
+    #[arg(long)]
+    verbose: bool,
+}
+
+/// What `--describe` shows of a group.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum View {
+    Offsets,
+    Members,
+    State,
 }
 
 pub fn run(args: GroupsArgs) -> Result<()> {
     if args.list {
-        return list(&args.bootstrap_server);
+        return list(
+            &args.bootstrap_server,
+            args.state.as_deref(),
+            args.group_type.as_deref(),
+        );
     }
     let groups = target_groups(&args)?;
     if args.describe {
-        describe(&args.bootstrap_server, &groups)
+        let view = if args.members {
+            View::Members
+        } else if args.state.is_some() {
+            View::State
+        } else {
+            View::Offsets
+        };
+        // Kafka's tool describes groups in name order, each once.
+        let groups: BTreeSet<String> = groups.into_iter().collect();
+        describe(&args.bootstrap_server, &groups, view, args.verbose)
     } else if args.delete {
         delete(&args.bootstrap_server, &groups)
     } else {
@@ -116,13 +159,59 @@ fn target_groups(args: &GroupsArgs) -> Result<Vec<String>> {
     Ok(args.groups.clone())
 }
 
-fn list_group_ids(bootstrap: &str) -> Result<Vec<String>> {
+/// The group states kafka-consumer-groups.sh accepts in `--state`, as
+/// Kafka names them.
+const GROUP_STATES: [&str; 7] = [
+    "Dead",
+    "Empty",
+    "Stable",
+    "CompletingRebalance",
+    "PreparingRebalance",
+    "Reconciling",
+    "Assigning",
+];
+
+/// The group types kafka-consumer-groups.sh accepts in `--type`.
+const GROUP_TYPES: [&str; 2] = ["Consumer", "Classic"];
+
+/// The names in a comma-separated `list` that each match one of `known`
+/// in any case, as `known` spells them; `None` when one matches none.
+fn parse_names(list: &str, known: &[&str]) -> Option<Vec<String>> {
+    if list.is_empty() {
+        return Some(Vec::new());
+    }
+    list.split(',')
+        .map(|name| {
+            known
+                .iter()
+                .find(|k| k.eq_ignore_ascii_case(name.trim()))
+                .map(|k| (*k).to_owned())
+        })
+        .collect()
+}
+
+/// How Kafka's tool prints a group type the broker names in any case.
+fn type_name(group_type: &str) -> String {
+    ["Classic", "Consumer", "Share", "Streams"]
+        .into_iter()
+        .find(|k| k.eq_ignore_ascii_case(group_type))
+        .unwrap_or("Unknown")
+        .to_owned()
+}
+
+/// The consumer groups every broker lists (ListGroups v5), in name order:
+/// classic groups of the consumer protocol (or of none yet, as a group
+/// that only commits offsets) and consumer groups, in `states` if any.
+fn list_consumer_groups(bootstrap: &str, states: &[String]) -> Result<Vec<ListedGroup>> {
     let brokers = metadata(bootstrap, Some(Vec::new()), false)?.brokers;
-    let mut ids = BTreeSet::new();
+    let request = ListGroupsRequest {
+        states_filter: states.to_vec(),
+        types_filter: vec!["classic".to_owned(), "consumer".to_owned()],
+    };
+    let mut groups = BTreeMap::new();
     for broker in brokers {
         let address = format!("{}:{}", broker.host, broker.port);
-        let response: ListGroupsResponse =
-            Client::connect(&address)?.call(16, 4, 3, &ListGroupsRequest::default())?;
+        let response: ListGroupsResponse = Client::connect(&address)?.call(16, 5, 3, &request)?;
         if response.error_code != error::NONE {
             bail!(
                 "listing groups on broker {} failed: {}",
@@ -130,14 +219,82 @@ fn list_group_ids(bootstrap: &str) -> Result<Vec<String>> {
                 error_text(response.error_code)
             );
         }
-        ids.extend(response.groups.into_iter().map(|g| g.group_id));
+        for group in response.groups {
+            let consumer = group.protocol_type.is_empty()
+                || group.protocol_type == consumer_protocol::PROTOCOL_TYPE;
+            if consumer {
+                groups.insert(group.group_id.clone(), group);
+            }
+        }
     }
-    Ok(ids.into_iter().collect())
+    Ok(groups.into_values().collect())
 }
 
-fn list(bootstrap: &str) -> Result<()> {
-    for id in list_group_ids(bootstrap)? {
-        println!("{id}");
+fn list_group_ids(bootstrap: &str) -> Result<Vec<String>> {
+    Ok(list_consumer_groups(bootstrap, &[])?
+        .into_iter()
+        .map(|g| g.group_id)
+        .collect())
+}
+
+/// `--list`: the group ids, or with `--state` or `--type` a table of the
+/// groups those filters pass, as kafka-consumer-groups.sh 4.4 prints it.
+fn list(bootstrap: &str, states: Option<&str>, types: Option<&str>) -> Result<()> {
+    if states.is_none() && types.is_none() {
+        for id in list_group_ids(bootstrap)? {
+            println!("{id}");
+        }
+        return Ok(());
+    }
+    let wanted_states = match states {
+        Some(list) => parse_names(list, &GROUP_STATES).with_context(|| {
+            format!(
+                "Invalid state list '{list}'. Valid states are: {}",
+                GROUP_STATES.join(", ")
+            )
+        })?,
+        None => Vec::new(),
+    };
+    let wanted_types = match types {
+        Some(list) => parse_names(list, &GROUP_TYPES).with_context(|| {
+            format!(
+                "Invalid types list '{list}'. Valid types are: {}",
+                GROUP_TYPES.join(", ")
+            )
+        })?,
+        None => Vec::new(),
+    };
+    let groups: Vec<ListedGroup> = list_consumer_groups(bootstrap, &wanted_states)?
+        .into_iter()
+        .filter(|g| {
+            wanted_types.is_empty()
+                || wanted_types
+                    .iter()
+                    .any(|t| t.eq_ignore_ascii_case(&g.group_type))
+        })
+        .collect();
+    let group_w = groups
+        .iter()
+        .map(|g| g.group_id.len().max(MIN_COLUMN))
+        .max()
+        .unwrap_or(MIN_COLUMN)
+        + 10;
+    let line = |group: &str, group_type: &str, state: &str| {
+        let mut line = format!("{group:group_w$}");
+        if types.is_some() {
+            line.push_str(&format!(" {group_type:20}"));
+        }
+        if states.is_some() {
+            line.push_str(&format!(" {state:20}"));
+        }
+        line
+    };
+    println!("{}", line("GROUP", "TYPE", "STATE"));
+    for g in &groups {
+        println!(
+            "{}",
+            line(&g.group_id, &type_name(&g.group_type), &g.group_state)
+        );
     }
     Ok(())
 }
@@ -162,10 +319,11 @@ fn describe_group(client: &mut Client, group: &str) -> Result<DescribedGroup> {
     Ok(described)
 }
 
-/// One row of `--describe`.
+/// One row of the offsets table.
 struct Row {
     topic: String,
     partition: String,
+    leader_epoch: String,
     current: String,
     log_end: String,
     lag: String,
@@ -174,14 +332,14 @@ struct Row {
     client_id: String,
 }
 
-fn or_dash(value: Option<i64>) -> String {
+fn or_dash<T: ToString>(value: Option<T>) -> String {
     value.map_or_else(|| "-".to_owned(), |v| v.to_string())
 }
 
-fn describe(bootstrap: &str, groups: &[String]) -> Result<()> {
+fn describe(bootstrap: &str, groups: &BTreeSet<String>, view: View, verbose: bool) -> Result<()> {
     let mut missing = Vec::new();
     for group in groups {
-        let mut client = find_coordinator(bootstrap, group, CLIENT_ID)?;
+        let (mut client, coordinator) = find_coordinator_node(bootstrap, group, CLIENT_ID)?;
         let described = describe_group(&mut client, group)?;
         if described.group_state == "Dead" {
             missing.push(group.clone());
@@ -195,73 +353,19 @@ fn describe(bootstrap: &str, groups: &[String]) -> Result<()> {
                 described.protocol_type
             );
         }
-        let committed = committed_offsets(&mut client, group, None)?;
-        // Who owns what, from the consumer assignments.
-        let mut owners: BTreeMap<TopicPartition, usize> = BTreeMap::new();
-        let mut idle_members = Vec::new();
-        for (index, member) in described.members.iter().enumerate() {
-            let assignment = if member.member_assignment.is_empty() {
-                Assignment::default()
-            } else {
-                Assignment::decode_prefixed(&member.member_assignment).with_context(|| {
-                    format!("read the assignment of member {}", member.member_id)
-                })?
-            };
-            let mut owns_any = false;
-            for tps in assignment.assigned_partitions {
-                for p in tps.partitions {
-                    owners.insert((tps.topic.clone(), p), index);
-                    owns_any = true;
-                }
-            }
-            if !owns_any {
-                idle_members.push(index);
-            }
-        }
-        let mut partitions: BTreeSet<TopicPartition> = owners.keys().cloned().collect();
-        partitions.extend(committed.keys().cloned());
-        let log_end = list_offsets(bootstrap, &partitions, LATEST_TIMESTAMP)?;
-
         match described.group_state.as_str() {
-            "PreparingRebalance" | "CompletingRebalance" => {
-                eprintln!("\nWarning: Consumer group '{group}' is rebalancing.")
+            "Empty" => eprintln!("\nConsumer group '{group}' has no active members."),
+            "Stable" => {}
+            _ => eprintln!("\nWarning: Consumer group '{group}' is rebalancing."),
+        }
+        let assignments = member_assignments(&described)?;
+        match view {
+            View::Offsets => {
+                print_offsets(bootstrap, &mut client, &described, &assignments, verbose)?
             }
-            _ if described.members.is_empty() => {
-                eprintln!("\nConsumer group '{group}' has no active members.")
-            }
-            _ => {}
+            View::Members => print_members(&described, &assignments, verbose),
+            View::State => print_state(&described, &coordinator, verbose),
         }
-        let mut rows = Vec::new();
-        for tp in &partitions {
-            let current = committed.get(tp).copied();
-            let end = log_end.get(tp).copied().flatten();
-            let lag = current.zip(end).map(|(c, e)| e - c);
-            let owner = owners.get(tp).map(|i| &described.members[*i]);
-            rows.push(Row {
-                topic: tp.0.clone(),
-                partition: tp.1.to_string(),
-                current: or_dash(current),
-                log_end: or_dash(end),
-                lag: or_dash(lag),
-                consumer_id: owner.map_or("-".into(), |m| m.member_id.clone()),
-                host: owner.map_or("-".into(), |m| m.client_host.clone()),
-                client_id: owner.map_or("-".into(), |m| m.client_id.clone()),
-            });
-        }
-        for index in idle_members {
-            let m = &described.members[index];
-            rows.push(Row {
-                topic: "-".into(),
-                partition: "-".into(),
-                current: "-".into(),
-                log_end: "-".into(),
-                lag: "-".into(),
-                consumer_id: m.member_id.clone(),
-                host: m.client_host.clone(),
-                client_id: m.client_id.clone(),
-            });
-        }
-        print_rows(group, &rows);
     }
     if !missing.is_empty() {
         let names: Vec<String> = missing.iter().map(|g| format!("'{g}'")).collect();
@@ -270,45 +374,296 @@ fn describe(bootstrap: &str, groups: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// kafka-consumer-groups.sh's narrowest group, topic, consumer id and host
-/// columns.
+/// The partitions each member of `described` owns, in member order.
+fn member_assignments(described: &DescribedGroup) -> Result<Vec<Vec<TopicPartition>>> {
+    described
+        .members
+        .iter()
+        .map(|member| {
+            if member.member_assignment.is_empty() {
+                return Ok(Vec::new());
+            }
+            let assignment = Assignment::decode_prefixed(&member.member_assignment)
+                .with_context(|| format!("read the assignment of member {}", member.member_id))?;
+            Ok(assignment
+                .assigned_partitions
+                .into_iter()
+                .flat_map(|tps| {
+                    let topic = tps.topic;
+                    tps.partitions.into_iter().map(move |p| (topic.clone(), p))
+                })
+                .collect())
+        })
+        .collect()
+}
+
+/// `--describe [--offsets]`: a row per partition the group owns or has
+/// committed an offset for, then one per member that owns none.
+fn print_offsets(
+    bootstrap: &str,
+    client: &mut Client,
+    described: &DescribedGroup,
+    assignments: &[Vec<TopicPartition>],
+    verbose: bool,
+) -> Result<()> {
+    let group = &described.group_id;
+    let committed = committed_positions(client, group, None)?;
+    let mut owners: BTreeMap<&TopicPartition, usize> = BTreeMap::new();
+    for (index, owned) in assignments.iter().enumerate() {
+        for tp in owned {
+            owners.insert(tp, index);
+        }
+    }
+    let mut partitions: BTreeSet<TopicPartition> = owners.keys().map(|tp| (*tp).clone()).collect();
+    partitions.extend(committed.keys().cloned());
+    let log_end = list_offsets(bootstrap, &partitions, LATEST_TIMESTAMP)?;
+
+    let mut rows = Vec::new();
+    for tp in &partitions {
+        let position = committed.get(tp);
+        let current = position.map(|p| p.offset);
+        let end = log_end.get(tp).copied().flatten();
+        let lag = current.zip(end).map(|(c, e)| e - c);
+        let owner = owners.get(tp).map(|i| &described.members[*i]);
+        rows.push(Row {
+            topic: tp.0.clone(),
+            partition: tp.1.to_string(),
+            leader_epoch: or_dash(position.and_then(|p| p.leader_epoch)),
+            current: or_dash(current),
+            log_end: or_dash(end),
+            lag: or_dash(lag),
+            consumer_id: owner.map_or("-".into(), |m| m.member_id.clone()),
+            host: owner.map_or("-".into(), |m| m.client_host.clone()),
+            client_id: owner.map_or("-".into(), |m| m.client_id.clone()),
+        });
+    }
+    for (member, owned) in described.members.iter().zip(assignments) {
+        if owned.is_empty() {
+            rows.push(Row {
+                topic: "-".into(),
+                partition: "-".into(),
+                leader_epoch: "-".into(),
+                current: "-".into(),
+                log_end: "-".into(),
+                lag: "-".into(),
+                consumer_id: member.member_id.clone(),
+                host: member.client_host.clone(),
+                client_id: member.client_id.clone(),
+            });
+        }
+    }
+    print_rows(group, &rows, verbose);
+    Ok(())
+}
+
+/// kafka-consumer-groups.sh's narrowest group, topic, consumer id, host
+/// and client id columns.
 const MIN_COLUMN: usize = 15;
+
+/// The widest of `values` and `min`.
+fn column_width<'a>(min: usize, values: impl IntoIterator<Item = &'a str>) -> usize {
+    values.into_iter().map(str::len).fold(min, usize::max)
+}
 
 /// The offsets table as kafka-consumer-groups.sh 4.4 prints it: the group,
 /// topic, consumer id and host columns as wide as their longest value,
-/// and at least [`MIN_COLUMN`].
-fn print_rows(group: &str, rows: &[Row]) {
-    let width = |f: &dyn Fn(&Row) -> usize| rows.iter().map(f).fold(MIN_COLUMN, usize::max);
+/// and at least [`MIN_COLUMN`]; `verbose` adds the committed leader epoch.
+fn print_rows(group: &str, rows: &[Row], verbose: bool) {
     let group_w = group.len().max(MIN_COLUMN);
-    let topic_w = width(&|r| r.topic.len());
-    let consumer_w = width(&|r| r.consumer_id.len());
-    let host_w = width(&|r| r.host.len());
+    let topic_w = column_width(MIN_COLUMN, rows.iter().map(|r| r.topic.as_str()));
+    let consumer_w = column_width(MIN_COLUMN, rows.iter().map(|r| r.consumer_id.as_str()));
+    let host_w = column_width(MIN_COLUMN, rows.iter().map(|r| r.host.as_str()));
+    let line = |values: [&str; 10]| {
+        let [group, topic, partition, epoch, current, log_end, lag, consumer, host, client] =
+            values;
+        let epoch = if verbose {
+            format!(" {epoch:15}")
+        } else {
+            String::new()
+        };
+        format!(
+            "{group:group_w$} {topic:topic_w$} {partition:10}{epoch} {current:15} {log_end:15} \
+             {lag:15} {consumer:consumer_w$} {host:host_w$} {client}"
+        )
+    };
     println!();
     println!(
-        "{:group_w$} {:topic_w$} {:10} {:15} {:15} {:15} {:consumer_w$} {:host_w$} CLIENT-ID",
-        "GROUP",
-        "TOPIC",
-        "PARTITION",
-        "CURRENT-OFFSET",
-        "LOG-END-OFFSET",
-        "LAG",
-        "CONSUMER-ID",
-        "HOST"
+        "{}",
+        line([
+            "GROUP",
+            "TOPIC",
+            "PARTITION",
+            "LEADER-EPOCH",
+            "CURRENT-OFFSET",
+            "LOG-END-OFFSET",
+            "LAG",
+            "CONSUMER-ID",
+            "HOST",
+            "CLIENT-ID"
+        ])
     );
-    for r in rows {
-        println!(
-            "{:group_w$} {:topic_w$} {:10} {:15} {:15} {:15} {:consumer_w$} {:host_w$} {}",
+    let group_line = |r: &Row| {
+        line([
             group,
-            r.topic,
-            r.partition,
-            r.current,
-            r.log_end,
-            r.lag,
-            r.consumer_id,
-            r.host,
-            r.client_id
+            &r.topic,
+            &r.partition,
+            &r.leader_epoch,
+            &r.current,
+            &r.log_end,
+            &r.lag,
+            &r.consumer_id,
+            &r.host,
+            &r.client_id,
+        ])
+    };
+    for r in rows {
+        println!("{}", group_line(r));
+    }
+}
+
+/// A member's partitions as Kafka's tool writes them: `topic:p,p` per
+/// topic, partitions in order, topics in order, separated by `;`; `-`
+/// for none.
+fn assignment_text(partitions: &[TopicPartition]) -> String {
+    if partitions.is_empty() {
+        return "-".to_owned();
+    }
+    let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+    for (topic, partition) in partitions {
+        by_topic.entry(topic).or_default().push(*partition);
+    }
+    let mut parts: Vec<String> = by_topic
+        .into_iter()
+        .map(|(topic, mut ps)| {
+            ps.sort_unstable();
+            let ps: Vec<String> = ps.iter().map(i32::to_string).collect();
+            format!("{topic}:{}", ps.join(","))
+        })
+        .collect();
+    // Kafka sorts the finished strings, so "a:1" comes before "a-b:1".
+    parts.sort();
+    parts.join(";")
+}
+
+/// `--describe --members`: a row per member with how many partitions it
+/// owns (`verbose`: which, and the epochs of KIP-848 groups, "-" for a
+/// classic group's), as kafka-consumer-groups.sh 4.4 prints them. The
+/// GROUP-INSTANCE-ID column appears when some member has one.
+fn print_members(described: &DescribedGroup, assignments: &[Vec<TopicPartition>], verbose: bool) {
+    let members = &described.members;
+    let group = described.group_id.as_str();
+    let texts: Vec<String> = assignments.iter().map(|a| assignment_text(a)).collect();
+    let instance = |i: usize| members[i].group_instance_id.as_deref().unwrap_or("");
+    // Kafka sizes the group column by the member rows: 15 when there are none.
+    let group_w = column_width(MIN_COLUMN, members.first().map(|_| group));
+    let consumer_w = column_width(MIN_COLUMN, members.iter().map(|m| m.member_id.as_str()));
+    let instance_w = column_width(17, (0..members.len()).map(instance));
+    let host_w = column_width(MIN_COLUMN, members.iter().map(|m| m.client_host.as_str()));
+    let client_w = column_width(MIN_COLUMN, members.iter().map(|m| m.client_id.as_str()));
+    let assignment_w = column_width(20, texts.iter().map(String::as_str));
+    let with_instance = (0..members.len()).any(|i| !instance(i).is_empty());
+    let line = |values: [&str; 10]| {
+        let [group, consumer, instance, host, client, count, epoch, current, target_epoch, target] =
+            values;
+        let mut line = format!("{group:group_w$} {consumer:consumer_w$} ");
+        if with_instance {
+            line.push_str(&format!("{instance:instance_w$} "));
+        }
+        line.push_str(&format!("{host:host_w$} {client:client_w$} {count:15} "));
+        if verbose {
+            line.push_str(&format!(
+                "{epoch:15} {current:assignment_w$} {target_epoch:15} {target:20}"
+            ));
+        }
+        line
+    };
+    println!();
+    println!(
+        "{}",
+        line([
+            "GROUP",
+            "CONSUMER-ID",
+            "GROUP-INSTANCE-ID",
+            "HOST",
+            "CLIENT-ID",
+            "#PARTITIONS",
+            "CURRENT-EPOCH",
+            "CURRENT-ASSIGNMENT",
+            "TARGET-EPOCH",
+            "TARGET-ASSIGNMENT"
+        ])
+    );
+    for (i, member) in members.iter().enumerate() {
+        let count = assignments[i].len().to_string();
+        println!(
+            "{}",
+            line([
+                group,
+                &member.member_id,
+                instance(i),
+                &member.client_host,
+                &member.client_id,
+                &count,
+                "-",
+                &texts[i],
+                "-",
+                "-"
+            ])
         );
     }
+}
+
+/// `--describe --state`: the group's coordinator, assignment strategy,
+/// state and member count (`verbose`: the epochs of KIP-848 groups, "-"
+/// for a classic group's), as kafka-consumer-groups.sh 4.4 prints them.
+fn print_state(described: &DescribedGroup, coordinator: &Coordinator, verbose: bool) {
+    let group = described.group_id.as_str();
+    let node = format!(
+        "{}:{}  ({})",
+        coordinator.host, coordinator.port, coordinator.node_id
+    );
+    let strategy = if described.protocol_data.is_empty() {
+        "-"
+    } else {
+        described.protocol_data.as_str()
+    };
+    let group_w = group.len().max(MIN_COLUMN);
+    let node_w = node.len().max(25);
+    let members = described.members.len().to_string();
+    let line = |values: [&str; 7]| {
+        let [group, node, strategy, state, epoch, target_epoch, members] = values;
+        let epochs = if verbose {
+            format!("{epoch:15} {target_epoch:25} ")
+        } else {
+            String::new()
+        };
+        format!("{group:group_w$} {node:node_w$} {strategy:20} {state:20} {epochs}{members}")
+    };
+    println!();
+    println!(
+        "{}",
+        line([
+            "GROUP",
+            "COORDINATOR (ID)",
+            "ASSIGNMENT-STRATEGY",
+            "STATE",
+            "GROUP-EPOCH",
+            "TARGET-ASSIGNMENT-EPOCH",
+            "#MEMBERS"
+        ])
+    );
+    println!(
+        "{}",
+        line([
+            group,
+            &node,
+            strategy,
+            &described.group_state,
+            "-",
+            "-",
+            &members
+        ])
+    );
 }
 
 fn delete(bootstrap: &str, groups: &[String]) -> Result<()> {
