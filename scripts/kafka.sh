@@ -26,7 +26,9 @@
 # node alone) and KAFKA_CLUSTER_ID (the same for every node; default a new
 # one). Start a cluster's nodes at once: each start waits for a quorum.
 # KAFKA_EXTRA_PROPERTIES: more server.properties lines (`key=value`, one per
-# line), appended after the ones above.
+# line), appended after the ones above. KAFKA_RELEASE_VERSION formats a new
+# node at that metadata.version (e.g. 3.3-IV3, the one Tarn runs at)
+# instead of the release's own.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 version=${KAFKA_VERSION:-4.4.0}
@@ -125,7 +127,12 @@ PROPS
         if [[ -z $cluster_id ]]; then
             cluster_id=$("$self" tool kafka-storage random-uuid)
         fi
-        "$self" tool kafka-storage format -t "$cluster_id" -c "$dir/server.properties" >"$dir/format.log"
+        local release=()
+        if [[ -n ${KAFKA_RELEASE_VERSION:-} ]]; then
+            release=(--release-version "$KAFKA_RELEASE_VERSION")
+        fi
+        "$self" tool kafka-storage format -t "$cluster_id" -c "$dir/server.properties" \
+            "${release[@]}" >"$dir/format.log"
     fi
     local heap=${KAFKA_HEAP:-1g}
     # Emptied here, before the start: the started process's own redirect

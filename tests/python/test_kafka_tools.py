@@ -7,6 +7,7 @@ The tools are the classes behind Kafka's bin/*.sh scripts, run from the jars
 that scripts/kafka.sh resolves from Maven Central (Kafka 4.4.0); the test
 command resolves them before pytest runs."""
 
+import contextlib
 import json
 import os
 import shutil
@@ -451,14 +452,64 @@ def free_port_pair():
     pytest.fail("no free port pair on 127.0.0.1")
 
 
-def test_tarn_serves_a_partition_directory_written_by_apache_kafka(broker_factory, tmp_path):
-    kafka_dir = tmp_path / "kafka"
+@contextlib.contextmanager
+def kafka_node(kafka_dir, release_version=None):
+    """An Apache Kafka node (scripts/kafka.sh) in `kafka_dir`, formatted at
+    `release_version` (a metadata.version) when given; yields its
+    bootstrap address and stops it on the way out."""
     port = free_port_pair()
+    env = dict(os.environ)
+    if release_version:
+        env["KAFKA_RELEASE_VERSION"] = release_version
     start = subprocess.run([str(KAFKA_SH), "start", str(kafka_dir), str(port)], capture_output=True,
-                           text=True, timeout=TOOL_TIMEOUT_S)
+                           text=True, timeout=TOOL_TIMEOUT_S, env=env)
     assert start.returncode == 0, f"{start.stdout}\n{start.stderr}"
     try:
-        bootstrap = f"127.0.0.1:{port}"
+        yield f"127.0.0.1:{port}"
+    finally:
+        stop = subprocess.run([str(KAFKA_SH), "stop", str(kafka_dir)], capture_output=True, text=True,
+                              timeout=TOOL_TIMEOUT_S)
+        assert stop.returncode == 0, f"{stop.stdout}\n{stop.stderr}"
+
+
+def test_kafka_configs_describes_users_and_is_refused_scram_as_kafka_at_3_3_iv3(broker, tmp_path):
+    """kafka-configs.sh on users asks DescribeUserScramCredentials, and a
+    SCRAM credential is AlterUserScramCredentials: Tarn runs at
+    metadata.version 3.3-IV3, so it must answer both as a Kafka node
+    formatted at that level does (quotas described, no credentials; every
+    SCRAM change refused with Kafka's reason), standard output, exit status
+    and the error's message alike."""
+    with kafka_node(tmp_path / "kafka", "3.3-IV3") as kafka:
+        def run(bootstrap, *args):
+            out = kafka_tool("kafka-configs", "--bootstrap-server", bootstrap, *args, check=False)
+            reason = [line for line in out.stderr.splitlines() if line.startswith("Caused by")]
+            return out.returncode, out.stdout, reason
+
+        for args in [
+            ["--alter", "--entity-type", "users", "--entity-name", "alice", "--add-config",
+             "producer_byte_rate=1024,consumer_byte_rate=2048"],
+            ["--alter", "--entity-type", "users", "--entity-default", "--add-config", "producer_byte_rate=99"],
+            ["--alter", "--entity-type", "users", "--entity-name", "alice", "--add-config",
+             "SCRAM-SHA-256=[iterations=8192,password=alice-secret]"],
+            ["--alter", "--entity-type", "users", "--entity-name", "bob", "--delete-config", "SCRAM-SHA-512"],
+            ["--describe", "--entity-type", "users"],
+            ["--describe", "--entity-type", "users", "--entity-name", "alice"],
+            ["--describe", "--entity-type", "users", "--entity-name", "bob"],
+            ["--describe", "--entity-type", "users", "--entity-default"],
+        ]:
+            tarn, apache = run(broker.bootstrap, *args), run(kafka, *args)
+            assert tarn == apache, f"{args}\ntarn: {tarn}\nkafka: {apache}"
+        refused = run(broker.bootstrap, "--alter", "--entity-type", "users", "--entity-name", "alice",
+                      "--add-config", "SCRAM-SHA-512=[password=x]")
+        assert refused[0] != 0 and "does not support SCRAM" in refused[2][-1], refused
+        described = run(broker.bootstrap, "--describe", "--entity-type", "users", "--entity-name", "alice")
+        assert described == (0, "Quota configs for user-principal 'alice' are consumer_byte_rate=2048.0, "
+                                "producer_byte_rate=1024.0\n", []), described
+
+
+def test_tarn_serves_a_partition_directory_written_by_apache_kafka(broker_factory, tmp_path):
+    kafka_dir = tmp_path / "kafka"
+    with kafka_node(kafka_dir) as bootstrap:
         kafka_tool("kafka-topics", "--bootstrap-server", bootstrap, "--create", "--topic", "moved",
                    "--partitions", "1", "--config", f"segment.bytes={MIB}")
         recs = sample_records(1000, "moved") + bulky_records(3000, "moved")
@@ -466,10 +517,6 @@ def test_tarn_serves_a_partition_directory_written_by_apache_kafka(broker_factor
         for codec in ("none", "gzip", "lz4", "zstd"):
             part = recs[len(delivered):len(delivered) + 1000]
             delivered += ck_produce(bootstrap, "moved", part, **{"compression.type": codec})
-    finally:
-        stop = subprocess.run([str(KAFKA_SH), "stop", str(kafka_dir)], capture_output=True, text=True,
-                              timeout=TOOL_TIMEOUT_S)
-    assert stop.returncode == 0, f"{stop.stdout}\n{stop.stderr}"
     source = kafka_dir / "data" / "moved-0"
     assert len(list(source.glob("*.log"))) > 1, "Kafka rolled no segment"
 

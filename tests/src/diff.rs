@@ -47,6 +47,7 @@ use tarn_protocol::messages::offset_fetch::*;
 use tarn_protocol::messages::offset_for_leader_epoch::*;
 use tarn_protocol::messages::produce::*;
 use tarn_protocol::messages::reassignments::*;
+use tarn_protocol::messages::scram_credentials::*;
 use tarn_protocol::messages::sync_group::*;
 use tarn_protocol::record_batch::RecordBatchBuilder;
 
@@ -346,6 +347,13 @@ impl Normalize for DescribeClientQuotasResponse {
         if let Some(entries) = self.entries.as_mut() {
             entries.sort_by_key(|e| format!("{:?}", e.entity));
         }
+    }
+}
+
+impl Normalize for DescribeUserScramCredentialsResponse {
+    fn normalize(&mut self) {
+        // Kafka answers the users from a hash map, in its order.
+        self.results.sort_by(|a, b| a.user.cmp(&b.user));
     }
 }
 
@@ -966,6 +974,7 @@ pub const OFFSET_FOR_LEADER_EPOCH: (i16, i16, i16) = (23, 4, 4);
 pub const DESCRIBE_PRODUCERS: (i16, i16, i16) = (61, 0, 0);
 pub const DESCRIBE_CLIENT_QUOTAS: (i16, i16, i16) = (48, 1, 1);
 pub const ALTER_CLIENT_QUOTAS: (i16, i16, i16) = (49, 1, 1);
+pub const DESCRIBE_USER_SCRAM_CREDENTIALS: (i16, i16, i16) = (50, 0, 0);
 pub const DESCRIBE_ACLS: (i16, i16, i16) = (29, 3, 2);
 pub const CREATE_ACLS: (i16, i16, i16) = (30, 3, 2);
 pub const DELETE_ACLS: (i16, i16, i16) = (31, 3, 2);

@@ -46,6 +46,7 @@ use tarn_protocol::messages::offset_delete::*;
 use tarn_protocol::messages::offset_fetch::*;
 use tarn_protocol::messages::offset_for_leader_epoch::*;
 use tarn_protocol::messages::produce::*;
+use tarn_protocol::messages::scram_credentials::*;
 use tarn_protocol::messages::sync_group::*;
 use tarn_protocol::record_batch::RecordBatchBuilder;
 
@@ -455,6 +456,41 @@ fn quotas_and_acls(d: &mut Diff) {
             }],
         },
     );
+}
+
+/// DescribeUserScramCredentials where no user has a credential (Kafka's
+/// node runs at its own metadata.version, which allows them, but none is
+/// created): every user, each named user, and a user named twice.
+/// AlterUserScramCredentials is not compared: Tarn answers as Kafka does
+/// at metadata.version 3.3-IV3, checked against such a node by
+/// tests/python/test_kafka_tools.py.
+fn scram_credentials(d: &mut Diff) {
+    let users = |names: &[&str]| DescribeUserScramCredentialsRequest {
+        users: Some(
+            names
+                .iter()
+                .map(|n| ScramUserName { name: (*n).into() })
+                .collect(),
+        ),
+    };
+    for (what, request) in [
+        (
+            "every user, as null",
+            DescribeUserScramCredentialsRequest { users: None },
+        ),
+        ("every user, as an empty list", users(&[])),
+        ("a user without a credential", users(&["alice"])),
+        (
+            "a user named twice and another",
+            users(&["bob", "alice", "bob"]),
+        ),
+    ] {
+        d.call::<_, DescribeUserScramCredentialsResponse>(
+            &format!("DescribeUserScramCredentials: {what}"),
+            DESCRIBE_USER_SCRAM_CREDENTIALS,
+            &request,
+        );
+    }
 }
 
 /// ListOffsets' special timestamps, leader epochs and duplicates, and
@@ -3165,6 +3201,7 @@ fn tarn_answers_as_apache_kafka_does() {
         alter_configs(&mut d);
         broker_loggers(&mut d);
         quotas_and_acls(&mut d);
+        scram_credentials(&mut d);
         produce_list_offsets_and_fetch(&mut d);
         delete_records_and_create_partitions(&mut d);
         idempotence(&mut d);

@@ -94,6 +94,8 @@ const KAFKA_4_4_0: &[(i16, &str, i16, i16)] = &[
     (47, "OffsetDelete", 0, 0),
     (48, "DescribeClientQuotas", 0, 1),
     (49, "AlterClientQuotas", 0, 1),
+    (50, "DescribeUserScramCredentials", 0, 0),
+    (51, "AlterUserScramCredentials", 0, 0),
     (55, "DescribeQuorum", 0, 2),
     (60, "DescribeCluster", 0, 2),
     (61, "DescribeProducers", 0, 0),

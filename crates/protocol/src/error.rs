@@ -67,6 +67,10 @@ pub const INELIGIBLE_REPLICA: ErrorCode = 107;
 pub const INVALID_RECORD: ErrorCode = 87;
 pub const UNKNOWN_TOPIC_ID: ErrorCode = 100;
 pub const PRODUCER_FENCED: ErrorCode = 90;
+/// A named resource (a user's SCRAM credential) does not exist.
+pub const RESOURCE_NOT_FOUND: ErrorCode = 91;
+/// A request names one resource twice where it may not.
+pub const DUPLICATE_RESOURCE: ErrorCode = 92;
 pub const DUPLICATE_BROKER_REGISTRATION: ErrorCode = 101;
 /// UnregisterBroker named a broker id with no registration.
 pub const BROKER_ID_NOT_REGISTERED: ErrorCode = 102;

@@ -1952,3 +1952,76 @@ fn describe_quorum() {
     };
     check::<_, k::DescribeQuorumResponse>(&response, 0..=2, 0);
 }
+
+#[test]
+fn scram_credentials() {
+    use kafka_protocol::messages as k;
+    use scram_credentials::*;
+    for users in [
+        None,
+        Some(vec![]),
+        Some(vec![
+            ScramUserName {
+                name: "alice".into(),
+            },
+            ScramUserName { name: "bob".into() },
+        ]),
+    ] {
+        let request = DescribeUserScramCredentialsRequest { users };
+        check::<_, k::DescribeUserScramCredentialsRequest>(&request, 0..=0, 0);
+    }
+    let response = DescribeUserScramCredentialsResponse {
+        throttle_time_ms: 0,
+        error_code: 0,
+        error_message: None,
+        results: vec![
+            DescribeUserScramCredentialsResult {
+                user: "alice".into(),
+                error_code: 0,
+                error_message: None,
+                credential_infos: vec![
+                    CredentialInfo {
+                        mechanism: SCRAM_SHA_256,
+                        iterations: 8192,
+                    },
+                    CredentialInfo {
+                        mechanism: SCRAM_SHA_512,
+                        iterations: 4096,
+                    },
+                ],
+            },
+            DescribeUserScramCredentialsResult {
+                user: "bob".into(),
+                error_code: tarn_protocol::error::RESOURCE_NOT_FOUND,
+                error_message: Some(
+                    "Attempt to describe a user credential that does not exist: bob".into(),
+                ),
+                credential_infos: vec![],
+            },
+        ],
+    };
+    check::<_, k::DescribeUserScramCredentialsResponse>(&response, 0..=0, 0);
+    let request = AlterUserScramCredentialsRequest {
+        deletions: vec![ScramCredentialDeletion {
+            name: "bob".into(),
+            mechanism: SCRAM_SHA_512,
+        }],
+        upsertions: vec![ScramCredentialUpsertion {
+            name: "alice".into(),
+            mechanism: SCRAM_SHA_256,
+            iterations: 8192,
+            salt: Bytes::from_static(b"0123456789abcdef"),
+            salted_password: Bytes::from_static(&[7; 32]),
+        }],
+    };
+    check::<_, k::AlterUserScramCredentialsRequest>(&request, 0..=0, 0);
+    let response = AlterUserScramCredentialsResponse {
+        throttle_time_ms: 5,
+        results: vec![AlterUserScramCredentialsResult {
+            user: "alice".into(),
+            error_code: tarn_protocol::error::UNSUPPORTED_VERSION,
+            error_message: Some("The current metadata.version does not support SCRAM".into()),
+        }],
+    };
+    check::<_, k::AlterUserScramCredentialsResponse>(&response, 0..=0, 0);
+}

@@ -38,5 +38,6 @@ pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod raft_voters;
 pub mod reassignments;
+pub mod scram_credentials;
 pub mod sync_group;
 pub mod unregister_broker;

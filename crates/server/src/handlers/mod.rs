@@ -18,6 +18,7 @@ pub mod alter_client_quotas;
 pub mod alter_configs;
 pub mod alter_partition_reassignments;
 pub mod alter_replica_log_dirs;
+pub mod alter_user_scram_credentials;
 pub mod api_versions;
 pub mod create_acls;
 pub mod create_partitions;
@@ -35,6 +36,7 @@ pub mod describe_log_dirs;
 pub mod describe_producers;
 pub mod describe_quorum;
 pub mod describe_topic_partitions;
+pub mod describe_user_scram_credentials;
 pub mod elect_leaders;
 pub mod fetch;
 pub mod find_coordinator;
@@ -126,6 +128,8 @@ pub const APIS: &[ApiSpec] = &[
     offset_delete::SPEC,
     describe_client_quotas::SPEC,
     alter_client_quotas::SPEC,
+    describe_user_scram_credentials::SPEC,
+    alter_user_scram_credentials::SPEC,
     unregister_broker::SPEC,
     add_raft_voter::SPEC,
     remove_raft_voter::SPEC,
@@ -231,10 +235,9 @@ impl Endpoint {
 }
 
 /// The APIs a controller serves to Kafka clients on its CONTROLLER
-/// listener: those of Kafka's message specs that list the `controller`
-/// listener, less the ones Tarn does not implement (SCRAM credentials,
-/// delegation tokens, features updates) and the quorum's and brokers'
-/// own RPCs, which Tarn carries under private keys.
+/// listener: those Kafka's controller handles, less the ones Tarn does not
+/// implement (delegation tokens, features updates) and the quorum's and
+/// brokers' own RPCs, which Tarn carries under private keys.
 pub const CONTROLLER_APIS: &[i16] = &[
     api_versions::KEY,
     create_topics::KEY,
@@ -244,6 +247,7 @@ pub const CONTROLLER_APIS: &[i16] = &[
     alter_configs::KEY,
     incremental_alter_configs::KEY,
     alter_client_quotas::KEY,
+    alter_user_scram_credentials::KEY,
     elect_leaders::KEY,
     alter_partition_reassignments::KEY,
     list_partition_reassignments::KEY,
@@ -285,6 +289,7 @@ const FORWARDED: &[i16] = &[
     alter_configs::KEY,
     incremental_alter_configs::KEY,
     alter_client_quotas::KEY,
+    alter_user_scram_credentials::KEY,
     elect_leaders::KEY,
     alter_partition_reassignments::KEY,
     list_partition_reassignments::KEY,
@@ -471,6 +476,8 @@ async fn dispatch_at(
             offset_delete,
             describe_client_quotas,
             alter_client_quotas,
+            describe_user_scram_credentials,
+            alter_user_scram_credentials,
             unregister_broker,
             add_raft_voter,
             remove_raft_voter
