@@ -72,6 +72,12 @@ main_class() {
         kafka-metadata-quorum) echo org.apache.kafka.tools.MetadataQuorumCommand ;;
         kafka-broker-api-versions) echo org.apache.kafka.tools.BrokerApiVersionsCommand ;;
         kafka-cluster) echo org.apache.kafka.tools.ClusterTool ;;
+        kafka-groups) echo org.apache.kafka.tools.GroupsCommand ;;
+        kafka-acls) echo org.apache.kafka.tools.AclCommand ;;
+        kafka-client-metrics) echo org.apache.kafka.tools.ClientMetricsCommand ;;
+        kafka-e2e-latency) echo org.apache.kafka.tools.EndToEndLatency ;;
+        kafka-verifiable-producer) echo org.apache.kafka.tools.VerifiableProducer ;;
+        kafka-verifiable-consumer) echo org.apache.kafka.tools.VerifiableConsumer ;;
         *) die "unknown tool $1" ;;
     esac
 }

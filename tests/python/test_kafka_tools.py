@@ -472,20 +472,27 @@ def kafka_node(kafka_dir, release_version=None):
         assert stop.returncode == 0, f"{stop.stdout}\n{stop.stderr}"
 
 
-def test_kafka_configs_describes_users_and_is_refused_scram_as_kafka_at_3_3_iv3(broker, tmp_path):
+def test_user_credentials_and_config_resources_answer_as_kafka_at_3_3_iv3(broker, tmp_path):
     """kafka-configs.sh on users asks DescribeUserScramCredentials, and a
-    SCRAM credential is AlterUserScramCredentials: Tarn runs at
-    metadata.version 3.3-IV3, so it must answer both as a Kafka node
-    formatted at that level does (quotas described, no credentials; every
-    SCRAM change refused with Kafka's reason), standard output, exit status
+    SCRAM credential is AlterUserScramCredentials; kafka-configs.sh and
+    kafka-client-metrics.sh list client metrics resources with
+    ListConfigResources. Tarn runs at metadata.version 3.3-IV3, so it must
+    answer them as a Kafka node formatted at that level does (quotas
+    described, no credentials, every SCRAM change refused with Kafka's
+    reason; no client metrics resources), standard output, exit status
     and the error's message alike."""
     with kafka_node(tmp_path / "kafka", "3.3-IV3") as kafka:
-        def run(bootstrap, *args):
-            out = kafka_tool("kafka-configs", "--bootstrap-server", bootstrap, *args, check=False)
+        def run(bootstrap, *args, tool="kafka-configs"):
+            out = kafka_tool(tool, "--bootstrap-server", bootstrap, *args, check=False)
             reason = [line for line in out.stderr.splitlines() if line.startswith("Caused by")]
             return out.returncode, out.stdout, reason
 
+        for args in [["--list"], ["--describe"]]:
+            tarn = run(broker.bootstrap, *args, tool="kafka-client-metrics")
+            apache = run(kafka, *args, tool="kafka-client-metrics")
+            assert tarn == apache, f"kafka-client-metrics {args}\ntarn: {tarn}\nkafka: {apache}"
         for args in [
+            ["--describe", "--entity-type", "client-metrics"],
             ["--alter", "--entity-type", "users", "--entity-name", "alice", "--add-config",
              "producer_byte_rate=1024,consumer_byte_rate=2048"],
             ["--alter", "--entity-type", "users", "--entity-default", "--add-config", "producer_byte_rate=99"],

@@ -38,6 +38,7 @@ use tarn_protocol::messages::heartbeat::*;
 use tarn_protocol::messages::init_producer_id::*;
 use tarn_protocol::messages::join_group::*;
 use tarn_protocol::messages::leave_group::*;
+use tarn_protocol::messages::list_config_resources::*;
 use tarn_protocol::messages::list_groups::*;
 use tarn_protocol::messages::list_offsets::*;
 use tarn_protocol::messages::metadata::*;
@@ -347,6 +348,15 @@ impl Normalize for DescribeClientQuotasResponse {
         if let Some(entries) = self.entries.as_mut() {
             entries.sort_by_key(|e| format!("{:?}", e.entity));
         }
+    }
+}
+
+impl Normalize for ListConfigResourcesResponse {
+    fn normalize(&mut self) {
+        // Kafka lists topics from a hash set, in its order.
+        self.config_resources.sort_by(|a, b| {
+            (a.resource_type, &a.resource_name).cmp(&(b.resource_type, &b.resource_name))
+        });
     }
 }
 
@@ -975,6 +985,7 @@ pub const DESCRIBE_PRODUCERS: (i16, i16, i16) = (61, 0, 0);
 pub const DESCRIBE_CLIENT_QUOTAS: (i16, i16, i16) = (48, 1, 1);
 pub const ALTER_CLIENT_QUOTAS: (i16, i16, i16) = (49, 1, 1);
 pub const DESCRIBE_USER_SCRAM_CREDENTIALS: (i16, i16, i16) = (50, 0, 0);
+pub const LIST_CONFIG_RESOURCES: (i16, i16, i16) = (74, 1, 0);
 pub const DESCRIBE_ACLS: (i16, i16, i16) = (29, 3, 2);
 pub const CREATE_ACLS: (i16, i16, i16) = (30, 3, 2);
 pub const DELETE_ACLS: (i16, i16, i16) = (31, 3, 2);

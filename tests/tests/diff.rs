@@ -38,6 +38,7 @@ use tarn_protocol::messages::incremental_alter_configs::*;
 use tarn_protocol::messages::init_producer_id::*;
 use tarn_protocol::messages::join_group::*;
 use tarn_protocol::messages::leave_group::*;
+use tarn_protocol::messages::list_config_resources::*;
 use tarn_protocol::messages::list_groups::*;
 use tarn_protocol::messages::list_offsets::*;
 use tarn_protocol::messages::metadata::*;
@@ -455,6 +456,30 @@ fn quotas_and_acls(d: &mut Diff) {
                 permission_type: 1,
             }],
         },
+    );
+}
+
+/// ListConfigResources at v1 (every type, some types, a type it does not
+/// know) and at v0 (client metrics only), once the earlier scenarios have
+/// created their topics on both brokers.
+fn config_resources(d: &mut Diff) {
+    for (what, resource_types) in [
+        ("every type", vec![]),
+        ("topics", vec![2]),
+        ("brokers and their loggers", vec![4, 8]),
+        ("groups and client metrics", vec![32, 16]),
+        ("topics and an unknown type", vec![2, 1]),
+    ] {
+        d.call::<_, ListConfigResourcesResponse>(
+            &format!("ListConfigResources: {what}"),
+            LIST_CONFIG_RESOURCES,
+            &ListConfigResourcesRequest { resource_types },
+        );
+    }
+    d.call::<_, ListConfigResourcesResponse>(
+        "ListConfigResources v0: client metrics",
+        (74, 0, 0),
+        &ListConfigResourcesRequest::default(),
     );
 }
 
@@ -3202,6 +3227,7 @@ fn tarn_answers_as_apache_kafka_does() {
         broker_loggers(&mut d);
         quotas_and_acls(&mut d);
         scram_credentials(&mut d);
+        config_resources(&mut d);
         produce_list_offsets_and_fetch(&mut d);
         delete_records_and_create_partitions(&mut d);
         idempotence(&mut d);

@@ -2025,3 +2025,37 @@ fn scram_credentials() {
     };
     check::<_, k::AlterUserScramCredentialsResponse>(&response, 0..=0, 0);
 }
+
+#[test]
+fn list_config_resources() {
+    use kafka_protocol::messages as k;
+    use list_config_resources::*;
+    let request = ListConfigResourcesRequest {
+        resource_types: vec![2, 4, 16],
+    };
+    check::<_, k::ListConfigResourcesRequest>(&request, 0..=1, 0);
+    let response = ListConfigResourcesResponse {
+        throttle_time_ms: 0,
+        error_code: 0,
+        config_resources: vec![
+            ConfigResource {
+                resource_name: "1".into(),
+                resource_type: 4,
+            },
+            ConfigResource {
+                resource_name: "orders".into(),
+                resource_type: 2,
+            },
+        ],
+    };
+    check::<_, k::ListConfigResourcesResponse>(&response, 1..=1, 0);
+    let metrics = ListConfigResourcesResponse {
+        throttle_time_ms: 3,
+        error_code: 35,
+        config_resources: vec![ConfigResource {
+            resource_name: "subscription".into(),
+            resource_type: 16,
+        }],
+    };
+    check::<_, k::ListConfigResourcesResponse>(&metrics, 0..=1, 0);
+}

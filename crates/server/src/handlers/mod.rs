@@ -45,6 +45,7 @@ pub mod incremental_alter_configs;
 pub mod init_producer_id;
 pub mod join_group;
 pub mod leave_group;
+pub mod list_config_resources;
 pub mod list_groups;
 pub mod list_offsets;
 pub mod list_partition_reassignments;
@@ -130,6 +131,7 @@ pub const APIS: &[ApiSpec] = &[
     alter_client_quotas::SPEC,
     describe_user_scram_credentials::SPEC,
     alter_user_scram_credentials::SPEC,
+    list_config_resources::SPEC,
     unregister_broker::SPEC,
     add_raft_voter::SPEC,
     remove_raft_voter::SPEC,
@@ -478,6 +480,7 @@ async fn dispatch_at(
             alter_client_quotas,
             describe_user_scram_credentials,
             alter_user_scram_credentials,
+            list_config_resources,
             unregister_broker,
             add_raft_voter,
             remove_raft_voter
