@@ -480,7 +480,9 @@ def test_user_credentials_and_config_resources_answer_as_kafka_at_3_3_iv3(broker
     answer them as a Kafka node formatted at that level does (quotas
     described, no credentials, every SCRAM change refused with Kafka's
     reason; no client metrics resources), standard output, exit status
-    and the error's message alike."""
+    and the error's message alike. Then `tarn configs` on Tarn against
+    kafka-configs.sh on that node, for the quotas of users, clients, both
+    and IP addresses: the same output and the same failures."""
     with kafka_node(tmp_path / "kafka", "3.3-IV3") as kafka:
         def run(bootstrap, *args, tool="kafka-configs"):
             out = kafka_tool(tool, "--bootstrap-server", bootstrap, *args, check=False)
@@ -506,12 +508,60 @@ def test_user_credentials_and_config_resources_answer_as_kafka_at_3_3_iv3(broker
         ]:
             tarn, apache = run(broker.bootstrap, *args), run(kafka, *args)
             assert tarn == apache, f"{args}\ntarn: {tarn}\nkafka: {apache}"
+        # `tarn configs` on Tarn against kafka-configs.sh on Kafka, for the
+        # quotas of users, clients, both and IP addresses.
+        for args in [
+            "--alter --entity-type clients --entity-name app1 --add-config request_percentage=50.5",
+            "--alter --entity-type users --entity-name alice --entity-type clients --entity-name app2 "
+            "--add-config producer_byte_rate=10485760",
+            "--alter --entity-type clients --entity-name app2 --entity-type users --entity-name bob "
+            "--add-config consumer_byte_rate=7",
+            "--alter --user carol --client-defaults --add-config controller_mutation_rate=3",
+            "--alter --client-defaults --add-config producer_byte_rate=5",
+            "--alter --entity-type ips --entity-name 10.0.0.1 --add-config connection_creation_rate=5",
+            "--alter --ip-defaults --add-config connection_creation_rate=9",
+            "--alter --entity-type ips --entity-name 10.0.0.1 --add-config producer_byte_rate=5",
+            "--alter --entity-type clients --entity-name app1 --add-config bogus=1",
+            "--alter --entity-type clients --entity-name app1 --add-config request_percentage=abc",
+            "--alter --entity-type clients --entity-name app1 --delete-config producer_byte_rate",
+            "--alter --entity-type users --entity-name alice --add-config SCRAM-SHA-256=[password=x]",
+            "--describe --entity-type users",
+            "--describe --entity-type clients",
+            "--describe --entity-type ips",
+            "--describe --entity-type users --entity-name alice",
+            "--describe --entity-type users --entity-default",
+            "--describe --entity-type users --entity-type clients",
+            "--describe --entity-type users --entity-name alice --entity-type clients",
+            "--describe --user carol --client-defaults",
+            "--describe --client-defaults",
+            "--describe --entity-type clients --entity-name nobody",
+            "--alter --entity-type clients --entity-name app1 --delete-config request_percentage",
+            "--alter --ip 10.0.0.1 --delete-config connection_creation_rate",
+            "--describe --entity-type clients",
+            "--describe --entity-type ips",
+        ]:
+            tarn = subprocess.run([str(tarn_bin()), "configs", *args.split(), "--bootstrap-server",
+                                   broker.bootstrap], capture_output=True, text=True, timeout=TOOL_TIMEOUT_S)
+            apache = run(kafka, *args.split())
+            assert (tarn.returncode == 0) == (apache[0] == 0), f"{args}\ntarn: {tarn}\nkafka: {apache}"
+            assert quota_lines(tarn.stdout) == quota_lines(apache[1]), \
+                f"{args}\ntarn:\n{tarn.stdout}\nkafka:\n{apache[1]}"
         refused = run(broker.bootstrap, "--alter", "--entity-type", "users", "--entity-name", "alice",
                       "--add-config", "SCRAM-SHA-512=[password=x]")
         assert refused[0] != 0 and "does not support SCRAM" in refused[2][-1], refused
         described = run(broker.bootstrap, "--describe", "--entity-type", "users", "--entity-name", "alice")
         assert described == (0, "Quota configs for user-principal 'alice' are consumer_byte_rate=2048.0, "
                                 "producer_byte_rate=1024.0\n", []), described
+
+
+def quota_lines(stdout):
+    """kafka-configs.sh's quota lines in a fixed order: Kafka prints the
+    entities, and each one's quotas, in its hash maps' order."""
+    lines = []
+    for line in stdout.splitlines():
+        head, sep, values = line.partition(" are ")
+        lines.append(head + sep + ", ".join(sorted(values.split(", "))) if sep else line)
+    return sorted(lines)
 
 
 def test_tarn_serves_a_partition_directory_written_by_apache_kafka(broker_factory, tmp_path):

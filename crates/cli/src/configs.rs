@@ -1,4 +1,5 @@
-//! `tarn configs`: describe and alter topic and broker configs over the
+//! `tarn configs`: describe and alter topic and broker configs, and the
+//! client quotas of users, clients and IP addresses (`quotas.rs`), over the
 //! Kafka protocol, with kafka-configs.sh's flags and output.
 //!
 //! `--alter` sends one IncrementalAlterConfigs request (SET for
@@ -29,6 +30,8 @@ use tarn_server::error_names::error_name;
 
 use tarn_cli::client::Client;
 
+use crate::quotas::{self, Part, CLIENTS, IPS, USERS};
+
 /// kafka-configs.sh's entity type names.
 const TOPICS: &str = "topics";
 const BROKERS: &str = "brokers";
@@ -48,15 +51,36 @@ pub struct ConfigsArgs {
     /// List all configs (not only the dynamic ones) with --describe.
     #[arg(long, requires = "describe")]
     all: bool,
-    /// topics, brokers or broker-loggers.
+    /// topics, brokers, broker-loggers, users, clients or ips (users and
+    /// clients together for a user's quota on one client id).
     #[arg(long, value_name = "TYPE")]
-    entity_type: Option<String>,
-    /// The topic name or broker id (also of broker-loggers).
+    entity_type: Vec<String>,
+    /// The topic name, broker id (also of broker-loggers), user, client
+    /// id or IP address; one per --entity-type.
     #[arg(long, value_name = "NAME")]
-    entity_name: Option<String>,
-    /// The cluster-wide default of broker configs.
+    entity_name: Vec<String>,
+    /// The cluster-wide default of broker configs, or of the quotas of
+    /// users, clients or ips.
     #[arg(long)]
     entity_default: bool,
+    /// Shorthand for --entity-type users --entity-name USER.
+    #[arg(long, conflicts_with_all = ["entity_type", "user_defaults"])]
+    user: Option<String>,
+    /// Shorthand for --entity-type users --entity-default.
+    #[arg(long, conflicts_with = "entity_type")]
+    user_defaults: bool,
+    /// Shorthand for --entity-type clients --entity-name CLIENT.
+    #[arg(long, conflicts_with_all = ["entity_type", "client_defaults"])]
+    client: Option<String>,
+    /// Shorthand for --entity-type clients --entity-default.
+    #[arg(long, conflicts_with = "entity_type")]
+    client_defaults: bool,
+    /// Shorthand for --entity-type ips --entity-name IP.
+    #[arg(long, conflicts_with_all = ["entity_type", "ip_defaults", "user", "client"])]
+    ip: Option<String>,
+    /// Shorthand for --entity-type ips --entity-default.
+    #[arg(long, conflicts_with_all = ["entity_type", "user", "client"])]
+    ip_defaults: bool,
     /// Shorthand for --entity-type topics --entity-name TOPIC.
     #[arg(long, conflicts_with_all = ["entity_type", "entity_name", "broker"])]
     topic: Option<String>,
@@ -128,23 +152,28 @@ fn entity(args: &ConfigsArgs) -> Result<Entity> {
             name: Some(String::new()),
         });
     }
-    let kind = match args.entity_type.as_deref() {
-        Some(TOPICS) => TOPICS,
-        Some(BROKERS) => BROKERS,
-        Some(BROKER_LOGGERS) => BROKER_LOGGERS,
-        Some(other) => {
+    let (kind, entity_name) = match (args.entity_type.as_slice(), args.entity_name.as_slice()) {
+        ([], _) => bail!("--entity-type must be specified"),
+        ([kind], []) => (kind.as_str(), None),
+        ([kind], [name]) => (kind.as_str(), Some(name.clone())),
+        _ => bail!("One entity type and at most one entity name may be given for {TOPICS}, {BROKERS} or {BROKER_LOGGERS}"),
+    };
+    let kind = match kind {
+        TOPICS => TOPICS,
+        BROKERS => BROKERS,
+        BROKER_LOGGERS => BROKER_LOGGERS,
+        other => {
             bail!(
                 "Invalid entity type {other}, the entity type must be one of {TOPICS}, {BROKERS}, \
-                 {BROKER_LOGGERS}"
+                 {BROKER_LOGGERS}, {USERS}, {CLIENTS}, {IPS}"
             )
         }
-        None => bail!("--entity-type must be specified"),
     };
     if args.entity_default {
         if kind != BROKERS {
             bail!("--entity-default is only valid with --entity-type {BROKERS}");
         }
-        if args.entity_name.is_some() {
+        if entity_name.is_some() {
             bail!("Only one of --entity-name or --entity-default can be specified");
         }
         return Ok(Entity {
@@ -153,7 +182,7 @@ fn entity(args: &ConfigsArgs) -> Result<Entity> {
         });
     }
     if kind != TOPICS {
-        if let Some(name) = &args.entity_name {
+        if let Some(name) = &entity_name {
             if name.parse::<i32>().is_err() {
                 bail!(
                     "The entity name for {kind} must be a valid integer broker id, found: {name}"
@@ -163,13 +192,86 @@ fn entity(args: &ConfigsArgs) -> Result<Entity> {
     }
     Ok(Entity {
         kind,
-        name: args.entity_name.clone(),
+        name: entity_name,
     })
+}
+
+/// The quota entity the arguments name (users, clients or ips, from
+/// --entity-type or the --user/--client/--ip shorthands), or `None` when
+/// they name a config resource instead.
+fn quota_entity(args: &ConfigsArgs) -> Result<Option<Vec<Part>>> {
+    let mut parts = Vec::new();
+    for (kind, name, default) in [
+        (USERS, &args.user, args.user_defaults),
+        (CLIENTS, &args.client, args.client_defaults),
+        (IPS, &args.ip, args.ip_defaults),
+    ] {
+        match (name, default) {
+            (Some(name), _) => parts.push(Part {
+                kind,
+                name: Some(name.clone()),
+            }),
+            (None, true) => parts.push(Part {
+                kind,
+                name: Some(String::new()),
+            }),
+            (None, false) => {}
+        }
+    }
+    if !parts.is_empty() {
+        return Ok(Some(parts));
+    }
+    let kinds: Vec<Option<&'static str>> = args
+        .entity_type
+        .iter()
+        .map(|t| quotas::quota_kind(t))
+        .collect();
+    if kinds.iter().all(Option::is_none) {
+        return Ok(None);
+    }
+    let Some(kinds) = kinds.into_iter().collect::<Option<Vec<_>>>() else {
+        bail!("users, clients and ips cannot be combined with another entity type");
+    };
+    let pair = [USERS, CLIENTS];
+    if kinds.len() > 2
+        || (kinds.len() == 2
+            && !(pair.contains(&kinds[0]) && pair.contains(&kinds[1]) && kinds[0] != kinds[1]))
+    {
+        bail!("Only users and clients may be given together, once each");
+    }
+    let mut names: Vec<String> = args.entity_name.clone();
+    if args.entity_default {
+        if kinds.len() > 1 {
+            bail!("With two entity types, name both or use --user-defaults or --client-defaults");
+        }
+        names.push(String::new());
+    }
+    if names.len() > kinds.len() {
+        bail!("More entity names specified than entity types");
+    }
+    Ok(Some(
+        kinds
+            .into_iter()
+            .enumerate()
+            .map(|(i, kind)| Part {
+                kind,
+                name: names.get(i).cloned(),
+            })
+            .collect(),
+    ))
 }
 
 pub fn run(args: ConfigsArgs) -> Result<()> {
     if args.describe == args.alter {
         bail!("Command must include exactly one action: --describe, --alter");
+    }
+    if let Some(parts) = quota_entity(&args)? {
+        let mut client = crate::cluster::connect_bootstrap(&args.bootstrap_server)?;
+        if args.describe {
+            return quotas::describe(&mut client, &parts);
+        }
+        let (added, deleted) = requested_changes(&args)?;
+        return quotas::alter(&mut client, &parts, &added, &deleted);
     }
     let entity = entity(&args)?;
     let mut client = crate::cluster::connect_bootstrap(&args.bootstrap_server)?;
@@ -371,19 +473,7 @@ fn alter(client: &mut Client, entity: &Entity, args: &ConfigsArgs) -> Result<()>
     let Some(name) = entity.name.clone() else {
         bail!("--entity-name or --entity-default must be specified with --alter");
     };
-    let added = match &args.add_config {
-        Some(text) => parse_add_config(text)?,
-        None => Vec::new(),
-    };
-    let deleted: Vec<String> = args
-        .delete_config
-        .iter()
-        .map(|k| k.trim().to_owned())
-        .filter(|k| !k.is_empty())
-        .collect();
-    if added.is_empty() && deleted.is_empty() {
-        bail!("At least one of --add-config or --delete-config must be specified with --alter");
-    }
+    let (added, deleted) = requested_changes(args)?;
     // As kafka-configs.sh does: deleting a key the entity does not set,
     // or naming a logger the broker does not list, is an operator error,
     // reported before anything is sent.
@@ -441,6 +531,28 @@ fn alter(client: &mut Client, entity: &Entity, args: &ConfigsArgs) -> Result<()>
         );
     }
     read_back(client, entity, &name, &added, &deleted)
+}
+
+/// The keys `--add-config` sets, with their values, and the keys
+/// `--delete-config` removes.
+type Changes = (Vec<(String, String)>, Vec<String>);
+
+/// What `--add-config` and `--delete-config` ask for; at least one key.
+fn requested_changes(args: &ConfigsArgs) -> Result<Changes> {
+    let added = match &args.add_config {
+        Some(text) => parse_add_config(text)?,
+        None => Vec::new(),
+    };
+    let deleted: Vec<String> = args
+        .delete_config
+        .iter()
+        .map(|k| k.trim().to_owned())
+        .filter(|k| !k.is_empty())
+        .collect();
+    if added.is_empty() && deleted.is_empty() {
+        bail!("At least one of --add-config or --delete-config must be specified with --alter");
+    }
+    Ok((added, deleted))
 }
 
 /// Prints every touched key as the broker now reports it and fails when

@@ -23,6 +23,7 @@ mod log_dirs;
 mod perf;
 mod produce;
 mod props;
+mod quotas;
 mod reassign;
 mod records;
 mod serve;
