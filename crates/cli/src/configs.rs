@@ -461,7 +461,7 @@ pub(crate) fn incremental_alter(
 }
 
 /// A broker's refusal as the tools print it: "NAME (code): message".
-fn refusal(code: i16, message: Option<&str>) -> String {
+pub(crate) fn refusal(code: i16, message: Option<&str>) -> String {
     format!(
         "{} ({code}): {}",
         error_name(code),

@@ -14,12 +14,13 @@ use anyhow::{bail, Context, Result};
 use tarn_protocol::error;
 use tarn_protocol::messages::client_quotas::{
     AlterClientQuotasRequest, AlterClientQuotasResponse, AlterEntryData, ComponentData,
-    DescribeClientQuotasRequest, DescribeClientQuotasResponse, EntityData, Float64, OpData,
-    MATCH_TYPE_DEFAULT, MATCH_TYPE_EXACT, MATCH_TYPE_SPECIFIED,
+    DescribeClientQuotasRequest, DescribeClientQuotasResponse, DescribeEntryData, EntityData,
+    Float64, OpData, MATCH_TYPE_DEFAULT, MATCH_TYPE_EXACT, MATCH_TYPE_SPECIFIED,
 };
-use tarn_server::error_names::error_name;
 
 use tarn_cli::client::Client;
+
+use crate::configs::refusal;
 
 /// kafka-configs.sh's quota entity types, by their protocol names.
 pub const USERS: &str = "users";
@@ -63,9 +64,10 @@ pub fn quota_kind(entity_type: &str) -> Option<&'static str> {
         .find(|k| *k == entity_type)
 }
 
-/// `--describe`: one line per matching entity, as kafka-configs.sh
-/// prints them (the entities and each one's quotas in the broker's order).
-pub fn describe(client: &mut Client, parts: &[Part]) -> Result<()> {
+/// The entities `parts` match exactly (a named part its name, a default
+/// part the default, an unnamed part any entity of its type), with their
+/// quotas, in the broker's order.
+fn matching(client: &mut Client, parts: &[Part]) -> Result<Vec<DescribeEntryData>> {
     let components = parts
         .iter()
         .map(|p| ComponentData {
@@ -89,7 +91,13 @@ pub fn describe(client: &mut Client, parts: &[Part]) -> Result<()> {
             refusal(response.error_code, response.error_message.as_deref())
         );
     }
-    for entry in response.entries.unwrap_or_default() {
+    Ok(response.entries.unwrap_or_default())
+}
+
+/// `--describe`: one line per matching entity, as kafka-configs.sh
+/// prints them (the entities and each one's quotas in the broker's order).
+pub fn describe(client: &mut Client, parts: &[Part]) -> Result<()> {
+    for entry in matching(client, parts)? {
         let entity: Vec<String> = ["user", "client-id", "ip"]
             .into_iter()
             .filter_map(|t| {
@@ -115,40 +123,6 @@ pub fn describe(client: &mut Client, parts: &[Part]) -> Result<()> {
     Ok(())
 }
 
-/// The quotas stored for exactly this entity, as (key, value).
-fn current(client: &mut Client, parts: &[Part]) -> Result<Vec<(String, f64)>> {
-    let components = parts
-        .iter()
-        .map(|p| ComponentData {
-            entity_type: p.protocol_type().to_owned(),
-            match_type: if p.name.as_deref() == Some("") {
-                MATCH_TYPE_DEFAULT
-            } else {
-                MATCH_TYPE_EXACT
-            },
-            r#match: p.name.clone().filter(|n| !n.is_empty()),
-        })
-        .collect();
-    let request = DescribeClientQuotasRequest {
-        components,
-        strict: true,
-    };
-    let response: DescribeClientQuotasResponse = client.call(48, 1, 1, &request)?;
-    if response.error_code != error::NONE {
-        bail!(
-            "reading the entity's quotas failed: {}",
-            refusal(response.error_code, response.error_message.as_deref())
-        );
-    }
-    Ok(response
-        .entries
-        .unwrap_or_default()
-        .into_iter()
-        .flat_map(|e| e.values)
-        .map(|v| (v.key, v.value.0))
-        .collect())
-}
-
 /// `--alter`: checks the keys as kafka-configs.sh does, then sends one
 /// AlterClientQuotas for the entity and prints its confirmation.
 pub fn alter(
@@ -166,64 +140,52 @@ pub fn alter(
             head.kind
         );
     }
+    // kafka-configs.sh's rule: IP addresses take connection quotas, a user
+    // alone quotas or SCRAM credentials, a client (alone or with a user)
+    // quotas only.
     let is_scram = |k: &str| SCRAM_KEYS.contains(&k);
-    let user_alone = head.kind == USERS && parts.len() == 1;
-    for (verb, keys) in [
-        (
-            "added",
-            added.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
-        ),
-        ("deleted", deleted.iter().map(String::as_str).collect()),
-    ] {
-        let (unknown, what): (Vec<&str>, String) = if head.kind == IPS {
-            let unknown = keys
-                .iter()
-                .copied()
-                .filter(|k| !IP_KEYS.contains(k))
-                .collect();
-            (
-                unknown,
-                "connection quota configs can be {verb} for 'ips'".to_owned(),
-            )
-        } else if user_alone {
-            let unknown = keys
-                .iter()
-                .copied()
-                .filter(|k| !USER_CLIENT_KEYS.contains(k) && !is_scram(k))
-                .collect();
-            (
-                unknown,
-                "quota and SCRAM credential configs can be {verb} for 'users'".to_owned(),
-            )
-        } else {
-            let unknown = keys
-                .iter()
-                .copied()
-                .filter(|k| !USER_CLIENT_KEYS.contains(k))
-                .collect();
-            (
-                unknown,
-                "quota configs can be {verb} for 'clients'".to_owned(),
-            )
-        };
+    let user_keys: Vec<&str> = USER_CLIENT_KEYS
+        .iter()
+        .chain(&SCRAM_KEYS)
+        .copied()
+        .collect();
+    let (allowed, subject, kind): (&[&str], &str, &str) = if head.kind == IPS {
+        (&IP_KEYS, "connection quota configs", IPS)
+    } else if head.kind == USERS && parts.len() == 1 {
+        (&user_keys, "quota and SCRAM credential configs", USERS)
+    } else {
+        (&USER_CLIENT_KEYS, "quota configs", CLIENTS)
+    };
+    let added_keys: Vec<&str> = added.iter().map(|(k, _)| k.as_str()).collect();
+    let deleted_keys: Vec<&str> = deleted.iter().map(String::as_str).collect();
+    for (verb, keys) in [("added", &added_keys), ("deleted", &deleted_keys)] {
+        let unknown: Vec<&str> = keys
+            .iter()
+            .copied()
+            .filter(|k| !allowed.contains(k))
+            .collect();
         if !unknown.is_empty() {
             bail!(
-                "Only {} using --bootstrap-server. Unexpected config names: {}",
-                what.replace("{verb}", verb),
+                "Only {subject} can be {verb} for '{kind}' using --bootstrap-server. Unexpected \
+                 config names: {}",
                 unknown.join(",")
             );
         }
-        if keys.iter().any(|k| is_scram(k)) {
-            bail!(
-                "SCRAM credentials cannot be stored: Tarn runs at metadata.version 3.3-IV3, \
-                 where Kafka does not support SCRAM"
-            );
-        }
     }
-    let stored = current(client, parts)?;
+    if added_keys.iter().chain(&deleted_keys).any(|k| is_scram(k)) {
+        bail!(
+            "SCRAM credentials cannot be stored: Tarn runs at metadata.version 3.3-IV3, where \
+             Kafka does not support SCRAM"
+        );
+    }
+    let stored: Vec<String> = matching(client, parts)?
+        .into_iter()
+        .flat_map(|e| e.values)
+        .map(|v| v.key)
+        .collect();
     let invalid: Vec<&str> = deleted
         .iter()
-        .filter(|k| !stored.iter().any(|(s, _)| s == *k))
+        .filter(|k| !stored.contains(k))
         .map(String::as_str)
         .collect();
     if !invalid.is_empty() {
@@ -280,15 +242,6 @@ pub fn alter(
         ),
     }
     Ok(())
-}
-
-/// A broker's refusal as the tools print it: "NAME (code): message".
-fn refusal(code: i16, message: Option<&str>) -> String {
-    format!(
-        "{} ({code}): {}",
-        error_name(code),
-        message.unwrap_or("(no message from the broker)")
-    )
 }
 
 /// A double as Java's `Double.toString` writes it (kafka-configs.sh prints
