@@ -167,7 +167,8 @@ def test_tarn_groups_and_configs_say_what_kafka_tools_say(broker):
     and state views of an empty group, of one whose live member owns two
     partitions and committed an offset with its leader epoch, and of one
     with a static and a dynamic member over two topics, plain and
-    verbose) and `tarn configs` against kafka-configs.sh (a topic's, all
+    verbose; the offsets a reset to the current offsets, by a shift or by
+    a duration would set) and `tarn configs` against kafka-configs.sh (a topic's, all
     topics', a broker's and the cluster default's configs), the same
     broker answering both: the same standard output, and both succeed or
     both fail. (Of a group that does not exist kafka-consumer-groups.sh
@@ -232,6 +233,12 @@ def test_tarn_groups_and_configs_say_what_kafka_tools_say(broker):
              entity_blocks),
             (*groups, ["--describe", "--group", "gc-live", "--members", "--state"],
              ["groups", "--describe", "--group", "gc-live", "--members", "--state"], entity_blocks),
+            *[(*groups, ["--reset-offsets", "--group", "gc-empty", "--topic", topic, *spec, "--dry-run"],
+               ["groups", "--reset-offsets", "--group", "gc-empty", "--topic", topic, *spec, "--dry-run"],
+               sorted_lines)
+              for topic, spec in [("gc-two", ["--to-current"]), ("gc-two:1", ["--shift-by", "-5"]),
+                                  ("gc-two:1", ["--shift-by", "1"]), ("gc-two", ["--by-duration", "P1D"]),
+                                  ("gc-two", ["--by-duration", "PT0S"])]],
             ("kafka-configs", ["--describe", "--entity-type", "topics", "--entity-name", "gc-two"],
              ["configs", "--describe", "--entity-type", "topics", "--entity-name", "gc-two"], entity_blocks),
             ("kafka-configs", ["--describe", "--entity-type", "topics"],

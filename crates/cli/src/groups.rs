@@ -36,7 +36,7 @@ const CLIENT_ID: &str = "tarn-cli";
 ))]
 #[command(group(
     ArgGroup::new("reset_spec")
-        .args(["to_earliest", "to_latest", "to_offset", "to_datetime"])
+        .args(["to_earliest", "to_latest", "to_offset", "to_datetime", "by_duration", "shift_by", "to_current"])
 ))]
 pub struct GroupsArgs {
     /// host:port of a broker.
@@ -80,6 +80,17 @@ pub struct GroupsArgs {
     /// YYYY-MM-DDTHH:mm:SS.sss (local time unless a Z or ±HH:MM suffix).
     #[arg(long, value_name = "DATETIME")]
     to_datetime: Option<String>,
+    /// Reset to the first offset at or after now minus this ISO-8601
+    /// duration (PnDTnHnMn.nS, as Java's Duration.parse reads it).
+    #[arg(long, value_name = "DURATION")]
+    by_duration: Option<String>,
+    /// Move each committed offset by N (negative: back), clamped to the
+    /// log's range.
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    shift_by: Option<i64>,
+    /// Reset to the committed offset (the log end where none is).
+    #[arg(long)]
+    to_current: bool,
     /// Commit the new offsets (without it, only show them).
     #[arg(long, conflicts_with = "dry_run")]
     execute: bool,
@@ -754,9 +765,12 @@ fn reset_offsets(args: &GroupsArgs, groups: &[String]) -> Result<()> {
     let spec_given = args.to_earliest
         || args.to_latest
         || args.to_offset.is_some()
-        || args.to_datetime.is_some();
+        || args.to_datetime.is_some()
+        || args.by_duration.is_some()
+        || args.shift_by.is_some()
+        || args.to_current;
     if !spec_given {
-        bail!("One of the reset specifications should be defined: --to-earliest, --to-latest, --to-offset, --to-datetime.");
+        bail!("One of the reset specifications should be defined: --to-earliest, --to-latest, --to-offset, --to-datetime, --by-duration, --shift-by, --to-current.");
     }
     if !args.execute && !args.dry_run {
         eprintln!("WARN: No action will be performed as the --execute option is missing. In a future major release, the default behavior of this command will be to prompt the user before executing the reset rather than doing a dry run. You should add the --dry-run option explicitly if you are scripting this command and want to keep the current default behavior without prompting.");
@@ -781,8 +795,21 @@ fn reset_offsets(args: &GroupsArgs, groups: &[String]) -> Result<()> {
             lo.zip(hi)
                 .with_context(|| format!("partition {}-{} does not exist", tp.0, tp.1))
         };
-        let by_time = match &args.to_datetime {
-            Some(text) => Some(list_offsets(bootstrap, &scope, parse_datetime(text)?)?),
+        let timestamp = match (&args.to_datetime, &args.by_duration) {
+            (Some(text), _) => Some(parse_datetime(text)?),
+            (None, Some(duration)) => {
+                let now_ms = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .context("the clock is before 1970")?
+                    .as_millis();
+                let now_ms =
+                    i64::try_from(now_ms).context("the clock is past the year 292 million")?;
+                Some(now_ms - parse_duration_ms(duration)?)
+            }
+            (None, None) => None,
+        };
+        let by_time = match timestamp {
+            Some(timestamp) => Some(list_offsets(bootstrap, &scope, timestamp)?),
             None => None,
         };
         let mut new_offsets: BTreeMap<TopicPartition, i64> = BTreeMap::new();
@@ -792,7 +819,17 @@ fn reset_offsets(args: &GroupsArgs, groups: &[String]) -> Result<()> {
                 lo
             } else if args.to_latest {
                 hi
-            } else if let Some(target) = args.to_offset {
+            } else if args.to_current {
+                committed.get(tp).copied().unwrap_or(hi)
+            } else if let Some(target) = args.to_offset.or(args
+                .shift_by
+                .map(|by| {
+                    committed.get(tp).map(|c| c + by).with_context(|| {
+                        format!("Cannot shift offset for partition {}-{} since there is no current committed offset", tp.0, tp.1)
+                    })
+                })
+                .transpose()?)
+            {
                 if target < lo {
                     eprintln!("New offset ({target}) is lower than earliest offset for topic partition {}-{}. Value will be set to {lo}", tp.0, tp.1);
                 }
@@ -801,23 +838,35 @@ fn reset_offsets(args: &GroupsArgs, groups: &[String]) -> Result<()> {
                 }
                 target.clamp(lo, hi)
             } else {
-                by_time
-                    .as_ref()
-                    .and_then(|m| m.get(tp).copied().flatten())
-                    .unwrap_or(hi)
+                let found = by_time.as_ref().and_then(|m| m.get(tp).copied().flatten());
+                found.unwrap_or_else(|| {
+                    // Kafka's tool says so on standard output.
+                    println!(
+                        "\nWarn: Partition {} from topic {} is empty. Falling back to latest known offset.",
+                        tp.1, tp.0
+                    );
+                    hi
+                })
             };
             new_offsets.insert(tp.clone(), offset);
         }
         if args.execute {
             commit(&mut client, group, &new_offsets)?;
         }
+        // kafka-consumer-groups.sh 4.4's table: the group and topic columns
+        // as wide as their longest value and at least MIN_COLUMN.
+        if new_offsets.is_empty() {
+            continue;
+        }
+        let group_w = group.len().max(MIN_COLUMN);
+        let topic_w = column_width(MIN_COLUMN, new_offsets.keys().map(|(t, _)| t.as_str()));
         println!();
         println!(
-            "{:30} {:30} {:10} {:15}",
-            "GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"
+            "{:group_w$} {:topic_w$} {:10} NEW-OFFSET",
+            "GROUP", "TOPIC", "PARTITION"
         );
         for ((topic, partition), offset) in &new_offsets {
-            println!("{group:30} {topic:30} {partition:<10} {offset:<15}");
+            println!("{group:group_w$} {topic:topic_w$} {partition:<10} {offset}");
         }
     }
     Ok(())
@@ -863,6 +912,56 @@ fn local_offset_secs(utc_secs: i64) -> Result<i64> {
 
 /// Parses kafka-consumer-groups.sh's `--to-datetime` format,
 /// `YYYY-MM-DDTHH:mm:SS[.sss][Z|±HH:MM|±HHMM]`, to epoch milliseconds.
+/// An ISO-8601 duration as Java's `Duration.parse` reads it
+/// (`[-+]PnDTnHnMn.nS`, each part optional and signed, case-insensitive),
+/// in milliseconds.
+pub fn parse_duration_ms(text: &str) -> Result<i64> {
+    let bad = || anyhow::anyhow!("Text cannot be parsed to a Duration: {text}");
+    let upper = text.to_ascii_uppercase();
+    let (sign, rest) = match upper.strip_prefix('-') {
+        Some(rest) => (-1, rest),
+        None => (1, upper.strip_prefix('+').unwrap_or(&upper)),
+    };
+    let rest = rest.strip_prefix('P').ok_or_else(bad)?;
+    let (days, time) = match rest.split_once('T') {
+        Some((days, time)) if !time.is_empty() => (days, Some(time)),
+        Some(_) => return Err(bad()),
+        None => (rest, None),
+    };
+    if days.is_empty() && time.is_none() {
+        return Err(bad());
+    }
+    let number = |digits: &str| -> Result<f64> {
+        let valid = !digits.is_empty()
+            && digits
+                .trim_start_matches(['-', '+'])
+                .chars()
+                .all(|c| c.is_ascii_digit() || c == '.' || c == ',');
+        if !valid {
+            return Err(bad());
+        }
+        digits.replace(',', ".").parse::<f64>().map_err(|_| bad())
+    };
+    let mut ms = 0.0;
+    if !days.is_empty() {
+        ms += number(days.strip_suffix('D').ok_or_else(bad)?)? * 86_400_000.0;
+    }
+    let mut time = time.unwrap_or("");
+    for (unit, scale) in [('H', 3_600_000.0), ('M', 60_000.0), ('S', 1_000.0)] {
+        if let Some((value, after)) = time.split_once(unit) {
+            if unit != 'S' && (value.contains('.') || value.contains(',')) {
+                return Err(bad());
+            }
+            ms += number(value)? * scale;
+            time = after;
+        }
+    }
+    if !time.is_empty() {
+        return Err(bad());
+    }
+    Ok(sign * ms.round() as i64)
+}
+
 pub fn parse_datetime(text: &str) -> Result<i64> {
     let bad = || anyhow::anyhow!("--to-datetime '{text}': expected YYYY-MM-DDTHH:mm:SS.sss");
     let (date, rest) = text.split_once('T').ok_or_else(bad)?;
@@ -925,6 +1024,24 @@ pub fn parse_datetime(text: &str) -> Result<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_parse_like_java() {
+        for (text, ms) in [
+            ("PT1H", 3_600_000),
+            ("P1DT2H3M4.5S", 93_784_500),
+            ("pt15m", 900_000),
+            ("-PT10S", -10_000),
+            ("P2D", 172_800_000),
+            ("PT-1H30M", -1_800_000),
+            ("PT0,25S", 250),
+        ] {
+            assert_eq!(parse_duration_ms(text).unwrap(), ms, "{text}");
+        }
+        for bad in ["", "P", "PT", "1H", "PT1.5H", "P1H", "PTXS", "PT1S2"] {
+            assert!(parse_duration_ms(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn datetimes_parse_like_kafka() {
