@@ -712,6 +712,27 @@ fn delete(bootstrap: &str, groups: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// The offset `--to-offset` names, or the committed one moved by
+/// `--shift-by` (an error where none is committed), before clamping.
+fn requested_offset(
+    args: &GroupsArgs,
+    committed: &BTreeMap<TopicPartition, i64>,
+    tp: &TopicPartition,
+) -> Result<Option<i64>> {
+    match (args.to_offset, args.shift_by) {
+        (Some(target), _) => Ok(Some(target)),
+        (None, Some(by)) => match committed.get(tp) {
+            Some(current) => Ok(Some(current.saturating_add(by))),
+            None => bail!(
+                "Cannot shift offset for partition {}-{} since there is no current committed offset",
+                tp.0,
+                tp.1
+            ),
+        },
+        (None, None) => Ok(None),
+    }
+}
+
 /// The partitions `--topic` and `--all-topics` select.
 fn reset_scope(
     args: &GroupsArgs,
@@ -821,15 +842,7 @@ fn reset_offsets(args: &GroupsArgs, groups: &[String]) -> Result<()> {
                 hi
             } else if args.to_current {
                 committed.get(tp).copied().unwrap_or(hi)
-            } else if let Some(target) = args.to_offset.or(args
-                .shift_by
-                .map(|by| {
-                    committed.get(tp).map(|c| c + by).with_context(|| {
-                        format!("Cannot shift offset for partition {}-{} since there is no current committed offset", tp.0, tp.1)
-                    })
-                })
-                .transpose()?)
-            {
+            } else if let Some(target) = requested_offset(args, &committed, tp)? {
                 if target < lo {
                     eprintln!("New offset ({target}) is lower than earliest offset for topic partition {}-{}. Value will be set to {lo}", tp.0, tp.1);
                 }
