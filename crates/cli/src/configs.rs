@@ -232,11 +232,7 @@ fn quota_entity(args: &ConfigsArgs) -> Result<Option<Vec<Part>>> {
     let Some(kinds) = kinds.into_iter().collect::<Option<Vec<_>>>() else {
         bail!("users, clients and ips cannot be combined with another entity type");
     };
-    let pair = [USERS, CLIENTS];
-    if kinds.len() > 2
-        || (kinds.len() == 2
-            && !(pair.contains(&kinds[0]) && pair.contains(&kinds[1]) && kinds[0] != kinds[1]))
-    {
+    if !matches!(kinds.as_slice(), [_] | [USERS, CLIENTS] | [CLIENTS, USERS]) {
         bail!("Only users and clients may be given together, once each");
     }
     let mut names: Vec<String> = args.entity_name.clone();

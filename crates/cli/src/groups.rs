@@ -24,6 +24,7 @@ use crate::coordinator::{
     commit_offsets, committed_offsets, committed_positions, error_text, find_coordinator,
     find_coordinator_node, Committer, Coordinator,
 };
+use crate::records::now_ms;
 
 /// The `client.id` these requests carry.
 const CLIENT_ID: &str = "tarn-cli";
@@ -212,12 +213,23 @@ fn type_name(group_type: &str) -> String {
 
 /// The consumer groups every broker lists (ListGroups v5), in name order:
 /// classic groups of the consumer protocol (or of none yet, as a group
-/// that only commits offsets) and consumer groups, in `states` if any.
-fn list_consumer_groups(bootstrap: &str, states: &[String]) -> Result<Vec<ListedGroup>> {
+/// that only commits offsets) and consumer groups, of `types` and in
+/// `states` if any (the brokers filter, in any case).
+fn list_consumer_groups(
+    bootstrap: &str,
+    states: &[String],
+    types: &[String],
+) -> Result<Vec<ListedGroup>> {
     let brokers = metadata(bootstrap, Some(Vec::new()), false)?.brokers;
+    let types: Vec<&str> = if types.is_empty() {
+        GROUP_TYPES.to_vec()
+    } else {
+        types.iter().map(String::as_str).collect()
+    };
+    let types_filter = types.iter().map(|t| t.to_lowercase()).collect();
     let request = ListGroupsRequest {
         states_filter: states.to_vec(),
-        types_filter: vec!["classic".to_owned(), "consumer".to_owned()],
+        types_filter,
     };
     let mut groups = BTreeMap::new();
     for broker in brokers {
@@ -242,7 +254,7 @@ fn list_consumer_groups(bootstrap: &str, states: &[String]) -> Result<Vec<Listed
 }
 
 fn list_group_ids(bootstrap: &str) -> Result<Vec<String>> {
-    Ok(list_consumer_groups(bootstrap, &[])?
+    Ok(list_consumer_groups(bootstrap, &[], &[])?
         .into_iter()
         .map(|g| g.group_id)
         .collect())
@@ -275,15 +287,7 @@ fn list(bootstrap: &str, states: Option<&str>, types: Option<&str>) -> Result<()
         })?,
         None => Vec::new(),
     };
-    let groups: Vec<ListedGroup> = list_consumer_groups(bootstrap, &wanted_states)?
-        .into_iter()
-        .filter(|g| {
-            wanted_types.is_empty()
-                || wanted_types
-                    .iter()
-                    .any(|t| t.eq_ignore_ascii_case(&g.group_type))
-        })
-        .collect();
+    let groups = list_consumer_groups(bootstrap, &wanted_states, &wanted_types)?;
     let group_w = groups
         .iter()
         .map(|g| g.group_id.len().max(MIN_COLUMN))
@@ -513,22 +517,22 @@ fn print_rows(group: &str, rows: &[Row], verbose: bool) {
             "CLIENT-ID"
         ])
     );
-    let group_line = |r: &Row| {
-        line([
-            group,
-            &r.topic,
-            &r.partition,
-            &r.leader_epoch,
-            &r.current,
-            &r.log_end,
-            &r.lag,
-            &r.consumer_id,
-            &r.host,
-            &r.client_id,
-        ])
-    };
     for r in rows {
-        println!("{}", group_line(r));
+        println!(
+            "{}",
+            line([
+                group,
+                &r.topic,
+                &r.partition,
+                &r.leader_epoch,
+                &r.current,
+                &r.log_end,
+                &r.lag,
+                &r.consumer_id,
+                &r.host,
+                &r.client_id,
+            ])
+        );
     }
 }
 
@@ -564,15 +568,18 @@ fn print_members(described: &DescribedGroup, assignments: &[Vec<TopicPartition>]
     let members = &described.members;
     let group = described.group_id.as_str();
     let texts: Vec<String> = assignments.iter().map(|a| assignment_text(a)).collect();
-    let instance = |i: usize| members[i].group_instance_id.as_deref().unwrap_or("");
+    let instances: Vec<&str> = members
+        .iter()
+        .map(|m| m.group_instance_id.as_deref().unwrap_or(""))
+        .collect();
     // Kafka sizes the group column by the member rows: 15 when there are none.
     let group_w = column_width(MIN_COLUMN, members.first().map(|_| group));
     let consumer_w = column_width(MIN_COLUMN, members.iter().map(|m| m.member_id.as_str()));
-    let instance_w = column_width(17, (0..members.len()).map(instance));
+    let instance_w = column_width(17, instances.iter().copied());
     let host_w = column_width(MIN_COLUMN, members.iter().map(|m| m.client_host.as_str()));
     let client_w = column_width(MIN_COLUMN, members.iter().map(|m| m.client_id.as_str()));
     let assignment_w = column_width(20, texts.iter().map(String::as_str));
-    let with_instance = (0..members.len()).any(|i| !instance(i).is_empty());
+    let with_instance = instances.iter().any(|i| !i.is_empty());
     let line = |values: [&str; 10]| {
         let [group, consumer, instance, host, client, count, epoch, current, target_epoch, target] =
             values;
@@ -611,7 +618,7 @@ fn print_members(described: &DescribedGroup, assignments: &[Vec<TopicPartition>]
             line([
                 group,
                 &member.member_id,
-                instance(i),
+                instances[i],
                 &member.client_host,
                 &member.client_id,
                 &count,
@@ -818,15 +825,7 @@ fn reset_offsets(args: &GroupsArgs, groups: &[String]) -> Result<()> {
         };
         let timestamp = match (&args.to_datetime, &args.by_duration) {
             (Some(text), _) => Some(parse_datetime(text)?),
-            (None, Some(duration)) => {
-                let now_ms = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .context("the clock is before 1970")?
-                    .as_millis();
-                let now_ms =
-                    i64::try_from(now_ms).context("the clock is past the year 292 million")?;
-                Some(now_ms - parse_duration_ms(duration)?)
-            }
+            (None, Some(duration)) => Some(now_ms() - parse_duration_ms(duration)?),
             (None, None) => None,
         };
         let by_time = match timestamp {
@@ -923,8 +922,6 @@ fn local_offset_secs(utc_secs: i64) -> Result<i64> {
     Ok(tm.tm_gmtoff)
 }
 
-/// Parses kafka-consumer-groups.sh's `--to-datetime` format,
-/// `YYYY-MM-DDTHH:mm:SS[.sss][Z|±HH:MM|±HHMM]`, to epoch milliseconds.
 /// An ISO-8601 duration as Java's `Duration.parse` reads it
 /// (`[-+]PnDTnHnMn.nS`, each part optional and signed, case-insensitive),
 /// in milliseconds.
@@ -975,6 +972,8 @@ pub fn parse_duration_ms(text: &str) -> Result<i64> {
     Ok(sign * ms.round() as i64)
 }
 
+/// Parses kafka-consumer-groups.sh's `--to-datetime` format,
+/// `YYYY-MM-DDTHH:mm:SS[.sss][Z|±HH:MM|±HHMM]`, to epoch milliseconds.
 pub fn parse_datetime(text: &str) -> Result<i64> {
     let bad = || anyhow::anyhow!("--to-datetime '{text}': expected YYYY-MM-DDTHH:mm:SS.sss");
     let (date, rest) = text.split_once('T').ok_or_else(bad)?;

@@ -45,17 +45,12 @@ fn alter(request: &AlterUserScramCredentialsRequest) -> AlterUserScramCredential
         .iter()
         .map(|d| d.name.as_str())
         .chain(request.upsertions.iter().map(|u| u.name.as_str()));
-    let mut users: Vec<&str> = Vec::new();
-    for user in named {
-        if !users.contains(&user) {
-            users.push(user);
-        }
-    }
+    let users = super::describe_user_scram_credentials::times_named(named);
     AlterUserScramCredentialsResponse {
         throttle_time_ms: 0,
         results: users
             .into_iter()
-            .map(|user| AlterUserScramCredentialsResult {
+            .map(|(user, _)| AlterUserScramCredentialsResult {
                 user: user.to_owned(),
                 error_code: error::UNSUPPORTED_VERSION,
                 error_message: Some(SCRAM_UNSUPPORTED.to_owned()),

@@ -11,7 +11,7 @@
 //! AlterUserScramCredentials refuses every change at that level as Kafka
 //! does. The answer is built over the credentials given to [`describe`],
 //! so that the SASL work only has to pass the image's.
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use tarn_protocol::error;
@@ -47,36 +47,20 @@ pub fn describe(
     request: &DescribeUserScramCredentialsRequest,
     credentials: &BTreeMap<String, Vec<CredentialInfo>>,
 ) -> DescribeUserScramCredentialsResponse {
-    let named: Vec<&str> = match &request.users {
-        Some(users) if !users.is_empty() => {
-            let mut first = Vec::new();
-            for user in users {
-                if !first.contains(&user.name.as_str()) {
-                    first.push(user.name.as_str());
-                }
-            }
-            first
-        }
-        _ => credentials.keys().map(String::as_str).collect(),
-    };
-    let times_named = |user: &str| {
-        request
-            .users
-            .iter()
-            .flatten()
-            .filter(|u| u.name == user)
-            .count()
+    let named: Vec<(&str, usize)> = match &request.users {
+        Some(users) if !users.is_empty() => times_named(users.iter().map(|u| u.name.as_str())),
+        _ => credentials.keys().map(|user| (user.as_str(), 1)).collect(),
     };
     let results = named
         .into_iter()
-        .map(|user| {
+        .map(|(user, times)| {
             let mut result = DescribeUserScramCredentialsResult {
                 user: user.to_owned(),
                 error_code: error::NONE,
                 error_message: None,
                 credential_infos: Vec::new(),
             };
-            if times_named(user) > 1 {
+            if times > 1 {
                 result.error_code = error::DUPLICATE_RESOURCE;
                 result.error_message = Some(format!(
                     "Cannot describe SCRAM credentials for the same user twice in a single request: {user}"
@@ -101,6 +85,23 @@ pub fn describe(
         error_message: None,
         results,
     }
+}
+
+/// Each name once, in the order first named, with how many times it was
+/// named (in one pass: a request may name very many users).
+pub(super) fn times_named<'a>(names: impl Iterator<Item = &'a str>) -> Vec<(&'a str, usize)> {
+    let mut index: HashMap<&str, usize> = HashMap::new();
+    let mut named: Vec<(&str, usize)> = Vec::new();
+    for name in names {
+        match index.get(name) {
+            Some(&i) => named[i].1 += 1,
+            None => {
+                index.insert(name, named.len());
+                named.push((name, 1));
+            }
+        }
+    }
+    named
 }
 
 #[cfg(test)]
