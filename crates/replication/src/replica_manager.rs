@@ -45,8 +45,8 @@ use tarn_protocol::Uuid;
 use tarn_storage::partition_metadata::{read_topic_id, sync_topic_id, write_topic_id};
 use tarn_storage::{
     AppendError, AppendInfo, CleanupPolicy, FlushTarget, GroupCommit, Log, LogConfig, LogEnv,
-    OffsetCheckpointFile, RecordError, SegmentVerifier, StorageError, DELETE_DIR_SUFFIX,
-    REPLICATION_OFFSET_CHECKPOINT_FILE,
+    OffsetCheckpointFile, RecordError, RollFlusher, SegmentVerifier, StorageError,
+    DELETE_DIR_SUFFIX, REPLICATION_OFFSET_CHECKPOINT_FILE,
 };
 
 use tarn_config::BrokerConfig;
@@ -905,6 +905,9 @@ pub struct ReplicaManager {
     deleter: LogDeleter,
     /// The fsync rounds every hosted partition's flushes go through.
     group_commit: Arc<GroupCommit>,
+    /// Where the hosted logs' rolls leave the fsyncs of the segments they
+    /// close; without one, a roll fsyncs the segment itself.
+    roll_flusher: Option<Arc<RollFlusher>>,
     /// The first storage failure of any hosted partition.
     storage_failures: StorageFailures,
     /// The image and effective broker config the hosted partitions match;
@@ -1021,6 +1024,7 @@ impl ReplicaManager {
             node_id,
             deleter: LogDeleter::start(env.clone()),
             group_commit,
+            roll_flusher: None,
             storage_failures: StorageFailures::default(),
             env,
             partitions: RwLock::new(PartitionMap::default()),
@@ -1029,6 +1033,13 @@ impl ReplicaManager {
             previous_shutdown_clean: AtomicBool::new(true),
             earlier_writes_synced: Mutex::new(false),
         }
+    }
+
+    /// Logs opened from now on leave the fsync of each segment a roll
+    /// closes to `flusher` ([`Log::defer_roll_fsyncs`]).
+    pub fn with_roll_flusher(mut self, flusher: Arc<RollFlusher>) -> Self {
+        self.roll_flusher = Some(flusher);
+        self
     }
 
     /// Where the hosted partitions report their storage failures.
@@ -1355,7 +1366,10 @@ impl ReplicaManager {
                 self.deleter.schedule(moved, delay);
             }
             let trusted = clean_shutdown && self.previous_shutdown_clean.load(Ordering::Acquire);
-            let log = Log::open_in(&self.env, &dir, log_config.clone(), trusted)?;
+            let mut log = Log::open_in(&self.env, &dir, log_config.clone(), trusted)?;
+            if let Some(flusher) = &self.roll_flusher {
+                log.defer_roll_fsyncs(flusher.clone());
+            }
             let durable_offset = log.durable_offset();
             let log_end_offset = log.log_end_offset();
             let topic_id_written = recorded != Some(topic.topic_id);
@@ -1492,6 +1506,11 @@ impl ReplicaManager {
             if let Err(e) = result {
                 first_error.get_or_insert(e);
             }
+        }
+        // Closing settled every closed segment still waiting; what is left
+        // queued finds nothing to do.
+        if let Some(flusher) = &self.roll_flusher {
+            flusher.stop();
         }
         first_error.map_or(Ok(()), Err)
     }

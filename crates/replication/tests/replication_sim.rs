@@ -57,7 +57,7 @@ use tarn_protocol::Uuid;
 use tarn_replication::replica_manager::{Partition, ReadLimit, ReplicaManager, Role};
 use tarn_replication::roles::{FollowerRead, IsrChange, IsrChangeAnswer};
 use tarn_storage::sim::SimFileSystem;
-use tarn_storage::GroupCommit;
+use tarn_storage::{GroupCommit, RollFlusher};
 use tarn_storage::{LogEnv, ManualClock};
 
 const BROKERS: i32 = 3;
@@ -172,6 +172,8 @@ struct Sim {
     now_ms: i64,
     config: BrokerConfig,
     group_commit: Arc<GroupCommit>,
+    /// Runs with the group commit: rolls leave their fsyncs to it.
+    roll_flusher: Arc<RollFlusher>,
     /// Whether `group_commit` has its own thread.
     threaded: bool,
     runtime: tokio::runtime::Runtime,
@@ -210,10 +212,12 @@ impl Sim {
     fn new(seed: u64, flush: Flush, recreate: bool) -> Sim {
         let clock = Arc::new(ManualClock::new(START_MS));
         let threaded = std::env::var_os("TARN_REPLICATION_SIM_THREADED").is_some();
-        let overrides: Vec<(&str, &str)> = match flush {
-            Flush::None => vec![],
-            Flush::EveryMessage => vec![("log.flush.interval.messages", "1")],
-        };
+        // Small segments, so that logs roll (and rolled segments wait for
+        // their background fsync) while the faults happen.
+        let mut overrides: Vec<(&str, &str)> = vec![("log.segment.bytes", "2048")];
+        if flush == Flush::EveryMessage {
+            overrides.push(("log.flush.interval.messages", "1"));
+        }
         let config = BrokerConfig::with_overrides(overrides).expect("valid settings");
         let nodes = (1..=BROKERS)
             .map(|id| {
@@ -245,6 +249,11 @@ impl Sim {
                 GroupCommit::start().expect("group commit")
             } else {
                 GroupCommit::manual()
+            }),
+            roll_flusher: Arc::new(if threaded {
+                RollFlusher::start().expect("roll flusher")
+            } else {
+                RollFlusher::manual()
             }),
             threaded,
             runtime: tokio::runtime::Builder::new_current_thread()
@@ -437,7 +446,8 @@ impl Sim {
             id,
             node.env.clone(),
             self.group_commit.clone(),
-        );
+        )
+        .with_roll_flusher(self.roll_flusher.clone());
         self.node_mut(id).replicas = Some(replicas);
         self.node_mut(id).applied = 0;
         self.propagate(id, usize::MAX);
@@ -518,9 +528,11 @@ impl Sim {
                 .expect("a flush the group-commit thread never completed");
         }
         let group_commit = self.group_commit.clone();
+        let roll_flusher = self.roll_flusher.clone();
         self.runtime.block_on(async move {
             tokio::pin!(f);
             for _ in 0..100 {
+                roll_flusher.run_queued();
                 group_commit.run_queued();
                 tokio::select! {
                     biased;
@@ -898,6 +910,7 @@ impl Sim {
     /// Time passes; leaders shrink the ISR of followers that fell behind.
     fn tick(&mut self, ms: i64) {
         // Flushes nobody waited for have run by now.
+        self.roll_flusher.run_queued();
         self.group_commit.run_queued();
         self.now_ms += ms;
         self.clock.set(self.now_ms);
@@ -1063,6 +1076,7 @@ impl Sim {
         // The group-commit thread gets to the flushes nobody waits for
         // (a roll's, a barrier's) at moments of its own.
         if self.rng.chance(50) {
+            self.roll_flusher.run_queued();
             self.group_commit.run_queued();
         }
         if self.delays.chance(40) {

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 
-use tarn_storage::{GroupCommit, LogEnv};
+use tarn_storage::{GroupCommit, LogEnv, RollFlusher};
 
 use tarn_config::meta_properties::{MetaProperties, META_PROPERTIES_FILE};
 use tarn_config::BrokerConfig;
@@ -326,12 +326,15 @@ impl Broker {
             tracing::info!(removed, "removed partition directories left for deletion");
         }
         let group_commit = Arc::new(GroupCommit::start()?);
-        let replicas = Arc::new(ReplicaManager::new(
-            &data_dir,
-            options.node_id,
-            env.clone(),
-            group_commit.clone(),
-        ));
+        let replicas = Arc::new(
+            ReplicaManager::new(
+                &data_dir,
+                options.node_id,
+                env.clone(),
+                group_commit.clone(),
+            )
+            .with_roll_flusher(Arc::new(RollFlusher::start()?)),
+        );
         let image = metadata.image();
         let effective = ConfigView {
             static_config: &options.config,

@@ -55,12 +55,6 @@ pub trait FileHandle: Send + Sync + Debug {
     fn os_file(&self) -> Option<Arc<File>> {
         None
     }
-    /// Asks the OS to start writing `len` bytes at `position` to disk
-    /// without waiting for it, so a later `sync` finds little left to do.
-    /// Durability is unchanged: only `sync` promises anything.
-    fn start_writeback(&self, _position: u64, _len: u64) -> io::Result<()> {
-        Ok(())
-    }
     /// Allocates disk blocks for `len` bytes at `position` without
     /// changing the file's size (`fallocate` with `FALLOC_FL_KEEP_SIZE`),
     /// so that writes there later skip the file system's allocation of
@@ -128,27 +122,6 @@ impl FileHandle for OsFile {
     }
     fn os_file(&self) -> Option<Arc<File>> {
         Some(self.0.clone())
-    }
-    fn start_writeback(&self, position: u64, len: u64) -> io::Result<()> {
-        let (Ok(offset), Ok(nbytes)) = (
-            libc::off64_t::try_from(position),
-            libc::off64_t::try_from(len),
-        ) else {
-            return Err(io::Error::other("writeback range beyond off64_t"));
-        };
-        // SAFETY: a plain syscall on an open fd; no memory is passed.
-        let rc = unsafe {
-            libc::sync_file_range(
-                self.0.as_raw_fd(),
-                offset,
-                nbytes,
-                libc::SYNC_FILE_RANGE_WRITE,
-            )
-        };
-        if rc < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
     }
     fn reserve(&self, position: u64, len: u64) -> io::Result<()> {
         let (Ok(offset), Ok(len)) = (libc::off_t::try_from(position), libc::off_t::try_from(len))
@@ -716,31 +689,6 @@ impl SegmentFile {
         }
     }
 
-    /// Starts writeback of the bytes appended since `from` (see
-    /// [`FileHandle::start_writeback`]); returns the new mark, the file's
-    /// size. It is only a hint: a failure changes nothing that was promised
-    /// (the next fsync writes everything), so it is logged (at warn the
-    /// first time in this process) and the range is not retried.
-    pub fn start_writeback(&mut self, from: u64) -> u64 {
-        static WARNED: AtomicBool = AtomicBool::new(false);
-        if self.size <= from {
-            return from;
-        }
-        let result = self.handle().and_then(|h| {
-            h.start_writeback(from, self.size - from).map_err(|e| {
-                StorageError::io(format!("start writeback of {}", self.path.display()), e)
-            })
-        });
-        if let Err(e) = result {
-            if WARNED.swap(true, Ordering::Relaxed) {
-                tracing::debug!(error = %e, "could not start writeback");
-            } else {
-                tracing::warn!(error = %e, "could not start writeback; fsyncs will write everything (logged once)");
-            }
-        }
-        self.size
-    }
-
     /// Before an append of `len` bytes that leaves the file holding at
     /// least [`RESERVE_FROM`]: reserves disk blocks for it and for
     /// [`RESERVE_AHEAD`] more, unless they are reserved already. Writing
@@ -748,9 +696,9 @@ impl SegmentFile {
     /// allocation above all) about a quarter less CPU per byte, in the
     /// write and in its writeback. Small files reserve nothing, so a small
     /// disk fills as it did and what is reserved past the ends stays
-    /// under a quarter of what the files hold. Only a hint, as
-    /// [`SegmentFile::start_writeback`] is: a failure is logged (at warn
-    /// the first time in this process) and the append goes on without.
+    /// under a quarter of what the files hold. Only a hint: a failure is
+    /// logged (at warn the first time in this process) and the append
+    /// goes on without.
     pub fn reserve_for(&mut self, len: u64) {
         static WARNED: AtomicBool = AtomicBool::new(false);
         let end = self.size + len;

@@ -178,6 +178,10 @@ pub struct FlushTarget {
     /// The log's truncation generation when this was prepared.
     pub(crate) generation: u64,
     pub(crate) durability: Arc<LogDurability>,
+    /// The segment a roll closed before `file` whose background fsync had
+    /// not finished when this was prepared: fsynced first, since offsets
+    /// in `file` only count once every segment below them is on disk.
+    pub(crate) closed: Option<(Arc<ClosedSegment>, UnflushedSlot)>,
 }
 
 impl FlushTarget {
@@ -210,6 +214,11 @@ impl FlushTarget {
     /// a truncation.
     fn absorb(&mut self, other: &FlushTarget) {
         self.dir_changes = self.dir_changes.max(other.dir_changes);
+        // A log has one closed segment waiting at a time, and a newer one
+        // waits only once the older is settled, so either will do.
+        if self.closed.is_none() {
+            self.closed = other.closed.clone();
+        }
         if !Arc::ptr_eq(&self.durability, &other.durability) {
             self.upto = self.upto.max(other.upto);
             return;
@@ -225,6 +234,9 @@ impl FlushTarget {
     }
 
     fn sync(&self) -> Result<(), StorageError> {
+        if let Some((closed, slot)) = &self.closed {
+            closed.settle(&self.env, slot, &self.durability)?;
+        }
         self.file
             .sync()
             .map_err(|e| StorageError::io(format!("fsync {}", self.path.display()), e))?;
@@ -236,14 +248,21 @@ impl FlushTarget {
     }
 }
 
-/// The fsyncs a roll needs (the active segment's log and indexes), taken
-/// from the log under its lock by `Log::prepare_roll` and run outside it.
-/// When the segment has not grown since, the roll then skips them; if it
-/// has, the roll fsyncs inline as before. Either way a segment is fsynced
-/// before the next one exists, which is what recovery relies on.
+/// What a roll needs done to the disk before it closes the active segment,
+/// taken from the log under its lock by `Log::prepare_roll` and run
+/// outside it: the segment's fsyncs (its log and indexes), or, when rolls
+/// defer those to a [`RollFlusher`], the fsync of the segment closed
+/// before (if it still waits) and this one's marker. When the segment has
+/// not changed in a way that matters since (grown, for the fsyncs), the
+/// roll then skips the work; otherwise it does it inline. Either way,
+/// recovery finds every segment it cannot trust marked or active.
 #[derive(Debug)]
 pub struct RollFlush {
+    pub(crate) env: LogEnv,
     pub(crate) files: Vec<crate::file::FileToSync>,
+    /// The marker to write, when rolls defer their fsyncs.
+    pub(crate) marker: Option<PathBuf>,
+    pub(crate) unflushed: UnflushedSlot,
     pub(crate) dir: PathBuf,
     /// The segment and its size the fsyncs cover, and the log's
     /// truncation generation then: after a truncation the same segment
@@ -257,9 +276,10 @@ pub struct RollFlush {
 }
 
 impl RollFlush {
-    /// Runs the fsyncs; a failure takes the log offline, like any flush.
+    /// Does the work; a failure takes the log offline, like any flush.
     pub fn run(self) -> Result<(), StorageError> {
         self.durability.check(&self.dir)?;
+        settle_closed(&self.env, &self.unflushed, &self.durability)?;
         for (path, file) in &self.files {
             if let Err(e) = file.sync() {
                 let e = StorageError::io(format!("fsync {}", path.display()), e);
@@ -267,22 +287,258 @@ impl RollFlush {
                 return Err(e);
             }
         }
+        if let Some(marker) = &self.marker {
+            if let Err(e) = self.env.write_atomically(marker, b"") {
+                self.durability
+                    .fail_because(&self.dir, "writing a rolled segment's marker", &e);
+                return Err(e);
+            }
+        }
         *self.synced.lock() = Some(RollSynced {
             generation: self.generation,
             base_offset: self.base_offset,
-            size: self.size,
+            size: self.marker.is_none().then_some(self.size),
         });
         Ok(())
     }
 }
 
-/// What the last [`RollFlush`] fsynced: the active segment at `size`
-/// bytes, in truncation generation `generation`.
+/// What the last [`RollFlush`] did for the active segment, in truncation
+/// generation `generation`: fsynced it at `size` bytes, or (when rolls
+/// defer their fsyncs, `size` is then `None`) settled the segment closed
+/// before it and wrote its marker, which holds whatever it grows to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct RollSynced {
     pub(crate) generation: u64,
     pub(crate) base_offset: i64,
-    pub(crate) size: u64,
+    pub(crate) size: Option<u64>,
+}
+
+/// A segment that a roll closed while its fsync runs in the background
+/// ([`RollFlusher`]), as Kafka flushes a rolled segment; a log has at most
+/// one (a roll settles the one before first). Its marker file (see
+/// [`unflushed_marker_name`]), written and fsynced before the segment
+/// closed, tells recovery after a crash that the segment may have lost
+/// its tail, so it is checked batch by batch as the active segment is.
+#[derive(Debug)]
+pub(crate) struct ClosedSegment {
+    pub(crate) files: Vec<crate::file::FileToSync>,
+    pub(crate) marker: PathBuf,
+    pub(crate) dir: PathBuf,
+    /// The next segment's base: once the files are fsynced, every offset
+    /// below it is durable (older segments were settled before this one
+    /// closed).
+    pub(crate) end_offset: i64,
+    /// The log's truncation generation when the segment closed.
+    pub(crate) generation: u64,
+}
+
+/// The closed segment of a log still waiting for its fsync, shared by the
+/// log, its flushes and the background job.
+pub(crate) type UnflushedSlot = Arc<Mutex<Option<Arc<ClosedSegment>>>>;
+
+/// The name of the marker that says the segment based at `base_offset`
+/// closed before it was fsynced. Kafka's log loader ignores such a file.
+pub fn unflushed_marker_name(base_offset: i64) -> String {
+    crate::segment::segment_file_name(base_offset, &UNFLUSHED_SUFFIX[1..])
+}
+
+/// See [`unflushed_marker_name`].
+pub const UNFLUSHED_SUFFIX: &str = ".unflushed";
+
+/// The base offset an [`unflushed_marker_name`] stands for.
+pub(crate) fn parse_unflushed_marker_name(name: &str) -> Option<i64> {
+    let stem = name.strip_suffix(UNFLUSHED_SUFFIX)?;
+    if stem.len() != 20 || !stem.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    stem.parse().ok()
+}
+
+/// fsyncs the closed segment waiting in `slot`, if any, and settles it
+/// (see [`ClosedSegment::settle`]).
+pub(crate) fn settle_closed(
+    env: &LogEnv,
+    slot: &UnflushedSlot,
+    durability: &LogDurability,
+) -> Result<(), StorageError> {
+    let waiting = slot.lock().clone();
+    match waiting {
+        Some(closed) => closed.settle(env, slot, durability),
+        None => Ok(()),
+    }
+}
+
+impl ClosedSegment {
+    /// fsyncs the segment's files; then, if it is still the log's waiting
+    /// segment, removes its marker (durably: recovery takes a marked
+    /// segment that ends short of the next one for a cut one, and a marker
+    /// back from the dead must not cost data flushed since), empties the
+    /// slot and moves the durable offset to its end. The log (under its
+    /// lock) and the background job may both get here for one segment: both
+    /// fsync, the first to find it still waiting settles it, holding the
+    /// slot meanwhile so that no other marker of the same name (the segment
+    /// truncated to and closed again) can be removed in its place. A failed
+    /// fsync of the files takes the log offline.
+    fn settle(
+        self: &Arc<Self>,
+        env: &LogEnv,
+        slot: &UnflushedSlot,
+        durability: &LogDurability,
+    ) -> Result<(), StorageError> {
+        durability.check(&self.dir)?;
+        for (path, file) in &self.files {
+            if let Err(e) = file.sync() {
+                let e = StorageError::io(format!("fsync {}", path.display()), e);
+                durability.fail(&self.dir, &e);
+                return Err(e);
+            }
+        }
+        let mut waiting = slot.lock();
+        if waiting.as_ref().is_some_and(|c| Arc::ptr_eq(c, self)) {
+            env.remove_if_exists(&self.marker)?;
+            // A directory deleted (or set aside for deletion) since has
+            // nothing left to recover.
+            if env.is_dir(&self.dir) {
+                env.sync_dir(&self.dir)?;
+            }
+            *waiting = None;
+            durability.advance(self.end_offset, self.generation);
+        }
+        Ok(())
+    }
+}
+
+/// A closed segment handed to the [`RollFlusher`].
+pub(crate) struct RollJob {
+    pub(crate) env: LogEnv,
+    pub(crate) closed: Arc<ClosedSegment>,
+    pub(crate) slot: UnflushedSlot,
+    pub(crate) durability: Arc<LogDurability>,
+}
+
+impl RollJob {
+    fn run(self) {
+        if let Err(e) = self.closed.settle(&self.env, &self.slot, &self.durability) {
+            // An fsync failure took the log offline and said so; anything
+            // else leaves the segment waiting for the log's next flush.
+            tracing::error!(dir = %self.closed.dir.display(), error = %e, "background fsync of a rolled segment failed");
+        }
+    }
+}
+
+#[derive(Default)]
+struct RollQueue {
+    jobs: VecDeque<RollJob>,
+    stopping: bool,
+}
+
+/// The thread that fsyncs the segments rolls close, so that a roll never
+/// waits for the disk to take a segment's worth of dirty pages (Kafka
+/// schedules the same flush after its rolls) and writeback is otherwise
+/// left to the kernel. Apart from the [`GroupCommit`]: appends waiting on
+/// `flush.messages` must not queue behind a whole segment's fsync. Until
+/// a closed segment is settled, every flush of its log fsyncs it first,
+/// so nothing past it counts as durable before it is.
+pub struct RollFlusher {
+    queue: Arc<(Mutex<RollQueue>, Condvar)>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for RollFlusher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RollFlusher")
+            .field("queued", &self.queued())
+            .finish()
+    }
+}
+
+impl RollFlusher {
+    pub fn start() -> Result<RollFlusher, StorageError> {
+        let queue: Arc<(Mutex<RollQueue>, Condvar)> = Arc::default();
+        let worker = queue.clone();
+        let thread = std::thread::Builder::new()
+            .name("roll-flush".into())
+            .spawn(move || loop {
+                let job = {
+                    let (lock, wake) = &*worker;
+                    let mut queue = lock.lock();
+                    loop {
+                        if let Some(job) = queue.jobs.pop_front() {
+                            break job;
+                        }
+                        if queue.stopping {
+                            return;
+                        }
+                        wake.wait(&mut queue);
+                    }
+                };
+                job.run();
+            })
+            .map_err(|e| StorageError::io("start the roll-flush thread", e))?;
+        Ok(RollFlusher {
+            queue,
+            thread: Mutex::new(Some(thread)),
+        })
+    }
+
+    /// A flusher without a thread, for tests and simulations: jobs wait
+    /// until [`RollFlusher::run_queued`] (or stopping) runs them.
+    pub fn manual() -> RollFlusher {
+        RollFlusher {
+            queue: Arc::default(),
+            thread: Mutex::new(None),
+        }
+    }
+
+    /// Runs the queued jobs on the caller's thread; returns how many.
+    pub fn run_queued(&self) -> usize {
+        let jobs: Vec<RollJob> = self.queue.0.lock().jobs.drain(..).collect();
+        let ran = jobs.len();
+        for job in jobs {
+            job.run();
+        }
+        ran
+    }
+
+    /// Closed segments waiting for their fsync.
+    pub fn queued(&self) -> usize {
+        self.queue.0.lock().jobs.len()
+    }
+
+    pub(crate) fn submit(&self, job: RollJob) {
+        let (lock, wake) = &*self.queue;
+        let mut queue = lock.lock();
+        if queue.stopping {
+            // The segment stays waiting: its log's next flush or close
+            // settles it, and its marker covers a crash before that.
+            return;
+        }
+        queue.jobs.push_back(job);
+        wake.notify_one();
+    }
+
+    /// Runs what is queued and ends the thread.
+    pub fn stop(&self) {
+        self.queue.0.lock().stopping = true;
+        self.queue.1.notify_all();
+        match self.thread.lock().take() {
+            Some(thread) => {
+                if thread.join().is_err() {
+                    tracing::error!("the roll-flush thread panicked");
+                }
+            }
+            None => {
+                self.run_queued();
+            }
+        }
+    }
+}
+
+impl Drop for RollFlusher {
+    fn drop(&mut self) {
+        self.stop();
+    }
 }
 
 /// Called once with the outcome of the round that covered a request.
@@ -401,8 +657,9 @@ impl GroupCommit {
                 return;
             }
             // The log rolled since: its new active segment is another file,
-            // whose fsync also covers what the old one needed (a roll
-            // fsyncs the segment it closes), so the newer target replaces it.
+            // whose flush also covers what the old one needed (a roll fsyncs
+            // the segment it closes, or every later flush does until its
+            // own fsync is done), so the newer target replaces it.
             let mut replaced = std::mem::replace(
                 queued,
                 Request {
@@ -594,6 +851,7 @@ mod tests {
             upto,
             generation: durability.generation(),
             durability: durability.clone(),
+            closed: None,
         }
     }
 

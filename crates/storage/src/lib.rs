@@ -27,7 +27,10 @@ pub use checkpoint::{OffsetCheckpointFile, REPLICATION_OFFSET_CHECKPOINT_FILE};
 pub use cleaner::{CleanStats, CleanerConfig, CleaningPlan, Compressor, Decompressor};
 pub use error::{AppendError, RecordError, StorageError};
 pub use file::{Clock, FileCache, FileSystem, LogEnv, ManualClock, OsFileSystem, SystemClock};
-pub use flush::{FlushCallback, FlushTarget, GroupCommit, LogDurability, RollFlush};
+pub use flush::{
+    unflushed_marker_name, FlushCallback, FlushTarget, GroupCommit, LogDurability, RollFlush,
+    RollFlusher,
+};
 pub use index::{OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset};
 pub use leader_epoch::{EpochEntry, LeaderEpochFileCache, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
 pub use log::{remove_dirs_marked_for_deletion, AppendInfo, Log, DELETE_DIR_SUFFIX};

@@ -9,10 +9,13 @@
 //! segment's base offset; a produce is either applied whole or not at all
 //! (validation, sequence checks and the leader-epoch checkpoint all happen
 //! before the single write); every segment but the active one has been
-//! fsynced (a roll fsyncs the segment it closes before the next one
-//! exists, inline or, for appends, beforehand outside the log's lock
-//! through [`Log::prepare_roll`]), so recovery after a crash only needs to
-//! repair the active segment. Recovery on open also finishes
+//! fsynced, except at most one that a roll closed while its fsync runs in
+//! the background, which carries a marker file until that fsync is done
+//! (without a [`RollFlusher`], a roll fsyncs the segment it closes before
+//! the next one exists; either way the disk work runs, for appends,
+//! beforehand outside the log's lock through [`Log::prepare_roll`]). So
+//! recovery after a crash repairs the active segment and a marked one
+//! only. Recovery on open also finishes
 //! or undoes an interrupted compaction swap, removes leftover `.deleted` and
 //! `.cleaned` files, rebuilds any inconsistent index, then rebuilds the max
 //! timestamp and producer state. Retention lives in `retention.rs`, the
@@ -43,7 +46,10 @@ use tracing::{info, warn};
 
 use crate::error::{AppendError, StorageError};
 use crate::file::LogEnv;
-use crate::flush::{FlushTarget, LogDurability, RollFlush, RollSynced};
+use crate::flush::{
+    parse_unflushed_marker_name, settle_closed, unflushed_marker_name, ClosedSegment, FlushTarget,
+    LogDurability, RollFlush, RollFlusher, RollJob, RollSynced, UnflushedSlot,
+};
 use crate::leader_epoch::LeaderEpochFileCache;
 pub use crate::log_config::*;
 use crate::log_validator::{validate_client_batch, ValidationConfig};
@@ -51,8 +57,8 @@ use crate::producer_state::{
     parse_snapshot_name, snapshot_path, ProducerStateError, ProducerStateManager, SequenceCheck,
 };
 use crate::segment::{
-    first_record_at_or_after, first_record_at_or_after_from, LogSegment, SegmentVerifier,
-    DELETED_SUFFIX,
+    first_record_at_or_after, first_record_at_or_after_from, segment_file_name, LogSegment,
+    SegmentVerifier, DELETED_SUFFIX,
 };
 
 mod follower;
@@ -125,6 +131,11 @@ pub struct Log {
     /// The active segment as last fsynced by a [`RollFlush`], so the roll
     /// that follows need not fsync it again.
     roll_synced: Arc<parking_lot::Mutex<Option<RollSynced>>>,
+    /// Where rolls hand the fsync of the segment they close, when they do
+    /// not do it themselves ([`Log::defer_roll_fsyncs`]).
+    roll_flusher: Option<Arc<RollFlusher>>,
+    /// The segment the last roll closed, until its fsync is done.
+    unflushed_closed: UnflushedSlot,
     /// Segments renamed to `*.deleted`, with when to remove their files.
     pub(crate) pending_deletes: Vec<(i64, Box<LogSegment>)>,
     /// Tests of the cleaner append batches in a stand-in codec that the
@@ -141,8 +152,12 @@ impl Log {
     }
 
     /// Opens the partition directory (creating it if missing) and recovers
-    /// it. With `clean_shutdown == false` the active segment is validated
-    /// batch by batch and truncated at the first bad one.
+    /// it. With `clean_shutdown == false` the active segment, and a segment
+    /// a roll closed before its background fsync finished (it has a marker,
+    /// see [`RollFlusher`]), are validated batch by batch and truncated at
+    /// the first bad one; a closed segment that lost bytes takes every
+    /// later segment with it (as Kafka's recovery does when it cuts one),
+    /// since their offsets no longer follow on.
     pub fn open_in(
         env: &LogEnv,
         dir: &Path,
@@ -165,28 +180,79 @@ impl Log {
         }
         let mut leader_epoch_cache = LeaderEpochFileCache::open(env, dir)?;
         let mut recovered_epochs: Vec<(i32, i64)> = Vec::new();
+        let mut note_epoch = |header: &RecordBatchHeader| {
+            if recovered_epochs
+                .last()
+                .is_none_or(|(epoch, _)| *epoch != header.partition_leader_epoch)
+            {
+                recovered_epochs.push((header.partition_leader_epoch, header.base_offset));
+            }
+        };
+        let markers: Vec<i64> = names
+            .iter()
+            .filter_map(|n| parse_unflushed_marker_name(n))
+            .collect();
         let mut segments = BTreeMap::new();
-        let active_base = *base_offsets.last().expect("at least one segment");
+        let last_base = *base_offsets.last().expect("at least one segment");
+        let mut recovered_closed = Vec::new();
         for (i, &base_offset) in base_offsets.iter().enumerate() {
-            if base_offset != active_base {
-                // Every segment but the active one was fsynced when it was
-                // rolled: trust it, and read its indexes only when needed.
+            if base_offset != last_base {
                 let next_base = base_offsets[i + 1];
-                let segment = LogSegment::open_inactive(env, dir, base_offset, next_base, &config)?;
+                if clean_shutdown || !markers.contains(&base_offset) {
+                    // Fsynced when it was rolled, or since: trust it, and
+                    // read its indexes only when needed.
+                    let segment =
+                        LogSegment::open_inactive(env, dir, base_offset, next_base, &config)?;
+                    segments.insert(base_offset, Box::new(segment));
+                    continue;
+                }
+                let (mut segment, truncated) =
+                    LogSegment::open_recovered(env, dir, base_offset, &config, &mut note_epoch)?;
+                recovered_closed.push(base_offset);
+                // A cut, or batches that end short of the next segment (the
+                // file lost pages and what is left is whole), leaves a hole
+                // before the next segment. A marked segment was settled by
+                // no flush, so nothing after it was promised durable; a
+                // follower whose leader left a compaction gap there loses
+                // what it fetches again.
+                if truncated == 0 && segment.next_offset() >= next_base {
+                    segment.unload_indexes()?;
+                    segments.insert(base_offset, Box::new(segment));
+                    continue;
+                }
                 segments.insert(base_offset, Box::new(segment));
-                continue;
+                for &later in &base_offsets[i + 1..] {
+                    warn!(dir = %dir.display(), base_offset = later, "deleting a segment that followed a closed segment which lost its tail");
+                    for suffix in ["log", "index", "timeindex"] {
+                        env.remove_if_exists(&dir.join(segment_file_name(later, suffix)))?;
+                    }
+                }
+                break;
             }
             let recover = !clean_shutdown;
             let segment =
-                LogSegment::open(env, dir, base_offset, &config, recover, &mut |header| {
-                    if recovered_epochs
-                        .last()
-                        .is_none_or(|(epoch, _)| *epoch != header.partition_leader_epoch)
-                    {
-                        recovered_epochs.push((header.partition_leader_epoch, header.base_offset));
-                    }
-                })?;
+                LogSegment::open(env, dir, base_offset, &config, recover, &mut note_epoch)?;
             segments.insert(base_offset, Box::new(segment));
+        }
+        let active_base = *segments.keys().next_back().expect("at least one segment");
+        // What recovery kept of a marked segment (and its truncation, and
+        // the deletion of what followed a cut) may be in the page cache
+        // only, if the process died and the machine did not: all of it is
+        // made durable before the marker goes, which may leave the segment
+        // trusted as an inactive one at the next start.
+        for base in &recovered_closed {
+            if let Some(segment) = segments.get_mut(base) {
+                segment.flush()?;
+            }
+        }
+        if !markers.is_empty() {
+            env.sync_dir(dir)?;
+            for base in markers {
+                env.remove_if_exists(&dir.join(unflushed_marker_name(base)))?;
+            }
+            // A marker back after another crash could cost what is
+            // appended and flushed from now on (see `ClosedSegment`).
+            env.sync_dir(dir)?;
         }
         let log_end_offset = segments[&active_base].next_offset();
         // Epochs seen in recovered batches are recorded as Kafka's segment
@@ -223,6 +289,8 @@ impl Log {
             last_flush_ms: env.now_ms(),
             durability: Arc::new(LogDurability::new(durable)),
             roll_synced: Arc::default(),
+            roll_flusher: None,
+            unflushed_closed: Arc::default(),
             pending_deletes: Vec::new(),
             #[cfg(test)]
             skip_record_checks: false,
@@ -440,29 +508,53 @@ impl Log {
         if !self.append_would_roll(records) || self.active_segment_roll_synced() {
             return Ok(None);
         }
+        self.roll_flush().map(Some)
+    }
+
+    /// What closing the active segment needs from the disk first (see
+    /// [`RollFlush`]).
+    fn roll_flush(&mut self) -> Result<RollFlush, StorageError> {
+        let deferred = self.roll_flusher.is_some();
         let active = self.active_segment_mut();
-        let files = active.files_to_sync_before_roll()?;
+        let files = if deferred {
+            Vec::new()
+        } else {
+            active.files_to_sync_before_roll()?
+        };
         let (base_offset, size) = (active.base_offset(), active.size());
-        Ok(Some(RollFlush {
+        Ok(RollFlush {
+            env: self.env.clone(),
             files,
+            marker: deferred.then(|| self.dir.join(unflushed_marker_name(base_offset))),
+            unflushed: self.unflushed_closed.clone(),
             dir: self.dir.clone(),
             base_offset,
             size,
             generation: self.durability.generation(),
             synced: self.roll_synced.clone(),
             durability: self.durability.clone(),
-        }))
+        })
     }
 
     /// A [`RollFlush`] covered the active segment as it is now.
     fn active_segment_roll_synced(&self) -> bool {
         let active = self.active_segment();
+        let size = (self.roll_flusher.is_none()).then_some(active.size());
         *self.roll_synced.lock()
             == Some(RollSynced {
                 generation: self.durability.generation(),
                 base_offset: active.base_offset(),
-                size: active.size(),
+                size,
             })
+    }
+
+    /// Rolls from now on close a segment without fsyncing it: `flusher`
+    /// does that in the background, as Kafka's scheduler does after a
+    /// roll, and the kernel writes pages back as it sees fit meanwhile.
+    /// What that leaves unsynced is marked for recovery (see
+    /// [`Log::open_in`]) and fsynced by any flush of the log first.
+    pub fn defer_roll_fsyncs(&mut self, flusher: Arc<RollFlusher>) {
+        self.roll_flusher = Some(flusher);
     }
 
     /// Whether appending `records` rolls first (from the batch headers).
@@ -633,18 +725,28 @@ impl Log {
         if self.active_segment().base_offset() == new_base && self.active_segment().size() == 0 {
             return Ok(());
         }
-        // Already fsynced by a RollFlush outside the lock when the segment
-        // has not grown since; the final index entries then add nothing.
+        // Already done by a RollFlush outside the lock when the segment has
+        // not changed since in a way that matters; the final index entries
+        // then add nothing.
         let synced = self.active_segment_roll_synced();
-        let old = self.active_segment_mut();
-        old.on_become_inactive()?;
-        if !synced {
-            if let Err(e) = old.flush() {
-                self.durability.fail(&self.dir, &e);
-                return Err(e);
-            }
+        let deferred = self.roll_flusher.clone();
+        if deferred.is_some() && !synced {
+            self.roll_flush()?.run()?;
         }
         let old = self.active_segment_mut();
+        old.on_become_inactive()?;
+        let closed_files = if deferred.is_some() {
+            old.files_to_sync()?
+        } else {
+            if !synced {
+                if let Err(e) = old.flush() {
+                    self.durability.fail(&self.dir, &e);
+                    return Err(e);
+                }
+            }
+            Vec::new()
+        };
+        let old_base = old.base_offset();
         old.unload_indexes()?;
         // Leftover index files at the new base offset (with no .log) are
         // found inconsistent with the empty log and rebuilt by open.
@@ -661,6 +763,22 @@ impl Log {
         info!(dir = %self.dir.display(), base_offset = new_base, "rolled new segment");
         self.segments.insert(new_base, Box::new(segment));
         self.log_end_offset = new_base;
+        if let Some(flusher) = deferred {
+            let closed = Arc::new(ClosedSegment {
+                files: closed_files,
+                marker: self.dir.join(unflushed_marker_name(old_base)),
+                dir: self.dir.clone(),
+                end_offset: new_base,
+                generation: self.durability.generation(),
+            });
+            *self.unflushed_closed.lock() = Some(closed.clone());
+            flusher.submit(RollJob {
+                env: self.env.clone(),
+                closed,
+                slot: self.unflushed_closed.clone(),
+                durability: self.durability.clone(),
+            });
+        }
         Ok(())
     }
 
@@ -1047,11 +1165,17 @@ impl Log {
             upto,
             generation: self.durability.generation(),
             durability: self.durability.clone(),
+            closed: self
+                .unflushed_closed
+                .lock()
+                .clone()
+                .map(|closed| (closed, self.unflushed_closed.clone())),
         }))
     }
 
-    /// fsyncs the active segment with its indexes (and the directory) here
-    /// and now. A failure takes the log offline, as in [`FlushTarget::run`].
+    /// fsyncs the active segment with its indexes (and the directory, and
+    /// first a closed segment still waiting for its fsync) here and now. A
+    /// failure takes the log offline, as in [`FlushTarget::run`].
     pub fn flush(&mut self) -> Result<(), StorageError> {
         self.durability.check(&self.dir)?;
         self.unflushed_messages = 0;
@@ -1067,6 +1191,7 @@ impl Log {
     }
 
     fn sync_active_and_dir(&mut self) -> Result<(), StorageError> {
+        settle_closed(&self.env, &self.unflushed_closed, &self.durability)?;
         let dir_changes = self.durability.dir_sync_needed();
         self.active_segment_mut().flush()?;
         if let Some(changes) = dir_changes {
@@ -1223,7 +1348,6 @@ pub(crate) fn is_leftover_file(name: &str) -> bool {
 mod tests {
     use super::*;
     use crate::leader_epoch::LEADER_EPOCH_CHECKPOINT_FILE;
-    use crate::segment::segment_file_name;
     use tarn_protocol::record_batch::{build_batch_for_tests, BatchIter, RecordBatchBuilder};
 
     pub(super) fn small_config() -> LogConfig {

@@ -148,17 +148,7 @@ pub struct LogSegment {
     /// batch among them that fails validation, if any. Reads stop before
     /// it, so a corrupted byte is never served as good data.
     verified: Arc<OnceLock<Option<InvalidBatch>>>,
-    /// Bytes below this were handed to the OS for writeback (see
-    /// [`WRITEBACK_CHUNK_BYTES`]).
-    writeback_mark: u64,
 }
-
-/// Every time this many bytes have been appended to a segment, the OS is
-/// asked to start writing them out. Without it a 1 GiB segment is mostly
-/// dirty page cache when it rolls and the roll's fsync (which keeps
-/// "only the active segment may hold data not on disk") stalls the
-/// partition's appends for as long as the disk needs for all of it.
-pub const WRITEBACK_CHUNK_BYTES: u64 = 8 << 20;
 
 /// The file-name suffix a segment's files get when retention or the
 /// cleaner removes them; they are deleted after `file.delete.delay.ms`.
@@ -279,6 +269,29 @@ impl LogSegment {
         Ok(segment)
     }
 
+    /// Opens the segment and checks every batch, truncating at the first
+    /// invalid one, as [`LogSegment::open`] with `recover` does; also
+    /// answers how many bytes that cut.
+    pub fn open_recovered(
+        env: &LogEnv,
+        dir: &Path,
+        base_offset: i64,
+        config: &LogConfig,
+        on_recovered_batch: &mut dyn FnMut(&RecordBatchHeader),
+    ) -> Result<(LogSegment, u64), StorageError> {
+        let files = open_files(env, dir, base_offset, config)?;
+        let mut segment = LogSegment::assemble(
+            env,
+            config,
+            files,
+            base_offset,
+            base_offset,
+            (-1, base_offset),
+        );
+        let truncated = segment.recover(on_recovered_batch)?;
+        Ok((segment, truncated))
+    }
+
     /// Opens an inactive segment (every batch before `next_base_offset`,
     /// the following segment's base) without reading its log or indexes:
     /// the max timestamp comes from the time index's last entry (written
@@ -331,7 +344,6 @@ impl LogSegment {
         next_offset: i64,
         (max_timestamp, max_offset): (i64, i64),
     ) -> LogSegment {
-        let log_size = log.size();
         LogSegment {
             log,
             state: IndexState {
@@ -348,7 +360,6 @@ impl LogSegment {
             rolling_base_timestamp: None,
             unverified_bytes: 0,
             verified: Arc::default(),
-            writeback_mark: log_size,
         }
     }
 
@@ -470,7 +481,6 @@ impl LogSegment {
         if removed > 0 {
             self.log.truncate(position)?;
         }
-        self.writeback_mark = self.writeback_mark.min(position);
         if position < self.unverified_bytes {
             self.forget_unverified_from(position);
         }
@@ -530,7 +540,6 @@ impl LogSegment {
                 "truncating segment at invalid or partial batch"
             );
             self.log.truncate(invalid.position)?;
-            self.writeback_mark = self.writeback_mark.min(invalid.position);
         }
         let state = &mut self.state;
         state.append_final_time_entry();
@@ -558,9 +567,6 @@ impl LogSegment {
         self.log
             .reserve_for(parts.iter().map(|p| p.len() as u64).sum());
         self.log.append_vectored(parts)?;
-        if self.log.size() - self.writeback_mark >= WRITEBACK_CHUNK_BYTES {
-            self.writeback_mark = self.log.start_writeback(self.writeback_mark);
-        }
         if start == 0 {
             self.rolling_base_timestamp = batches.first().map(|(_, h)| h.max_timestamp);
         }
@@ -688,6 +694,12 @@ impl LogSegment {
     ) -> Result<Vec<crate::file::FileToSync>, StorageError> {
         self.state.append_final_time_entry();
         self.ensure_index_files()?;
+        self.files_to_sync()
+    }
+
+    /// The files that hold this segment (those that exist), with their
+    /// paths, after writing the pending index entries.
+    pub(crate) fn files_to_sync(&mut self) -> Result<Vec<crate::file::FileToSync>, StorageError> {
         let mut files = Vec::with_capacity(3);
         if self.log.exists() {
             files.push((self.log.path().to_path_buf(), self.log.handle()?));

@@ -33,8 +33,6 @@ struct Contents {
     written: Vec<u8>,
     durable: Vec<u8>,
     modified_ms: i64,
-    /// `(position, len)` of every writeback hint, for tests.
-    writeback_hints: Vec<(u64, u64)>,
     /// How many of the next fsyncs fail.
     failing_syncs: u32,
     /// How many of the next reads fail, with EIO.
@@ -117,13 +115,6 @@ impl FileHandle for SimHandle {
         if !contents.writeback_lost {
             contents.durable = contents.written.clone();
         }
-        Ok(())
-    }
-
-    /// Only recorded: a hint promises nothing, so nothing becomes durable.
-    fn start_writeback(&self, position: u64, len: u64) -> io::Result<()> {
-        self.check()?;
-        self.0 .0.lock().writeback_hints.push((position, len));
         Ok(())
     }
 }
@@ -210,15 +201,6 @@ impl SimFileSystem {
     /// The machine is back: operations work again (on what survived).
     pub fn restart(&self) {
         self.0.lock().halted.store(false, Ordering::Release);
-    }
-
-    /// The writeback hints given for `path` so far.
-    pub fn writeback_hints(&self, path: &Path) -> Vec<(u64, u64)> {
-        let state = self.0.lock();
-        state
-            .files
-            .get(path)
-            .map_or_else(Vec::new, |inode| inode.0.lock().writeback_hints.clone())
     }
 
     /// A number in `0..=max` from the seeded generator (xorshift64*).
@@ -504,18 +486,30 @@ mod tests {
 
     /// Appends a random number of batches; with `flush`, fsyncs (as the
     /// group commit would) and acknowledges each, except that the last
-    /// append may be cut off before its fsync. Returns the acknowledged
-    /// batches, every written batch, and how many were in rolled segments.
-    fn run(seed: u64, flush: bool) -> (Vec<Vec<u8>>, Vec<Vec<u8>>, usize) {
+    /// append may be cut off before its fsync. With `deferred`, rolls leave
+    /// their fsyncs to a roll flusher, which runs now and then. Returns the
+    /// acknowledged batches, every written batch, and how many were in
+    /// rolled segments (or, `deferred`, below the durable offset).
+    fn run(seed: u64, flush: bool, deferred: bool) -> (Vec<Vec<u8>>, Vec<Vec<u8>>, usize) {
         let (fs, env, dir) = setup(seed);
         let mut log =
             Log::open_in(&env, &dir, config(if flush { 1 } else { i64::MAX }), true).unwrap();
+        let flusher = Arc::new(crate::flush::RollFlusher::manual());
+        if deferred {
+            log.defer_roll_fsyncs(flusher.clone());
+        }
         let appends = 1 + fs.random(60);
         let crash_before_last_fsync = fs.random(1) == 0;
         let (mut acked, mut written) = (Vec::new(), Vec::new());
         for i in 0..appends {
             let mut data = batch(seed, i, 1 + fs.random(4));
+            if let Some(roll) = log.prepare_roll(&data).unwrap() {
+                roll.run().unwrap();
+            }
             let info = log.append(&data, 0).unwrap();
+            if fs.random(2) == 0 {
+                flusher.run_queued();
+            }
             // What the log wrote: the batch with its assigned offset and epoch.
             set_base_offset(&mut data, info.base_offset).unwrap();
             set_partition_leader_epoch(&mut data, 0).unwrap();
@@ -530,10 +524,14 @@ mod tests {
                 acked.push(data);
             }
         }
-        let active = *log.segment_base_offsets().last().unwrap();
+        let durable_end = if deferred {
+            log.durable_offset()
+        } else {
+            *log.segment_base_offsets().last().unwrap()
+        };
         let in_rolled = written
             .iter()
-            .filter(|b| i64::from_be_bytes(b[..8].try_into().unwrap()) < active)
+            .filter(|b| i64::from_be_bytes(b[..8].try_into().unwrap()) < durable_end)
             .count();
         fs.power_cut(true);
         drop(log);
@@ -548,34 +546,6 @@ mod tests {
             "seed {seed}: recovered batches are not a prefix of what was written"
         );
         (acked, got, in_rolled)
-    }
-
-    #[test]
-    fn appends_ask_for_writeback_every_chunk_and_it_promises_nothing() {
-        use crate::segment::WRITEBACK_CHUNK_BYTES;
-        let (fs, env, dir) = setup(1);
-        let config = LogConfig {
-            index_interval_bytes: 4096,
-            ..LogConfig::default()
-        };
-        let mut log = Log::open_in(&env, &dir, config.clone(), true).unwrap();
-        let value = vec![b'x'; 1 << 19];
-        let half_mib = RecordBatchBuilder::new()
-            .record(0, None, Some(&value))
-            .build();
-        for _ in 0..40 {
-            log.append(&half_mib, 0).unwrap();
-        }
-        let segment = dir.join("00000000000000000000.log");
-        let hints = fs.writeback_hints(&segment);
-        assert_eq!(hints.len(), 2, "{hints:?}");
-        assert_eq!(hints[0].0, 0);
-        assert_eq!(hints[1].0, hints[0].1, "contiguous ranges");
-        assert!(hints.iter().all(|&(_, len)| len >= WRITEBACK_CHUNK_BYTES));
-        fs.power_cut(false);
-        drop(log);
-        let log = Log::open_in(&env, &dir, config, false).unwrap();
-        assert_eq!(log.log_end_offset(), 0, "hinted bytes were never fsynced");
     }
 
     #[test]
@@ -598,8 +568,8 @@ mod tests {
 
     #[test]
     fn with_flush_messages_1_every_acknowledged_append_survives_a_power_cut() {
-        for seed in 0..SEEDS {
-            let (acked, got, _) = run(seed, true);
+        for (seed, deferred) in (0..SEEDS).flat_map(|s| [(s, false), (s, true)]) {
+            let (acked, got, _) = run(seed, true, deferred);
             assert!(
                 got.starts_with(&acked),
                 "seed {seed}: lost acknowledged data ({} acked, {} recovered)",
@@ -612,15 +582,143 @@ mod tests {
 
     #[test]
     fn without_flushes_recovery_yields_a_valid_prefix() {
-        for seed in 0..SEEDS {
-            let (_, got, in_rolled) = run(seed, false);
-            // Rolled segments were fsynced by the roll, so they survive.
+        for (seed, deferred) in (0..SEEDS).flat_map(|s| [(s, false), (s, true)]) {
+            let (_, got, in_rolled) = run(seed, false, deferred);
+            // Rolled segments were fsynced by the roll, or (deferred) by the
+            // flusher, so what they hold survives.
             assert!(
                 got.len() >= in_rolled,
-                "seed {seed}: {} < {in_rolled}",
+                "seed {seed}, deferred {deferred}: {} < {in_rolled}",
                 got.len()
             );
         }
+    }
+
+    #[test]
+    fn a_deferred_roll_marks_the_segment_it_closes_until_its_fsync_is_done() {
+        let (fs, env, dir) = setup(12);
+        let mut log = Log::open_in(&env, &dir, config(i64::MAX), true).unwrap();
+        let flusher = Arc::new(crate::flush::RollFlusher::manual());
+        log.defer_roll_fsyncs(flusher.clone());
+        let first = dir.join("00000000000000000000.log");
+        let marker = dir.join(crate::flush::unflushed_marker_name(0));
+        let mut i = 0;
+        while log.segment_base_offsets().len() < 2 {
+            if let Some(roll) = log.prepare_roll(&batch(12, i, 4)).unwrap() {
+                roll.run().unwrap();
+                assert!(
+                    fs.len(&marker).unwrap().is_some(),
+                    "marked before it closes"
+                );
+            }
+            log.append(&batch(12, i, 4), 0).unwrap();
+            i += 1;
+        }
+        assert_eq!(
+            fs.fsyncs(&first),
+            0,
+            "the roll left the fsync to the flusher"
+        );
+        assert_eq!(flusher.queued(), 1);
+        assert_eq!(log.durable_offset(), 0);
+        let second_base = log.segment_base_offsets()[1];
+
+        // A flush of the new active segment covers the closed one first.
+        let flush = log.prepare_flush().unwrap().unwrap();
+        flush.run().unwrap();
+        assert_eq!(fs.fsyncs(&first), 1);
+        assert_eq!(log.durable_offset(), log.log_end_offset());
+        assert!(fs.len(&marker).unwrap().is_none(), "settled, so unmarked");
+        assert_eq!(flusher.run_queued(), 1, "the job finds nothing left to do");
+        assert_eq!(fs.fsyncs(&first), 2);
+
+        // A second roll while the first closed segment still waits settles
+        // it before it closes another.
+        while log.segment_base_offsets().len() < 3 {
+            log.append(&batch(12, i, 4), 0).unwrap();
+            i += 1;
+        }
+        let second = dir.join(format!("{second_base:020}.log"));
+        let synced = fs.fsyncs(&second);
+        while log.segment_base_offsets().len() < 4 {
+            log.append(&batch(12, i, 4), 0).unwrap();
+            i += 1;
+        }
+        assert_eq!(fs.fsyncs(&second), synced + 1, "settled by the next roll");
+        assert!(log.durable_offset() >= log.segment_base_offsets()[2]);
+        assert_eq!(flusher.run_queued(), 2);
+        assert_eq!(log.durable_offset(), log.segment_base_offsets()[3]);
+        let names = env.list_file_names(&dir).unwrap();
+        assert!(
+            !names.iter().any(|n| n.ends_with(".unflushed")),
+            "{names:?}"
+        );
+
+        // Closing settles what waits, so a clean start finds no marker.
+        while flusher.queued() == 0 {
+            log.append(&batch(12, i, 4), 0).unwrap();
+            i += 1;
+        }
+        log.close().unwrap();
+        let names = env.list_file_names(&dir).unwrap();
+        assert!(
+            !names.iter().any(|n| n.ends_with(".unflushed")),
+            "{names:?}"
+        );
+    }
+
+    #[test]
+    fn a_closed_segment_that_lost_its_tail_takes_the_segments_after_it() {
+        let (fs, env, dir) = setup(13);
+        let mut log = Log::open_in(&env, &dir, config(i64::MAX), true).unwrap();
+        let flusher = Arc::new(crate::flush::RollFlusher::manual());
+        log.defer_roll_fsyncs(flusher.clone());
+        log.append(&batch(13, 0, 4), 0).unwrap();
+        log.flush().unwrap();
+        let durable = log.log_end_offset();
+        let mut i = 1;
+        while log.segment_base_offsets().len() < 2 {
+            log.append(&batch(13, i, 4), 0).unwrap();
+            i += 1;
+        }
+        // The new segment reaches the disk (the kernel may write it back
+        // at any moment), the closed one does not.
+        log.append(&batch(13, i, 4), 0).unwrap();
+        let active = log.segment_base_offsets()[1];
+        env.sync_file(&dir.join(format!("{active:020}.log")))
+            .unwrap();
+        env.sync_dir(&dir).unwrap();
+        fs.power_cut(false);
+        drop(log);
+        let log = Log::open_in(&env, &dir, config(i64::MAX), false).unwrap();
+        assert_eq!(
+            log.log_end_offset(),
+            durable,
+            "cut back to what was fsynced"
+        );
+        assert_eq!(log.segment_base_offsets(), vec![0]);
+        assert_eq!(batches(&log).len(), 1);
+        let names = env.list_file_names(&dir).unwrap();
+        assert!(
+            !names.iter().any(|n| n.ends_with(".unflushed")),
+            "{names:?}"
+        );
+
+        // Without the marker, the torn segment would have been trusted:
+        // the same crash on a log that rolls inline keeps everything the
+        // roll fsynced.
+        let (fs, env, dir) = setup(13);
+        let mut log = Log::open_in(&env, &dir, config(i64::MAX), true).unwrap();
+        let mut i = 0;
+        while log.segment_base_offsets().len() < 2 {
+            log.append(&batch(13, i, 4), 0).unwrap();
+            i += 1;
+        }
+        let rolled_end = log.segment_base_offsets()[1];
+        fs.power_cut(false);
+        drop(log);
+        let log = Log::open_in(&env, &dir, config(i64::MAX), false).unwrap();
+        assert_eq!(log.log_end_offset(), rolled_end);
     }
 
     #[test]
