@@ -471,7 +471,8 @@ impl TarnBroker {
         self.create_topic_full(topic, 1, configs);
     }
 
-    fn create_topic_full(&self, topic: &str, partitions: i32, configs: &[&str]) {
+    /// `tarn topics create` with `key=value` configs, asserting success.
+    pub fn create_topic_full(&self, topic: &str, partitions: i32, configs: &[&str]) {
         let partitions = partitions.to_string();
         let mut args = vec![
             "topics",

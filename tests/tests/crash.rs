@@ -3,7 +3,9 @@
 //! record a producer was told is stored must be there exactly once, at the
 //! offset it was acknowledged with, in send order per producer and
 //! partition; offsets must be contiguous; and every partition's indexes
-//! must agree with its segments.
+//! must agree with its segments. Segments are small, so the partitions roll
+//! all the time and kills find closed segments still waiting for their
+//! background fsync.
 //!
 //! The kill points are counts: each cycle kills the broker once it has
 //! taken in a seeded number of records since it started (read from
@@ -92,7 +94,9 @@ fn acknowledged_records_survive_repeated_sigkill() {
         println!("TARN_TORTURE_SEED={seed}");
         let mut rng = Rng(seed | 1);
         let mut broker = TarnBroker::start();
-        broker.create_topic(TOPIC, PARTITIONS);
+        // Small segments: kills land while rolled segments still wait for
+        // their background fsync, so restarts recover marked ones too.
+        broker.create_topic_full(TOPIC, PARTITIONS, &["segment.bytes=16384"]);
 
         // value -> (acknowledged position, idempotent?)
         let mut acked: HashMap<String, (kafka::Delivered, bool)> = HashMap::new();

@@ -522,16 +522,9 @@ impl RollFlusher {
     pub fn stop(&self) {
         self.queue.0.lock().stopping = true;
         self.queue.1.notify_all();
-        match self.thread.lock().take() {
-            Some(thread) => {
-                if thread.join().is_err() {
-                    tracing::error!("the roll-flush thread panicked");
-                }
-            }
-            None => {
-                self.run_queued();
-            }
-        }
+        join_or_run(&self.thread, "roll-flush", || {
+            self.run_queued();
+        });
     }
 }
 
@@ -700,16 +693,22 @@ impl GroupCommit {
     pub fn stop(&self) {
         self.shared.queue.lock().stopping = true;
         self.shared.wake.notify_all();
-        match self.thread.lock().take() {
-            Some(thread) => {
-                if thread.join().is_err() {
-                    tracing::error!("the group-commit thread panicked");
-                }
-            }
-            None => {
-                self.run_queued();
+        join_or_run(&self.thread, "group-commit", || {
+            self.run_queued();
+        });
+    }
+}
+
+/// Waits for a stopping queue's thread to finish what is queued, or, for a
+/// queue without one (tests, simulations), runs it here.
+fn join_or_run(thread: &Mutex<Option<JoinHandle<()>>>, name: &str, run_queued: impl FnOnce()) {
+    match thread.lock().take() {
+        Some(thread) => {
+            if thread.join().is_err() {
+                tracing::error!("the {name} thread panicked");
             }
         }
+        None => run_queued(),
     }
 }
 

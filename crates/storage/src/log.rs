@@ -206,6 +206,7 @@ impl Log {
                     segments.insert(base_offset, Box::new(segment));
                     continue;
                 }
+                info!(dir = %dir.display(), base_offset, "recovering a segment closed before its fsync was done");
                 let (mut segment, truncated) =
                     LogSegment::open_recovered(env, dir, base_offset, &config, &mut note_epoch)?;
                 recovered_closed.push(base_offset);
