@@ -3,7 +3,9 @@
 # 1 KiB (about 2.5 segments of the default segment.bytes, 1 GiB) to one
 # partition with the neutral client and prints, per run, the produce rate
 # and latency and the broker's slowest fsyncs (from its /metrics
-# histogram): the roll fsyncs the old segment while the partition waits.
+# histogram): the fsync of each segment a roll closes (run in the
+# background since 4710451, while the partition's appends go on; before,
+# the append that rolled waited for it).
 #
 #   bench/roll.sh                      # the release build of this tree
 #   TARN_BINS="/tmp/a /tmp/b" bench/roll.sh   # several builds, interleaved
