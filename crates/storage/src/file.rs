@@ -520,6 +520,22 @@ impl LogEnv {
             .map_err(|e| StorageError::io(format!("create {}", tmp.display()), e))
     }
 
+    /// Creates `path` empty if it does not exist and makes its existence
+    /// durable (the file and its directory fsynced). Idempotent, so that
+    /// callers racing to create the same marker all succeed.
+    pub fn create_durably(&self, path: &Path) -> Result<(), StorageError> {
+        let context = |what: &str| format!("{what} {}", path.display());
+        self.fs
+            .open(path, true)
+            .map_err(|e| StorageError::io(context("create"), e))?
+            .sync()
+            .map_err(|e| StorageError::io(context("fsync"), e))?;
+        match path.parent() {
+            Some(dir) => self.sync_dir(dir),
+            None => Ok(()),
+        }
+    }
+
     /// Replaces `path` with `contents` atomically: write a temporary file,
     /// fsync it, rename it over `path`, fsync the directory. A crash leaves
     /// either the old or the new contents, never a mix.

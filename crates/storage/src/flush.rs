@@ -288,7 +288,8 @@ impl RollFlush {
             }
         }
         if let Some(marker) = &self.marker {
-            if let Err(e) = self.env.write_atomically(marker, b"") {
+            // Appends racing to roll the same segment may each get here.
+            if let Err(e) = self.env.create_durably(marker) {
                 self.durability
                     .fail_because(&self.dir, "writing a rolled segment's marker", &e);
                 return Err(e);
