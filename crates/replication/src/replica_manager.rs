@@ -440,8 +440,9 @@ impl Partition {
         };
         let records = converted.as_deref().unwrap_or(records);
         let epoch = self.leader_epoch();
-        // A roll fsyncs the segment it closes: that runs first, outside the
-        // partition's lock (reads and other appends go on) and off the
+        // A roll fsyncs the segment it closes (or, when the roll flusher
+        // does that, writes the segment's marker): that runs first, outside
+        // the partition's lock (reads and other appends go on) and off the
         // async workers, then the append is tried again and its roll finds
         // it done. Whatever may still fsync in the append (a roll that
         // raced with another append, a new leader epoch's checkpoint) stays

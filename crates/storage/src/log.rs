@@ -484,8 +484,9 @@ impl Log {
     }
 
     /// Whether appending `records` with `leader_epoch` would fsync on the
-    /// caller's thread: a roll fsyncs the segment it closes, and a new
-    /// leader epoch rewrites the epoch checkpoint. Reads only the batch
+    /// caller's thread: a roll fsyncs the segment it closes (or, with a
+    /// [`RollFlusher`], writes its marker), and a new leader epoch
+    /// rewrites the epoch checkpoint. Reads only the batch
     /// headers (no CRC check), so the caller can move such an append off
     /// an async worker first. Input that does not parse answers false (the
     /// append refuses it without touching the disk).
@@ -703,10 +704,11 @@ impl Log {
     }
 
     /// Starts a new active segment at the log end. The old one gets its
-    /// final index entries and is fsynced first, which keeps the invariant
-    /// that only the active segment can hold data that is not on disk. The
-    /// new segment's (empty) file is created at once, so a restart finds
-    /// the log end even when retention then deletes every older segment.
+    /// final index entries and is fsynced first, or marked and handed to
+    /// the [`RollFlusher`] (see the module docs), which keeps every segment
+    /// recovery does not check on disk. The new segment's (empty) file is
+    /// created at once, so a restart finds the log end even when retention
+    /// then deletes every older segment.
     pub(crate) fn roll(&mut self) -> Result<(), StorageError> {
         self.roll_at(self.log_end_offset)
     }

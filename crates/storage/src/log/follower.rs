@@ -42,7 +42,8 @@ impl Log {
     /// that epoch at the batch's base offset; producer state, the max
     /// timestamp, the indexes and the unflushed count are kept as
     /// [`Log::append`] keeps them, so [`Log::flush_due`] and
-    /// [`Log::prepare_flush`] work the same. A roll fsyncs inline. On any
+    /// [`Log::prepare_flush`] work the same. A roll does its disk work
+    /// (an fsync, or a marker) inline. On any
     /// error nothing is appended.
     ///
     /// An empty `records` (a fetch that brought nothing) is a no-op that
