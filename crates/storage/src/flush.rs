@@ -388,6 +388,10 @@ impl ClosedSegment {
         durability: &LogDurability,
     ) -> Result<(), StorageError> {
         durability.check(&self.dir)?;
+        if !slot.lock().as_ref().is_some_and(|c| Arc::ptr_eq(c, self)) {
+            // Settled already, by a successful fsync.
+            return Ok(());
+        }
         for (path, file) in &self.files {
             if let Err(e) = file.sync() {
                 let e = StorageError::io(format!("fsync {}", path.display()), e);
