@@ -590,6 +590,15 @@ def test_kafka_tools_reach_the_controllers_with_bootstrap_controller(cluster_wit
     assert cluster_id.strip() == f"Cluster ID: {status['ClusterId']}", cluster_id
     features = kafka_tool("kafka-features", *via, "describe").stdout
     assert "Feature: metadata.version" in features and "FinalizedVersionLevel: 3.3-IV3" in features, features
+    # Updates reach the active controller, from the controllers and from a
+    # broker that is not it (forwarded), whose answer names it.
+    follower = next(i for i in cluster.addresses if i != leader)
+    for through in (via, ["--bootstrap-server", cluster.addresses[follower]]):
+        out = kafka_tool("kafka-features", *through, "upgrade", "--metadata", "3.3-IV3")
+        assert "metadata.version was upgraded to 7." in out.stdout, out.stdout
+        out = kafka_tool("kafka-features", *through, "upgrade", "--metadata", "3.4-IV0", check=False)
+        assert out.returncode != 0, out.stdout
+        assert f"Local controller {leader} only supports versions 7" in out.stdout, out.stdout
 
     kafka_tool("kafka-configs", *via, "--alter", "--entity-type", "brokers", "--entity-default",
                "--add-config", "log.retention.ms=7200000")
@@ -648,6 +657,11 @@ def test_kafka_metadata_quorum_adds_and_removes_controllers(tmp_path):
             return sorted(v["id"] for v in json.loads(quorum_status(via)["CurrentVoters"]))
 
         assert voters(address[1]) == [1]
+        # A dynamic quorum runs at kraft.version 1 (KIP-853), and says so.
+        features = kafka_tool("kafka-features", "--bootstrap-server", address[1], "describe").stdout
+        kraft = next(line.split() for line in features.splitlines() if "kraft.version" in line)
+        assert kraft[1:9] == ["kraft.version", "SupportedMinVersion:", "0", "SupportedMaxVersion:", "1",
+                              "FinalizedVersionLevel:", "1", "Epoch:"], features
         # Through a broker, then as Kafka's docs do it, through the
         # controllers themselves (KIP-919).
         for i, via in ((2, ["--bootstrap-server", address[1]]),

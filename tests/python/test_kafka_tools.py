@@ -561,6 +561,61 @@ def test_user_credentials_and_config_resources_answer_as_kafka_at_3_3_iv3(broker
                                 "producer_byte_rate=1024.0\n", []), described
 
 
+def test_kafka_features_answers_as_kafka_at_3_3_iv3(broker, tmp_path):
+    """kafka-features.sh describes and updates features with ApiVersions
+    and UpdateFeatures. Tarn runs at metadata.version 3.3-IV3 and
+    kraft.version 0 and changes neither, so every update that changes
+    nothing must go as on a Kafka node formatted at 3.3-IV3 (same output,
+    same exit status), and every other update fail as a level Kafka's own
+    controller does not support fails."""
+    with kafka_node(tmp_path / "kafka", "3.3-IV3") as kafka:
+        def run(bootstrap, *args):
+            out = kafka_tool("kafka-features", "--bootstrap-server", bootstrap, *args, check=False)
+            return out.returncode, out.stdout
+
+        for args in [
+            "upgrade --metadata 3.3-IV3",
+            "upgrade --release-version 3.3-IV3",
+            "downgrade --metadata 3.3-IV3",
+            "upgrade --metadata 3.3-IV3 --dry-run",
+            "upgrade --feature metadata.version=7 --feature kraft.version=0",
+            "disable --feature group.version",
+            "downgrade --feature transaction.version=0",
+            "disable --feature kraft.version",
+            "upgrade --feature no.such.version=1",
+            "disable --feature no.such.version",
+            "upgrade --feature group.version=0",
+        ]:
+            tarn, apache = run(broker.bootstrap, *args.split()), run(kafka, *args.split())
+            assert tarn == apache, f"{args}\ntarn: {tarn}\nkafka: {apache}"
+        # Kafka 4.4 supports later levels; Tarn refuses them as unsupported.
+        for args, reason in [
+            ("upgrade --metadata 3.4-IV0", "Local controller 1 only supports versions 7"),
+            ("disable --feature metadata.version", "Local controller 1 only supports versions 7"),
+            ("upgrade --feature group.version=1", "Local controller 1 does not support this feature."),
+            ("upgrade --feature kraft.version=1", "Tarn cannot change kraft.version"),
+            ("upgrade --release-version 4.0", "does not support this feature."),
+        ]:
+            code, stdout = run(broker.bootstrap, *args.split())
+            assert code != 0 and reason in stdout, f"{args}: {code}\n{stdout}"
+            assert "The update failed for all features" in stdout, stdout
+        # The features' lines: metadata.version at 3.3-IV3, kraft.version
+        # at 0 and supported up to 1, as on Kafka (whose metadata.version is
+        # supported up to its own release's, and whose epoch is its log's).
+        def lines(bootstrap):
+            code, stdout = run(bootstrap, "describe")
+            assert code == 0, stdout
+            return {line.split()[1]: line.split() for line in stdout.splitlines() if line.startswith("Feature:")}
+
+        tarn, apache = lines(broker.bootstrap), lines(kafka)
+        assert sorted(tarn) == ["kraft.version", "metadata.version"], tarn
+        assert tarn["kraft.version"][:-1] == apache["kraft.version"][:-1], (tarn, apache)
+        assert tarn["metadata.version"][:4] == apache["metadata.version"][:4], (tarn, apache)
+        assert tarn["metadata.version"][4:8] == ["SupportedMaxVersion:", "3.3-IV3", "FinalizedVersionLevel:",
+                                                 "3.3-IV3"], tarn
+        assert tarn["metadata.version"][6:8] == apache["metadata.version"][6:8], (tarn, apache)
+
+
 def quota_lines(stdout):
     """kafka-configs.sh's quota lines in a fixed order: Kafka prints the
     entities, and each one's quotas, in its hash maps' order."""

@@ -50,6 +50,7 @@ use tarn_protocol::messages::produce::*;
 use tarn_protocol::messages::reassignments::*;
 use tarn_protocol::messages::scram_credentials::*;
 use tarn_protocol::messages::sync_group::*;
+use tarn_protocol::messages::update_features::*;
 use tarn_protocol::record_batch::RecordBatchBuilder;
 
 /// Fields that may differ between two clusters, whatever the scenario.
@@ -213,6 +214,7 @@ compared_as_they_are!(
     DescribeAclsResponse,
     CreateAclsResponse,
     DeleteAclsResponse,
+    UpdateFeaturesResponse,
 );
 
 /// Responses whose one list each broker orders its own way, compared
@@ -999,6 +1001,7 @@ pub const OFFSET_DELETE: (i16, i16, i16) = (47, 0, i16::MAX);
 pub const ALTER_CONFIGS: (i16, i16, i16) = (33, 2, 2);
 pub const INCREMENTAL_ALTER_CONFIGS: (i16, i16, i16) = (44, 1, 1);
 pub const DESCRIBE_CLUSTER: (i16, i16, i16) = (60, 1, 0);
+pub const UPDATE_FEATURES: (i16, i16, i16) = (57, 2, 0);
 /// Retriable coordinator errors: COORDINATOR_LOAD_IN_PROGRESS (14),
 /// COORDINATOR_NOT_AVAILABLE (15), NOT_COORDINATOR (16).
 pub const COORDINATOR_NOT_READY: [i16; 3] = [14, 15, 16];

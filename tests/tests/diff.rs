@@ -49,6 +49,7 @@ use tarn_protocol::messages::offset_for_leader_epoch::*;
 use tarn_protocol::messages::produce::*;
 use tarn_protocol::messages::scram_credentials::*;
 use tarn_protocol::messages::sync_group::*;
+use tarn_protocol::messages::update_features::*;
 use tarn_protocol::record_batch::RecordBatchBuilder;
 
 /// Scenarios whose answers differ on purpose, each with the reason.
@@ -3145,6 +3146,60 @@ fn group_admin(d: &mut Diff, ids: &[String; 2]) {
     );
 }
 
+/// UpdateFeatures where both brokers agree whatever their metadata.version:
+/// `kraft.version` 0, the level both quorums of fixed voters run at (at
+/// every version, v0 without an upgrade type, with and without
+/// validate-only), and each refusal that comes before the levels are
+/// looked at (an unknown upgrade type, a negative level, an unknown
+/// feature). The levels themselves differ (Kafka's node runs at its
+/// release's metadata.version), so they are compared against a Kafka node
+/// at Tarn's level by tests/python/test_kafka_tools.py.
+fn update_features(d: &mut Diff) {
+    let request =
+        |feature: &str, level: i16, upgrade_type: i8, validate_only: bool| UpdateFeaturesRequest {
+            timeout_ms: 60_000,
+            feature_updates: vec![FeatureUpdateKey {
+                feature: feature.into(),
+                max_version_level: level,
+                allow_downgrade: true,
+                upgrade_type,
+            }],
+            validate_only,
+        };
+    for version in 0..=2 {
+        d.call::<_, UpdateFeaturesResponse>(
+            &format!("UpdateFeatures v{version}: kraft.version disabled"),
+            (UPDATE_FEATURES.0, version, UPDATE_FEATURES.2),
+            &request("kraft.version", 0, 2, false),
+        );
+    }
+    for (what, request) in [
+        (
+            "kraft.version disabled, validate only",
+            request("kraft.version", 0, 2, true),
+        ),
+        (
+            "an unknown upgrade type",
+            request("group.version", 0, 4, false),
+        ),
+        ("a negative level", request("group.version", -1, 2, false)),
+        (
+            "an unknown feature",
+            request("no.such.version", 1, 1, false),
+        ),
+        (
+            "an unknown feature disabled",
+            request("no.such.version", 0, 2, false),
+        ),
+    ] {
+        d.call::<_, UpdateFeaturesResponse>(
+            &format!("UpdateFeatures: {what}"),
+            UPDATE_FEATURES,
+            &request,
+        );
+    }
+}
+
 fn describe_cluster_request(endpoint_type: i8) -> DescribeClusterRequest {
     DescribeClusterRequest {
         endpoint_type,
@@ -3245,6 +3300,7 @@ fn tarn_answers_as_apache_kafka_does() {
         versions_and_epochs(&mut d);
         older_versions(&mut d);
         commit_details(&mut d);
+        update_features(&mut d);
         // A quorum of one with a CONTROLLER listener, as Kafka's node is.
         let (port, controller) = (free_port(), free_port());
         let quorum_of_one = BrokerOptions {

@@ -97,6 +97,7 @@ const KAFKA_4_4_0: &[(i16, &str, i16, i16)] = &[
     (50, "DescribeUserScramCredentials", 0, 0),
     (51, "AlterUserScramCredentials", 0, 0),
     (55, "DescribeQuorum", 0, 2),
+    (57, "UpdateFeatures", 0, 2),
     (60, "DescribeCluster", 0, 2),
     (61, "DescribeProducers", 0, 0),
     (64, "UnregisterBroker", 0, 0),

@@ -1908,6 +1908,45 @@ fn unregister_broker() {
 }
 
 #[test]
+fn update_features() {
+    use kafka_protocol::messages as k;
+    use update_features::*;
+    // v0 has allow_downgrade and no upgrade type, v1 on the other way round.
+    let request = |allow_downgrade, upgrade_type| UpdateFeaturesRequest {
+        timeout_ms: 30_000,
+        feature_updates: vec![FeatureUpdateKey {
+            feature: "metadata.version".into(),
+            max_version_level: 7,
+            allow_downgrade,
+            upgrade_type,
+        }],
+        validate_only: false,
+    };
+    check::<_, k::UpdateFeaturesRequest>(&request(true, 1), 0..=0, 0);
+    let mut validate_only = request(false, 2);
+    validate_only.validate_only = true;
+    check::<_, k::UpdateFeaturesRequest>(&validate_only, 1..=2, 0);
+    let response = UpdateFeaturesResponse {
+        throttle_time_ms: 0,
+        error_code: 0,
+        error_message: None,
+        results: vec![UpdatableFeatureResult {
+            feature: "metadata.version".into(),
+            error_code: 0,
+            error_message: Some("NONE".into()),
+        }],
+    };
+    check::<_, k::UpdateFeaturesResponse>(&response, 0..=1, 0);
+    let refused = UpdateFeaturesResponse {
+        throttle_time_ms: 0,
+        error_code: 95,
+        error_message: Some("Invalid update version 8".into()),
+        results: Vec::new(),
+    };
+    check::<_, k::UpdateFeaturesResponse>(&refused, 0..=2, 0);
+}
+
+#[test]
 fn describe_quorum() {
     use describe_quorum::*;
     use kafka_protocol::messages as k;

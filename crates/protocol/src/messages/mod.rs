@@ -42,3 +42,4 @@ pub mod reassignments;
 pub mod scram_credentials;
 pub mod sync_group;
 pub mod unregister_broker;
+pub mod update_features;

@@ -2,11 +2,17 @@
 //! features (KIP-584) this broker supports and runs at, which the admin
 //! client's describeFeatures and kafka-features.sh show.
 //!
-//! The one feature is `metadata.version`, fixed at 3.3-IV3 (level 7), the
-//! oldest level Kafka 4 runs at: Tarn implements no client-facing feature
-//! gated behind a later level (KIP-848 groups, KIP-890 transactions), so
-//! it reports none of `group.version` or `transaction.version`, and no
-//! record ever changes the level, so the finalized epoch is 0. Eligible
+//! Two features: `metadata.version`, fixed at 3.3-IV3 (level 7), the
+//! oldest level Kafka 4 runs at, and `kraft.version` (KIP-853), 1 in a
+//! dynamic quorum (`controller.quorum.bootstrap.servers`) and 0 in one
+//! whose voters are fixed (or on a single node). As in Kafka 4.4, a
+//! feature supported from level 0 (`kraft.version`) is listed from v4
+//! only (older clients took a minimum of 0 for a broken range), and a
+//! feature finalized at level 0 is not listed as finalized. Tarn
+//! implements no client-facing feature gated behind a later level
+//! (KIP-848 groups, KIP-890 transactions), so it reports none of
+//! `group.version` or `transaction.version`, and no record ever changes a
+//! level (`update_features`), so the finalized epoch is 0. Eligible
 //! leader replicas (KIP-966) are always on in a cluster's controller, as
 //! in new Kafka 4 clusters, but `eligible.leader.replicas.version` is not
 //! reported: Kafka's level 1 requires metadata.version 4.0-IV1, and no
@@ -45,6 +51,56 @@ pub const SPEC: ApiSpec = ApiSpec {
 pub const METADATA_VERSION_FEATURE: &str = "metadata.version";
 /// Kafka's 3.3-IV3.
 pub const METADATA_VERSION_LEVEL: i16 = 7;
+pub const KRAFT_VERSION_FEATURE: &str = "kraft.version";
+/// The first version that lists features supported from level 0.
+const LEVEL_ZERO_FEATURES_VERSION: i16 = 4;
+
+/// The `kraft.version` this node's quorum runs at: 1 when its voters can
+/// change (bootstrap servers, no fixed voters), else 0.
+pub fn kraft_version(config: &tarn_config::BrokerConfig) -> i16 {
+    let dynamic = config.get("controller.quorum.voters").is_empty()
+        && !config.get("controller.quorum.bootstrap.servers").is_empty();
+    i16::from(dynamic)
+}
+
+/// The supported features, and the finalized ones, that ApiVersions at
+/// `version` lists for a node at `kraft_version`.
+fn features(
+    version: i16,
+    kraft_version: i16,
+) -> (Vec<SupportedFeatureKey>, Vec<FinalizedFeatureKey>) {
+    let mut supported = vec![SupportedFeatureKey {
+        name: METADATA_VERSION_FEATURE.into(),
+        min_version: METADATA_VERSION_LEVEL,
+        max_version: METADATA_VERSION_LEVEL,
+    }];
+    if version >= LEVEL_ZERO_FEATURES_VERSION {
+        supported.insert(
+            0,
+            SupportedFeatureKey {
+                name: KRAFT_VERSION_FEATURE.into(),
+                min_version: 0,
+                max_version: 1,
+            },
+        );
+    }
+    let mut finalized = vec![FinalizedFeatureKey {
+        name: METADATA_VERSION_FEATURE.into(),
+        max_version_level: METADATA_VERSION_LEVEL,
+        min_version_level: METADATA_VERSION_LEVEL,
+    }];
+    if kraft_version > 0 {
+        finalized.insert(
+            0,
+            FinalizedFeatureKey {
+                name: KRAFT_VERSION_FEATURE.into(),
+                max_version_level: kraft_version,
+                min_version_level: kraft_version,
+            },
+        );
+    }
+    (supported, finalized)
+}
 
 fn api_keys(endpoint: Endpoint) -> Vec<ApiVersion> {
     APIS.iter()
@@ -72,21 +128,15 @@ pub async fn handle(
             };
         }
     }
+    let (supported_features, finalized_features) =
+        features(ctx.version.version, kraft_version(&broker.config));
     ApiVersionsResponse {
         error_code: error::NONE,
         api_keys: api_keys(ctx.endpoint),
         throttle_time_ms: 0,
-        supported_features: vec![SupportedFeatureKey {
-            name: METADATA_VERSION_FEATURE.into(),
-            min_version: METADATA_VERSION_LEVEL,
-            max_version: METADATA_VERSION_LEVEL,
-        }],
+        supported_features,
         finalized_features_epoch: 0,
-        finalized_features: vec![FinalizedFeatureKey {
-            name: METADATA_VERSION_FEATURE.into(),
-            max_version_level: METADATA_VERSION_LEVEL,
-            min_version_level: METADATA_VERSION_LEVEL,
-        }],
+        finalized_features,
         zk_migration_ready: false,
     }
 }
@@ -190,5 +240,33 @@ mod tests {
             assert!(back.api_keys.iter().any(|k| k.api_key == 75));
         }
         broker.shutdown().unwrap();
+    }
+
+    #[test]
+    fn kraft_version_is_listed_as_kafka_lists_it() {
+        let names = |version, kraft| {
+            let (supported, finalized) = features(version, kraft);
+            let supported: Vec<_> = supported
+                .into_iter()
+                .map(|f| (f.name, f.min_version, f.max_version))
+                .collect();
+            let finalized: Vec<_> = finalized
+                .into_iter()
+                .map(|f| (f.name, f.min_version_level, f.max_version_level))
+                .collect();
+            (supported, finalized)
+        };
+        let metadata = ("metadata.version".to_owned(), 7, 7);
+        let kraft_range = ("kraft.version".to_owned(), 0, 1);
+        // Supported from level 0: listed from v4 on.
+        assert_eq!(names(3, 0).0, vec![metadata.clone()]);
+        assert_eq!(names(4, 0).0, vec![kraft_range.clone(), metadata.clone()]);
+        assert_eq!(names(5, 1).0, vec![kraft_range, metadata.clone()]);
+        // Finalized at 0: not listed; at 1 (a dynamic quorum): listed.
+        assert_eq!(names(4, 0).1, vec![metadata.clone()]);
+        assert_eq!(
+            names(3, 1).1,
+            vec![("kraft.version".to_owned(), 1, 1), metadata]
+        );
     }
 }

@@ -59,6 +59,7 @@ mod raft_voters;
 pub mod remove_raft_voter;
 pub mod sync_group;
 pub mod unregister_broker;
+pub mod update_features;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -133,6 +134,7 @@ pub const APIS: &[ApiSpec] = &[
     alter_user_scram_credentials::SPEC,
     list_config_resources::SPEC,
     unregister_broker::SPEC,
+    update_features::SPEC,
     add_raft_voter::SPEC,
     remove_raft_voter::SPEC,
 ];
@@ -238,7 +240,7 @@ impl Endpoint {
 
 /// The APIs a controller serves to Kafka clients on its CONTROLLER
 /// listener: those Kafka's controller handles, less the ones Tarn does not
-/// implement (delegation tokens, features updates) and the quorum's and
+/// implement (delegation tokens) and the quorum's and
 /// brokers' own RPCs, which Tarn carries under private keys.
 pub const CONTROLLER_APIS: &[i16] = &[
     api_versions::KEY,
@@ -259,6 +261,7 @@ pub const CONTROLLER_APIS: &[i16] = &[
     describe_cluster::KEY,
     describe_quorum::KEY,
     unregister_broker::KEY,
+    update_features::KEY,
     add_raft_voter::KEY,
     remove_raft_voter::KEY,
 ];
@@ -298,6 +301,7 @@ const FORWARDED: &[i16] = &[
     create_acls::KEY,
     delete_acls::KEY,
     unregister_broker::KEY,
+    update_features::KEY,
     describe_quorum::KEY,
     remove_raft_voter::KEY,
 ];
@@ -482,6 +486,7 @@ async fn dispatch_at(
             alter_user_scram_credentials,
             list_config_resources,
             unregister_broker,
+            update_features,
             add_raft_voter,
             remove_raft_voter
         ]
