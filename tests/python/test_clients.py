@@ -1,6 +1,7 @@
 """Round trips through confluent-kafka and kafka-python, across clients, and
 across a SIGKILL of the broker."""
 
+import confluent_kafka
 import pytest
 
 from tarn_clients import (
@@ -55,6 +56,27 @@ def test_idempotent_confluent_producer(broker):
     delivered = ck_produce(broker.bootstrap, topic, recs, **{"enable.idempotence": True})
     # One partition, idempotent: acknowledged in send order, no gaps.
     assert delivered == [(0, i) for i in range(len(recs))]
+    assert_matches(topic, recs, delivered, ck_consume(broker.bootstrap, topic, len(recs)))
+
+
+def test_transactional_producers_are_refused_at_once_with_the_reason(broker):
+    """Tarn has no transaction coordinator yet. A transactional producer
+    must fail at its first step with an error that says so, fatal in the
+    client, rather than retry a coordinator lookup until its timeout:
+    librdkafka's init_transactions is given far longer than the refusal
+    takes, and must raise the authorization error, not a timeout."""
+    producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap,
+                                         "transactional.id": "tarn-txn"})
+    with pytest.raises(confluent_kafka.KafkaException) as refused:
+        producer.init_transactions(120)
+    error = refused.value.args[0]
+    assert error.code() == confluent_kafka.KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, error
+    assert error.fatal(), error
+    # The idempotent producer beside it is unaffected.
+    topic = "ck-beside-txn"
+    broker.create_topic(topic, 1)
+    recs = sample_records(10, "beside")
+    delivered = ck_produce(broker.bootstrap, topic, recs, **{"enable.idempotence": True})
     assert_matches(topic, recs, delivered, ck_consume(broker.bootstrap, topic, len(recs)))
 
 

@@ -389,6 +389,27 @@ def test_get_offsets_delete_records_and_log_dirs(broker, tmp_path):
     assert all(p["size"] >= 0 for p in log_dir["partitions"]), log_dir
 
 
+def test_kafka_transactions_describes_producers_and_refuses_transactional_ids(broker):
+    """kafka-transactions.sh: describe-producers lists an idempotent
+    producer's state (DescribeProducers), find-hanging finds nothing to
+    report, and a transactional id is refused at once, as no transaction
+    coordinator exists yet (the authorization failure FindCoordinator
+    answers, rather than a lookup retried for the tool's whole timeout)."""
+    broker.create_topic("txn-tools", 1)
+    ck_produce(broker.bootstrap, "txn-tools", [Rec(None, b"v", [])] * 3, **{"enable.idempotence": True})
+    out = kafka_tool("kafka-transactions", *on(broker), "describe-producers", "--topic", "txn-tools",
+                     "--partition", "0").stdout
+    [header, row] = out.strip().splitlines()
+    assert header.split()[:3] == ["ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch"], out
+    assert row.split()[3] == "2", out  # LastSequence: three records, sequences 0 to 2
+    out = kafka_tool("kafka-transactions", *on(broker), "find-hanging", "--broker-id", "1").stdout
+    assert out.strip().splitlines() == [out.strip().splitlines()[0]], out
+    refused = kafka_tool("kafka-transactions", *on(broker), "describe", "--transactional-id", "t1",
+                         check=False)
+    assert refused.returncode != 0, refused.stdout
+    assert "failed due to authorization failure" in refused.stdout + refused.stderr, refused
+
+
 def ck_consume_positions(broker, topic, count):
     return [(g.partition, g.offset) for g in ck_consume(broker.bootstrap, topic, count)]
 

@@ -4,7 +4,15 @@
 //! several keys at once; v5 (KIP-890) only says the client understands
 //! TRANSACTION_ABORTABLE; v6 (KIP-932) adds share-partition keys. Tarn has
 //! no transaction coordinator and no share groups, so those keys are
-//! refused, each with the error Kafka gives for an unusable key.
+//! refused. A share key gets the error Kafka gives for an unusable key. A
+//! transactional id gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as
+//! InitProducerId does: the error Kafka gives a client that may not use
+//! that id, which every client treats as fatal, so a transactional
+//! producer fails at once with Tarn's reason. A retriable error
+//! (COORDINATOR_NOT_AVAILABLE) would have it retry until its timeout, and
+//! Kafka's admin client looks a coordinator up again without a backoff
+//! (`kafka-transactions.sh describe` sent some 2,800 requests a second for
+//! its whole minute).
 use std::sync::Arc;
 
 use tarn_protocol::error::{self, ErrorCode};
@@ -25,6 +33,9 @@ pub const SPEC: ApiSpec = ApiSpec {
     max_version: 6,
     flexible_min: 3,
 };
+/// Why a transactional id is refused, here and by InitProducerId.
+pub const TRANSACTIONS_UNSUPPORTED: &str =
+    "transactions are not supported yet: Tarn has no transaction coordinator";
 /// The first version that batches coordinator keys.
 const BATCHED_VERSION: i16 = 4;
 /// The first version with share-partition keys.
@@ -47,8 +58,8 @@ async fn find(broker: &Arc<Broker>, version: i16, key_type: i8, key: String) -> 
         KEY_TYPE_TRANSACTION => {
             return failure(
                 key,
-                error::COORDINATOR_NOT_AVAILABLE,
-                "transactions are not supported yet",
+                error::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                TRANSACTIONS_UNSUPPORTED,
             )
         }
         // Kafka answers INVALID_REQUEST for a share key before v6 and for
