@@ -392,7 +392,8 @@ def test_get_offsets_delete_records_and_log_dirs(broker, tmp_path):
 def test_kafka_transactions_describes_producers_and_refuses_transactional_ids(broker):
     """kafka-transactions.sh: describe-producers lists an idempotent
     producer's state (DescribeProducers), find-hanging finds nothing to
-    report, and a transactional id is refused at once, as no transaction
+    report, list finds no transaction (ListTransactions), and a
+    transactional id is refused at once, as no transaction
     coordinator exists yet (the authorization failure FindCoordinator
     answers, rather than a lookup retried for the tool's whole timeout)."""
     broker.create_topic("txn-tools", 1)
@@ -404,6 +405,8 @@ def test_kafka_transactions_describes_producers_and_refuses_transactional_ids(br
     assert row.split()[3] == "2", out  # LastSequence: three records, sequences 0 to 2
     out = kafka_tool("kafka-transactions", *on(broker), "find-hanging", "--broker-id", "1").stdout
     assert out.strip().splitlines() == [out.strip().splitlines()[0]], out
+    out = kafka_tool("kafka-transactions", *on(broker), "list").stdout
+    assert out.split() == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"], out
     refused = kafka_tool("kafka-transactions", *on(broker), "describe", "--transactional-id", "t1",
                          check=False)
     assert refused.returncode != 0, refused.stdout

@@ -41,6 +41,7 @@ use tarn_protocol::messages::leave_group::*;
 use tarn_protocol::messages::list_config_resources::*;
 use tarn_protocol::messages::list_groups::*;
 use tarn_protocol::messages::list_offsets::*;
+use tarn_protocol::messages::list_transactions::*;
 use tarn_protocol::messages::metadata::*;
 use tarn_protocol::messages::offset_commit::*;
 use tarn_protocol::messages::offset_delete::*;
@@ -215,6 +216,7 @@ compared_as_they_are!(
     CreateAclsResponse,
     DeleteAclsResponse,
     UpdateFeaturesResponse,
+    ListTransactionsResponse,
 );
 
 /// Responses whose one list each broker orders its own way, compared
@@ -1002,6 +1004,7 @@ pub const ALTER_CONFIGS: (i16, i16, i16) = (33, 2, 2);
 pub const INCREMENTAL_ALTER_CONFIGS: (i16, i16, i16) = (44, 1, 1);
 pub const DESCRIBE_CLUSTER: (i16, i16, i16) = (60, 1, 0);
 pub const UPDATE_FEATURES: (i16, i16, i16) = (57, 2, 0);
+pub const LIST_TRANSACTIONS: (i16, i16, i16) = (66, 2, 0);
 /// Retriable coordinator errors: COORDINATOR_LOAD_IN_PROGRESS (14),
 /// COORDINATOR_NOT_AVAILABLE (15), NOT_COORDINATOR (16).
 pub const COORDINATOR_NOT_READY: [i16; 3] = [14, 15, 16];

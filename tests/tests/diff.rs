@@ -41,6 +41,7 @@ use tarn_protocol::messages::leave_group::*;
 use tarn_protocol::messages::list_config_resources::*;
 use tarn_protocol::messages::list_groups::*;
 use tarn_protocol::messages::list_offsets::*;
+use tarn_protocol::messages::list_transactions::*;
 use tarn_protocol::messages::metadata::*;
 use tarn_protocol::messages::offset_commit::*;
 use tarn_protocol::messages::offset_delete::*;
@@ -3200,6 +3201,51 @@ fn update_features(d: &mut Diff) {
     }
 }
 
+/// ListTransactions on two brokers with no transaction (Tarn has no
+/// transaction coordinator; Kafka's has seen none): filters of every kind,
+/// an unknown state filter, and transactional-id patterns that compile and
+/// that do not (KIP-1152), at each version.
+fn list_transactions(d: &mut Diff) {
+    let request = |states: &[&str], pattern: Option<&str>| ListTransactionsRequest {
+        state_filters: states.iter().map(|s| (*s).to_owned()).collect(),
+        producer_id_filters: vec![1, 2],
+        duration_filter: 1000,
+        transactional_id_pattern: pattern.map(str::to_owned),
+    };
+    for version in 0..=2 {
+        d.call::<_, ListTransactionsResponse>(
+            &format!("ListTransactions v{version}: no filter"),
+            (LIST_TRANSACTIONS.0, version, LIST_TRANSACTIONS.2),
+            &ListTransactionsRequest {
+                duration_filter: -1,
+                ..Default::default()
+            },
+        );
+    }
+    for (what, request) in [
+        (
+            "every filter, a known state",
+            request(&["Ongoing"], Some("app-.*")),
+        ),
+        ("an unknown state", request(&["Ongoing", "Running"], None)),
+        ("an empty pattern", request(&[], Some(""))),
+        (
+            "a pattern that does not compile",
+            request(&[], Some("app-[")),
+        ),
+        (
+            "a pattern RE2 does not take (look-ahead)",
+            request(&[], Some("(?=app).*")),
+        ),
+    ] {
+        d.call::<_, ListTransactionsResponse>(
+            &format!("ListTransactions: {what}"),
+            LIST_TRANSACTIONS,
+            &request,
+        );
+    }
+}
+
 fn describe_cluster_request(endpoint_type: i8) -> DescribeClusterRequest {
     DescribeClusterRequest {
         endpoint_type,
@@ -3301,6 +3347,7 @@ fn tarn_answers_as_apache_kafka_does() {
         older_versions(&mut d);
         commit_details(&mut d);
         update_features(&mut d);
+        list_transactions(&mut d);
         // A quorum of one with a CONTROLLER listener, as Kafka's node is.
         let (port, controller) = (free_port(), free_port());
         let quorum_of_one = BrokerOptions {

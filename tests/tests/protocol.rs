@@ -101,6 +101,7 @@ const KAFKA_4_4_0: &[(i16, &str, i16, i16)] = &[
     (60, "DescribeCluster", 0, 2),
     (61, "DescribeProducers", 0, 0),
     (64, "UnregisterBroker", 0, 0),
+    (66, "ListTransactions", 0, 2),
     (74, "ListConfigResources", 0, 1),
     (75, "DescribeTopicPartitions", 0, 0),
     (80, "AddRaftVoter", 0, 1),

@@ -89,6 +89,8 @@ pub const UNSUPPORTED_ENDPOINT_TYPE: ErrorCode = 115;
 /// The client should rebootstrap: it reached a node or cluster other than
 /// the one it meant (ApiVersions v5, Metadata v13).
 pub const REBOOTSTRAP_REQUIRED: ErrorCode = 129;
+/// A regular expression in the request does not compile (KIP-1152).
+pub const INVALID_REGULAR_EXPRESSION: ErrorCode = 128;
 pub const OFFSET_METADATA_TOO_LARGE: ErrorCode = 12;
 pub const COORDINATOR_LOAD_IN_PROGRESS: ErrorCode = 14;
 pub const COORDINATOR_NOT_AVAILABLE: ErrorCode = 15;

@@ -1947,6 +1947,32 @@ fn update_features() {
 }
 
 #[test]
+fn list_transactions() {
+    use kafka_protocol::messages as k;
+    use list_transactions::*;
+    let request = |version: i16| ListTransactionsRequest {
+        state_filters: vec!["Ongoing".into(), "Bogus".into()],
+        producer_id_filters: vec![7, 1 << 40],
+        duration_filter: if version >= 1 { 60_000 } else { -1 },
+        transactional_id_pattern: (version >= 2).then(|| "app-.*".into()),
+    };
+    for version in 0..=2 {
+        check::<_, k::ListTransactionsRequest>(&request(version), version..=version, 0);
+    }
+    let response = ListTransactionsResponse {
+        throttle_time_ms: 0,
+        error_code: 0,
+        unknown_state_filters: vec!["Bogus".into()],
+        transaction_states: vec![ListedTransaction {
+            transactional_id: "app-1".into(),
+            producer_id: 42,
+            transaction_state: "Ongoing".into(),
+        }],
+    };
+    check::<_, k::ListTransactionsResponse>(&response, 0..=2, 0);
+}
+
+#[test]
 fn describe_quorum() {
     use describe_quorum::*;
     use kafka_protocol::messages as k;

@@ -49,6 +49,7 @@ pub mod list_config_resources;
 pub mod list_groups;
 pub mod list_offsets;
 pub mod list_partition_reassignments;
+pub mod list_transactions;
 pub mod metadata;
 pub mod offset_commit;
 pub mod offset_delete;
@@ -135,6 +136,7 @@ pub const APIS: &[ApiSpec] = &[
     list_config_resources::SPEC,
     unregister_broker::SPEC,
     update_features::SPEC,
+    list_transactions::SPEC,
     add_raft_voter::SPEC,
     remove_raft_voter::SPEC,
 ];
@@ -487,6 +489,7 @@ async fn dispatch_at(
             list_config_resources,
             unregister_broker,
             update_features,
+            list_transactions,
             add_raft_voter,
             remove_raft_voter
         ]
