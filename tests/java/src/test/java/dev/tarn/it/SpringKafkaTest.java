@@ -15,6 +15,7 @@ import java.util.TreeSet;
 import java.util.concurrent.ConcurrentHashMap;
 
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.ConsumerGroupDescription;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
@@ -54,8 +55,9 @@ import org.springframework.util.backoff.FixedBackOff;
  * {@link KafkaTemplate} that sends, and a {@code @KafkaListener} of three
  * concurrent consumers in one group whose error handler retries a failing
  * record once and then publishes it to the dead-letter topic with the
- * exception in its headers. Every record is handled once or dead-lettered,
- * and the group's committed offsets reach the end of every partition.
+ * exception in its headers. Once the three consumers hold a partition
+ * each, every record sent is handled or dead-lettered, and the group's
+ * committed offsets reach the end of every partition.
  */
 @ExtendWith(TarnExtension.class)
 @TarnSettings({"group.initial.rebalance.delay.ms=0"})
@@ -69,8 +71,8 @@ class SpringKafkaTest {
     /** The bootstrap address the configuration below reads (one broker per class). */
     static volatile String bootstrap;
 
-    /** Records the listener handled, by value, with the thread each came on. */
-    static final Map<String, String> HANDLED = new ConcurrentHashMap<>();
+    /** The values of the records the listener handled. */
+    static final Set<String> HANDLED = ConcurrentHashMap.newKeySet();
     /** How many times each poison record was attempted. */
     static final Map<String, Integer> ATTEMPTS = new ConcurrentHashMap<>();
 
@@ -147,7 +149,7 @@ class SpringKafkaTest {
                 ATTEMPTS.merge(value, 1, Integer::sum);
                 throw new IllegalStateException("cannot handle " + value);
             }
-            HANDLED.put(value, Thread.currentThread().getName());
+            HANDLED.add(value);
         }
     }
 
@@ -156,7 +158,21 @@ class SpringKafkaTest {
         bootstrap = broker.bootstrap();
         Set<String> poison = new TreeSet<>();
         Set<String> good = new TreeSet<>();
-        try (AnnotationConfigApplicationContext context = new AnnotationConfigApplicationContext(App.class)) {
+        try (AnnotationConfigApplicationContext context = new AnnotationConfigApplicationContext(App.class);
+                Admin admin = Admin.create(Clients.common(broker))) {
+            // The three consumers share the partitions, one each, before
+            // anything is sent, so that no rebalance interrupts a retry.
+            Clients.until("three members, one partition each", SpringKafkaTest::pause, () -> {
+                try {
+                    ConsumerGroupDescription group =
+                            admin.describeConsumerGroups(List.of(GROUP)).describedGroups().get(GROUP).get();
+                    return group.members().size() == 3 && group.members().stream()
+                            .allMatch(m -> m.assignment().topicPartitions().size() == 1);
+                } catch (Exception e) {
+                    throw new IllegalStateException(e);
+                }
+            });
+
             @SuppressWarnings("unchecked")
             KafkaTemplate<String, String> template = context.getBean(KafkaTemplate.class);
             List<SendResult<String, String>> sent = new ArrayList<>();
@@ -172,11 +188,7 @@ class SpringKafkaTest {
             assertEquals(Set.of(0, 1, 2), partitions, "keys spread over the three partitions");
 
             Clients.until("every good record handled", SpringKafkaTest::pause,
-                    () -> HANDLED.keySet().containsAll(good));
-            // Three consumers shared the partitions.
-            Set<String> threads = new TreeSet<>(HANDLED.values());
-            assertEquals(3, threads.size(), "one thread per container: " + threads);
-
+                    () -> HANDLED.containsAll(good));
             Map<String, ConsumerRecord<String, String>> dead = readDeadLetters(broker, poison.size());
             assertEquals(poison, dead.keySet());
             for (ConsumerRecord<String, String> record : dead.values()) {
@@ -189,26 +201,24 @@ class SpringKafkaTest {
             }
 
             // The group committed every partition to its end.
-            try (Admin admin = Admin.create(Clients.common(broker))) {
-                Map<TopicPartition, OffsetSpec> latest = new HashMap<>();
-                for (int p = 0; p < PARTITIONS; p++) {
-                    latest.put(new TopicPartition(TOPIC, p), OffsetSpec.latest());
-                }
-                Map<TopicPartition, Long> ends = new HashMap<>();
-                admin.listOffsets(latest).all().get().forEach((tp, info) -> ends.put(tp, info.offset()));
-                assertEquals(RECORDS, ends.values().stream().mapToLong(Long::longValue).sum());
-                Clients.until("the group's offsets committed to the end", SpringKafkaTest::pause, () -> {
-                    Map<TopicPartition, Long> committed = new HashMap<>();
-                    try {
-                        Map<TopicPartition, OffsetAndMetadata> offsets =
-                                admin.listConsumerGroupOffsets(GROUP).partitionsToOffsetAndMetadata().get();
-                        offsets.forEach((tp, o) -> committed.put(tp, o.offset()));
-                    } catch (Exception e) {
-                        throw new IllegalStateException(e);
-                    }
-                    return committed.equals(ends);
-                });
+            Map<TopicPartition, OffsetSpec> latest = new HashMap<>();
+            for (int p = 0; p < PARTITIONS; p++) {
+                latest.put(new TopicPartition(TOPIC, p), OffsetSpec.latest());
             }
+            Map<TopicPartition, Long> ends = new HashMap<>();
+            admin.listOffsets(latest).all().get().forEach((tp, info) -> ends.put(tp, info.offset()));
+            assertEquals(RECORDS, ends.values().stream().mapToLong(Long::longValue).sum());
+            Clients.until("the group's offsets committed to the end", SpringKafkaTest::pause, () -> {
+                Map<TopicPartition, Long> committed = new HashMap<>();
+                try {
+                    Map<TopicPartition, OffsetAndMetadata> offsets =
+                            admin.listConsumerGroupOffsets(GROUP).partitionsToOffsetAndMetadata().get();
+                    offsets.forEach((tp, o) -> committed.put(tp, o.offset()));
+                } catch (Exception e) {
+                    throw new IllegalStateException(e);
+                }
+                return committed.equals(ends);
+            });
             context.getBean(KafkaListenerEndpointRegistry.class).stop();
         }
     }
