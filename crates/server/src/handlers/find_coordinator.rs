@@ -33,8 +33,8 @@ pub const SPEC: ApiSpec = ApiSpec {
     max_version: 6,
     flexible_min: 3,
 };
-/// Why a transactional id is refused, here and by InitProducerId.
-pub const TRANSACTIONS_UNSUPPORTED: &str =
+/// Why a transactional id's coordinator is not found.
+const TRANSACTIONS_UNSUPPORTED: &str =
     "transactions are not supported yet: Tarn has no transaction coordinator";
 /// The first version that batches coordinator keys.
 const BATCHED_VERSION: i16 = 4;
